@@ -1,0 +1,46 @@
+# pysched developer entry points. `make test` needs nothing pre-installed but python3 and go:
+# it creates the virtualenv, installs the package, obtains etcd + kube-apiserver + kube-scheduler
+# (KUBEBUILDER_ASSETS or a cached build from the Go module proxy) and runs every test.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+IMAGE ?= pysched:dev
+PYTEST_ARGS ?=
+
+.PHONY: all venv install control-plane test unit e2e demo bench bench-smoke image clean
+
+all: test
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e ".[test,bench]"
+	touch $@
+
+venv install: $(VENV)/.installed
+
+control-plane:
+	./hack/control-plane.sh
+
+test: install control-plane
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m pytest $(PYTEST_ARGS)
+
+unit: install
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+e2e: install control-plane
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+
+demo: install control-plane
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m scheduler demo
+
+bench: install control-plane
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m bench.run $(BENCH_ARGS)
+
+image:
+	docker build -t $(IMAGE) .
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Obtain the real control-plane binaries (etcd, kube-apiserver, kube-scheduler) for tests,
+# the demo and the benchmark.
+#
+# Order of preference:
+#   1. KUBEBUILDER_ASSETS (envtest convention) for etcd and kube-apiserver, when it holds them;
+#   2. a cache outside the repository, built earlier by this script;
+#   3. a build from the Go module proxy with the machine's Go toolchain.
+# kube-scheduler is not part of envtest's assets, so it is always taken from the cache/build.
+#
+# Prints the directory holding all three binaries on stdout (last line); progress goes to stderr.
+set -euo pipefail
+
+K8S_VERSION="${K8S_VERSION:-1.35.4}"
+ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
+CACHE_ROOT="${PYSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pysched}"
+BIN_DIR="$CACHE_ROOT/bin/k8s-v${K8S_VERSION}-etcd-v${ETCD_VERSION}"
+log() { echo "control-plane: $*" >&2; }
+
+mkdir -p "$BIN_DIR"
+
+if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
+  for b in etcd kube-apiserver; do
+    if [[ -x "$KUBEBUILDER_ASSETS/$b" && ! -e "$BIN_DIR/$b" ]]; then
+      log "using $b from KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS"
+      ln -sf "$KUBEBUILDER_ASSETS/$b" "$BIN_DIR/$b"
+    fi
+  done
+fi
+
+need_k8s=()
+for b in kube-apiserver kube-scheduler; do
+  [[ -x "$BIN_DIR/$b" ]] || need_k8s+=("$b")
+done
+
+command -v go >/dev/null || { [[ ${#need_k8s[@]} -eq 0 && -x "$BIN_DIR/etcd" ]] || { log "go toolchain not found and binaries are not cached in $BIN_DIR"; exit 1; }; }
+export GOFLAGS="${GOFLAGS:--mod=mod}"
+export CGO_ENABLED=0
+
+if [[ ${#need_k8s[@]} -gt 0 ]]; then
+  src="$CACHE_ROOT/src/k8s-v${K8S_VERSION}"
+  mkdir -p "$src"
+  log "building ${need_k8s[*]} v${K8S_VERSION} from the Go module proxy in $src (first run only; several minutes)"
+  upstream_mod="$(cd "$src" && GOFLAGS= go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  [[ -f "$upstream_mod" ]] || { log "could not download k8s.io/kubernetes@v${K8S_VERSION}"; exit 1; }
+  {
+    echo "module pysched.local/controlplane"
+    echo
+    echo "go $(sed -n 's/^go \([0-9.]*\).*/\1/p' "$upstream_mod")"
+    echo
+    echo "require k8s.io/kubernetes v${K8S_VERSION}"
+    echo
+    echo "replace ("
+    # every staging module the upstream go.mod replaces with ./staging/src/... maps to v0.<minor>.<patch>
+    sed -n 's#^\s*\(k8s.io/[^ ]*\) => ./staging/src/.*#\1#p' "$upstream_mod" | while read -r m; do
+      echo "	$m => $m v0.${K8S_VERSION#*.}"
+    done
+    echo ")"
+  } > "$src/go.mod"
+  cat > "$src/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+)
+GO
+  (cd "$src" && go mod tidy -e >&2 2>&1 || true)
+  for b in "${need_k8s[@]}"; do
+    (cd "$src" && go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION} -X k8s.io/client-go/pkg/version.gitVersion=v${K8S_VERSION}" -o "$BIN_DIR/$b.tmp" "k8s.io/kubernetes/cmd/$b")
+    mv "$BIN_DIR/$b.tmp" "$BIN_DIR/$b"
+    log "built $BIN_DIR/$b"
+  done
+fi
+
+if [[ ! -x "$BIN_DIR/etcd" ]]; then
+  src="$CACHE_ROOT/src/etcd-v${ETCD_VERSION}"
+  mkdir -p "$src"
+  log "building etcd v${ETCD_VERSION} from the Go module proxy in $src"
+  cat > "$src/go.mod" <<MOD
+module pysched.local/etcd
+
+go 1.24
+
+require go.etcd.io/etcd/server/v3 v${ETCD_VERSION}
+MOD
+  cat > "$src/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
+GO
+  (cd "$src" && go mod tidy -e >&2 2>&1 || true)
+  (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd.tmp" go.etcd.io/etcd/server/v3)
+  mv "$BIN_DIR/etcd.tmp" "$BIN_DIR/etcd"
+  log "built $BIN_DIR/etcd"
+fi
+
+echo "$BIN_DIR"

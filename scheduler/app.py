@@ -1,0 +1,177 @@
+"""The scheduler process: wires configuration, clients, informers, cache, queue and the loop.
+
+Start-up order, as kube-scheduler's: build every profile's framework (bad configuration fails
+here, before any API call) -> start the Node and Pod informers and wait until both have listed
+(so pods bound by anyone before we started are counted) -> (with leader election) wait for the
+Lease -> run the scheduling loop. Followers keep their informers warm and never bind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass, field
+
+from .cache import SchedulerCache
+from .config import SchedulerConfig
+from .eventhandlers import EventHandlers, EventRegistry
+from .events import EventRecorder
+from .framework.registry import Registry, build_registry
+from .framework.runtime import Framework, Handle
+from .informer import Reflector, name_key, uid_key
+from .kubeauth import Credentials
+from .kubeclient import KubeClient
+from .logs import kv
+from .metrics import METRICS
+from .queue import SchedulingQueue
+from .schedule_one import Scheduler
+
+log = logging.getLogger("scheduler.app")
+
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+@dataclass
+class Options:
+    """Command-line settings that are not part of KubeSchedulerConfiguration."""
+    kubeconfig: str | None = None
+    plugin_modules: list[str] = field(default_factory=list)
+    resync_period: float = 300.0
+    seed: int | None = None
+    leader_elect: bool | None = None  # None: from the config file
+    secure_port: int = 10259
+    bind_address: str = "0.0.0.0"
+    cert_dir: str | None = None
+    serve: bool = True
+    explain_all: bool = False
+    shadow: bool = False
+
+
+def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache, client, recorder,
+                     extra: dict | None = None) -> dict[str, Framework]:
+    waiting: dict = {}
+    out = {}
+    for prof in cfg.profiles:
+        handle = Handle(cache=cache, client=client, recorder=recorder, waiting_pods=waiting, extra=dict(extra or {}))
+        out[prof.scheduler_name] = Framework(prof, registry, handle)
+    return out
+
+
+def ignored_extended_resources(cfg: SchedulerConfig) -> list[str]:
+    return [m.name for e in cfg.extenders for m in e.managed_resources if m.ignored_by_scheduler]
+
+
+def build_queue(cfg: SchedulerConfig, frameworks: dict[str, Framework]) -> SchedulingQueue:
+    first = next(iter(frameworks.values()))
+
+    def pre_enqueue(pod):
+        fwk = frameworks.get(pod.scheduler_name)
+        return fwk.run_pre_enqueue(pod) if fwk is not None else None
+
+    return SchedulingQueue(sort_key=first.queue_sort_key(), pre_enqueue=pre_enqueue,
+                           initial_backoff=float(cfg.pod_initial_backoff_seconds),
+                           max_backoff=float(cfg.pod_max_backoff_seconds))
+
+
+class SchedulerApp:
+    def __init__(self, cfg: SchedulerConfig, options: Options, creds: Credentials,
+                 registry: Registry | None = None):
+        self.cfg = cfg
+        self.options = options
+        self.creds = creds
+        self.registry = registry if registry is not None else build_registry(options.plugin_modules)
+        cc = cfg.client_connection
+        self.client = KubeClient(creds, qps=cc.qps, burst=cc.burst)
+        self.event_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=8)
+        self.recorder = EventRecorder(self.event_client)
+        self.cache = SchedulerCache()
+        self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,
+                                           recorder=self.recorder,
+                                           extra={"ignored_extended_resources": ignored_extended_resources(cfg)})
+        self.queue = build_queue(cfg, self.frameworks)
+        self.handlers = EventHandlers(self.cache, self.queue, cfg.scheduler_names,
+                                      EventRegistry(self.frameworks.values()))
+        self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=self.frameworks,
+                                   recorder=self.recorder, client=self.client,
+                                   percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
+                                   seed=options.seed, on_cluster_event=self.handlers._move)
+        self.scheduler.explain_all = options.explain_all
+        self.node_reflector = Reflector(self.client, name="nodes", path="/api/v1/nodes",
+                                        on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
+                                        key=name_key, resync_period=options.resync_period)
+        self.pod_reflector = Reflector(self.client, name="pods", path="/api/v1/pods",
+                                       on_upsert=self.handlers.pod_upsert, on_delete=self.handlers.pod_delete,
+                                       key=uid_key, params={"fieldSelector": POD_FIELD_SELECTOR},
+                                       resync_period=options.resync_period)
+        self.tasks: list[asyncio.Task] = []
+        self.stopping = asyncio.Event()
+        self.synced = asyncio.Event()
+        self.exit_code = 0
+
+    async def wait_synced(self) -> None:
+        await self.node_reflector.synced.wait()
+        await self.pod_reflector.synced.wait()
+        self.synced.set()
+
+    def _spawn(self, coro, name: str) -> asyncio.Task:
+        t = asyncio.create_task(coro, name=name)
+        self.tasks.append(t)
+        return t
+
+    async def start_informers(self) -> None:
+        self.recorder.start()
+        self._spawn(self.node_reflector.run(), "node-informer")
+        self._spawn(self.pod_reflector.run(), "pod-informer")
+        self._spawn(self.queue.run_flush_loop(), "queue-flush")
+        self._spawn(self._cache_metrics_loop(), "cache-metrics")
+        await self.wait_synced()
+        log.info("caches synced", extra=kv(nodes=len(self.cache.nodes), pods=len(self.cache.pods),
+                                            pending=len(self.queue)))
+
+    async def _cache_metrics_loop(self) -> None:
+        while True:
+            METRICS.cache_size.labels("nodes").set(len(self.cache.nodes))
+            METRICS.cache_size.labels("pods").set(len(self.cache.pods))
+            METRICS.cache_size.labels("assumed_pods").set(len(self.cache.assumed))
+            self.queue.update_metrics()
+            await asyncio.sleep(1.0)
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.request_stop)
+            except (NotImplementedError, RuntimeError):
+                pass
+        try:
+            await self.start_informers()
+            sched = self._spawn(self.scheduler.run(), "scheduling-loop")
+            stop = asyncio.create_task(self.stopping.wait())
+            done, _ = await asyncio.wait([sched, stop, *self.tasks[:2]], return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                if t is not stop and t.exception() is not None:
+                    log.error("component failed", extra=kv(task=t.get_name(), error=repr(t.exception())))
+                    self.exit_code = 1
+            stop.cancel()
+        finally:
+            await self.shutdown()
+        return self.exit_code
+
+    def request_stop(self) -> None:
+        log.info("shutting down")
+        self.stopping.set()
+
+    async def shutdown(self) -> None:
+        self.scheduler.stop()
+        await self.scheduler.drain(timeout=10.0)
+        for t in self.tasks:
+            t.cancel()
+        for t in self.tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        await self.recorder.stop()
+        await self.client.close()
+        await self.event_client.close()

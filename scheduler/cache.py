@@ -1,0 +1,171 @@
+"""The scheduler cache: nodes and the pods on them, with assume/forget.
+
+Pod states, as in kube-scheduler's cache::
+
+    Initial --assume--> Assumed --(informer: pod bound)--> Added --(update)--> Added
+       ^                   |                                  |
+       +------forget-------+                                  +--(informer: delete)--> gone
+                           +--(informer: delete)--> gone
+
+* ``assume(pod, node)`` counts the pod on the node the moment the scheduling cycle picks it, so
+  the next cycle already sees the capacity taken. Binding then runs asynchronously.
+* ``forget(pod)`` undoes an assumption when binding fails.
+* Assumed pods never expire (kube-scheduler sets the expiry to 0 since k/k#106361, which
+  double-booked nodes when a slow bind outlived the timeout). Only an informer event (bound or
+  deleted) or a failed bind clears the assumption.
+* Every non-terminal pod with ``spec.nodeName`` counts, whichever scheduler or client bound it.
+  A pod on a node the cache does not know yet is parked and counted once the node appears.
+
+The cache is written only from the event loop thread, and the scheduling cycle runs without
+awaiting, so a cycle reads one consistent state (the "snapshot").
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .nodeinfo import NodeInfo, NodeSpec
+from .nodetable import NodeTable
+from .podinfo import PodInfo
+
+log = logging.getLogger("scheduler.cache")
+
+
+class SchedulerCache:
+    def __init__(self) -> None:
+        self.table = NodeTable()
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, PodInfo] = {}          # uid -> pod counted on a node (added or assumed)
+        self.assumed: dict[str, PodInfo] = {}       # uid -> assumed pod
+        self.parked: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to an unknown node
+        self.generation = 0
+
+    # -- nodes ---------------------------------------------------------------------------------
+
+    def upsert_node(self, spec: NodeSpec) -> tuple[str, NodeInfo]:
+        """Add or update a node. Returns ("added"|"updated"|"unchanged", info)."""
+        info = self.nodes.get(spec.name)
+        if info is None:
+            info = NodeInfo(spec, -1)
+            for pod in self.parked.pop(spec.name, {}).values():
+                info.add_pod(pod)
+            self.nodes[spec.name] = info
+            self.table.add(info)
+            self.generation += 1
+            return "added", info
+        old = info.spec
+        if old.same_for_scheduling(spec):
+            info.spec = spec
+            return "unchanged", info
+        info.spec = spec
+        self.table.update_spec(info, old)
+        info.generation += 1
+        self.generation += 1
+        return "updated", info
+
+    def remove_node(self, name: str) -> NodeInfo | None:
+        info = self.nodes.pop(name, None)
+        if info is None:
+            return None
+        self.table.remove(info)
+        # Pods stay counted against the name: if the node comes back they are still there.
+        if info.pods:
+            self.parked[name] = dict(info.pods)
+        self.generation += 1
+        return info
+
+    # -- pods ----------------------------------------------------------------------------------
+
+    def _place(self, pod: PodInfo) -> None:
+        info = self.nodes.get(pod.node_name)
+        if info is None:
+            self.parked.setdefault(pod.node_name, {})[pod.uid] = pod
+        else:
+            info.add_pod(pod)
+            self.table.add_pod(info.slot, pod)
+        self.pods[pod.uid] = pod
+        self.generation += 1
+
+    def _unplace(self, pod: PodInfo) -> None:
+        self.pods.pop(pod.uid, None)
+        info = self.nodes.get(pod.node_name)
+        if info is not None:
+            if info.remove_pod(pod):
+                self.table.remove_pod(info.slot, pod)
+        else:
+            parked = self.parked.get(pod.node_name)
+            if parked is not None:
+                parked.pop(pod.uid, None)
+                if not parked:
+                    del self.parked[pod.node_name]
+        self.generation += 1
+
+    def assume(self, pod: PodInfo, node_name: str) -> PodInfo:
+        """Count ``pod`` on ``node_name`` before the bind; returns the assumed copy."""
+        if pod.uid in self.pods:
+            raise ValueError(f"pod {pod.key} is already in the cache (node {self.pods[pod.uid].node_name})")
+        assumed = pod.with_node(node_name)
+        self._place(assumed)
+        self.assumed[pod.uid] = assumed
+        return assumed
+
+    def forget(self, pod: PodInfo) -> bool:
+        """Undo an assumption (bind failed). False if the pod was not assumed any more."""
+        assumed = self.assumed.pop(pod.uid, None)
+        if assumed is None:
+            return False
+        self._unplace(assumed)
+        return True
+
+    def is_assumed(self, uid: str) -> bool:
+        return uid in self.assumed
+
+    def upsert_pod(self, pod: PodInfo) -> tuple[PodInfo | None, bool]:
+        """Informer add/update of a pod that has ``spec.nodeName``.
+
+        Returns (previous cached version or None, whether it confirmed an assumption).
+        """
+        old = self.pods.get(pod.uid)
+        confirmed = False
+        if pod.uid in self.assumed:
+            assumed = self.assumed.pop(pod.uid)
+            confirmed = True
+            if assumed.node_name != pod.node_name:
+                log.warning("pod bound to a different node than assumed pod=%s assumed_node=%s node=%s",
+                            pod.key, assumed.node_name, pod.node_name)
+        if old is not None:
+            if (old.node_name == pod.node_name and old.requests == pod.requests
+                    and old.host_ports == pod.host_ports and old.non0_cpu == pod.non0_cpu
+                    and old.non0_mem == pod.non0_mem):
+                # Same accounting: swap the object without touching totals.
+                info = self.nodes.get(pod.node_name)
+                if info is not None:
+                    info.pods[pod.uid] = pod
+                else:
+                    self.parked.setdefault(pod.node_name, {})[pod.uid] = pod
+                self.pods[pod.uid] = pod
+                self.generation += 1
+                return old, confirmed
+            self._unplace(old)
+        self._place(pod)
+        return old, confirmed
+
+    def remove_pod(self, uid: str) -> PodInfo | None:
+        """Informer delete (or the pod went terminal). Returns the removed pod."""
+        self.assumed.pop(uid, None)
+        old = self.pods.get(uid)
+        if old is None:
+            return None
+        self._unplace(old)
+        return old
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def node_count(self) -> int:
+        return len(self.nodes)
+
+    def dump(self) -> dict:
+        """Debug view: per node requested vs allocatable (used by tests and /debug)."""
+        return {name: {"allocatable": dict(info.allocatable), "requested": dict(info.requested),
+                       "pods": sorted(p.key for p in info.pods.values())}
+                for name, info in self.nodes.items()}

@@ -1,0 +1,146 @@
+"""Command line: ``pysched [run] --config FILE --kubeconfig FILE`` and the other subcommands.
+
+Exit codes: 0 after a clean shutdown, 1 when the scheduler stopped because of an error (lost
+lease, fatal component failure), 2 for bad configuration or flags (the message names the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+import yaml
+
+from . import config as configmod
+from . import logs
+
+log = logging.getLogger("scheduler.cli")
+SUBCOMMANDS = ("run", "extender", "simulate", "demo")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1)")
+    p.add_argument("--kubeconfig", help="kubeconfig file; default: in-cluster, then $KUBECONFIG")
+    p.add_argument("--plugin-module", action="append", default=[], metavar="MODULE",
+                   help="import MODULE to register out-of-tree plugins (repeatable)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--log-format", default="logfmt", choices=("logfmt", "json"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pysched", description="A secondary Kubernetes scheduler in Python.")
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="run the scheduler (default)")
+    _common(run)
+    run.add_argument("--write-config-to", metavar="FILE",
+                     help="write the effective configuration (defaults applied) to FILE ('-' for stdout) and exit")
+    run.add_argument("--secure-port", type=int, default=10259, help="HTTPS port for /healthz, /readyz, /metrics")
+    run.add_argument("--bind-address", default="0.0.0.0")
+    run.add_argument("--cert-dir", default=None, help="where the self-signed serving certificate is written")
+    run.add_argument("--no-serve", action="store_true", help="do not open the secure port")
+    run.add_argument("--leader-elect", dest="leader_elect", default=None,
+                     type=lambda s: s.lower() in ("1", "true", "yes"), help="override leaderElection.leaderElect")
+    run.add_argument("--resync-period", type=float, default=300.0, help="seconds between informer relists")
+    run.add_argument("--seed", type=int, default=None, help="tie-break random seed (reproducible placements)")
+    run.add_argument("--explain-all", action="store_true", help="keep a per-plugin trace of every cycle")
+    run.add_argument("--shadow", action="store_true",
+                     help="never bind: compute placements for pods of other schedulers and report agreement")
+
+    ext = sub.add_parser("extender", help="serve the plugins as a kube-scheduler extender")
+    _common(ext)
+    ext.add_argument("--port", type=int, default=8888)
+    ext.add_argument("--address", default="127.0.0.1")
+    ext.add_argument("--tls-cert-file")
+    ext.add_argument("--tls-private-key-file")
+    ext.add_argument("--client-ca-file")
+    ext.add_argument("--profile", default=None, help="schedulerName of the profile to serve (default: the first)")
+
+    sim = sub.add_parser("simulate", help="schedule pods onto a cluster snapshot without an API server")
+    _common(sim)
+    sim.add_argument("--cluster", required=True, help="snapshot (kubectl get nodes,pods -A -o yaml)")
+    sim.add_argument("--pods", required=True, help="pods to schedule (YAML, one or many documents)")
+    sim.add_argument("--explain", action="append", default=[], metavar="NS/NAME")
+    sim.add_argument("--report", metavar="OUT.html")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--output", default="text", choices=("text", "json"))
+
+    demo = sub.add_parser("demo", help="start a local control plane, schedule sample pods, print placements")
+    demo.add_argument("--log-level", default="warning", choices=("debug", "info", "warning", "error"))
+    demo.add_argument("--log-format", default="logfmt", choices=("logfmt", "json"))
+    return parser
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    if not argv or argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help"):
+        argv = ["run", *argv]
+    return build_parser().parse_args(argv)
+
+
+def load_config(path: str | None) -> configmod.SchedulerConfig:
+    if path:
+        return configmod.load_file(path)
+    return configmod.default_config()
+
+
+def cmd_run(args) -> int:
+    from .app import Options, SchedulerApp
+    from .framework.registry import RegistryError, build_registry
+    from .kubeauth import CredentialsError, load
+
+    try:
+        cfg = load_config(args.config)
+        registry = build_registry(args.plugin_module)
+        if args.write_config_to:
+            from .app import build_frameworks
+            from .cache import SchedulerCache
+            fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None)
+            args_out = {name: {pn: (a.to_dict() if a is not None and hasattr(a, "to_dict") else {})
+                               for pn, a in fw.plugin_args.items() if a is not None}
+                        for name, fw in fws.items()}
+            eff = {name: fw.plugin_sets for name, fw in fws.items()}
+            text = yaml.safe_dump(configmod.to_dict(cfg, args_out, eff), sort_keys=False)
+            if args.write_config_to == "-":
+                sys.stdout.write(text)
+            else:
+                with open(args.write_config_to, "w") as f:
+                    f.write(text)
+            return 0
+        options = Options(kubeconfig=args.kubeconfig or cfg.client_connection.kubeconfig or None,
+                          plugin_modules=args.plugin_module, resync_period=args.resync_period, seed=args.seed,
+                          leader_elect=args.leader_elect, secure_port=args.secure_port,
+                          bind_address=args.bind_address, cert_dir=args.cert_dir, serve=not args.no_serve,
+                          explain_all=args.explain_all, shadow=args.shadow)
+        creds = load(options.kubeconfig)
+        app = SchedulerApp(cfg, options, creds, registry)
+    except (configmod.ConfigError, RegistryError) as exc:
+        print(f"pysched: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    except CredentialsError as exc:
+        print(f"pysched: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(app.run())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    logs.setup(getattr(args, "log_level", "info"), getattr(args, "log_format", "logfmt"))
+    cmd = args.command or "run"
+    if cmd == "run":
+        return cmd_run(args)
+    if cmd == "demo":
+        from .demo import main as demo_main
+        return demo_main()
+    if cmd == "extender":
+        from .extender_server import main as ext_main
+        return ext_main(args)
+    if cmd == "simulate":
+        from .simulate import main as sim_main
+        return sim_main(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

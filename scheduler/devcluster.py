@@ -1,0 +1,284 @@
+"""A throw-away local control plane: a real etcd and kube-apiserver on loopback.
+
+Used by the test fixtures, ``make demo`` and the benchmark. Nothing here is mocked: the binaries
+are the upstream ones, obtained by ``hack/control-plane.sh`` (``KUBEBUILDER_ASSETS`` when set,
+otherwise built once from the Go module proxy into a cache outside the repository).
+
+Every server gets random free loopback ports and a private temporary directory; ``stop()`` kills
+the processes and removes the directory. The API server runs with RBAC authorization, a static
+admin token (group ``system:masters``) and a service-account signing key, so tests can also act
+as a ServiceAccount with a real bound token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import ipaddress
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CONTROL_PLANE_SCRIPT = REPO_ROOT / "hack" / "control-plane.sh"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be obtained or started."""
+
+
+def binaries_dir() -> Path:
+    """Directory holding etcd, kube-apiserver and kube-scheduler (built on first use)."""
+    explicit = os.environ.get("PYSCHED_BIN_DIR")
+    if explicit:
+        return Path(explicit)
+    if not CONTROL_PLANE_SCRIPT.exists():
+        raise ControlPlaneError(f"{CONTROL_PLANE_SCRIPT} not found; set PYSCHED_BIN_DIR")
+    proc = subprocess.run([str(CONTROL_PLANE_SCRIPT)], stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise ControlPlaneError(f"{CONTROL_PLANE_SCRIPT} failed with exit code {proc.returncode}")
+    path = Path(proc.stdout.strip().splitlines()[-1])
+    os.environ["PYSCHED_BIN_DIR"] = str(path)
+    return path
+
+
+def free_port() -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_pki(directory: Path) -> dict[str, Path]:
+    """CA, API-server serving certificate (127.0.0.1/localhost) and service-account key."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def pem_key(key) -> bytes:
+        return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "pysched-test-ca")])
+    ca_cert = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+               .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + datetime.timedelta(days=7))
+               .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+               .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                            content_commitment=False, key_encipherment=False,
+                                            data_encipherment=False, key_agreement=False,
+                                            encipher_only=False, decipher_only=False), critical=True)
+               .sign(ca_key, hashes.SHA256()))
+    srv_key = ec.generate_private_key(ec.SECP256R1())
+    srv_cert = (x509.CertificateBuilder()
+                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+                .issuer_name(ca_name).public_key(srv_key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(days=7))
+                .add_extension(x509.SubjectAlternativeName([
+                    x509.DNSName("localhost"), x509.DNSName("kubernetes"),
+                    x509.DNSName("kubernetes.default.svc"),
+                    x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+                .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
+                               critical=False)
+                .sign(ca_key, hashes.SHA256()))
+    sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    paths = {
+        "ca.crt": ca_cert.public_bytes(serialization.Encoding.PEM),
+        "ca.key": pem_key(ca_key),
+        "apiserver.crt": srv_cert.public_bytes(serialization.Encoding.PEM),
+        "apiserver.key": pem_key(srv_key),
+        "sa.key": pem_key(sa_key),
+        "sa.pub": sa_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                   serialization.PublicFormat.SubjectPublicKeyInfo),
+    }
+    out = {}
+    for name, data in paths.items():
+        p = directory / name
+        p.write_bytes(data)
+        p.chmod(0o600)
+        out[name] = p
+    return out
+
+
+def write_kubeconfig(path: Path, *, server: str, ca_file: Path, token: str, user: str = "admin") -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: local\n  cluster:\n    server: {server}\n"
+        f"    certificate-authority: {ca_file}\n"
+        f"users:\n- name: {user}\n  user:\n    token: {token}\n"
+        f"contexts:\n- name: local\n  context:\n    cluster: local\n    user: {user}\n"
+        "current-context: local\n")
+    path.chmod(0o600)
+    return path
+
+
+@dataclass
+class ControlPlane:
+    """etcd + kube-apiserver on random loopback ports. Use as a context manager or call start/stop."""
+
+    extra_apiserver_args: list[str] = field(default_factory=list)
+    keep_dir: bool = False
+    workdir: Path | None = None
+    etcd_proc: subprocess.Popen | None = None
+    apiserver_proc: subprocess.Popen | None = None
+    apiserver_port: int = 0
+    admin_token: str = "pysched-admin-token"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, timeout: float = 120.0) -> "ControlPlane":
+        self.bin = binaries_dir()
+        base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+        self.workdir = Path(tempfile.mkdtemp(prefix="pysched-cp-", dir=base))
+        self.pki = _write_pki(self.workdir)
+        (self.workdir / "tokens.csv").write_text(
+            f'{self.admin_token},admin,admin-uid,"system:masters"\n')
+        self.kubeconfig = write_kubeconfig(self.workdir / "admin.kubeconfig", server="https://127.0.0.1:0",
+                                           ca_file=self.pki["ca.crt"], token=self.admin_token)
+        try:
+            self._start_etcd(timeout)
+            self.apiserver_port = free_port()
+            self._start_apiserver(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for proc in (self.apiserver_proc, self.etcd_proc):
+            _terminate(proc)
+        self.apiserver_proc = self.etcd_proc = None
+        if self.workdir and not self.keep_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "ControlPlane":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- accessors ---------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.pki["ca.crt"]
+
+    def kubeconfig_for_token(self, token: str, name: str) -> Path:
+        return write_kubeconfig(self.workdir / f"{name}.kubeconfig", server=self.url,
+                                ca_file=self.ca_file, token=token, user=name)
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def stop_apiserver(self) -> None:
+        _terminate(self.apiserver_proc)
+        self.apiserver_proc = None
+
+    def restart_apiserver(self, timeout: float = 120.0, downtime: float = 0.0) -> None:
+        """Stop kube-apiserver and start it again on the same port (etcd keeps the data)."""
+        self.stop_apiserver()
+        if downtime:
+            time.sleep(downtime)
+        self._start_apiserver(timeout)
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _log(self, name: str):
+        return open(self.workdir / f"{name}.log", "ab")
+
+    def _start_etcd(self, timeout: float) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        args = [
+            str(self.bin / "etcd"), "--name=default", f"--data-dir={self.workdir / 'etcd'}",
+            f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=default=http://127.0.0.1:{peer}",
+            "--log-level=warn", "--quota-backend-bytes=8589934592", "--unsafe-no-fsync",
+            "--listen-metrics-urls=", "--auto-compaction-retention=5m",
+        ]
+        self.etcd_proc = subprocess.Popen(args, stdout=self._log("etcd"), stderr=subprocess.STDOUT,
+                                          start_new_session=True)
+        _wait_http(f"{self.etcd_url}/health", timeout, self.etcd_proc, "etcd", self.workdir / "etcd.log")
+
+    def _start_apiserver(self, timeout: float) -> None:
+        p = self.pki
+        args = [
+            str(self.bin / "kube-apiserver"),
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            f"--tls-cert-file={p['apiserver.crt']}", f"--tls-private-key-file={p['apiserver.key']}",
+            f"--client-ca-file={p['ca.crt']}",
+            f"--token-auth-file={self.workdir / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            f"--service-account-issuer=https://127.0.0.1:{self.apiserver_port}",
+            f"--service-account-key-file={p['sa.pub']}",
+            f"--service-account-signing-key-file={p['sa.key']}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            # As scheduler_perf does: no controller-manager creates ServiceAccounts, and bare Node
+            # objects must not get the not-ready taint.
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            "--profiling=false", "--v=0",
+            f"--cert-dir={self.workdir / 'certs'}",
+            *self.extra_apiserver_args,
+        ]
+        self.apiserver_proc = subprocess.Popen(args, stdout=self._log("kube-apiserver"),
+                                               stderr=subprocess.STDOUT, start_new_session=True)
+        ctx = ssl.create_default_context(cafile=str(p["ca.crt"]))
+        _wait_http(f"{self.url}/readyz", timeout, self.apiserver_proc, "kube-apiserver",
+                   self.workdir / "kube-apiserver.log", ssl_context=ctx, token=self.admin_token)
+        write_kubeconfig(self.kubeconfig, server=self.url, ca_file=p["ca.crt"], token=self.admin_token)
+
+
+def _terminate(proc: subprocess.Popen | None, grace: float = 10.0) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _wait_http(url: str, timeout: float, proc: subprocess.Popen, name: str, log: Path, *,
+               ssl_context: ssl.SSLContext | None = None, token: str | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            raise ControlPlaneError(f"{name} exited with code {proc.returncode}:\n{tail}")
+        req = urllib.request.Request(url)
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        try:
+            with urllib.request.urlopen(req, timeout=2, context=ssl_context) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError) as exc:
+            last = str(exc)
+        time.sleep(0.2)
+    raise ControlPlaneError(f"{name} not ready at {url} after {timeout}s: {last}")

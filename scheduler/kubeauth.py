@@ -1,0 +1,133 @@
+"""Cluster credentials: one place that decides how every client of the process logs in.
+
+Order, as kube-scheduler: an explicit kubeconfig (``--kubeconfig`` or
+``clientConnection.kubeconfig``); else the in-cluster ServiceAccount (token re-read from its file,
+so bound-token rotation works); else ``$KUBECONFIG`` / ``~/.kube/config``. Kubeconfig files are
+read with the official ``kubernetes`` package's loader (exec plugins, embedded certificate data,
+auth providers). The same ``Credentials`` feed our aiohttp client and kopf's login handler, so
+the two never authenticate differently.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+class CredentialsError(RuntimeError):
+    pass
+
+
+@dataclass
+class Credentials:
+    server: str
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    token: str | None = None
+    token_file: str | None = None
+    insecure: bool = False
+    tls_server_name: str | None = None
+    source: str = ""
+    _refresh: object = field(default=None, repr=False)
+    _token_read: float = 0.0
+
+    def bearer(self) -> str | None:
+        """Current token; re-read from file (in-cluster) or refreshed (exec plugins) each minute."""
+        now = time.monotonic()
+        if self.token_file and (self.token is None or now - self._token_read > 60):
+            try:
+                self.token = Path(self.token_file).read_text().strip()
+                self._token_read = now
+            except OSError as exc:
+                raise CredentialsError(f"reading token {self.token_file}: {exc}") from None
+        elif self._refresh is not None and (self.token is None or now - self._token_read > 60):
+            self.token = self._refresh()
+            self._token_read = now
+        return self.token
+
+    def invalidate(self) -> None:
+        """Force a token re-read (after a 401)."""
+        self._token_read = 0.0
+        if self.token_file or self._refresh is not None:
+            self.token = None
+
+    def ssl_context(self) -> ssl.SSLContext | bool:
+        if not self.server.startswith("https"):
+            return False
+        ctx = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else ssl.create_default_context()
+        if self.cert_file and self.key_file:
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+        if self.insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+
+def in_cluster_available() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SA_DIR / "token").exists()
+
+
+def load_in_cluster() -> Credentials:
+    host = os.environ.get("KUBERNETES_SERVICE_HOST")
+    port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+    if not host:
+        raise CredentialsError("not running in a cluster (KUBERNETES_SERVICE_HOST is unset)")
+    if ":" in host:
+        host = f"[{host}]"
+    ca = SA_DIR / "ca.crt"
+    return Credentials(server=f"https://{host}:{port}", ca_file=str(ca) if ca.exists() else None,
+                       token_file=str(SA_DIR / "token"), source="in-cluster")
+
+
+def load_kubeconfig(path: str | os.PathLike, context: str | None = None) -> Credentials:
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+
+    p = Path(path)
+    if not p.exists():
+        raise CredentialsError(f"kubeconfig {path} does not exist")
+    cfg = k8s_client.Configuration()
+    try:
+        k8s_config.load_kube_config(config_file=str(p), context=context, client_configuration=cfg,
+                                    persist_config=False)
+    except Exception as exc:  # noqa: BLE001 - the loader raises many types; name the file
+        raise CredentialsError(f"kubeconfig {path}: {exc}") from None
+    token = _bearer_from(cfg)
+    creds = Credentials(server=cfg.host.rstrip("/"), ca_file=cfg.ssl_ca_cert, cert_file=cfg.cert_file,
+                        key_file=cfg.key_file, token=token, insecure=not cfg.verify_ssl,
+                        tls_server_name=getattr(cfg, "tls_server_name", None), source=str(p))
+    if cfg.refresh_api_key_hook is not None:
+        def refresh(cfg=cfg):
+            cfg.refresh_api_key_hook(cfg)
+            return _bearer_from(cfg)
+        creds._refresh = refresh
+        creds._token_read = time.monotonic()
+    return creds
+
+
+def _bearer_from(cfg) -> str | None:
+    keys = cfg.api_key or {}
+    auth = keys.get("authorization") or keys.get("BearerToken")
+    if not auth:
+        return None
+    return auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth
+
+
+def load(kubeconfig: str | None = None) -> Credentials:
+    if kubeconfig:
+        return load_kubeconfig(kubeconfig)
+    if in_cluster_available():
+        return load_in_cluster()
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return load_kubeconfig(env.split(os.pathsep)[0])
+    home = Path.home() / ".kube" / "config"
+    if home.exists():
+        return load_kubeconfig(home)
+    raise CredentialsError("no credentials: pass --kubeconfig, or run in a cluster with a ServiceAccount")

@@ -1,0 +1,56 @@
+"""Structured logging: logfmt (``key=value``) by default, JSON with ``--log-format=json``.
+
+Call sites pass fields with ``extra=kv(pod=..., node=...)`` so every error names the pod and node
+it concerns; plain ``%``-style messages still work. One line per record, UTC timestamps.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import sys
+
+
+def kv(**fields) -> dict:
+    return {"kv": fields}
+
+
+def _logfmt_value(v) -> str:
+    s = str(v)
+    if s == "" or any(c in s for c in ' ="\n\t'):
+        return json.dumps(s)
+    return s
+
+
+class LogfmtFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ts = datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        parts = [f"ts={ts}", f"level={record.levelname.lower()}", f"logger={record.name}",
+                 f"msg={_logfmt_value(record.getMessage())}"]
+        for k, v in (getattr(record, "kv", None) or {}).items():
+            parts.append(f"{k}={_logfmt_value(v)}")
+        if record.exc_info:
+            parts.append(f"error={_logfmt_value(self.formatException(record.exc_info))}")
+        return " ".join(parts)
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        ts = datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        out = {"ts": ts, "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage()}
+        for k, v in (getattr(record, "kv", None) or {}).items():
+            out[k] = v if isinstance(v, (int, float, bool)) or v is None else str(v)
+        if record.exc_info:
+            out["error"] = self.formatException(record.exc_info)
+        return json.dumps(out)
+
+
+def setup(level: str = "info", fmt: str = "logfmt") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level.upper(), logging.INFO))
+    for noisy in ("kopf", "aiohttp.access", "asyncio"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

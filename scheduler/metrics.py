@@ -1,0 +1,127 @@
+"""Prometheus metrics with kube-scheduler's names, labels and buckets, plus our own.
+
+Names and buckets follow ``pkg/scheduler/metrics/metrics.go`` so existing kube-scheduler
+dashboards work unchanged (set ``profile`` to our schedulerName; tell the schedulers apart by the
+``job`` label). Metrics that only this scheduler has are prefixed ``pysched_``: bind conflicts
+(HTTP 409 from another binder), kubelet rejections of pods we bound (OutOfcpu, OutOfmemory, ...),
+dropped events and informer relists.
+
+Label children are cached because ``labels()`` costs more than ``observe()`` on the hot path.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+
+def _exp(start: float, factor: float, count: int) -> list[float]:
+    return [start * factor**i for i in range(count)]
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry = REGISTRY):
+        self.registry = registry
+        r = registry
+        self.schedule_attempts = Counter(
+            "scheduler_schedule_attempts_total",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not be "
+            "scheduled, while 'error' means an internal scheduler problem.", ["result", "profile"], registry=r)
+        self.attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            ["result", "profile"], buckets=_exp(0.001, 2, 15), registry=r)
+        self.algorithm_duration = Histogram(
+            "scheduler_scheduling_algorithm_duration_seconds", "Scheduling algorithm latency in seconds",
+            buckets=_exp(0.001, 2, 15), registry=r)
+        self.sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue "
+            "and might involve multiple scheduling attempts.", ["attempts"],
+            buckets=_exp(0.01, 2, 20), registry=r)
+        self.pod_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.", buckets=_exp(1, 2, 5), registry=r)
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; 'backoff' "
+            "means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods "
+            "that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable "
+            "pods that the scheduler never attempted to schedule because they are gated.", ["queue"], registry=r)
+        self.extension_point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"], buckets=_exp(0.0001, 2, 12), registry=r)
+        self.plugin_execution_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point.",
+            ["plugin", "extension_point", "status"], buckets=_exp(0.00001, 1.5, 20), registry=r)
+        self.queue_incoming = Counter(
+            "scheduler_queue_incoming_pods_total",
+            "Number of pods added to scheduling queues by event and queue type.", ["queue", "event"], registry=r)
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge "
+            "for all plugins that caused it to not schedule and so this metric have meaning only when "
+            "broken down by plugin.", ["plugin", "profile"], registry=r)
+        self.cache_size = Gauge(
+            "scheduler_cache_size", "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            ["type"], registry=r)
+        self.goroutines = Gauge(
+            "scheduler_goroutines", "Number of running goroutines split by the work they do such as binding.",
+            ["operation"], registry=r)
+        self.leader = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. "
+            "'name' is the string used to identify the lease. Please make sure to group by name.", ["name"], registry=r)
+        self.bind_conflicts = Counter(
+            "pysched_bind_conflicts_total",
+            "Binds answered 409 Conflict (the pod was already bound, typically by another scheduler).",
+            ["profile", "reason"], registry=r)
+        self.kubelet_rejections = Counter(
+            "pysched_kubelet_rejections_total",
+            "Pods this scheduler bound that the kubelet then rejected at admission (status.reason such as "
+            "OutOfcpu, OutOfmemory, OutOfpods, UnexpectedAdmissionError).", ["reason"], registry=r)
+        self.events_dropped = Counter(
+            "pysched_events_dropped_total", "Kubernetes Events dropped because the recorder queue was full or "
+            "the API refused them.", ["reason"], registry=r)
+        self.informer_relists = Counter(
+            "pysched_informer_relists_total", "Full LISTs done by the informers, by reason.",
+            ["resource", "reason"], registry=r)
+        self.informer_events = Counter(
+            "pysched_informer_events_total", "Watch events processed by the informers.",
+            ["resource", "type"], registry=r)
+        self._ep_children: dict = {}
+        self._plugin_children: dict = {}
+
+    def observe_extension_point(self, ep: str, status: str, profile: str, seconds: float) -> None:
+        key = (ep, status, profile)
+        child = self._ep_children.get(key)
+        if child is None:
+            child = self._ep_children[key] = self.extension_point_duration.labels(ep, status, profile)
+        child.observe(seconds)
+
+    def observe_plugin(self, plugin: str, ep: str, status: str, seconds: float) -> None:
+        key = (plugin, ep, status)
+        child = self._plugin_children.get(key)
+        if child is None:
+            child = self._plugin_children[key] = self.plugin_execution_duration.labels(plugin, ep, status)
+        child.observe(seconds)
+
+
+METRICS = Metrics()
+
+
+def _status_name(status) -> str:
+    return "Success" if status is None else status.code.upstream
+
+
+def extension_point(ep: str, status, profile: str, seconds: float) -> None:
+    METRICS.observe_extension_point(ep, _status_name(status), profile, seconds)
+
+
+def extension_point_code(ep: str, code, profile: str, seconds: float) -> None:
+    METRICS.observe_extension_point(ep, code.upstream, profile, seconds)
+
+
+def plugin_duration(plugin: str, ep: str, status, seconds: float) -> None:
+    METRICS.observe_plugin(plugin, ep, _status_name(status), seconds)

@@ -1,0 +1,164 @@
+"""PodInfo: the slim, pre-parsed view of a Pod that the cache, queue and plugins share.
+
+Built once per watch event from the raw JSON dict (never from generated client models). Every
+field a plugin needs is parsed here, so the scheduling cycle does no dictionary digging and no
+quantity parsing. A pod whose spec cannot be parsed keeps ``parse_error`` (naming the field) and
+is reported as a scheduling error instead of crashing the informer.
+
+Only pods this scheduler has to place keep their raw object (``raw``, with managedFields
+dropped): extenders and explanations need it. Pods already on a node keep only the parsed fields.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from .model import (ObjectError, parse_node_selector, parse_preferred_terms, parse_tolerations)
+from .resources import pod_resource
+
+_EPOCH_CACHE: dict[str, float] = {}
+
+
+def parse_time(text: str | None) -> float:
+    """RFC 3339 timestamp to epoch seconds (0.0 when absent or invalid)."""
+    if not text:
+        return 0.0
+    hit = _EPOCH_CACHE.get(text)
+    if hit is not None:
+        return hit
+    try:
+        v = datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        v = 0.0
+    if len(_EPOCH_CACHE) > 8192:
+        _EPOCH_CACHE.clear()
+    _EPOCH_CACHE[text] = v
+    return v
+
+
+class PodInfo:
+    """Parsed pod. Treat as immutable except for ``node_name`` while assumed."""
+
+    __slots__ = (
+        "uid", "namespace", "name", "key", "resource_version", "generation", "scheduler_name",
+        "node_name", "phase", "deleting", "labels", "annotations", "priority", "created",
+        "requests", "non0_cpu", "non0_mem", "host_ports", "tolerations", "node_selector",
+        "required_affinity", "preferred_affinity", "pod_affinity", "pod_anti_affinity",
+        "spread_constraints", "gates", "owner_kind", "owner_name", "owner_uid", "images",
+        "pvc_names", "resource_claims", "scheduled_condition", "nominated_node", "raw",
+        "parse_error", "spec_hash", "affinity_terms",
+    )
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.key}, node={self.node_name or '-'})"
+
+    @property
+    def assigned(self) -> bool:
+        return bool(self.node_name)
+
+    @classmethod
+    def from_dict(cls, obj: dict, *, keep_raw: bool = False, use_status: bool | None = None) -> "PodInfo":
+        p = cls.__new__(cls)
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        p.uid = meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        p.namespace = meta.get("namespace") or "default"
+        p.name = meta.get("name") or ""
+        p.key = f"{p.namespace}/{p.name}"
+        p.resource_version = meta.get("resourceVersion") or ""
+        p.generation = meta.get("generation") or 0
+        p.scheduler_name = spec.get("schedulerName") or "default-scheduler"
+        p.node_name = spec.get("nodeName") or ""
+        p.phase = status.get("phase") or "Pending"
+        p.deleting = bool(meta.get("deletionTimestamp"))
+        p.labels = meta.get("labels") or {}
+        p.annotations = meta.get("annotations") or {}
+        p.priority = spec.get("priority") or 0
+        p.created = parse_time(meta.get("creationTimestamp"))
+        p.nominated_node = status.get("nominatedNodeName") or ""
+        p.parse_error = None
+        p.affinity_terms = None
+        owner = None
+        for ref in meta.get("ownerReferences") or ():
+            if ref.get("controller"):
+                owner = ref
+                break
+        p.owner_kind = owner.get("kind", "") if owner else ""
+        p.owner_name = owner.get("name", "") if owner else ""
+        p.owner_uid = owner.get("uid", "") if owner else ""
+        p.scheduled_condition = None
+        for cond in status.get("conditions") or ():
+            if cond.get("type") == "PodScheduled":
+                p.scheduled_condition = (cond.get("status"), cond.get("reason") or "", cond.get("message") or "")
+                break
+
+        if use_status is None:
+            use_status = bool(p.node_name)
+        try:
+            p.requests, p.non0_cpu, p.non0_mem = pod_resource(spec, status, use_status=use_status)
+        except ValueError as exc:
+            p.requests, p.non0_cpu, p.non0_mem = {}, 0, 0
+            p.parse_error = f"spec.containers resources: {exc}"
+
+        ports = []
+        images = []
+        for c in spec.get("containers") or ():
+            img = c.get("image")
+            if img:
+                images.append(img)
+            for port in c.get("ports") or ():
+                hp = port.get("hostPort") or 0
+                if hp > 0:
+                    ports.append((port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", hp))
+        for c in spec.get("initContainers") or ():
+            img = c.get("image")
+            if img:
+                images.append(img)
+            if c.get("restartPolicy") == "Always":
+                for port in c.get("ports") or ():
+                    hp = port.get("hostPort") or 0
+                    if hp > 0:
+                        ports.append((port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", hp))
+        p.host_ports = tuple(ports)
+        p.images = tuple(images)
+        p.tolerations = parse_tolerations(spec.get("tolerations"))
+        p.node_selector = spec.get("nodeSelector") or None
+        p.gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())
+        p.spread_constraints = spec.get("topologySpreadConstraints") or None
+        p.pvc_names = tuple(v["persistentVolumeClaim"].get("claimName", "")
+                            for v in spec.get("volumes") or () if v.get("persistentVolumeClaim"))
+        p.resource_claims = tuple(spec.get("resourceClaims") or ())
+
+        affinity = spec.get("affinity") or {}
+        node_aff = affinity.get("nodeAffinity") or {}
+        p.required_affinity = None
+        p.preferred_affinity = ()
+        if node_aff:
+            try:
+                p.required_affinity = parse_node_selector(
+                    node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+                p.preferred_affinity = parse_preferred_terms(
+                    node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"),
+                    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution")
+            except ObjectError as exc:
+                p.parse_error = str(exc)
+        p.pod_affinity = affinity.get("podAffinity") or None
+        p.pod_anti_affinity = affinity.get("podAntiAffinity") or None
+
+        if keep_raw:
+            meta.pop("managedFields", None)
+            p.raw = obj
+        else:
+            p.raw = None
+        p.spec_hash = None
+        return p
+
+    def with_node(self, node_name: str) -> "PodInfo":
+        """A copy placed on ``node_name`` (the assumed pod)."""
+        c = PodInfo.__new__(PodInfo)
+        for s in PodInfo.__slots__:
+            setattr(c, s, getattr(self, s))
+        c.node_name = node_name
+        return c

@@ -1,0 +1,431 @@
+"""The scheduling cycle and the binding cycle, as kube-scheduler's ``schedule_one.go``.
+
+Scheduling cycle (synchronous, one pod at a time, never awaits - so it sees one consistent cache):
+PreFilter -> Filter over nodes from a rotating start index, stopping at ``numFeasibleNodesToFind``
+feasible nodes -> filter extenders -> PreScore/Score/NormalizeScore x weight (+ prioritize
+extenders) -> highest total wins, ties broken at random -> **assume** (the cache counts the pod on
+the node at once) -> Reserve -> Permit.
+
+Binding cycle (an asyncio task per pod, overlapping later scheduling cycles): wait for Permit ->
+PreBind -> fence (the leader must still hold a fresh lease) -> Bind (a binder extender if one is
+interested, else the Bind plugins) -> ``Scheduled`` event -> PostBind. On failure the pod is
+unreserved, **forgotten** and retried with backoff; a 409 "already bound" or 404 drops it, since
+the informer will report where it really is.
+
+Failures record ``FailedScheduling`` with kube-scheduler's message, set ``PodScheduled=False``
+(reason ``Unschedulable`` or ``SchedulerError``) when it changed, and put the pod in the
+unschedulable pool (or backoffQ for errors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import random
+import time
+from typing import Callable
+
+import numpy as np
+
+from .cache import SchedulerCache
+from .events import EventRecorder
+from .framework.cycle_state import CycleState
+from .framework.interface import NodeBatch
+from .framework.runtime import TRACE_KEY, CycleTrace, Framework
+from .framework.status import Code, Status
+from .framework.types import Diagnosis, FitError, FrameworkError, NoNodesAvailable, truncate_message
+from .logs import kv
+from .metrics import METRICS
+from .podinfo import PodInfo
+from .queue import QueuedPodInfo, SchedulingQueue
+
+log = logging.getLogger("scheduler.schedule_one")
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+PLUGIN_METRICS_SAMPLE_PERCENT = 10
+
+
+def num_feasible_nodes_to_find(percentage: int | None, global_pct: int, num_all: int) -> int:
+    """kube-scheduler's adaptive ``numFeasibleNodesToFind``."""
+    if num_all < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all
+    pct = percentage if percentage is not None else global_pct
+    if pct == 0:
+        pct = 50 - num_all // 125
+        if pct < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND:
+            pct = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND
+    n = num_all * pct // 100
+    return max(n, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class ScheduleResult:
+    __slots__ = ("host", "evaluated", "feasible")
+
+    def __init__(self, host: str, evaluated: int, feasible: int):
+        self.host = host
+        self.evaluated = evaluated
+        self.feasible = feasible
+
+
+class Scheduler:
+    def __init__(self, *, cache: SchedulerCache, queue: SchedulingQueue, frameworks: dict[str, Framework],
+                 recorder: EventRecorder | None = None, client=None, percentage_of_nodes_to_score: int = 0,
+                 extenders=(), can_bind: Callable[[], bool] | None = None, bind_timeout: float = 30.0,
+                 seed: int | None = None, on_cluster_event: Callable | None = None):
+        self.cache = cache
+        self.queue = queue
+        self.frameworks = frameworks
+        self.recorder = recorder
+        self.client = client
+        self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
+        self.extenders = list(extenders)
+        self.can_bind = can_bind or (lambda: True)
+        self.bind_timeout = bind_timeout
+        self.rng = random.Random(seed)
+        self.next_start_node_index = 0
+        self.on_cluster_event = on_cluster_event
+        self.binding_tasks: set[asyncio.Task] = set()
+        self.api_tasks: set[asyncio.Task] = set()
+        self.explain_all = False
+        self.traces: dict[str, dict] = {}
+        self.trace_limit = 2000
+        self.last_results: dict[str, dict] = {}
+        self.scheduled = 0
+        self.stopped = False
+
+    # -- main loop -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self.queue.update_metrics()
+        while not self.stopped:
+            qpi = await self.queue.pop()
+            if qpi is None:
+                return
+            try:
+                self.schedule_one(qpi)
+            except Exception:  # noqa: BLE001 - never let one pod stop the loop
+                log.exception("scheduling cycle crashed", extra=kv(pod=qpi.pod.key))
+                self._fail(self.frameworks.get(qpi.pod.scheduler_name), qpi, Status(Code.ERROR, "internal error"),
+                           time.perf_counter())
+            await asyncio.sleep(0)
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.queue.close()
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait for in-flight binds and API calls (graceful shutdown before releasing the lease)."""
+        pending = list(self.binding_tasks) + list(self.api_tasks)
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    # -- scheduling cycle ----------------------------------------------------------------------
+
+    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        pod = qpi.pod
+        fwk = self.frameworks.get(pod.scheduler_name)
+        if fwk is None:
+            log.error("no profile for pod's schedulerName", extra=kv(pod=pod.key, scheduler_name=pod.scheduler_name))
+            self.queue.done(pod.uid)
+            return
+        if pod.deleting:
+            self._record(fwk, pod, "Warning", "FailedScheduling", "Scheduling",
+                         f"skip schedule deleting pod: {pod.namespace}/{pod.name}")
+            self.queue.done(pod.uid)
+            return
+        if pod.uid in self.cache.pods:
+            self.queue.done(pod.uid)  # already assumed or bound
+            return
+        start = time.perf_counter()
+        state = CycleState()
+        state.record_plugin_metrics = self.rng.random() * 100 < PLUGIN_METRICS_SAMPLE_PERCENT
+        trace = CycleTrace() if (self.explain_all or pod.annotations.get("pysched.io/explain") == "true") else None
+        if trace is not None:
+            state.write(TRACE_KEY, trace)
+        if pod.parse_error:
+            self._fail(fwk, qpi, Status(Code.ERROR, f"invalid pod: {pod.parse_error}"), start, trace=trace)
+            return
+        try:
+            result = self.schedule_pod(fwk, state, pod, trace)
+        except FitError as fe:
+            if fwk.post_filter:
+                _, st = fwk.run_post_filter(state, pod, fe.diagnosis)
+                if st is not None and st.message():
+                    fe.diagnosis.post_filter_msg = st.message()
+            code = Code.PENDING if fe.diagnosis.pending_plugins and not fe.diagnosis.unschedulable_plugins else Code.UNSCHEDULABLE
+            self._fail(fwk, qpi, Status(code, fe.message()), start, diagnosis=fe.diagnosis, trace=trace)
+            return
+        except (NoNodesAvailable, FrameworkError) as exc:
+            self._fail(fwk, qpi, Status(Code.ERROR, str(exc)), start, trace=trace)
+            return
+        METRICS.algorithm_duration.observe(time.perf_counter() - start)
+        host = result.host
+        if trace is not None:
+            trace.selected = host
+            self._store_trace(pod, trace)
+
+        assumed = self.cache.assume(pod, host)
+        st = fwk.run_reserve(state, assumed, host)
+        if st is not None and not st.is_success():
+            fwk.run_unreserve(state, assumed, host)
+            self._forget(assumed)
+            self._fail(fwk, qpi, st, start)
+            return
+        st, timeout = fwk.run_permit(state, assumed, host)
+        waiting = st is not None and st.is_wait()
+        if st is not None and not st.is_success() and not waiting:
+            fwk.run_unreserve(state, assumed, host)
+            self._forget(assumed)
+            self._fail(fwk, qpi, st, start)
+            return
+        task = asyncio.get_running_loop().create_task(
+            self.binding_cycle(fwk, state, qpi, assumed, host, start, waiting, timeout))
+        self.binding_tasks.add(task)
+        METRICS.goroutines.labels("binding").set(len(self.binding_tasks))
+        task.add_done_callback(self._binding_done)
+
+    def _binding_done(self, task: asyncio.Task) -> None:
+        self.binding_tasks.discard(task)
+        METRICS.goroutines.labels("binding").set(len(self.binding_tasks))
+
+    def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo,
+                     trace: CycleTrace | None = None) -> ScheduleResult:
+        table = self.cache.table
+        order = table.order()
+        n_all = len(order)
+        if n_all == 0:
+            raise NoNodesAvailable()
+        diagnosis = Diagnosis()
+        all_nodes = NodeBatch(table, order)
+        pre_res, st, with_nodes = fwk.run_pre_filter(state, pod, all_nodes)
+        diagnosis.unschedulable_plugins = set(with_nodes)
+        if st is not None and not st.is_success():
+            if not st.is_rejected():
+                raise FrameworkError(st)
+            diagnosis.absent_status = st
+            diagnosis.pre_filter_msg = st.message()
+            if st.plugin:
+                (diagnosis.pending_plugins if st.code == Code.PENDING else diagnosis.unschedulable_plugins).add(st.plugin)
+            raise FitError(pod.key, n_all, diagnosis)
+
+        start_idx = self.next_start_node_index % n_all
+        rotated = np.concatenate([order[start_idx:], order[:start_idx]]) if start_idx else order
+        if pre_res is not None and not pre_res.all_nodes():
+            wanted = {table.slot_by_name[n] for n in pre_res.node_names if n in table.slot_by_name}
+            rotated = rotated[np.isin(rotated, np.fromiter(wanted, dtype=np.int64, count=len(wanted)))]
+            diagnosis.absent_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                             f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(with_nodes))}]")
+        n_cand = len(rotated)
+        to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, self.percentage_of_nodes_to_score, n_cand)
+        if not self.extenders_filter_any() and not fwk.has_score_plugins() and not self.extenders_prioritize_any():
+            to_find = 1
+        batch = NodeBatch(table, rotated)
+        if fwk.has_filter_plugins() and n_cand:
+            mask = fwk.run_filters(state, pod, batch, diagnosis)
+            feasible_pos = np.flatnonzero(mask)
+        else:
+            feasible_pos = np.arange(min(to_find, n_cand))
+        if len(feasible_pos) > to_find:
+            feasible_pos = feasible_pos[:to_find]
+            processed = int(feasible_pos[-1]) + 1
+        else:
+            processed = n_cand
+        self.next_start_node_index = (self.next_start_node_index + processed) % n_all
+        feasible = NodeBatch(table, rotated[feasible_pos])
+
+        feasible = self.run_filter_extenders(fwk, state, pod, feasible, diagnosis, trace)
+        if trace is not None:
+            trace.feasible = feasible.names
+        if not len(feasible):
+            raise FitError(pod.key, n_all, diagnosis)
+        if len(feasible) == 1:
+            return ScheduleResult(feasible.names[0], 1 + diagnosis.num_failed, 1)
+
+        total = self.prioritize(fwk, state, pod, feasible, trace)
+        best = np.flatnonzero(total == total.max())
+        pick = int(best[self.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+        host = table.infos[int(feasible.slots[pick])].spec.name
+        return ScheduleResult(host, len(feasible) + diagnosis.num_failed, len(feasible))
+
+    def prioritize(self, fwk: Framework, state: CycleState, pod: PodInfo, feasible: NodeBatch,
+                   trace: CycleTrace | None) -> np.ndarray:
+        if not fwk.has_score_plugins() and not self.extenders_prioritize_any():
+            return np.ones(len(feasible), dtype=np.int64)
+        st = fwk.run_pre_score(state, pod, feasible)
+        if st is not None and not st.is_success():
+            raise FrameworkError(st)
+        total = fwk.run_score(state, pod, feasible)
+        total = self.run_prioritize_extenders(fwk, pod, feasible, total, trace)
+        if trace is not None:
+            names = feasible.names
+            trace.totals = {names[i]: int(total[i]) for i in range(len(names))}
+        return total
+
+    # -- extender hooks (see scheduler.extender_client) -----------------------------------------
+
+    def extenders_filter_any(self) -> bool:
+        return any(e.filter_verb for e in self.extenders)
+
+    def extenders_prioritize_any(self) -> bool:
+        return any(e.prioritize_verb for e in self.extenders)
+
+    def run_filter_extenders(self, fwk, state, pod, feasible: NodeBatch, diagnosis: Diagnosis, trace) -> NodeBatch:
+        return feasible
+
+    def run_prioritize_extenders(self, fwk, pod, feasible: NodeBatch, total: np.ndarray, trace) -> np.ndarray:
+        return total
+
+    async def bind_with_extenders(self, fwk, state, pod, host) -> Status | None:
+        """Returns a status if a binder extender handled the pod, else SKIP."""
+        return Status(Code.SKIP)
+
+    # -- binding cycle -------------------------------------------------------------------------
+
+    async def binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
+                            host: str, start: float, waiting: bool, timeout: float) -> None:
+        try:
+            if waiting:
+                st = await fwk.wait_on_permit(assumed, timeout)
+                if st is not None and not st.is_success():
+                    self._binding_failed(fwk, state, qpi, assumed, host, st, start)
+                    return
+            st = await fwk.run_pre_bind(state, assumed, host)
+            if st is not None and not st.is_success():
+                self._binding_failed(fwk, state, qpi, assumed, host, st, start)
+                return
+            if not self.can_bind():
+                # Fencing: never bind without a fresh lease; the pod goes back to the queue.
+                fwk.run_unreserve(state, assumed, host)
+                self._forget(assumed)
+                log.warning("not binding: leader lease is not fresh", extra=kv(pod=assumed.key, node=host))
+                self.queue.requeue_in_flight(qpi)
+                return
+            st = await self.bind_with_extenders(fwk, state, assumed, host)
+            if st is not None and st.is_skip():
+                st = await fwk.run_bind(state, assumed, host)
+            if st is not None and not st.is_success():
+                self._binding_failed(fwk, state, qpi, assumed, host, st, start)
+                return
+        except asyncio.CancelledError:
+            fwk.run_unreserve(state, assumed, host)
+            self._forget(assumed)
+            self.queue.requeue_in_flight(qpi)
+            raise
+        except Exception as exc:  # noqa: BLE001
+            log.exception("binding cycle crashed", extra=kv(pod=assumed.key, node=host))
+            self._binding_failed(fwk, state, qpi, assumed, host, Status.as_error(exc), start)
+            return
+        self.scheduled += 1
+        now = time.perf_counter()
+        prof = fwk.profile_name
+        METRICS.schedule_attempts.labels("scheduled", prof).inc()
+        METRICS.attempt_duration.labels("scheduled", prof).observe(now - start)
+        attempts = qpi.attempts
+        METRICS.sli_duration.labels(str(attempts) if attempts < 15 else "15+").observe(
+            max(0.0, time.monotonic() - qpi.first_enqueued))
+        METRICS.pod_attempts.observe(attempts)
+        self.last_results[assumed.uid] = {"node": host}
+        if len(self.last_results) > 10000:
+            self.last_results.clear()
+        self._record(fwk, assumed, "Normal", "Scheduled", "Binding",
+                     f"Successfully assigned {assumed.namespace}/{assumed.name} to {host}")
+        fwk.run_post_bind(state, assumed, host)
+        self.queue.done(assumed.uid)
+
+    def _binding_failed(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
+                        host: str, st: Status, start: float) -> None:
+        fwk.run_unreserve(state, assumed, host)
+        self._forget(assumed)
+        err = st.error
+        status_code = getattr(err, "status", None)
+        if status_code in (404, 409):
+            reason = "already_bound" if status_code == 409 else "not_found"
+            if status_code == 409:
+                METRICS.bind_conflicts.labels(fwk.profile_name, reason).inc()
+            log.warning("bind refused; dropping the pod from the queue", extra=kv(
+                pod=assumed.key, node=host, status=status_code, error=st.message()))
+            self.queue.done(assumed.uid)
+            return
+        log.warning("bind failed; will retry", extra=kv(pod=assumed.key, node=host, error=st.message()))
+        self._fail(fwk, qpi, Status(Code.ERROR, st.message(), plugin=st.plugin), start, binding=True)
+
+    def _forget(self, assumed: PodInfo) -> None:
+        if self.cache.forget(assumed) and self.on_cluster_event is not None:
+            # Capacity came back: an "assigned pod deleted" event for the unschedulable pool.
+            self.on_cluster_event("Pod", {"Delete"}, assumed, None)
+
+    # -- failures ------------------------------------------------------------------------------
+
+    def _fail(self, fwk: Framework | None, qpi: QueuedPodInfo, status: Status, start: float, *,
+              diagnosis: Diagnosis | None = None, trace: CycleTrace | None = None, binding: bool = False) -> None:
+        pod = qpi.pod
+        prof = fwk.profile_name if fwk is not None else pod.scheduler_name
+        rejected = status.is_rejected()
+        reason = "Unschedulable" if rejected else "SchedulerError"
+        result = "unschedulable" if rejected else "error"
+        METRICS.schedule_attempts.labels(result, prof).inc()
+        METRICS.attempt_duration.labels(result, prof).observe(time.perf_counter() - start)
+        msg = status.message()
+        if trace is not None:
+            trace.error = msg
+            self._store_trace(pod, trace)
+        self.last_results[pod.uid] = {"error": msg}
+        if diagnosis is not None:
+            qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
+            qpi.pending_plugins = set(diagnosis.pending_plugins)
+            for p in qpi.unschedulable_plugins | qpi.pending_plugins:
+                METRICS.unschedulable_pods.labels(p, prof).inc()
+        if rejected:
+            log.info("unable to schedule pod; no fit; waiting", extra=kv(pod=pod.key, err=msg))
+        else:
+            log.warning("error scheduling pod; retrying", extra=kv(pod=pod.key, err=msg))
+        bound = self.cache.pods.get(pod.uid)
+        if bound is not None and not self.cache.is_assumed(pod.uid):
+            log.info("pod has been assigned to node; abort adding it back to queue",
+                     extra=kv(pod=pod.key, node=bound.node_name))
+            self.queue.done(pod.uid)
+            return
+        if pod.uid not in self.queue:
+            return  # deleted while we were scheduling it
+        self.queue.add_unschedulable_if_not_present(qpi)
+        if fwk is None:
+            return
+        latest = qpi.pod
+        self._record(fwk, latest, "Warning", "FailedScheduling", "Scheduling", truncate_message(msg))
+        self._patch_condition(latest, reason, msg)
+
+    def _record(self, fwk: Framework, pod: PodInfo, type_: str, reason: str, action: str, note: str) -> None:
+        if self.recorder is not None:
+            self.recorder.record(pod, controller=fwk.profile_name, type_=type_, reason=reason, action=action,
+                                 note=truncate_message(note))
+
+    def _patch_condition(self, pod: PodInfo, reason: str, message: str) -> None:
+        if self.client is None:
+            return
+        if pod.scheduled_condition == ("False", reason, message):
+            return
+        cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                "lastProbeTime": None}
+        if not pod.scheduled_condition or pod.scheduled_condition[0] != "False":
+            cond["lastTransitionTime"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if pod.generation:
+            cond["observedGeneration"] = pod.generation
+        patch = {"status": {"conditions": [cond]}}
+        task = asyncio.get_running_loop().create_task(self._send_patch(pod, patch))
+        self.api_tasks.add(task)
+        task.add_done_callback(self.api_tasks.discard)
+
+    async def _send_patch(self, pod: PodInfo, patch: dict) -> None:
+        try:
+            await self.client.patch_pod_status(pod.namespace, pod.name, patch)
+        except Exception as exc:  # noqa: BLE001
+            if getattr(exc, "status", None) == 404:
+                return
+            log.warning("error updating pod condition", extra=kv(pod=pod.key, error=str(exc)))
+
+    def _store_trace(self, pod: PodInfo, trace: CycleTrace) -> None:
+        if len(self.traces) >= self.trace_limit:
+            self.traces.pop(next(iter(self.traces)))
+        self.traces[pod.key] = trace.to_dict()

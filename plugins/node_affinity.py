@@ -58,13 +58,15 @@ class NodeAffinityArgs:
         except ObjectError as exc:
             raise ConfigError(str(exc)) from None
         if req is not None:
-            for i, t in enumerate(req.terms):
+            for t in req.terms:
                 if not t.valid:
-                    raise ConfigError(f"{path}.addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-                                      f".nodeSelectorTerms[{i}]: invalid requirement")
+                    raise ConfigError(t.error)
             if not req.terms:
                 raise ConfigError(f"{path}.addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"
                                   ".nodeSelectorTerms: must have at least one node selector term")
+        for t in pref:
+            if not t.term.valid:
+                raise ConfigError(t.term.error)
         return cls(req, pref, {"addedAffinity": added})
 
     def to_dict(self) -> dict:

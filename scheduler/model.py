@@ -168,6 +168,7 @@ class NodeSelectorTerm(NamedTuple):
     expressions: tuple[Requirement, ...]
     fields: tuple[FieldRequirement, ...]
     valid: bool = True
+    error: str = ""
 
     def matches(self, labels: dict, node_name: str) -> bool:
         if not self.valid or (not self.expressions and not self.fields):
@@ -186,19 +187,19 @@ def _parse_term(raw: dict, where: str) -> NodeSelectorTerm:
         raise ObjectError(f"{where}: expected an object")
     exprs = []
     fields = []
-    valid = True
+    errors = []
     for i, r in enumerate(raw.get("matchExpressions") or ()):
         try:
             exprs.append(_parse_requirement(r, f"{where}.matchExpressions[{i}]", _NODE_OPS))
-        except ObjectError:
-            valid = False
+        except ObjectError as exc:
+            errors.append(str(exc))
     for i, r in enumerate(raw.get("matchFields") or ()):
         if (not isinstance(r, dict) or r.get("key") != "metadata.name"
                 or r.get("operator") not in ("In", "NotIn") or len(r.get("values") or ()) != 1):
-            valid = False
+            errors.append(f"{where}.matchFields[{i}]: only metadata.name with In/NotIn and one value is supported")
             continue
         fields.append(FieldRequirement(r["operator"], r["values"][0]))
-    return NodeSelectorTerm(tuple(exprs), tuple(fields), valid)
+    return NodeSelectorTerm(tuple(exprs), tuple(fields), not errors, "; ".join(errors))
 
 
 class NodeSelector(NamedTuple):

@@ -32,7 +32,7 @@ class NodeSpec:
         n.name = meta.get("name") or ""
         n.uid = meta.get("uid") or ""
         n.resource_version = meta.get("resourceVersion") or ""
-        n.labels = meta.get("labels") or {}
+        n.labels = dict(meta.get("labels") or {})
         n.taints = parse_taints(spec.get("taints"))
         n.unschedulable = bool(spec.get("unschedulable"))
         n.raw_alloc = status.get("allocatable") or {}

@@ -1,0 +1,140 @@
+"""End-to-end fixtures: a real etcd + kube-apiserver per test, and the scheduler as a subprocess.
+
+Every test gets its own control plane (random loopback ports, a temp dir, processes killed at
+the end), so tests cannot see each other's nodes. The scheduler runs as ``python -m scheduler``
+exactly as deployed, so killing it with SIGKILL is a real crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from scheduler.devcluster import ControlPlane
+from scheduler.kubeauth import load_kubeconfig
+from scheduler.kubeclient import KubeClient
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def control_plane():
+    cp = ControlPlane()
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest_asyncio.fixture
+async def admin(control_plane):
+    client = KubeClient(load_kubeconfig(control_plane.kubeconfig), qps=0, burst=1)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def scheduler_config(**overrides) -> dict:
+    cfg = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        "leaderElection": {"leaderElect": False},
+        "clientConnection": {"qps": 500, "burst": 1000},
+        "profiles": [{"schedulerName": "pysched"}],
+    }
+    cfg.update(overrides)
+    return cfg
+
+
+class SchedulerProcess:
+    """``python -m scheduler`` against the test control plane; output captured to a file."""
+
+    def __init__(self, cp: ControlPlane, tmp_path: Path, config: dict | None = None, name: str = "sched",
+                 kubeconfig: Path | None = None, extra_args: list[str] | None = None):
+        self.cp = cp
+        self.name = name
+        self.config_path = tmp_path / f"{name}-config.yaml"
+        self.config_path.write_text(yaml.safe_dump(config or scheduler_config()))
+        self.log_path = tmp_path / f"{name}.log"
+        self.kubeconfig = kubeconfig or cp.kubeconfig
+        self.extra_args = extra_args or []
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    def start(self) -> "SchedulerProcess":
+        self._log = open(self.log_path, "ab")
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "scheduler", "--config", str(self.config_path),
+             "--kubeconfig", str(self.kubeconfig), "--log-level", "info", *self.extra_args],
+            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        return self
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    async def wait_log(self, needle: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if needle in self.log():
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"scheduler exited ({self.proc.returncode}):\n{self.log()[-4000:]}")
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{needle!r} not logged within {timeout}s:\n{self.log()[-4000:]}")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def terminate(self, timeout: float = 20.0) -> int:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode if self.proc else 0
+
+    def close(self) -> None:
+        self.kill()
+        if self._log:
+            self._log.close()
+
+
+@pytest.fixture
+def scheduler_factory(control_plane, tmp_path):
+    procs: list[SchedulerProcess] = []
+
+    def make(config: dict | None = None, name: str | None = None, **kw) -> SchedulerProcess:
+        p = SchedulerProcess(control_plane, tmp_path, config, name or f"sched{len(procs)}", **kw)
+        procs.append(p)
+        return p
+
+    yield make
+    for p in procs:
+        p.close()
+
+
+async def wait_for(predicate, timeout: float = 60.0, interval: float = 0.25, what: str = "condition"):
+    """Poll an async predicate until it returns a truthy value (a liveness timeout, not a speed check)."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await predicate()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}")

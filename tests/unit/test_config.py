@@ -1,0 +1,138 @@
+"""KubeSchedulerConfiguration parsing: defaults, and errors that name the field."""
+
+import textwrap
+
+import pytest
+
+from scheduler.app import build_frameworks
+from scheduler.cache import SchedulerCache
+from scheduler.config import ConfigError, default_config, load_file, parse, parse_duration
+from scheduler.framework.registry import build_registry
+
+HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+
+
+def cfg(**kw):
+    return parse({**HEAD, **kw})
+
+
+def test_defaults():
+    c = default_config()
+    assert c.profiles[0].scheduler_name == "pysched"
+    le = c.leader_election
+    assert (le.lease_duration, le.renew_deadline, le.retry_period, le.resource_lock) == (15, 10, 2, "leases")
+    assert le.resource_name == "pysched"
+    assert (c.client_connection.qps, c.client_connection.burst) == (50, 100)
+    assert (c.pod_initial_backoff_seconds, c.pod_max_backoff_seconds, c.percentage_of_nodes_to_score) == (1, 10, 0)
+
+
+def test_durations():
+    assert parse_duration("1m30s", "x") == 90
+    assert parse_duration("500ms", "x") == 0.5
+    with pytest.raises(ConfigError, match="x: invalid duration"):
+        parse_duration("15 seconds", "x")
+
+
+@pytest.mark.parametrize("raw,field", [
+    ({"bogus": 1}, "bogus: unknown field"),
+    ({"profiles": [{"schedulerName": "a", "plugins": {"score": {"enabled": [{"name": "X", "weight": -1}]}}}]},
+     r"profiles\[0\].plugins.score.enabled\[0\].weight"),
+    ({"profiles": [{"schedulerName": "a"}, {"schedulerName": "a"}]}, r"profiles\[1\].schedulerName: Duplicate"),
+    ({"profiles": [{"schedulerName": "a"}, {}]}, r"profiles\[1\].schedulerName: Required"),
+    ({"percentageOfNodesToScore": 101}, "percentageOfNodesToScore"),
+    ({"podInitialBackoffSeconds": 0}, "podInitialBackoffSeconds"),
+    ({"podInitialBackoffSeconds": 5, "podMaxBackoffSeconds": 2}, "podMaxBackoffSeconds"),
+    ({"leaderElection": {"leaseDuration": "5s", "renewDeadline": "10s"}}, "leaderElection.leaseDuration"),
+    ({"leaderElection": {"resourceLock": "endpoints"}}, "leaderElection.resourceLock"),
+    ({"leaderElection": {"leaseDuration": "fifteen"}}, "leaderElection.leaseDuration: invalid duration"),
+    ({"clientConnection": {"qps": "fast"}}, "clientConnection.qps: expected a number"),
+    ({"profiles": [{"schedulerName": "a", "plugins": {"scorez": {}}}]}, r"profiles\[0\].plugins.scorez: unknown field"),
+    ({"extenders": [{"urlPrefix": "http://x", "prioritizeVerb": "p"}]}, r"extenders\[0\].weight"),
+    ({"extenders": [{"urlPrefix": "ftp://x"}]}, r"extenders\[0\].urlPrefix"),
+    ({"extenders": [{"urlPrefix": "http://x", "managedResources": [{"name": "cpu"}]}]},
+     r"extenders\[0\].managedResources\[0\].name"),
+    ({"extenders": [{"urlPrefix": "http://x", "bindVerb": "b"}, {"urlPrefix": "http://y", "bindVerb": "b"}]},
+     "only one extender can implement bind"),
+    ({"profiles": [{"schedulerName": "a", "plugins": {"queueSort": {"enabled": [{"name": "PrioritySort"}]}}},
+                   {"schedulerName": "b"}]}, r"profiles\[1\].plugins.queueSort"),
+])
+def test_errors_name_the_field(raw, field):
+    with pytest.raises(ConfigError, match=field):
+        cfg(**raw)
+
+
+def test_wrong_api_version_and_kind():
+    with pytest.raises(ConfigError, match="apiVersion"):
+        parse({"apiVersion": "kubescheduler.config.k8s.io/v1beta3", "kind": "KubeSchedulerConfiguration"})
+    with pytest.raises(ConfigError, match="kind"):
+        parse({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "Other"})
+
+
+def test_malformed_yaml_file(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("apiVersion: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML.*line"):
+        load_file(p)
+    with pytest.raises(ConfigError, match="No such file"):
+        load_file(tmp_path / "missing.yaml")
+
+
+def frameworks(raw):
+    return build_frameworks(cfg(**raw), build_registry(), cache=SchedulerCache(), client=None, recorder=None)
+
+
+def test_unknown_plugin_and_plugin_config_errors():
+    with pytest.raises(ConfigError, match=r"profiles\[0\].plugins.filter.enabled\[0\]: plugin 'Nope' does not exist"):
+        frameworks({"profiles": [{"schedulerName": "a", "plugins": {"filter": {"enabled": [{"name": "Nope"}]}}}]})
+    with pytest.raises(ConfigError, match=r"profiles\[0\].pluginConfig\[0\].name: plugin 'Nope'"):
+        frameworks({"profiles": [{"schedulerName": "a", "pluginConfig": [{"name": "Nope", "args": {}}]}]})
+    with pytest.raises(ConfigError, match=r"profiles\[0\].pluginConfig\[0\].args.scoringStrategy.type"):
+        frameworks({"profiles": [{"schedulerName": "a", "pluginConfig": [
+            {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "Random"}}}]}]})
+    with pytest.raises(ConfigError, match="does not implement filter"):
+        frameworks({"profiles": [{"schedulerName": "a", "plugins": {"filter": {"enabled": [{"name": "PrioritySort"}]}}}]})
+
+
+def test_disable_and_reweight():
+    fw = frameworks({"profiles": [{"schedulerName": "a", "plugins": {
+        "multiPoint": {"enabled": [{"name": "NodeResourcesFit", "weight": 7}], "disabled": [{"name": "TaintToleration"}]},
+        "score": {"disabled": [{"name": "NodeAffinity"}]}}}]})["a"]
+    assert [p.name for p in fw.filter] == ["NodeUnschedulable", "NodeName", "NodeAffinity", "NodeResourcesFit"]
+    assert [p.name for p in fw.score] == ["NodeResourcesFit"]
+    assert fw.weights["NodeResourcesFit"] == 7
+
+
+def test_star_disables_defaults_at_a_point():
+    fw = frameworks({"profiles": [{"schedulerName": "a", "plugins": {
+        "filter": {"disabled": [{"name": "*"}], "enabled": [{"name": "NodeResourcesFit"}]}}}]})["a"]
+    assert [p.name for p in fw.filter] == ["NodeResourcesFit"]
+
+
+def test_specific_point_overrides_multipoint_order_and_weight():
+    fw = frameworks({"profiles": [{"schedulerName": "a", "plugins": {
+        "score": {"enabled": [{"name": "NodeResourcesFit", "weight": 5}, {"name": "TaintToleration", "weight": 1}]}}}]})["a"]
+    assert [p.name for p in fw.score] == ["NodeResourcesFit", "TaintToleration", "NodeAffinity"]
+    assert fw.weights == {"NodeResourcesFit": 5, "TaintToleration": 1, "NodeAffinity": 2}
+
+
+def test_file_roundtrip(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text(textwrap.dedent("""
+        apiVersion: kubescheduler.config.k8s.io/v1
+        kind: KubeSchedulerConfiguration
+        leaderElection:
+          leaderElect: true
+          leaseDuration: 20s
+          renewDeadline: 15s
+          retryPeriod: 3s
+          resourceName: mine
+          resourceNamespace: scheduler-lab
+        profiles:
+        - schedulerName: one
+        - schedulerName: two
+          percentageOfNodesToScore: 30
+    """))
+    c = load_file(p)
+    assert [x.scheduler_name for x in c.profiles] == ["one", "two"]
+    assert c.profiles[1].percentage_of_nodes_to_score == 30
+    assert c.leader_election.lease_duration == 20 and c.leader_election.resource_namespace == "scheduler-lab"

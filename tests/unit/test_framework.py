@@ -1,0 +1,120 @@
+"""Framework behaviour: FitError messages, score checks, per-node plugins, PreFilter results."""
+
+import numpy as np
+import pytest
+
+from scheduler import config as configmod
+from scheduler.framework.interface import FilterPlugin, PreFilterPlugin, PreFilterResult, ScorePlugin
+from scheduler.framework.registry import Registry, build_registry
+from scheduler.framework.status import Code, Status
+from scheduler.framework.types import Diagnosis, FitError, truncate_message
+from scheduler.offline import OfflineScheduler
+
+from .conftest import node, pod
+
+
+def test_fit_error_message_format():
+    d = Diagnosis()
+    d.reason_counts.update({"Insufficient cpu": 2, "node(s) had untolerated taint {dedicated: gpu}": 3})
+    d.num_failed = 5
+    assert FitError("ns/p", 5, d).message() == (
+        "0/5 nodes are available: 2 Insufficient cpu, 3 node(s) had untolerated taint {dedicated: gpu}.")
+    d.post_filter_msg = "preemption: not eligible due to preemptionPolicy=Never."
+    assert FitError("ns/p", 5, d).message().endswith("gpu}. preemption: not eligible due to preemptionPolicy=Never.")
+    d2 = Diagnosis()
+    d2.pre_filter_msg = "pod affinity terms conflict"
+    assert FitError("ns/p", 3, d2).message() == "0/3 nodes are available: pod affinity terms conflict."
+
+
+def test_truncate_message():
+    assert truncate_message("x" * 1024) == "x" * 1024
+    t = truncate_message("y" * 2000)
+    assert len(t.encode()) == 1024 and t.endswith(" ...")
+
+
+def test_reasons_counted_from_first_failing_plugin_end_to_end():
+    s = OfflineScheduler()
+    s.add_node(node("t1", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}], cpu="1"))
+    s.add_node(node("c1", unschedulable=True, cpu="1"))
+    s.add_node(node("s1", cpu="1"))
+    s.add_node(node("s2", cpu="1", memory="1Gi"))
+    out = s.schedule(pod("p", cpu="2", memory="2Gi"))
+    assert out.node is None
+    assert out.message == ("0/4 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint(s), "
+                           "1 node(s) were unschedulable, 2 Insufficient cpu.")
+
+
+class PerNodeLabel(FilterPlugin, ScorePlugin):
+    """A user plugin written only in the per-node form."""
+    name = "PerNodeLabel"
+
+    def filter(self, state, pod, node):
+        if node.labels.get("team") != "blue":
+            return Status(Code.UNSCHEDULABLE, "node(s) not blue")
+        return None
+
+    def score(self, state, pod, node):
+        return int(node.labels.get("rank", "0"))
+
+
+class BadScore(ScorePlugin):
+    name = "BadScore"
+
+    def score(self, state, pod, node):
+        return 101
+
+
+class OnlyNode(PreFilterPlugin):
+    name = "OnlyNode"
+
+    def pre_filter(self, state, pod, nodes):
+        return PreFilterResult({"b2"}), None
+
+
+def offline(plugins, extra_registry):
+    reg = build_registry()
+    for cls in extra_registry:
+        reg.register(cls)
+    cfg = configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
+                           "profiles": [{"schedulerName": "pysched", "plugins": plugins}]})
+    return OfflineScheduler(cfg, registry=reg)
+
+
+def test_out_of_tree_per_node_plugin():
+    s = offline({"multiPoint": {"enabled": [{"name": "PerNodeLabel", "weight": 10}]}}, [PerNodeLabel])
+    s.add_node(node("r1", labels={"team": "red"}))
+    s.add_node(node("b1", labels={"team": "blue", "rank": "10"}))
+    s.add_node(node("b2", labels={"team": "blue", "rank": "90"}))
+    out = s.schedule(pod("p"))
+    assert out.node == "b2"
+    s.remove_node("b1")
+    s.remove_node("b2")
+    out = s.schedule(pod("q"))
+    assert out.message == "0/1 nodes are available: 1 node(s) not blue."
+
+
+def test_score_out_of_range_is_an_error():
+    s = offline({"score": {"enabled": [{"name": "BadScore"}]}}, [BadScore])
+    s.add_node(node("a"))
+    s.add_node(node("b"))
+    out = s.schedule(pod("p"))
+    assert out.code == "SchedulerError" and "invalid score 101" in out.message
+
+
+def test_prefilter_result_restricts_nodes_and_absent_reason():
+    s = offline({"preFilter": {"enabled": [{"name": "OnlyNode"}]}}, [OnlyNode])
+    for n in ("b1", "b2", "b3"):
+        s.add_node(node(n, cpu="1"))
+    assert s.schedule(pod("p", cpu="500m")).node == "b2"
+    out = s.schedule(pod("q", cpu="800m"))
+    assert out.message == ("0/3 nodes are available: 1 Insufficient cpu, "
+                           "2 node(s) didn't satisfy plugin(s) [OnlyNode].")
+
+
+def test_registry_rejects_duplicates_and_non_plugins():
+    r = Registry()
+    r.register(PerNodeLabel)
+    with pytest.raises(ValueError):
+        r.register(type("PerNodeLabel", (FilterPlugin,), {"name": "PerNodeLabel"}))
+    with pytest.raises(ValueError):
+        r.register(int, "x")

@@ -1,0 +1,131 @@
+"""TaintToleration, NodeAffinity, NodeUnschedulable, NodeName, PrioritySort."""
+
+import pytest
+
+from plugins.node_affinity import ERR_REASON_CONFLICT, NodeAffinity
+from plugins.node_name import NodeName
+from plugins.node_unschedulable import NodeUnschedulable
+from plugins.queue_sort import PrioritySort
+from plugins.taint_toleration import TaintToleration
+from scheduler.config import ConfigError
+from scheduler.framework.cycle_state import CycleState
+from scheduler.podinfo import PodInfo
+
+from .conftest import node, pod
+from .plugin_harness import UAU, PluginHarness
+
+GPU_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
+NODES = [
+    node("plain"),
+    node("gpu", taints=[GPU_TAINT]),
+    node("evict", taints=[{"key": "x", "effect": "NoExecute"}]),
+    node("prefer", taints=[{"key": "spot", "value": "true", "effect": "PreferNoSchedule"}]),
+    node("prefer2", taints=[{"key": "spot", "value": "true", "effect": "PreferNoSchedule"},
+                            {"key": "old", "effect": "PreferNoSchedule"}]),
+]
+
+
+def test_taint_filter():
+    hh = PluginHarness(TaintToleration, nodes=NODES)
+    r = hh.filter(pod("p"))
+    assert r["plain"] is None and r["prefer"] is None
+    assert r["gpu"] == (UAU, ("node(s) had untolerated taint(s)",))
+    assert r["evict"] == (UAU, ("node(s) had untolerated taint(s)",))
+    tol = [{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]
+    assert hh.filter(pod("t", tolerations=tol))["gpu"] is None
+    assert hh.filter(pod("all", tolerations=[{"operator": "Exists"}]))["evict"] is None
+
+
+def test_taint_score_prefers_fewer_untolerated_prefer_no_schedule():
+    hh = PluginHarness(TaintToleration, nodes=NODES)
+    s = hh.score(pod("p"))
+    assert s["plain"] == 100 and s["prefer2"] == 0 and s["prefer"] == 50
+    tol = [{"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"}]
+    s2 = hh.score(pod("t", tolerations=tol))
+    assert s2["prefer"] == 100 and s2["prefer2"] == 0
+    # a NoSchedule-only toleration does not count for scoring
+    s3 = hh.score(pod("u", tolerations=[{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]))
+    assert s3["prefer"] == 50
+
+
+ZN = [node(f"n-{z}-{i}", labels={"zone": z, "cores": str(c)}) for z, i, c in
+      [("a", 1, 4), ("a", 2, 16), ("b", 1, 8), ("c", 1, 32)]]
+
+
+def aff(*terms):
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+
+def test_node_selector_and_affinity_filter():
+    hh = PluginHarness(NodeAffinity, nodes=ZN)
+    r = hh.filter(pod("p", node_selector={"zone": "a"}))
+    assert [n for n, v in r.items() if v is None] == ["n-a-1", "n-a-2"]
+    assert r["n-b-1"] == (UAU, ("node(s) didn't match Pod's node affinity/selector",))
+    r = hh.filter(pod("q", affinity=aff({"matchExpressions": [{"key": "cores", "operator": "Gt", "values": ["8"]}]},
+                                        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]})))
+    assert sorted(n for n, v in r.items() if v is None) == ["n-a-2", "n-b-1", "n-c-1"]
+    r = hh.filter(pod("s", node_selector={"zone": "a"},
+                      affinity=aff({"matchExpressions": [{"key": "cores", "operator": "Lt", "values": ["8"]}]})))
+    assert [n for n, v in r.items() if v is None] == ["n-a-1"]
+    r = hh.filter(pod("nz", affinity=aff({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a", "b"]},
+                                                              {"key": "gpu", "operator": "DoesNotExist"}]})))
+    assert [n for n, v in r.items() if v is None] == ["n-c-1"]
+
+
+def test_prefilter_match_fields_and_conflict():
+    hh = PluginHarness(NodeAffinity, nodes=ZN)
+    p = PodInfo.from_dict(pod("p", affinity=aff({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n-b-1"]}]})))
+    res, st = hh.plugin.pre_filter(CycleState(), p, hh.batch())
+    assert st is None and res.node_names == {"n-b-1"}
+    conflict = PodInfo.from_dict(pod("c", affinity=aff({"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["n-b-1"]},
+        {"key": "metadata.name", "operator": "In", "values": ["n-c-1"]}]})))
+    res, st = hh.plugin.pre_filter(CycleState(), conflict, hh.batch())
+    assert st.code == UAU and st.reasons == (ERR_REASON_CONFLICT,)
+    plain = PodInfo.from_dict(pod("x"))
+    _, st = hh.plugin.pre_filter(CycleState(), plain, hh.batch())
+    assert st.is_skip()
+
+
+def test_added_affinity_from_args():
+    args = {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["c"]}]}]}}}
+    hh = PluginHarness(NodeAffinity, args=args, nodes=ZN)
+    r = hh.filter(pod("p"))
+    assert r["n-c-1"] is None
+    assert r["n-a-1"] == (UAU, ("node(s) didn't match scheduler-enforced node affinity",))
+    with pytest.raises(ConfigError, match=r"addedAffinity.*operator"):
+        NodeAffinity.Args.from_dict({"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "z", "operator": "Bad"}]}]}}}, "args")
+
+
+def test_preferred_affinity_score():
+    hh = PluginHarness(NodeAffinity, nodes=ZN)
+    p = pod("p", affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}},
+        {"weight": 30, "preference": {"matchExpressions": [{"key": "cores", "operator": "Gt", "values": ["10"]}]}},
+    ]}})
+    s = hh.score(p)
+    assert s == {"n-a-1": 25, "n-b-1": 0, "n-c-1": 75, "n-a-2": 100}
+
+
+def test_node_unschedulable():
+    hh = PluginHarness(NodeUnschedulable, nodes=[node("ok"), node("cordoned", unschedulable=True)])
+    r = hh.filter(pod("p"))
+    assert r == {"ok": None, "cordoned": (UAU, ("node(s) were unschedulable",))}
+    tol = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
+    assert hh.filter(pod("t", tolerations=tol))["cordoned"] is None
+
+
+def test_node_name():
+    hh = PluginHarness(NodeName, nodes=[node("a"), node("b")])
+    r = hh.filter(pod("p", node_name="a"))
+    assert r["a"] is None and r["b"] == (UAU, ("node(s) didn't match the requested node name",))
+    assert hh.filter(pod("q"))["b"] is None
+
+
+def test_priority_sort_key():
+    ps = PrioritySort()
+    mk = lambda prio, ts: type("Q", (), {"pod": PodInfo.from_dict(pod("x", priority=prio)), "timestamp": ts})()
+    assert sorted([mk(1, 1.0), mk(5, 2.0), mk(1, 0.5)], key=ps.sort_key)[0].pod.priority == 5
+    assert ps.sort_key(mk(1, 0.5)) < ps.sort_key(mk(1, 1.0))

@@ -1,0 +1,162 @@
+"""Scheduling queue: ordering, backoff, unschedulable pool, gating, flushes."""
+
+import pytest
+
+from scheduler.podinfo import PodInfo
+from scheduler.queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
+
+from .conftest import pod
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+
+def mkq(clock, **kw):
+    return SchedulingQueue(sort_key=lambda q: (-q.pod.priority, q.timestamp), clock=clock, **kw)
+
+
+def P(name, **kw):
+    return PodInfo.from_dict(pod(name, **kw), keep_raw=True)
+
+
+def test_priority_then_age():
+    clk = Clock()
+    q = mkq(clk)
+    q.add(P("low", priority=1))
+    clk.t += 1
+    q.add(P("high", priority=10))
+    clk.t += 1
+    q.add(P("low2", priority=1))
+    order = [q.pop_nowait().pod.name for _ in range(3)]
+    assert order == ["high", "low", "low2"]
+    assert q.pop_nowait() is None
+
+
+@pytest.mark.parametrize("n,expected", [(1, 1), (2, 2), (3, 4), (4, 8), (5, 10), (9, 10)])
+def test_backoff_doubles_to_max(n, expected):
+    q = mkq(Clock(), initial_backoff=1, max_backoff=10)
+    qpi = type("Q", (), {"consecutive_errors": 0, "unschedulable_count": n})()
+    assert q.backoff_duration(qpi) == expected
+
+
+def test_unschedulable_pod_moves_on_event_to_backoff_then_active():
+    clk = Clock()
+    q = mkq(clk, pop_from_backoff=False)
+    q.add(P("a"))
+    qpi = q.pop_nowait()
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    assert q.add_unschedulable_if_not_present(qpi) == UNSCHEDULABLE
+    assert q.pop_nowait() is None
+    assert q.move_all("NodeAdd") == 1
+    assert qpi.where == BACKOFF          # still inside its 1s backoff
+    assert q.pop_nowait() is None
+    clk.t += 1.01
+    assert q.flush_backoff_completed() == 1
+    assert q.pop_nowait() is qpi
+
+
+def test_event_filter_skips_uninterested_pods():
+    q = mkq(Clock())
+    q.add(P("a"))
+    qpi = q.pop_nowait()
+    qpi.unschedulable_plugins = {"TaintToleration"}
+    q.add_unschedulable_if_not_present(qpi)
+    assert q.move_all("NodeAdd", lambda x: "NodeResourcesFit" in x.unschedulable_plugins) == 0
+    assert qpi.where == UNSCHEDULABLE
+
+
+def test_error_goes_to_backoff_not_unschedulable():
+    clk = Clock()
+    q = mkq(clk)
+    q.add(P("a"))
+    qpi = q.pop_nowait()
+    assert q.add_unschedulable_if_not_present(qpi) == BACKOFF
+    assert qpi.consecutive_errors == 1
+    # error backoff is never cut short by popping from backoffQ
+    assert q.pop_nowait() is None
+    clk.t += 1.01
+    q.flush_backoff_completed()
+    assert q.pop_nowait() is qpi
+
+
+def test_pop_from_backoff_when_active_empty():
+    clk = Clock()
+    q = mkq(clk)
+    q.add(P("a"))
+    qpi = q.pop_nowait()
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    q.add_unschedulable_if_not_present(qpi)
+    q.move_all("NodeAdd")
+    assert qpi.where == BACKOFF
+    assert q.pop_nowait() is qpi  # activeQ empty: take it early
+
+
+def test_leftover_flush_after_five_minutes():
+    clk = Clock()
+    q = mkq(clk, pop_from_backoff=False)
+    q.add(P("a"))
+    qpi = q.pop_nowait()
+    qpi.unschedulable_plugins = {"X"}
+    q.add_unschedulable_if_not_present(qpi)
+    clk.t += 299
+    assert q.flush_unschedulable_leftover() == 0
+    clk.t += 2
+    assert q.flush_unschedulable_leftover() == 1
+    assert qpi.where == ACTIVE
+
+
+def test_gated_pod_waits_until_gate_removed():
+    from scheduler.framework.status import Code, Status
+    gate = lambda p: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "gated") if p.gates else None
+    q = mkq(Clock(), pre_enqueue=gate)
+    raw = pod("g", gates=["example.com/wait"])
+    q.add(PodInfo.from_dict(raw, keep_raw=True))
+    assert q.pop_nowait() is None
+    assert q.counts["gated"] == 1
+    assert q.move_all("NodeAdd") == 0  # cluster events do not release gated pods
+    del raw["spec"]["schedulingGates"]
+    q.update(PodInfo.from_dict(raw, keep_raw=True))
+    assert q.counts["gated"] == 0
+    assert q.pop_nowait().pod.name == "g"
+
+
+def test_delete_removes_from_every_structure():
+    q = mkq(Clock())
+    a, b = P("a"), P("b")
+    q.add(a)
+    q.add(b)
+    q.delete(a.uid)
+    assert q.pop_nowait().pod.name == "b"
+    assert q.pop_nowait() is None
+    assert len(q) == 1  # b is in flight
+    q.done(b.uid)
+    assert len(q) == 0
+
+
+def test_pending_pod_update_requeues_unschedulable():
+    clk = Clock()
+    q = mkq(clk, pop_from_backoff=False)
+    raw = pod("a", cpu="64")
+    q.add(PodInfo.from_dict(raw, keep_raw=True))
+    qpi = q.pop_nowait()
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    q.add_unschedulable_if_not_present(qpi)
+    raw["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+    q.update(PodInfo.from_dict(raw, keep_raw=True))
+    assert qpi.where in (ACTIVE, BACKOFF)
+
+
+async def test_pop_waits_for_add():
+    import asyncio
+    q = mkq(Clock())
+    task = asyncio.create_task(q.pop())
+    await asyncio.sleep(0.01)
+    assert not task.done()
+    q.add(P("a"))
+    got = await asyncio.wait_for(task, 1)
+    assert got.pod.name == "a"

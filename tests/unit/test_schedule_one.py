@@ -1,0 +1,66 @@
+"""Scheduling-cycle rules: node sampling, rotation, single-node shortcut, tie breaks, assume."""
+
+import collections
+
+import pytest
+
+from scheduler import config as configmod
+from scheduler.offline import OfflineScheduler
+from scheduler.schedule_one import num_feasible_nodes_to_find
+
+from .conftest import node, pod
+
+
+@pytest.mark.parametrize("n,expected", [(1, 1), (50, 50), (99, 99), (100, 100), (500, 230), (1000, 420),
+                                        (5000, 500), (6000, 300), (10000, 500), (20000, 1000)])
+def test_adaptive_percentage(n, expected):
+    assert num_feasible_nodes_to_find(None, 0, n) == expected
+
+
+def test_explicit_percentages():
+    assert num_feasible_nodes_to_find(None, 20, 1000) == 200
+    assert num_feasible_nodes_to_find(1, 50, 1000) == 100     # profile wins; floor of 100 nodes
+    assert num_feasible_nodes_to_find(100, 0, 5000) == 5000
+
+
+def test_rotation_spreads_the_search():
+    cfg = configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
+                           "percentageOfNodesToScore": 10})
+    s = OfflineScheduler(cfg)
+    for i in range(300):
+        s.add_node(node(f"n{i:03d}"))
+    s.schedule(pod("a"), assume=False)
+    assert s.scheduler.next_start_node_index == 100
+    s.schedule(pod("b"), assume=False)
+    assert s.scheduler.next_start_node_index == 200
+    s.schedule(pod("c"), assume=False)
+    assert s.scheduler.next_start_node_index == 0
+
+
+def test_assume_makes_next_cycle_see_capacity():
+    s = OfflineScheduler()
+    s.add_node(node("only", cpu="1", memory="1Gi"))
+    assert s.schedule(pod("a", cpu="600m", memory="10Mi")).node == "only"
+    out = s.schedule(pod("b", cpu="600m", memory="10Mi"))
+    assert out.node is None and "1 Insufficient cpu" in out.message
+
+
+def test_ties_broken_at_random():
+    s = OfflineScheduler(seed=3)
+    for n in ("a", "b", "c"):
+        s.add_node(node(n))
+    picks = collections.Counter(s.schedule(pod(f"p{i}", cpu=None, memory=None), assume=False).node for i in range(300))
+    assert set(picks) == {"a", "b", "c"} and min(picks.values()) > 60
+
+
+def test_no_nodes():
+    out = OfflineScheduler().schedule(pod("p"))
+    assert out.code == "SchedulerError" and out.message == "no nodes available to schedule pods"
+
+
+def test_least_allocated_spreads_pods():
+    s = OfflineScheduler()
+    for n in ("a", "b"):
+        s.add_node(node(n, cpu="4", memory="8Gi"))
+    nodes = [s.schedule(pod(f"p{i}", cpu="1", memory="1Gi")).node for i in range(4)]
+    assert collections.Counter(nodes) == {"a": 2, "b": 2}

@@ -21,6 +21,7 @@ from .framework.registry import Registry, build_registry
 from .framework.runtime import Framework, Handle
 from .informer import Reflector, name_key, uid_key
 from .kubeauth import Credentials
+from .kopf_watch import KopfWatch, WatchSpec
 from .kubeclient import KubeClient
 from .logs import kv
 from .metrics import METRICS
@@ -46,6 +47,7 @@ class Options:
     serve: bool = True
     explain_all: bool = False
     shadow: bool = False
+    kopf: bool = True
 
 
 def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache, client, recorder,
@@ -104,10 +106,27 @@ class SchedulerApp:
                                        on_upsert=self.handlers.pod_upsert, on_delete=self.handlers.pod_delete,
                                        key=uid_key, params={"fieldSelector": POD_FIELD_SELECTOR},
                                        resync_period=options.resync_period)
+        self._failed_seen: set[str] = set()
+        self.kopf = KopfWatch(creds, self.kopf_specs()) if options.kopf else None
         self.tasks: list[asyncio.Task] = []
         self.stopping = asyncio.Event()
         self.synced = asyncio.Event()
         self.exit_code = 0
+
+    def kopf_specs(self) -> list[WatchSpec]:
+        """Low-volume streams kopf keeps for us."""
+        return [WatchSpec("", "v1", "pods", self._on_failed_pod, field_selector="status.phase=Failed")]
+
+    def _on_failed_pod(self, typ: str | None, obj: dict) -> None:
+        uid = (obj.get("metadata") or {}).get("uid") or ""
+        if uid in self._failed_seen:
+            return
+        if len(self._failed_seen) > 50000:
+            self._failed_seen.clear()
+        self._failed_seen.add(uid)
+        if typ is None:
+            return  # failed before we started: not news
+        self.handlers._note_kubelet_rejection(obj)
 
     async def wait_synced(self) -> None:
         await self.node_reflector.synced.wait()
@@ -121,6 +140,8 @@ class SchedulerApp:
 
     async def start_informers(self) -> None:
         self.recorder.start()
+        if self.kopf is not None:
+            self.kopf.start()
         self._spawn(self.node_reflector.run(), "node-informer")
         self._spawn(self.pod_reflector.run(), "pod-informer")
         self._spawn(self.queue.run_flush_loop(), "queue-flush")
@@ -173,5 +194,7 @@ class SchedulerApp:
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
         await self.recorder.stop()
+        if self.kopf is not None:
+            await asyncio.to_thread(self.kopf.stop)
         await self.client.close()
         await self.event_client.close()

@@ -199,6 +199,21 @@ class ControlPlane:
             time.sleep(downtime)
         self._start_apiserver(timeout)
 
+    def compact_etcd(self) -> int:
+        """Compact etcd to its current revision, expiring every older resourceVersion (410 Gone)."""
+        import base64
+        import json
+
+        def post(path: str, body: dict) -> dict:
+            req = urllib.request.Request(f"{self.etcd_url}{path}", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return json.loads(resp.read())
+
+        rev = int(post("/v3/kv/range", {"key": base64.b64encode(b"/").decode()})["header"]["revision"])
+        post("/v3/kv/compaction", {"revision": str(rev), "physical": True})
+        return rev
+
     # -- internals ---------------------------------------------------------------------------
 
     def _log(self, name: str):

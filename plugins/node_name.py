@@ -7,7 +7,8 @@ Reason: ``node(s) didn't match the requested node name`` (UnschedulableAndUnreso
 
 from __future__ import annotations
 
-from scheduler.framework.interface import ClusterEvent, ClusterEventWithHint, EnqueueExtensions, FilterPlugin
+from scheduler.framework.interface import (ClusterEvent, ClusterEventWithHint, EnqueueExtensions, FilterPlugin,
+                                           FilterResult)
 from scheduler.framework.status import Code, Status
 
 REASON = "node(s) didn't match the requested node name"
@@ -20,6 +21,12 @@ class NodeName(FilterPlugin, EnqueueExtensions):
         if pod.node_name and pod.node_name != node.name:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
         return None
+
+    def filter_nodes(self, state, pod, nodes):
+        if not pod.node_name:
+            return FilterResult.all_pass(len(nodes))
+        ok = nodes.slots == nodes.table.slot_by_name.get(pod.node_name, -1)
+        return FilterResult.from_mask(ok, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
 
     def events_to_register(self):
         return (ClusterEventWithHint(ClusterEvent("Node", "Add")),)

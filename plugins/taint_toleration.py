@@ -73,18 +73,24 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
         return None
 
-    def _class_ok(self, table, tolerations) -> np.ndarray:
-        memo = table.memo.setdefault(("TaintToleration/filter", self.cmp), {})
+    def _per_class(self, table, kind: str, tolerations, fn, dtype) -> np.ndarray:
+        """``fn(taints)`` for every distinct taint list of the table, memoised per tolerations."""
+        memo = table.memo.setdefault((f"TaintToleration/{kind}", self.cmp), {})
         cached = memo.get(tolerations)
         n = len(table.taint_sets)
         if cached is None or len(cached) < n:
             cached = cached or []
             for taints in table.taint_sets[len(cached):]:
-                cached.append(find_untolerated_taint(taints, tolerations, _FILTER_EFFECTS, self.cmp) is None)
+                cached.append(fn(taints))
             if len(memo) > 1024:
                 memo.clear()
             memo[tolerations] = cached
-        return np.fromiter(cached, dtype=bool, count=n)
+        return np.fromiter(cached, dtype=dtype, count=n)
+
+    def _class_ok(self, table, tolerations) -> np.ndarray:
+        return self._per_class(table, "filter", tolerations,
+                               lambda taints: find_untolerated_taint(taints, tolerations, _FILTER_EFFECTS, self.cmp) is None,
+                               bool)
 
     def filter_nodes(self, state, pod, nodes):
         table = nodes.table
@@ -115,17 +121,8 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         if len(table.taint_sets) == 1:
             return np.zeros(len(nodes), dtype=np.int64)
         tolerations = state.get("TaintToleration/preScore") or ()
-        memo = table.memo.setdefault(("TaintToleration/score", self.cmp), {})
-        cached = memo.get(tolerations)
-        n = len(table.taint_sets)
-        if cached is None or len(cached) < n:
-            cached = cached or []
-            for taints in table.taint_sets[len(cached):]:
-                cached.append(self._count(taints, tolerations))
-            if len(memo) > 1024:
-                memo.clear()
-            memo[tolerations] = cached
-        per_class = np.fromiter(cached, dtype=np.int64, count=n)
+        per_class = self._per_class(table, "score", tolerations, lambda taints: self._count(taints, tolerations),
+                                    np.int64)
         return per_class[table.taint_class[nodes.slots]]
 
     def normalize_score(self, state, pod, nodes, scores):

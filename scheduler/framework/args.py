@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import ConfigError
+from ..config import ConfigError, _bool, _int, _str
 
 META_KEYS = ("apiVersion", "kind")
 
@@ -30,11 +30,7 @@ def strict(raw: Any, path: str, allowed: tuple[str, ...], kind: str | None = Non
 
 def get_int(raw: dict, key: str, path: str, default: int, *, lo: int | None = None,
             hi: int | None = None) -> int:
-    v = raw.get(key, default)
-    if v is None:
-        v = default
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ConfigError(f"{path}.{key}: expected an integer, got {v!r}")
+    v = _int(raw, key, path + ".", default)
     if lo is not None and v < lo:
         raise ConfigError(f"{path}.{key}: must be >= {lo}, got {v}")
     if hi is not None and v > hi:
@@ -43,23 +39,14 @@ def get_int(raw: dict, key: str, path: str, default: int, *, lo: int | None = No
 
 
 def get_str(raw: dict, key: str, path: str, default: str, choices: tuple[str, ...] | None = None) -> str:
-    v = raw.get(key, default)
-    if v is None:
-        v = default
-    if not isinstance(v, str):
-        raise ConfigError(f"{path}.{key}: expected a string, got {v!r}")
+    v = _str(raw, key, path + ".", default)
     if choices and v not in choices:
         raise ConfigError(f"{path}.{key}: {v!r} is not one of {', '.join(choices)}")
     return v
 
 
 def get_bool(raw: dict, key: str, path: str, default: bool) -> bool:
-    v = raw.get(key, default)
-    if v is None:
-        return default
-    if not isinstance(v, bool):
-        raise ConfigError(f"{path}.{key}: expected true or false, got {v!r}")
-    return v
+    return _bool(raw, key, path + ".", default)
 
 
 def get_str_list(raw: dict, key: str, path: str) -> list[str]:

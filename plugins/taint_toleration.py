@@ -57,6 +57,31 @@ def default_normalize(scores: np.ndarray, reverse: bool) -> None:
         np.subtract(MAX_NODE_SCORE, scores, out=scores)
 
 
+def per_taint_class(table, kind: str, comparison_operators: bool, tolerations, fn, dtype) -> np.ndarray:
+    """``fn(taints)`` for every distinct taint list of the table, memoised per tolerations."""
+    memo = table.memo.setdefault((f"TaintToleration/{kind}", comparison_operators), {})
+    cached = memo.get(tolerations)
+    n = len(table.taint_sets)
+    if cached is None or len(cached) < n:
+        cached = cached or []
+        for taints in table.taint_sets[len(cached):]:
+            cached.append(fn(taints))
+        if len(memo) > 1024:
+            memo.clear()
+        memo[tolerations] = cached
+    return np.fromiter(cached, dtype=dtype, count=n)
+
+
+def untolerated_mask(table, slots, tolerations, comparison_operators: bool = False) -> np.ndarray:
+    """True where the node has a NoSchedule/NoExecute taint the tolerations do not tolerate."""
+    if len(table.taint_sets) == 1:
+        return np.zeros(len(slots), dtype=bool)
+    ok = per_taint_class(table, "filter", comparison_operators, tolerations,
+                         lambda taints: find_untolerated_taint(taints, tolerations, _FILTER_EFFECTS,
+                                                               comparison_operators) is None, bool)
+    return ~ok[table.taint_class[slots]]
+
+
 class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
     name = "TaintToleration"
     Args = TaintTolerationArgs
@@ -73,30 +98,8 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
         return None
 
-    def _per_class(self, table, kind: str, tolerations, fn, dtype) -> np.ndarray:
-        """``fn(taints)`` for every distinct taint list of the table, memoised per tolerations."""
-        memo = table.memo.setdefault((f"TaintToleration/{kind}", self.cmp), {})
-        cached = memo.get(tolerations)
-        n = len(table.taint_sets)
-        if cached is None or len(cached) < n:
-            cached = cached or []
-            for taints in table.taint_sets[len(cached):]:
-                cached.append(fn(taints))
-            if len(memo) > 1024:
-                memo.clear()
-            memo[tolerations] = cached
-        return np.fromiter(cached, dtype=dtype, count=n)
-
-    def _class_ok(self, table, tolerations) -> np.ndarray:
-        return self._per_class(table, "filter", tolerations,
-                               lambda taints: find_untolerated_taint(taints, tolerations, _FILTER_EFFECTS, self.cmp) is None,
-                               bool)
-
     def filter_nodes(self, state, pod, nodes):
-        table = nodes.table
-        if len(table.taint_sets) == 1:  # no node has taints
-            return FilterResult.all_pass(len(nodes))
-        ok = self._class_ok(table, pod.tolerations)[table.taint_class[nodes.slots]]
+        ok = ~untolerated_mask(nodes.table, nodes.slots, pod.tolerations, self.cmp)
         return FilterResult.from_mask(ok, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
 
     # -- score ---------------------------------------------------------------------------------
@@ -121,8 +124,8 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         if len(table.taint_sets) == 1:
             return np.zeros(len(nodes), dtype=np.int64)
         tolerations = state.get("TaintToleration/preScore") or ()
-        per_class = self._per_class(table, "score", tolerations, lambda taints: self._count(taints, tolerations),
-                                    np.int64)
+        per_class = per_taint_class(table, "score", self.cmp, tolerations,
+                                    lambda taints: self._count(taints, tolerations), np.int64)
         return per_class[table.taint_class[nodes.slots]]
 
     def normalize_score(self, state, pod, nodes, scores):

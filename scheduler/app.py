@@ -25,6 +25,8 @@ from .kopf_watch import KopfWatch, WatchSpec
 from .kubeclient import KubeClient
 from .logs import kv
 from .metrics import METRICS
+from .objectstore import KINDS as OBJECT_KINDS
+from .objectstore import ObjectStore
 from .queue import SchedulingQueue
 from .schedule_one import Scheduler
 
@@ -51,11 +53,13 @@ class Options:
 
 
 def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache, client, recorder,
-                     extra: dict | None = None) -> dict[str, Framework]:
+                     extra: dict | None = None, objects: ObjectStore | None = None) -> dict[str, Framework]:
     waiting: dict = {}
     out = {}
+    objects = objects if objects is not None else ObjectStore()
     for prof in cfg.profiles:
-        handle = Handle(cache=cache, client=client, recorder=recorder, waiting_pods=waiting, extra=dict(extra or {}))
+        handle = Handle(cache=cache, client=client, recorder=recorder, waiting_pods=waiting,
+                        extra=dict(extra or {}), objects=objects)
         out[prof.scheduler_name] = Framework(prof, registry, handle)
     return out
 
@@ -88,12 +92,14 @@ class SchedulerApp:
         self.event_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=8)
         self.recorder = EventRecorder(self.event_client)
         self.cache = SchedulerCache()
+        self.objects = ObjectStore()
         self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,
-                                           recorder=self.recorder,
+                                           recorder=self.recorder, objects=self.objects,
                                            extra={"ignored_extended_resources": ignored_extended_resources(cfg)})
         self.queue = build_queue(cfg, self.frameworks)
         self.handlers = EventHandlers(self.cache, self.queue, cfg.scheduler_names,
                                       EventRegistry(self.frameworks.values()))
+        self.objects.listeners.append(self.handlers.object_event)
         self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=self.frameworks,
                                    recorder=self.recorder, client=self.client,
                                    percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
@@ -115,7 +121,12 @@ class SchedulerApp:
 
     def kopf_specs(self) -> list[WatchSpec]:
         """Low-volume streams kopf keeps for us."""
-        return [WatchSpec("", "v1", "pods", self._on_failed_pod, field_selector="status.phase=Failed")]
+        groups = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"), "storageclasses": ("storage.k8s.io", "v1")}
+        specs = [WatchSpec("", "v1", "pods", self._on_failed_pod, field_selector="status.phase=Failed")]
+        for plural in OBJECT_KINDS:
+            group, version = groups.get(plural, ("", "v1"))
+            specs.append(WatchSpec(group, version, plural, self.objects.handler(plural)))
+        return specs
 
     def _on_failed_pod(self, typ: str | None, obj: dict) -> None:
         uid = (obj.get("metadata") or {}).get("uid") or ""

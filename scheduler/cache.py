@@ -26,6 +26,7 @@ import logging
 
 from .nodeinfo import NodeInfo, NodeSpec
 from .nodetable import NodeTable
+from .podindex import PodCountIndex
 from .podinfo import PodInfo
 
 log = logging.getLogger("scheduler.cache")
@@ -39,6 +40,52 @@ class SchedulerCache:
         self.assumed: dict[str, PodInfo] = {}       # uid -> assumed pod
         self.parked: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to an unknown node
         self.generation = 0
+        self.index = PodCountIndex(self)
+        # Pods (on known nodes) with any pod affinity term / with required anti-affinity terms.
+        self.with_affinity: dict[str, PodInfo] = {}
+        self.with_required_anti: dict[str, PodInfo] = {}
+        # ImageLocality: nodes per image name, and per-slot size columns built on demand.
+        self.image_nodes: dict[str, int] = {}
+        self._image_columns: dict[str, "np.ndarray"] = {}
+
+    def _count_images(self, spec: NodeSpec, sign: int) -> None:
+        if not spec.images:
+            return
+        for name in spec.images:
+            n = self.image_nodes.get(name, 0) + sign
+            if n > 0:
+                self.image_nodes[name] = n
+            else:
+                self.image_nodes.pop(name, None)
+        self._image_columns.clear()
+
+    def image_sizes(self, name: str):
+        """Per-slot size of image ``name`` (0 where the node does not have it)."""
+        import numpy as np
+        col = self._image_columns.get(name)
+        if col is None or len(col) < self.table.capacity:
+            col = np.zeros(self.table.capacity, dtype=np.int64)
+            for info in self.nodes.values():
+                size = info.spec.images.get(name)
+                if size:
+                    col[info.slot] = size
+            if len(self._image_columns) > 256:
+                self._image_columns.clear()
+            self._image_columns[name] = col
+        return col
+
+    def _track(self, pod: PodInfo, slot: int) -> None:
+        self.index.pod_added(pod, slot)
+        terms = pod.affinity_terms
+        if terms.any:
+            self.with_affinity[pod.uid] = pod
+            if terms.required_anti_affinity:
+                self.with_required_anti[pod.uid] = pod
+
+    def _untrack(self, pod: PodInfo, slot: int) -> None:
+        self.index.pod_removed(pod, slot)
+        self.with_affinity.pop(pod.uid, None)
+        self.with_required_anti.pop(pod.uid, None)
 
     # -- nodes ---------------------------------------------------------------------------------
 
@@ -47,10 +94,14 @@ class SchedulerCache:
         info = self.nodes.get(spec.name)
         if info is None:
             info = NodeInfo(spec, -1)
-            for pod in self.parked.pop(spec.name, {}).values():
+            self._count_images(spec, 1)
+            parked = self.parked.pop(spec.name, {})
+            for pod in parked.values():
                 info.add_pod(pod)
             self.nodes[spec.name] = info
             self.table.add(info)
+            for pod in parked.values():
+                self._track(pod, info.slot)
             self.generation += 1
             return "added", info
         old = info.spec
@@ -58,6 +109,9 @@ class SchedulerCache:
             info.spec = spec
             return "unchanged", info
         info.spec = spec
+        if old.images != spec.images:
+            self._count_images(old, -1)
+            self._count_images(spec, 1)
         self.table.update_spec(info, old)
         info.generation += 1
         self.generation += 1
@@ -67,6 +121,11 @@ class SchedulerCache:
         info = self.nodes.pop(name, None)
         if info is None:
             return None
+        self._count_images(info.spec, -1)
+        for pod in info.pods.values():
+            self.with_affinity.pop(pod.uid, None)
+            self.with_required_anti.pop(pod.uid, None)
+        self.index.slot_cleared(info.slot)
         self.table.remove(info)
         # Pods stay counted against the name: if the node comes back they are still there.
         if info.pods:
@@ -83,6 +142,7 @@ class SchedulerCache:
         else:
             info.add_pod(pod)
             self.table.add_pod(info.slot, pod)
+            self._track(pod, info.slot)
         self.pods[pod.uid] = pod
         self.generation += 1
 
@@ -92,6 +152,7 @@ class SchedulerCache:
         if info is not None:
             if info.remove_pod(pod):
                 self.table.remove_pod(info.slot, pod)
+                self._untrack(pod, info.slot)
         else:
             parked = self.parked.get(pod.node_name)
             if parked is not None:
@@ -136,11 +197,16 @@ class SchedulerCache:
         if old is not None:
             if (old.node_name == pod.node_name and old.requests == pod.requests
                     and old.host_ports == pod.host_ports and old.non0_cpu == pod.non0_cpu
-                    and old.non0_mem == pod.non0_mem):
+                    and old.non0_mem == pod.non0_mem and old.labels == pod.labels
+                    and old.deleting == pod.deleting and old.affinity_terms == pod.affinity_terms):
                 # Same accounting: swap the object without touching totals.
                 info = self.nodes.get(pod.node_name)
                 if info is not None:
                     info.pods[pod.uid] = pod
+                    if pod.uid in self.with_affinity:
+                        self.with_affinity[pod.uid] = pod
+                        if pod.uid in self.with_required_anti:
+                            self.with_required_anti[pod.uid] = pod
                 else:
                     self.parked.setdefault(pod.node_name, {})[pod.uid] = pod
                 self.pods[pod.uid] = pod

@@ -36,7 +36,7 @@ EXTENSION_POINT_KEYS = ("preEnqueue", "queueSort", "preFilter", "filter", "postF
                         "score", "reserve", "permit", "preBind", "bind", "postBind", "multiPoint")
 
 # kube-scheduler 1.35's default MultiPoint list (default_plugins.go), restricted to what exists
-# in the registry at build time; weights are upstream's.
+# in the registry; weights are upstream's. Names missing from the registry are skipped.
 DEFAULT_MULTIPOINT: tuple[tuple[str, int], ...] = (
     ("SchedulingGates", 0),
     ("PrioritySort", 0),
@@ -56,6 +56,11 @@ DEFAULT_MULTIPOINT: tuple[tuple[str, int], ...] = (
     ("DefaultPreemption", 0),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
+    # The brief's own scores (not in kube-scheduler): on by default, weight 1 each.
+    ("GPU", 1),
+    ("AZSpread", 1),
+    ("CapacityType", 1),
+    ("InstanceType", 1),
     ("DefaultBinder", 0),
 )
 

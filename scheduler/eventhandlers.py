@@ -191,6 +191,20 @@ class EventHandlers:
                 pod=f"{meta.get('namespace')}/{meta.get('name')}", node=spec.get("nodeName"), reason=reason,
                 message=status.get("message", "")))
 
+    # -- other objects (namespaces, PVCs, PVs, StorageClasses, workloads) ----------------------
+
+    OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persistentvolumes": "PersistentVolume",
+                        "storageclasses": "StorageClass", "namespaces": "Namespace", "services": "Service",
+                        "replicasets": "ReplicaSet", "statefulsets": "StatefulSet",
+                        "replicationcontrollers": "ReplicationController"}
+
+    def object_event(self, plural: str, typ: str | None, obj: dict) -> None:
+        resource = self.OBJECT_RESOURCES.get(plural)
+        if resource is None:
+            return
+        action = {"DELETED": "Delete", "MODIFIED": "Update"}.get(typ or "", "Add")
+        self._move(resource, {action}, None, obj)
+
     # -- nodes ---------------------------------------------------------------------------------
 
     def node_upsert(self, obj: dict) -> None:

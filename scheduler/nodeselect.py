@@ -79,3 +79,20 @@ def label_selector_mask(table: NodeTable, slots: np.ndarray, sel: LabelSelector)
     for r in sel.requirements:
         m &= requirement_mask(table, slots, r)
     return m
+
+
+def pod_required_affinity_mask(table: NodeTable, slots: np.ndarray, pod) -> np.ndarray:
+    """``nodeaffinity.GetRequiredNodeAffinity(pod).Match``: nodeSelector AND required node affinity."""
+    m = np.ones(len(slots), dtype=bool)
+    if pod.node_selector:
+        m &= labels_mask(table, slots, pod.node_selector)
+    if pod.required_affinity is not None:
+        m &= node_selector_mask(table, slots, pod.required_affinity)
+    return m
+
+
+def has_labels_mask(table: NodeTable, slots: np.ndarray, keys) -> np.ndarray:
+    m = np.ones(len(slots), dtype=bool)
+    for k in keys:
+        m &= table.label_column(k).codes[slots] >= 0
+    return m

@@ -19,6 +19,7 @@ from .framework.registry import Registry, build_registry
 from .framework.runtime import TRACE_KEY, CycleTrace
 from .framework.status import Code, Status
 from .framework.types import FitError, FrameworkError, NoNodesAvailable
+from .objectstore import ObjectStore
 from .podinfo import PodInfo
 from .schedule_one import Scheduler
 
@@ -38,7 +39,9 @@ class OfflineScheduler:
         self.cfg = cfg or configmod.default_config()
         self.registry = registry if registry is not None else build_registry()
         self.cache = SchedulerCache()
+        self.objects = ObjectStore()
         self.frameworks = build_frameworks(self.cfg, self.registry, cache=self.cache, client=None, recorder=None,
+                                           objects=self.objects,
                                            extra={"ignored_extended_resources": ignored_extended_resources(self.cfg)})
         self.queue = build_queue(self.cfg, self.frameworks)
         self.handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names,
@@ -59,6 +62,10 @@ class OfflineScheduler:
     def add_pod(self, pod: dict) -> None:
         """An existing pod (bound ones are counted on their node)."""
         self.handlers.pod_upsert(pod)
+
+    def add_object(self, obj: dict) -> bool:
+        """A Namespace, Service, ReplicaSet, StatefulSet, ReplicationController, PVC, PV or StorageClass."""
+        return self.objects.add(obj)
 
     def remove_pod(self, uid: str) -> None:
         self.handlers.pod_delete(uid, None)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import datetime
 
 from .model import (ObjectError, parse_node_selector, parse_preferred_terms, parse_tolerations)
+from .podaffinity import EMPTY as NO_AFFINITY
+from .podaffinity import parse_pod_affinity
 from .resources import pod_resource
 
 _EPOCH_CACHE: dict[str, float] = {}
@@ -78,7 +80,6 @@ class PodInfo:
         p.created = parse_time(meta.get("creationTimestamp"))
         p.nominated_node = status.get("nominatedNodeName") or ""
         p.parse_error = None
-        p.affinity_terms = None
         owner = None
         for ref in meta.get("ownerReferences") or ():
             if ref.get("controller"):
@@ -126,8 +127,13 @@ class PodInfo:
         p.node_selector = spec.get("nodeSelector") or None
         p.gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())
         p.spread_constraints = spec.get("topologySpreadConstraints") or None
-        p.pvc_names = tuple(v["persistentVolumeClaim"].get("claimName", "")
-                            for v in spec.get("volumes") or () if v.get("persistentVolumeClaim"))
+        claims = []
+        for v in spec.get("volumes") or ():
+            if v.get("persistentVolumeClaim"):
+                claims.append((v["persistentVolumeClaim"].get("claimName", ""), False))
+            elif v.get("ephemeral"):
+                claims.append((f"{p.name}-{v.get('name', '')}", True))
+        p.pvc_names = tuple(claims)
         p.resource_claims = tuple(spec.get("resourceClaims") or ())
 
         affinity = spec.get("affinity") or {}
@@ -146,6 +152,14 @@ class PodInfo:
                 p.parse_error = str(exc)
         p.pod_affinity = affinity.get("podAffinity") or None
         p.pod_anti_affinity = affinity.get("podAntiAffinity") or None
+        if p.pod_affinity or p.pod_anti_affinity:
+            try:
+                p.affinity_terms = parse_pod_affinity(p.pod_affinity, p.pod_anti_affinity, p.namespace)
+            except ObjectError as exc:
+                p.affinity_terms = NO_AFFINITY
+                p.parse_error = str(exc)
+        else:
+            p.affinity_terms = NO_AFFINITY
 
         if keep_raw:
             meta.pop("managedFields", None)

@@ -59,8 +59,9 @@ class Handle:
     """What plugins can reach: the cache (snapshot), the API client, the event recorder."""
 
     def __init__(self, *, cache=None, client=None, recorder=None, profile_name: str = "",
-                 waiting_pods: dict | None = None, extra: dict | None = None):
+                 waiting_pods: dict | None = None, extra: dict | None = None, objects=None):
         self.cache = cache
+        self.objects = objects
         self.client = client
         self.recorder = recorder
         self.profile_name = profile_name

@@ -8,17 +8,21 @@ from scheduler.framework.interface import NodeBatch
 from scheduler.framework.runtime import Handle
 from scheduler.framework.status import Code
 from scheduler.nodeinfo import NodeSpec
+from scheduler.objectstore import ObjectStore
 from scheduler.podinfo import PodInfo
 
 
 class PluginHarness:
-    def __init__(self, plugin_cls, args=None, nodes=(), pods=(), extra=None):
+    def __init__(self, plugin_cls, args=None, nodes=(), pods=(), extra=None, objects=()):
         self.cache = SchedulerCache()
+        self.objects = ObjectStore()
+        for o in objects:
+            self.objects.add(o)
         for n in nodes:
             self.cache.upsert_node(NodeSpec.from_dict(n))
         for p in pods:
             self.cache.upsert_pod(PodInfo.from_dict(p))
-        handle = Handle(cache=self.cache, extra=extra or {})
+        handle = Handle(cache=self.cache, extra=extra or {}, objects=self.objects)
         a = plugin_cls.Args.from_dict(args or {}, "args") if plugin_cls.Args is not None else None
         self.plugin = plugin_cls(a, handle)
 
@@ -28,11 +32,18 @@ class PluginHarness:
     def _state(self, pod, prescore=False):
         state = CycleState()
         pl = self.plugin
+        self.status = None
         if hasattr(pl, "pre_filter") and not prescore:
-            pl.pre_filter(state, pod, self.batch())
+            _, self.status = pl.pre_filter(state, pod, self.batch())
         if prescore and hasattr(pl, "pre_score"):
-            pl.pre_score(state, pod, self.batch())
+            self.status = pl.pre_score(state, pod, self.batch())
         return state
+
+    def pre_filter(self, raw_pod):
+        """The PreFilter status alone."""
+        pod = PodInfo.from_dict(raw_pod)
+        self._state(pod)
+        return self.status
 
     def filter(self, raw_pod):
         """{node: None | (code, reasons)} from the batch path, asserting the per-node path agrees."""

@@ -97,9 +97,11 @@ def test_disable_and_reweight():
     fw = frameworks({"profiles": [{"schedulerName": "a", "plugins": {
         "multiPoint": {"enabled": [{"name": "NodeResourcesFit", "weight": 7}], "disabled": [{"name": "TaintToleration"}]},
         "score": {"disabled": [{"name": "NodeAffinity"}]}}}]})["a"]
-    assert [p.name for p in fw.filter] == ["NodeUnschedulable", "NodeName", "NodeAffinity", "NodeResourcesFit"]
-    assert [p.name for p in fw.score] == ["NodeResourcesFit"]
-    assert fw.weights["NodeResourcesFit"] == 7
+    assert [p.name for p in fw.filter] == ["NodeUnschedulable", "NodeName", "NodeAffinity", "NodePorts",
+                                           "NodeResourcesFit", "VolumeBinding", "VolumeZone", "PodTopologySpread",
+                                           "InterPodAffinity"]
+    assert "TaintToleration" not in [p.name for p in fw.score] and "NodeAffinity" not in [p.name for p in fw.score]
+    assert fw.score[0].name == "NodeResourcesFit" and fw.weights["NodeResourcesFit"] == 7
 
 
 def test_star_disables_defaults_at_a_point():
@@ -111,8 +113,9 @@ def test_star_disables_defaults_at_a_point():
 def test_specific_point_overrides_multipoint_order_and_weight():
     fw = frameworks({"profiles": [{"schedulerName": "a", "plugins": {
         "score": {"enabled": [{"name": "NodeResourcesFit", "weight": 5}, {"name": "TaintToleration", "weight": 1}]}}}]})["a"]
-    assert [p.name for p in fw.score] == ["NodeResourcesFit", "TaintToleration", "NodeAffinity"]
-    assert fw.weights == {"NodeResourcesFit": 5, "TaintToleration": 1, "NodeAffinity": 2}
+    assert [p.name for p in fw.score][:5] == ["NodeResourcesFit", "TaintToleration", "NodeAffinity",
+                                               "PodTopologySpread", "InterPodAffinity"]
+    assert (fw.weights["NodeResourcesFit"], fw.weights["TaintToleration"], fw.weights["NodeAffinity"]) == (5, 1, 2)
 
 
 def test_file_roundtrip(tmp_path):

@@ -1,0 +1,244 @@
+"""NodePorts, BalancedAllocation, ImageLocality, volumes, DRA, and the brief's own score plugins."""
+
+import numpy as np
+import pytest
+
+from plugins.az_spread import AZSpread
+from plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from plugins.capacity_type import CapacityType
+from plugins.dynamic_resources import DynamicResources
+from plugins.gpu import GPU
+from plugins.image_locality import ImageLocality
+from plugins.instance_type import InstanceType
+from plugins.node_ports import NodePorts
+from plugins.volume_binding import (REASON_BIND_CONFLICT, REASON_NODE_CONFLICT, REASON_PV_NOT_EXIST,
+                                    UNBOUND_IMMEDIATE, VolumeBinding)
+from plugins.volume_zone import VolumeZone
+from scheduler.config import ConfigError
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.status import Code
+from scheduler.podinfo import PodInfo
+
+from .conftest import node, pod
+from .plugin_harness import UAU, UNS, PluginHarness
+
+Z = "topology.kubernetes.io/zone"
+
+
+def test_node_ports_conflicts():
+    used = pod("web", node_name="n1", host_ports=[8080])
+    udp = pod("dns", node_name="n2")
+    udp["spec"]["containers"][0]["ports"] = [{"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"}]
+    hh = PluginHarness(NodePorts, nodes=[node("n1"), node("n2"), node("n3")], pods=[used, udp])
+    r = hh.filter(pod("p", host_ports=[8080]))
+    assert r["n1"] == (UNS, ("node(s) didn't have free ports for the requested pod ports",))
+    assert r["n2"] is None and r["n3"] is None
+    q = pod("q")
+    q["spec"]["containers"][0]["ports"] = [{"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.2"}]
+    assert hh.filter(q)["n2"] is None                        # same port, other IP
+    q["spec"]["containers"][0]["ports"][0]["hostIP"] = "0.0.0.0"
+    assert hh.filter(q)["n2"] is not None                    # 0.0.0.0 conflicts with any IP
+    q["spec"]["containers"][0]["ports"][0]["protocol"] = "TCP"
+    assert hh.filter(q)["n2"] is None                        # other protocol
+    assert hh.pre_filter(pod("none")).is_skip()
+
+
+def test_balanced_allocation():
+    hh = PluginHarness(NodeResourcesBalancedAllocation,
+                       nodes=[node("n", cpu="4", memory="8Gi"), node("m", cpu="4", memory="4Gi")])
+    s = hh.score(pod("p", cpu="2", memory="2Gi"))
+    # n: cpu 0.5, mem 0.25 -> std 0.125 -> 87 ; m: 0.5, 0.5 -> 100
+    assert s == {"n": 87, "m": 100}
+    state = CycleState()
+    assert NodeResourcesBalancedAllocation().pre_score(state, PodInfo.from_dict(pod("be", cpu=None, memory=None)), None).is_skip()
+
+
+def test_image_locality():
+    def imaged(name, images):
+        n = node(name)
+        n["status"]["images"] = [{"names": [i], "sizeBytes": s} for i, s in images]
+        return n
+    mb = 2**20
+    nodes = [imaged("has", [("registry.k8s.io/pause:3.10", 500 * mb)]), imaged("none", [])]
+    hh = PluginHarness(ImageLocality, nodes=nodes)
+    s = hh.score(pod("p"))
+    # 500MB * (1/2 nodes) = 250MB -> (250-23)/(1000-23)*100 = 23
+    assert s["has"] == 100 * (250 * mb - 23 * mb) // (1000 * mb - 23 * mb) and s["none"] == 0
+
+
+def pvc(name, sc="", volume="", phase="Pending", size="1Gi", modes=("ReadWriteOnce",)):
+    spec = {"accessModes": list(modes), "resources": {"requests": {"storage": size}}}
+    if sc:
+        spec["storageClassName"] = sc
+    if volume:
+        spec["volumeName"] = volume
+    return {"kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}"},
+            "spec": spec, "status": {"phase": phase}}
+
+
+def pv(name, sc="local", node_name=None, zone=None, size="10Gi", claim=None):
+    spec = {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": sc}
+    if node_name:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]}]}]}}
+    if claim:
+        spec["claimRef"] = {"namespace": "default", "name": claim}
+    labels = {Z: zone} if zone else {}
+    return {"kind": "PersistentVolume", "metadata": {"name": name, "labels": labels}, "spec": spec,
+            "status": {"phase": "Bound" if claim else "Available"}}
+
+
+def sc(name, mode="WaitForFirstConsumer", provisioner="example.com/csi", topo=None):
+    out = {"kind": "StorageClass", "metadata": {"name": name}, "provisioner": provisioner, "volumeBindingMode": mode}
+    if topo:
+        out["allowedTopologies"] = [{"matchLabelExpressions": [{"key": Z, "values": topo}]}]
+    return out
+
+
+def vpod(*claims):
+    p = pod("vp")
+    p["spec"]["volumes"] = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}} for i, c in enumerate(claims)]
+    return p
+
+
+NODES = [node("n1", labels={Z: "a"}), node("n2", labels={Z: "b"})]
+
+
+def vb(objects):
+    return PluginHarness(VolumeBinding, nodes=NODES, objects=objects)
+
+
+def test_volume_binding_prefilter_rejections():
+    assert vb([]).pre_filter(vpod("missing")).reasons == ('persistentvolumeclaim "missing" not found',)
+    st = vb([pvc("imm", sc="fast"), sc("fast", mode="Immediate")]).pre_filter(vpod("imm"))
+    assert st.code == UAU and st.reasons == (UNBOUND_IMMEDIATE,)
+    assert vb([pvc("nocls")]).pre_filter(vpod("nocls")).reasons == (UNBOUND_IMMEDIATE,)
+    lost = pvc("lost", volume="pv0", phase="Lost")
+    assert "bound to non-existent persistentvolume" in vb([lost]).pre_filter(vpod("lost")).message()
+    assert vb([]).pre_filter(pod("novol")).is_skip()
+
+
+def test_bound_pv_node_affinity():
+    hh = vb([pvc("c", volume="pv1", phase="Bound"), pv("pv1", node_name="n2", claim="c")])
+    r = hh.filter(vpod("c"))
+    assert r == {"n1": (UAU, (REASON_NODE_CONFLICT,)), "n2": None}
+    gone = vb([pvc("c", volume="nope", phase="Bound")])
+    assert gone.filter(vpod("c"))["n1"] == (UAU, (REASON_PV_NOT_EXIST,))
+
+
+def test_wait_for_first_consumer_static_and_provisioned():
+    hh = vb([pvc("c", sc="local"), sc("local", provisioner="kubernetes.io/no-provisioner"), pv("pv1", node_name="n1")])
+    r = hh.filter(vpod("c"))
+    assert r == {"n1": None, "n2": (UAU, (REASON_BIND_CONFLICT,))}
+    small = vb([pvc("c", sc="local", size="100Gi"), sc("local", provisioner="kubernetes.io/no-provisioner"),
+                pv("pv1", node_name="n1", size="10Gi")])
+    assert small.filter(vpod("c"))["n1"] == (UAU, (REASON_BIND_CONFLICT,))
+    dyn = vb([pvc("d", sc="csi"), sc("csi", topo=["b"])])
+    assert dyn.filter(vpod("d")) == {"n1": (UAU, (REASON_BIND_CONFLICT,)), "n2": None}
+
+
+def test_volume_zone():
+    hh = PluginHarness(VolumeZone, nodes=NODES + [node("nozone")],
+                       objects=[pvc("c", volume="pv1", phase="Bound"), pv("pv1", zone="b", claim="c")])
+    r = hh.filter(vpod("c"))
+    assert r == {"n1": (UAU, ("node(s) had no available volume zone",)), "n2": None, "nozone": None}
+    multi = PluginHarness(VolumeZone, nodes=NODES, objects=[pvc("c", volume="pv1", phase="Bound"),
+                                                            pv("pv1", zone="a__b", claim="c")])
+    assert multi.filter(vpod("c")) == {"n1": None, "n2": None}
+
+
+def test_dynamic_resources_are_refused():
+    p = pod("dra")
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "my-claim"}]
+    hh = PluginHarness(DynamicResources, nodes=NODES)
+    st = hh.pre_filter(p)
+    assert st.code == UAU and "spec.resourceClaims" in st.message()
+    assert hh.pre_filter(pod("plain")).is_skip()
+
+
+def test_gpu_scores():
+    nodes = [node("gpu", extended={"nvidia.com/gpu": "4"}), node("cpu")]
+    hh = PluginHarness(GPU, nodes=nodes)
+    assert hh.score(pod("trainer", extended={"nvidia.com/gpu": "1"})) == {"gpu": 50, "cpu": 50}
+    assert hh.score(pod("web")) == {"gpu": 0, "cpu": 100}
+    # limits-only request counts; a zero request is no demand
+    assert hh.score(pod("lim", cpu=None, memory=None, limits_only={"nvidia.com/gpu": "1"})) == {"gpu": 50, "cpu": 50}
+    zero = pod("zero")
+    zero["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "0"
+    assert hh.score(zero) == {"gpu": 0, "cpu": 100}
+    init = pod("init", init_containers=[{"name": "i", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}])
+    assert hh.score(init)["cpu"] == 50
+    custom = PluginHarness(GPU, {"resourceNames": ["amd.com/gpu"]}, nodes=[node("amd", extended={"amd.com/gpu": "1"}), node("x")])
+    assert custom.score(pod("w")) == {"amd": 0, "x": 100}
+    with pytest.raises(ConfigError, match=r"resourceNames\[0\]"):
+        GPU.Args.from_dict({"resourceNames": ["gpu"]}, "args")
+
+
+def test_capacity_type():
+    nodes = [node("k-spot", labels={"karpenter.sh/capacity-type": "spot"}),
+             node("k-od", labels={"karpenter.sh/capacity-type": "on-demand"}),
+             node("k-res", labels={"karpenter.sh/capacity-type": "reserved"}),
+             node("eks-spot", labels={"eks.amazonaws.com/capacityType": "SPOT"}),
+             node("eks-od", labels={"eks.amazonaws.com/capacityType": "ON_DEMAND"}),
+             node("legacy", labels={"node.kubernetes.io/lifecycle": "spot"}),
+             node("plain")]
+    hh = PluginHarness(CapacityType, nodes=nodes)
+    spot = hh.score(pod("s", labels={"lifecycle-preference": "spot"}))
+    assert spot == {"k-spot": 100, "k-od": 0, "k-res": 0, "eks-spot": 100, "eks-od": 0, "legacy": 50, "plain": 50}
+    od = hh.score(pod("o", labels={"lifecycle-preference": "on-demand"}))
+    assert od["k-res"] == 100 and od["eks-od"] == 100 and od["k-spot"] == 0
+    assert set(hh.score(pod("n", labels={"lifecycle-preference": "cheap"})).values()) == {50}
+    assert set(hh.score(pod("none")).values()) == {50}
+
+
+def test_instance_type():
+    args = {"preferences": [{"prefix": "c5.", "score": 100}, {"prefix": "m5.", "score": 50},
+                            {"prefix": "r5.", "score": 30}, {"exact": "c5.metal", "score": 5}], "defaultScore": 10}
+    it = "node.kubernetes.io/instance-type"
+    nodes = [node("c", labels={it: "c5.xlarge"}), node("m", labels={it: "m5.large"}), node("r", labels={it: "r5.2xlarge"}),
+             node("metal", labels={it: "c5.metal"}), node("p", labels={it: "p3.2xlarge"}), node("none")]
+    hh = PluginHarness(InstanceType, args, nodes=nodes)
+    assert hh.score(pod("x")) == {"c": 100, "m": 50, "r": 30, "metal": 5, "p": 10, "none": 10}
+    assert set(PluginHarness(InstanceType, nodes=nodes).score(pod("y")).values()) == {0}
+    with pytest.raises(ConfigError, match=r"preferences\[0\].score"):
+        InstanceType.Args.from_dict({"preferences": [{"prefix": "c5", "score": 101}]}, "args")
+    with pytest.raises(ConfigError, match=r"preferences\[0\]: exactly one"):
+        InstanceType.Args.from_dict({"preferences": [{"score": 1}]}, "args")
+
+
+OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-1", "controller": True}
+
+
+def az_nodes():
+    return [node(f"{z}{i}", labels={Z: z}) for z in "abc" for i in (1, 2)]
+
+
+def test_az_spread_formula_counts_assumed_and_empty_zones():
+    pods = [pod(f"w{i}", node_name=n, owner=OWNER) for i, n in enumerate(["a1", "a2", "b1"])]
+    hh = PluginHarness(AZSpread, nodes=az_nodes(), pods=pods)
+    s = hh.score(pod("new", owner=OWNER))
+    # counts a=2 b=1 c=0, max 2: a 0, b 50, c 100
+    assert s == {"a1": 0, "b1": 50, "c1": 100, "a2": 0, "b2": 50, "c2": 100}
+    hh.cache.assume(PodInfo.from_dict(pod("inflight", owner=OWNER)), "c1")   # assumed, not yet bound
+    s = hh.score(pod("new2", owner=OWNER))
+    assert s["c1"] == 50 and s["b1"] == 50 and s["a1"] == 0
+    # pods of another owner do not count; an ownerless pod is alone
+    assert set(hh.score(pod("stranger")).values()) == {100}
+
+
+def test_az_spread_label_selector_and_keys():
+    pods = [pod("x1", node_name="a1", labels={"team": "t", "app": "api"}),
+            pod("x2", node_name="b1", labels={"team": "t", "app": "web"})]
+    by_sel = PluginHarness(AZSpread, {"labelSelector": {"matchLabels": {"team": "t"}}}, nodes=az_nodes(), pods=pods)
+    assert by_sel.score(pod("p"))["c1"] == 100 and by_sel.score(pod("p"))["a1"] == 0
+    by_keys = PluginHarness(AZSpread, {"workloadLabelKeys": ["app"]}, nodes=az_nodes(), pods=pods)
+    s = by_keys.score(pod("q", labels={"app": "api"}))
+    assert s["a1"] == 0 and s["b1"] == 100
+
+
+def test_az_spread_node_without_zone_is_an_error():
+    hh = PluginHarness(AZSpread, nodes=az_nodes() + [node("nozone")])
+    st = hh.plugin.pre_score(CycleState(), PodInfo.from_dict(pod("p", owner=OWNER)), hh.batch())
+    assert st.code == Code.ERROR and "nozone" in st.message()
+    zoneless = PluginHarness(AZSpread, nodes=[node("x"), node("y")])
+    assert zoneless.plugin.pre_score(CycleState(), PodInfo.from_dict(pod("p")), zoneless.batch()).is_skip()

@@ -1,7 +1,8 @@
 """VolumeBinding (PreFilter, Filter, Reserve, PreBind): pods go where their volumes can be.
 
 PreFilter, per PersistentVolumeClaim the pod uses (``persistentVolumeClaim`` and generic
-``ephemeral`` volumes): a missing claim is ``persistentvolumeclaim "x" not found``, a Lost claim
+``ephemeral`` volumes; a claim counts as bound once it has a volume name and the PV controller's
+``pv.kubernetes.io/bind-completed`` annotation): a missing claim is ``persistentvolumeclaim "x" not found``, a Lost claim
 or one being deleted is rejected, and an unbound claim whose StorageClass binds ``Immediate`` (or
 has no class) gives ``pod has unbound immediate PersistentVolumeClaims`` - all
 UnschedulableAndUnresolvable, waiting for the PV controller.
@@ -36,6 +37,7 @@ REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
+BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 KEY = "VolumeBinding/state"
 
@@ -126,8 +128,11 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
                                     f'"{spec.get("volumeName", "")}"')
             if (pvc.get("metadata") or {}).get("deletionTimestamp"):
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f'persistentvolumeclaim "{name}" is being deleted')
-            if spec.get("volumeName"):
+            if fully_bound(pvc):
                 claims.bound.append(pvc)
+                continue
+            if spec.get("volumeName"):
+                immediate = True  # pre-bound but not completed: the PV controller's job, as upstream
                 continue
             cls_name = claim_class(pvc)
             if not cls_name:
@@ -258,7 +263,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
         store = self.objects
         deadline = time.monotonic() + self.args.bind_timeout_seconds
         while True:
-            pending = [k for k in keys if not _bound(store.get("persistentvolumeclaims", k))]
+            pending = [k for k in keys if not fully_bound(store.get("persistentvolumeclaims", k))]
             if not pending:
                 return None
             left = deadline - time.monotonic()
@@ -275,8 +280,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")))
 
 
-def _bound(pvc: dict | None) -> bool:
+def fully_bound(pvc: dict | None) -> bool:
+    """``isPVCFullyBound``: a volume name and the PV controller's bind-completed annotation."""
     if pvc is None:
         return False
-    return bool((pvc.get("spec") or {}).get("volumeName")) and (pvc.get("status") or {}).get("phase") == "Bound"
+    ann = (pvc.get("metadata") or {}).get("annotations") or {}
+    return bool((pvc.get("spec") or {}).get("volumeName")) and BIND_COMPLETED in ann
 

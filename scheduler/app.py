@@ -22,7 +22,7 @@ from .framework.runtime import Framework, Handle
 from .informer import Reflector, name_key, uid_key
 from .kubeauth import Credentials
 from .kopf_watch import KopfWatch, WatchSpec
-from .kubeclient import KubeClient
+from .kubeclient import ApiError, KubeClient
 from .logs import kv
 from .metrics import METRICS
 from .objectstore import KINDS as OBJECT_KINDS
@@ -158,8 +158,29 @@ class SchedulerApp:
         self._spawn(self.queue.run_flush_loop(), "queue-flush")
         self._spawn(self._cache_metrics_loop(), "cache-metrics")
         await self.wait_synced()
+        await self.prefill_objects()
         log.info("caches synced", extra=kv(nodes=len(self.cache.nodes), pods=len(self.cache.pods),
                                             pending=len(self.queue)))
+
+    OBJECT_PATHS = {"namespaces": "/api/v1/namespaces", "services": "/api/v1/services",
+                    "replicasets": "/apis/apps/v1/replicasets", "statefulsets": "/apis/apps/v1/statefulsets",
+                    "replicationcontrollers": "/api/v1/replicationcontrollers",
+                    "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
+                    "persistentvolumes": "/api/v1/persistentvolumes",
+                    "storageclasses": "/apis/storage.k8s.io/v1/storageclasses"}
+
+    async def prefill_objects(self) -> None:
+        """One LIST of each low-volume kind before the first cycle; kopf keeps them current after."""
+        for plural, path in self.OBJECT_PATHS.items():
+            try:
+                items, _ = await self.client.list_all(path)
+            except ApiError as exc:
+                log.warning("cannot list; plugins that read it will see none", extra=kv(
+                    resource=plural, status=exc.status, error=exc.message))
+                continue
+            for obj in items:
+                self.objects.apply(plural, None, obj)
+            self.objects.synced.add(plural)
 
     async def _cache_metrics_loop(self) -> None:
         while True:

@@ -297,3 +297,41 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen, name: str, log:
             last = str(exc)
         time.sleep(0.2)
     raise ControlPlaneError(f"{name} not ready at {url} after {timeout}s: {last}")
+
+
+@dataclass
+class KubeSchedulerProcess:
+    """The real kube-scheduler (built with the control plane), run against a ControlPlane."""
+
+    cp: ControlPlane
+    config: dict
+    name: str = "kube-scheduler"
+    secure_port: int = 0
+    extra_args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen | None = None
+
+    def start(self) -> "KubeSchedulerProcess":
+        import yaml
+
+        cfg = dict(self.config)
+        cfg.setdefault("apiVersion", "kubescheduler.config.k8s.io/v1")
+        cfg.setdefault("kind", "KubeSchedulerConfiguration")
+        cc = dict(cfg.get("clientConnection") or {})
+        cc["kubeconfig"] = str(self.cp.kubeconfig)
+        cfg["clientConnection"] = cc
+        cfg.setdefault("leaderElection", {"leaderElect": False})
+        path = self.cp.workdir / f"{self.name}-config.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        args = [str(self.cp.bin / "kube-scheduler"), f"--config={path}", f"--secure-port={self.secure_port}",
+                "--bind-address=127.0.0.1", "--v=1", *self.extra_args]
+        self.proc = subprocess.Popen(args, stdout=self.cp._log(self.name), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        return self
+
+    @property
+    def log_path(self) -> Path:
+        return self.cp.workdir / f"{self.name}.log"
+
+    def stop(self) -> None:
+        _terminate(self.proc)
+        self.proc = None

@@ -70,10 +70,12 @@ def pvc(name, sc="", volume="", phase="Pending", size="1Gi", modes=("ReadWriteOn
     spec = {"accessModes": list(modes), "resources": {"requests": {"storage": size}}}
     if sc:
         spec["storageClassName"] = sc
+    meta = {"name": name, "namespace": "default", "uid": f"u-{name}"}
     if volume:
         spec["volumeName"] = volume
-    return {"kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": "default", "uid": f"u-{name}"},
-            "spec": spec, "status": {"phase": phase}}
+        if phase == "Bound":
+            meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+    return {"kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
 def pv(name, sc="local", node_name=None, zone=None, size="10Gi", claim=None):
@@ -116,6 +118,8 @@ def test_volume_binding_prefilter_rejections():
     lost = pvc("lost", volume="pv0", phase="Lost")
     assert "bound to non-existent persistentvolume" in vb([lost]).pre_filter(vpod("lost")).message()
     assert vb([]).pre_filter(pod("novol")).is_skip()
+    # pre-bound (volumeName without bind-completed) waits for the PV controller, as upstream
+    assert vb([pvc("pre", volume="pv1", phase="Pending")]).pre_filter(vpod("pre")).reasons == (UNBOUND_IMMEDIATE,)
 
 
 def test_bound_pv_node_affinity():

@@ -1,0 +1,373 @@
+"""Differential check: the same random clusters and pods, judged by kube-scheduler 1.35 and by us.
+
+For each seed a fresh control plane gets a random cluster (zones, labels, taints, cordons,
+capacities, extended resources, namespaces with labels, pods already bound with labels, host
+ports and anti-affinity, bound PVs with node affinity) and a batch of random pending pods
+(requests, nodeSelector, node affinity with every operator, tolerations, host ports, hard
+topology spread with minDomains / inclusion policies / matchLabelKeys, required pod affinity and
+anti-affinity with namespaces and namespaceSelector, PVC references).
+
+kube-scheduler runs first, with a recording extender: kube-scheduler calls an extender's filter
+verb with exactly the nodes its own plugins found feasible (all of them: fewer than 100 nodes,
+``percentageOfNodesToScore: 100``), so the recording *is* its feasible set. The extender then
+rejects every node, which keeps every pod pending and the cluster unchanged. Pods for which no
+node was feasible carry kube-scheduler's FailedScheduling message instead.
+
+Then our engine evaluates the same pods on the same objects (read back from the API server, so
+API defaulting applies): the same filter plugins, prefilter to filter, over every node.
+
+Agreement is counted per pod: schedulable-or-not, the feasible node set when schedulable, and
+the reason histogram when not. Run ``python -m tests.differential --seeds 10`` for a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from scheduler import config as configmod
+from scheduler.devcluster import ControlPlane, KubeSchedulerProcess, free_port
+from scheduler.kubeauth import load_kubeconfig
+from scheduler.kubeclient import KubeClient
+from scheduler.offline import OfflineScheduler
+from scheduler.testkit import create_node, create_pods, ensure_namespace, list_pods, make_node, make_pod
+
+Z = "topology.kubernetes.io/zone"
+H = "kubernetes.io/hostname"
+PROBE_REASON = "differential probe"
+KUBE_PROFILE = "kube-diff"
+
+
+@dataclass
+class PodResult:
+    name: str
+    kube_feasible: list[str] | None      # None: kube found no feasible node
+    ours_feasible: list[str] | None
+    kube_message: str = ""
+    ours_message: str = ""
+
+    @property
+    def schedulable_agree(self) -> bool:
+        return (self.kube_feasible is None) == (self.ours_feasible is None)
+
+    @property
+    def feasible_agree(self) -> bool:
+        if self.kube_feasible is None or self.ours_feasible is None:
+            return self.schedulable_agree
+        return sorted(self.kube_feasible) == sorted(self.ours_feasible)
+
+    @property
+    def message_agree(self) -> bool:
+        if self.kube_feasible is not None or self.ours_feasible is not None:
+            return True
+        return strip_postfilter(self.kube_message) == self.ours_message
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    pods: list[PodResult] = field(default_factory=list)
+
+
+def strip_postfilter(msg: str) -> str:
+    """The FitError part only: kube-scheduler appends its PostFilter plugins' verdicts after the
+    reason list (DefaultPreemption's "preemption: ...", DynamicResources' "no new claims to
+    deallocate"); we run no PostFilter plugin."""
+    head = "nodes are available: "
+    start = msg.find(head)
+    i = msg.find(". ", start + len(head) if start >= 0 else 0)
+    return msg[: i + 1] if i >= 0 else msg
+
+
+# -- random cluster ---------------------------------------------------------------------------
+
+def gen_cluster(rng: random.Random):
+    nodes = []
+    n_nodes = rng.randint(6, 12)
+    for i in range(n_nodes):
+        labels = {}
+        if rng.random() < 0.9:
+            labels[Z] = rng.choice(["a", "b", "c"])
+        labels["disk"] = rng.choice(["ssd", "hdd"])
+        labels["cores"] = str(rng.choice([2, 4, 8, 16]))
+        if rng.random() < 0.5:
+            labels["team"] = rng.choice(["red", "blue"])
+        taints = []
+        if rng.random() < 0.25:
+            taints.append({"key": "dedicated", "value": rng.choice(["gpu", "db"]), "effect": rng.choice(["NoSchedule", "NoExecute"])})
+        if rng.random() < 0.2:
+            taints.append({"key": "spot", "value": "true", "effect": "PreferNoSchedule"})
+        extended = {"example.com/dongle": str(rng.randint(0, 2))} if rng.random() < 0.4 else None
+        nodes.append(make_node(f"n{i:02d}", cpu=rng.choice(["1", "2", "4"]), memory=rng.choice(["2Gi", "4Gi", "8Gi"]),
+                               pods=rng.choice(["4", "8", "110"]), labels=labels, taints=taints or None,
+                               unschedulable=rng.random() < 0.1, extended=extended))
+    namespaces = {"d1": {"env": "dev"}, "d2": {"env": "prod"}}
+    existing = []
+    for i in range(rng.randint(5, 15)):
+        nd = rng.choice(nodes)
+        name = nd["metadata"]["name"]
+        ns = rng.choice(["d1", "d2"])
+        labels = {"app": rng.choice(["web", "db", "cache"]), "rev": rng.choice(["1", "2"])}
+        affinity = None
+        if rng.random() < 0.25:
+            affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": rng.choice([H, Z]), "labelSelector": {"matchLabels": {"app": rng.choice(["web", "db"])}},
+                 **({"namespaceSelector": {}} if rng.random() < 0.3 else {})}]}}
+        p = make_pod(f"ex-{i}", namespace=ns, scheduler="already-bound", cpu=rng.choice(["100m", "250m", "500m"]),
+                     memory=rng.choice(["64Mi", "256Mi"]), labels=labels, node_name=name, affinity=affinity,
+                     host_ports=[8080] if rng.random() < 0.2 else None)
+        existing.append(p)
+    return nodes, namespaces, existing
+
+
+def _expr(rng: random.Random) -> dict:
+    key = rng.choice([Z, "disk", "cores", "team", "missing"])
+    op = rng.choice(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"])
+    values = {Z: ["a", "b", "c"], "disk": ["ssd", "hdd"], "cores": ["2", "4", "8", "16"], "team": ["red", "blue"],
+              "missing": ["x"]}[key]
+    if op in ("In", "NotIn"):
+        return {"key": key, "operator": op, "values": rng.sample(values, rng.randint(1, len(values)))}
+    if op in ("Gt", "Lt"):
+        return {"key": "cores", "operator": op, "values": [str(rng.choice([1, 3, 5, 9]))]}
+    return {"key": key, "operator": op}
+
+
+def gen_pods(rng: random.Random, count: int) -> list[dict]:
+    pods = []
+    for i in range(count):
+        ns = rng.choice(["d1", "d1", "d2"])
+        labels = {"app": rng.choice(["web", "db", "cache", "job"]), "rev": rng.choice(["1", "2"])}
+        kw: dict = {}
+        if rng.random() < 0.3:
+            kw["node_selector"] = {rng.choice(["disk", "team"]): rng.choice(["ssd", "hdd", "red"])}
+        if rng.random() < 0.35:
+            terms = [{"matchExpressions": [_expr(rng) for _ in range(rng.randint(1, 2))]} for _ in range(rng.randint(1, 2))]
+            if rng.random() < 0.15:
+                terms.append({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [f"n{rng.randint(0, 11):02d}"]}]})
+            kw["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+        if rng.random() < 0.4:
+            tol = rng.choice([
+                {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
+                {"key": "dedicated", "operator": "Exists"},
+                {"operator": "Exists"},
+                {"key": "dedicated", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+                {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+            ])
+            kw["tolerations"] = [tol]
+        if rng.random() < 0.3:
+            c = {"maxSkew": rng.randint(1, 2), "topologyKey": rng.choice([Z, H]), "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"app": labels["app"]}}}
+            if rng.random() < 0.3:
+                c["minDomains"] = rng.randint(2, 4)
+            if rng.random() < 0.3:
+                c["nodeAffinityPolicy"] = rng.choice(["Honor", "Ignore"])
+            if rng.random() < 0.3:
+                c["nodeTaintsPolicy"] = rng.choice(["Honor", "Ignore"])
+            if rng.random() < 0.2:
+                c["matchLabelKeys"] = ["rev"]
+            kw["spread"] = [c]
+        if rng.random() < 0.3:
+            term = {"topologyKey": rng.choice([Z, H]), "labelSelector": {"matchLabels": {"app": rng.choice(["web", "db", "cache"])}}}
+            r = rng.random()
+            if r < 0.2:
+                term["namespaces"] = ["d2"]
+            elif r < 0.4:
+                term["namespaceSelector"] = {"matchLabels": {"env": rng.choice(["dev", "prod"])}}
+            elif r < 0.5:
+                term["namespaceSelector"] = {}
+            kind = rng.choice(["podAffinity", "podAntiAffinity"])
+            aff = kw.setdefault("affinity", {})
+            aff[kind] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        ext = {"example.com/dongle": "1"} if rng.random() < 0.15 else None
+        p = make_pod(f"t-{i:02d}", namespace=ns, scheduler=KUBE_PROFILE,
+                     cpu=rng.choice([None, "100m", "500m", "1", "3"]), memory=rng.choice([None, "128Mi", "1Gi", "6Gi"]),
+                     labels=labels, extended=ext, host_ports=[8080] if rng.random() < 0.1 else None, **kw)
+        if rng.random() < 0.1:
+            p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": rng.choice(["bound-a", "missing", "unbound"])}}]
+            p["metadata"]["namespace"] = "d1"
+        pods.append(p)
+    return pods
+
+
+VOLUME_OBJECTS = [
+    {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-a"},
+     "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+              "hostPath": {"path": "/tmp/pv-a"},
+              "claimRef": {"namespace": "d1", "name": "bound-a"},
+              "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                  {"key": Z, "operator": "In", "values": ["a"]}]}]}}}},
+]
+
+
+async def _bind_claim(admin: KubeClient) -> None:
+    """Create a claim and complete its binding the way the PV controller would."""
+    await admin.request("POST", "/api/v1/persistentvolumes", body=VOLUME_OBJECTS[0], rate_limit=False)
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "bound-a", "namespace": "d1",
+           "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+           "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                    "storageClassName": "", "volumeName": "pv-a"}}
+    await admin.request("POST", "/api/v1/namespaces/d1/persistentvolumeclaims", body=pvc, rate_limit=False)
+    await admin.request("PATCH", "/api/v1/namespaces/d1/persistentvolumeclaims/bound-a/status",
+                        body={"status": {"phase": "Bound"}}, content_type="application/merge-patch+json", rate_limit=False)
+    unbound = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "unbound", "namespace": "d1"},
+               "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": ""}}
+    await admin.request("POST", "/api/v1/namespaces/d1/persistentvolumeclaims", body=unbound, rate_limit=False)
+
+
+# -- the recording extender -------------------------------------------------------------------
+
+class Recorder:
+    def __init__(self):
+        self.feasible: dict[str, list[str]] = {}
+
+    async def filter(self, request: web.Request) -> web.Response:
+        args = await request.json()
+        pod = args.get("Pod") or {}
+        key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+        names = args.get("NodeNames") or [n["metadata"]["name"] for n in ((args.get("Nodes") or {}).get("items") or [])]
+        self.feasible.setdefault(key, list(names))
+        return web.json_response({"NodeNames": [], "FailedNodes": {n: PROBE_REASON for n in names},
+                                  "FailedAndUnresolvableNodes": {}, "Error": ""})
+
+
+# -- one seed ---------------------------------------------------------------------------------
+
+async def run_seed(seed: int, pods_per_seed: int = 25, log=print) -> SeedResult:
+    rng = random.Random(seed)
+    nodes, namespaces, existing = gen_cluster(rng)
+    pods = gen_pods(rng, pods_per_seed)
+    with ControlPlane() as cp:
+        admin = KubeClient(load_kubeconfig(cp.kubeconfig), qps=0, burst=1)
+        try:
+            return await _run(cp, admin, seed, nodes, namespaces, existing, pods, log)
+        finally:
+            await admin.close()
+
+
+async def _run(cp, admin, seed, nodes, namespaces, existing, pods, log) -> SeedResult:
+    for ns, labels in namespaces.items():
+        await admin.request("POST", "/api/v1/namespaces", rate_limit=False,
+                            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})
+    for n in nodes:
+        await create_node(admin, n)
+    await _bind_claim(admin)
+    await create_pods(admin, existing)
+
+    rec = Recorder()
+    app = web.Application()
+    app.router.add_post("/filter", rec.filter)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    kube = KubeSchedulerProcess(cp, {
+        "percentageOfNodesToScore": 100, "podInitialBackoffSeconds": 300, "podMaxBackoffSeconds": 300,
+        "clientConnection": {"qps": 1000, "burst": 1000},
+        "profiles": [{"schedulerName": KUBE_PROFILE}],
+        "extenders": [{"urlPrefix": f"http://127.0.0.1:{port}", "filterVerb": "filter", "nodeCacheCapable": True}],
+    }).start()
+    try:
+        await create_pods(admin, pods)
+        names = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
+        deadline = time.monotonic() + 60
+        messages: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            messages = {}
+            for p in await list_pods(admin):
+                key = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+                for c in (p.get("status") or {}).get("conditions") or ():
+                    if key in names and c.get("type") == "PodScheduled" and c.get("status") == "False":
+                        messages[key] = c.get("message", "")
+            if len(messages) == len(names):
+                break
+        else:
+            raise AssertionError(f"kube-scheduler did not judge every pod: {sorted(names - set(messages))}\n"
+                                 f"{kube.log_path.read_text()[-3000:]}")
+    finally:
+        kube.stop()
+        await runner.cleanup()
+
+    # Our engine on the same objects, read back from the API server.
+    cfg = configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
+                           "profiles": [{"schedulerName": KUBE_PROFILE}]})
+    ours = OfflineScheduler(cfg)
+    items, _ = await admin.list_all("/api/v1/nodes")
+    for n in items:
+        ours.add_node(n)
+    for path in ("/api/v1/namespaces", "/api/v1/persistentvolumeclaims", "/api/v1/persistentvolumes",
+                 "/apis/storage.k8s.io/v1/storageclasses"):
+        objs, _ = await admin.list_all(path)
+        kind = {"namespaces": "Namespace", "persistentvolumeclaims": "PersistentVolumeClaim",
+                "persistentvolumes": "PersistentVolume", "storageclasses": "StorageClass"}[path.rsplit("/", 1)[1]]
+        for o in objs:
+            o["kind"] = kind
+            ours.add_object(o)
+    live = await list_pods(admin)
+    for p in live:
+        if p["spec"].get("nodeName"):
+            ours.add_pod(p)
+    result = SeedResult(seed)
+    all_names = [n["metadata"]["name"] for n in items]
+    for p in live:
+        key = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+        if p["spec"].get("schedulerName") != KUBE_PROFILE:
+            continue
+        feasible = [n for n in all_names if ours.filter_status(p, n) is None]
+        out = ours.schedule(p, assume=False)
+        ours_feasible = feasible or None
+        kube_feasible = rec.feasible.get(key)
+        result.pods.append(PodResult(key, kube_feasible, ours_feasible, messages.get(key, ""),
+                                     "" if out.node else out.message))
+        r = result.pods[-1]
+        if not (r.feasible_agree and r.message_agree):
+            log(f"seed {seed} {key}: kube={sorted(kube_feasible or [])} ours={sorted(feasible)}\n"
+                f"  kube: {strip_postfilter(r.kube_message)}\n  ours: {r.ours_message}\n"
+                f"  spec: {json.dumps(p['spec'], sort_keys=True)[:1500]}")
+    return result
+
+
+def summarize(results: list[SeedResult]) -> dict:
+    pods = [p for r in results for p in r.pods]
+    n = len(pods)
+    sched = [p for p in pods if p.kube_feasible is not None and p.ours_feasible is not None]
+    unsched = [p for p in pods if p.kube_feasible is None and p.ours_feasible is None]
+    return {
+        "seeds": len(results),
+        "pods": n,
+        "schedulable_agreement": sum(p.schedulable_agree for p in pods) / n if n else 1.0,
+        "feasible_set_agreement": sum(p.feasible_agree for p in pods) / n if n else 1.0,
+        "message_agreement_when_unschedulable": (sum(p.message_agree for p in unsched) / len(unsched)) if unsched else 1.0,
+        "schedulable_pods": len(sched),
+        "unschedulable_pods": len(unsched),
+    }
+
+
+async def main_async(seeds: list[int], pods_per_seed: int) -> dict:
+    results = []
+    for s in seeds:
+        results.append(await run_seed(s, pods_per_seed))
+        print(json.dumps({"seed": s, **summarize([results[-1]])}), file=sys.stderr)
+    return summarize(results)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=1)
+    ap.add_argument("--pods", type=int, default=25)
+    a = ap.parse_args()
+    summary = asyncio.run(main_async(list(range(a.first_seed, a.first_seed + a.seeds)), a.pods))
+    print(json.dumps(summary, indent=2))
+    return 0 if summary["feasible_set_agreement"] == 1.0 and summary["message_agreement_when_unschedulable"] == 1.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

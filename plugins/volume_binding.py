@@ -40,6 +40,11 @@ SELECTED_NODE = "volume.kubernetes.io/selected-node"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 KEY = "VolumeBinding/state"
+VOLUME_EVENTS = (ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "*")),
+                 ClusterEventWithHint(ClusterEvent("PersistentVolume", "*")),
+                 ClusterEventWithHint(ClusterEvent("StorageClass", "*")),
+                 ClusterEventWithHint(ClusterEvent("Node", "Add")),
+                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")))
 
 
 class VolumeBindingArgs:
@@ -273,11 +278,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             await store.changed(min(left, 5.0))
 
     def events_to_register(self):
-        return (ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "*")),
-                ClusterEventWithHint(ClusterEvent("PersistentVolume", "*")),
-                ClusterEventWithHint(ClusterEvent("StorageClass", "*")),
-                ClusterEventWithHint(ClusterEvent("Node", "Add")),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")))
+        return VOLUME_EVENTS
 
 
 def fully_bound(pvc: dict | None) -> bool:

@@ -10,11 +10,10 @@ StorageClasses from the ObjectStore; node labels.
 
 from __future__ import annotations
 
-from scheduler.framework.interface import (ClusterEvent, ClusterEventWithHint, EnqueueExtensions, FilterPlugin,
-                                           PreFilterPlugin)
+from scheduler.framework.interface import EnqueueExtensions, FilterPlugin, PreFilterPlugin
 from scheduler.framework.status import Code, Status
 
-from .volume_binding import claim_class
+from .volume_binding import VOLUME_EVENTS, claim_class
 
 REASON = "node(s) had no available volume zone"
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
@@ -83,8 +82,4 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         return None
 
     def events_to_register(self):
-        return (ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "*")),
-                ClusterEventWithHint(ClusterEvent("PersistentVolume", "*")),
-                ClusterEventWithHint(ClusterEvent("StorageClass", "*")),
-                ClusterEventWithHint(ClusterEvent("Node", "Add")),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")))
+        return VOLUME_EVENTS

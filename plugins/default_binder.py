@@ -7,6 +7,10 @@ not retry). Other failures return an Error status so the pod is forgotten and re
 
 from __future__ import annotations
 
+import asyncio
+
+import aiohttp
+
 from scheduler.framework.interface import BindPlugin
 from scheduler.framework.status import Code, Status
 from scheduler.kubeclient import ApiError
@@ -21,11 +25,14 @@ class DefaultBinder(BindPlugin):
     async def bind(self, state, pod, node_name):
         client = self.handle.client
         try:
-            await client.bind_pod(pod.namespace, pod.name, pod.uid, node_name)
+            await client.bind_pod(pod.namespace, pod.name, pod.uid, node_name,
+                                  timeout=self.handle.extra.get("bind_timeout"))
         except ApiError as exc:
             if exc.status == 409:
                 return Status(Code.ERROR, f"{ALREADY_BOUND}: {exc.message}", error=exc)
             if exc.status == 404:
                 return Status(Code.ERROR, f"{POD_GONE}: {exc.message}", error=exc)
             return Status.as_error(exc)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            return Status(Code.ERROR, f"binding rejected: {exc or type(exc).__name__}", error=exc)
         return None

@@ -23,6 +23,8 @@ from .informer import Reflector, name_key, uid_key
 from .kubeauth import Credentials
 from .kopf_watch import KopfWatch, WatchSpec
 from .kubeclient import ApiError, KubeClient
+from .leader import LeaderElector
+from .server import LEADER_HEALTH_SLACK, SecureServer
 from .logs import kv
 from .metrics import METRICS
 from .objectstore import KINDS as OBJECT_KINDS
@@ -46,6 +48,9 @@ class Options:
     secure_port: int = 10259
     bind_address: str = "0.0.0.0"
     cert_dir: str | None = None
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    identity: str | None = None
     serve: bool = True
     explain_all: bool = False
     shadow: bool = False
@@ -112,6 +117,24 @@ class SchedulerApp:
                                        on_upsert=self.handlers.pod_upsert, on_delete=self.handlers.pod_delete,
                                        key=uid_key, params={"fieldSelector": POD_FIELD_SELECTOR},
                                        resync_period=options.resync_period)
+        le = cfg.leader_election
+        self.leader_elect = le.leader_elect if options.leader_elect is None else options.leader_elect
+        self.elector: LeaderElector | None = None
+        if self.leader_elect:
+            # Its own client and rate limiter: lease renewals must never queue behind binds.
+            self.le_client = KubeClient(creds, qps=max(cc.qps, 5.0), burst=max(cc.burst, 10), max_connections=4,
+                                        timeout=le.renew_deadline / 2)
+            self.elector = LeaderElector(self.le_client, namespace=le.resource_namespace, name=le.resource_name,
+                                         identity=options.identity, lease_duration=le.lease_duration,
+                                         renew_deadline=le.renew_deadline, retry_period=le.retry_period,
+                                         on_stopped=self._on_lease_lost,
+                                         on_new_leader=lambda h: log.info("new leader elected", extra=kv(leader=h)))
+            self.scheduler.can_bind = self.elector.is_fresh
+            bind_timeout = max(1.0, le.lease_duration - le.renew_deadline)
+            for fwk in self.frameworks.values():
+                fwk.handle.extra["bind_timeout"] = bind_timeout
+        self.server: SecureServer | None = None
+        self._shutting_down = False
         self._failed_seen: set[str] = set()
         self.kopf = KopfWatch(creds, self.kopf_specs()) if options.kopf else None
         self.tasks: list[asyncio.Task] = []
@@ -198,12 +221,23 @@ class SchedulerApp:
             except (NotImplementedError, RuntimeError):
                 pass
         try:
+            if self.options.serve:
+                await self.start_server()
             await self.start_informers()
-            sched = self._spawn(self.scheduler.run(), "scheduling-loop")
             stop = asyncio.create_task(self.stopping.wait())
-            done, _ = await asyncio.wait([sched, stop, *self.tasks[:2]], return_when=asyncio.FIRST_COMPLETED)
+            if self.elector is not None:
+                self._spawn(self.elector.run(), "leader-election")
+                leading = asyncio.create_task(self.elector.leading.wait())
+                await asyncio.wait([leading, stop], return_when=asyncio.FIRST_COMPLETED)
+                leading.cancel()
+                if self.stopping.is_set():
+                    return self.exit_code
+                log.info("started leading; scheduling")
+            sched = self._spawn(self.scheduler.run(), "scheduling-loop")
+            watch = [sched, stop, self.tasks[0], self.tasks[1]]
+            done, _ = await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
-                if t is not stop and t.exception() is not None:
+                if t is not stop and t.done() and not t.cancelled() and t.exception() is not None:
                     log.error("component failed", extra=kv(task=t.get_name(), error=repr(t.exception())))
                     self.exit_code = 1
             stop.cancel()
@@ -211,13 +245,51 @@ class SchedulerApp:
             await self.shutdown()
         return self.exit_code
 
+    async def start_server(self) -> None:
+        o = self.options
+        self.server = SecureServer(address=o.bind_address, port=o.secure_port, cert_file=o.tls_cert_file,
+                                   key_file=o.tls_private_key_file, cert_dir=o.cert_dir, ready=self.ready,
+                                   healthy=self.healthy, configz=self.configz, explain=self.explain)
+        await self.server.start()
+
+    def ready(self) -> tuple[bool, str]:
+        if self._shutting_down:
+            return False, "shutdown"
+        if not self.synced.is_set():
+            return False, "sched-handler-sync"
+        return True, ""
+
+    def healthy(self) -> tuple[bool, str]:
+        e = self.elector
+        if e is not None and e.is_leader() and e.lease_age() > e.lease_duration + LEADER_HEALTH_SLACK:
+            return False, "leaderElection"
+        return True, ""
+
+    def configz(self) -> dict:
+        from .config import to_dict
+        return {"componentconfig": to_dict(self.cfg, effective_plugins={n: f.plugin_sets for n, f in self.frameworks.items()})}
+
+    def explain(self, pod_key: str) -> dict | None:
+        return self.scheduler.traces.get(pod_key)
+
+    def _on_lease_lost(self) -> None:
+        if self._shutting_down:
+            return
+        log.error("leaderelection lost; exiting")
+        self.exit_code = 1
+        self.scheduler.stop()
+        self.stopping.set()
+
     def request_stop(self) -> None:
         log.info("shutting down")
         self.stopping.set()
 
     async def shutdown(self) -> None:
+        self._shutting_down = True
         self.scheduler.stop()
         await self.scheduler.drain(timeout=10.0)
+        if self.elector is not None and self.exit_code == 0:
+            await self.elector.release()
         for t in self.tasks:
             t.cancel()
         for t in self.tasks:
@@ -228,5 +300,9 @@ class SchedulerApp:
         await self.recorder.stop()
         if self.kopf is not None:
             await asyncio.to_thread(self.kopf.stop)
+        if self.server is not None:
+            await self.server.stop()
         await self.client.close()
         await self.event_client.close()
+        if self.elector is not None:
+            await self.le_client.close()

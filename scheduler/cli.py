@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--secure-port", type=int, default=10259, help="HTTPS port for /healthz, /readyz, /metrics")
     run.add_argument("--bind-address", default="0.0.0.0")
     run.add_argument("--cert-dir", default=None, help="where the self-signed serving certificate is written")
+    run.add_argument("--tls-cert-file", default=None)
+    run.add_argument("--tls-private-key-file", default=None)
+    run.add_argument("--identity", default=None, help="leader election identity (default: $POD_NAME or hostname + uuid)")
     run.add_argument("--no-serve", action="store_true", help="do not open the secure port")
     run.add_argument("--leader-elect", dest="leader_elect", default=None,
                      type=lambda s: s.lower() in ("1", "true", "yes"), help="override leaderElection.leaderElect")
@@ -91,12 +94,13 @@ def cmd_run(args) -> int:
     from .kubeauth import CredentialsError, load
 
     try:
+        from .app import build_frameworks
+        from .cache import SchedulerCache
         cfg = load_config(args.config)
         registry = build_registry(args.plugin_module)
+        # Build every profile once before touching the cluster: bad plugins/args fail here.
+        fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None)
         if args.write_config_to:
-            from .app import build_frameworks
-            from .cache import SchedulerCache
-            fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None)
             args_out = {name: {pn: (a.to_dict() if a is not None and hasattr(a, "to_dict") else {})
                                for pn, a in fw.plugin_args.items() if a is not None}
                         for name, fw in fws.items()}
@@ -112,6 +116,8 @@ def cmd_run(args) -> int:
                           plugin_modules=args.plugin_module, resync_period=args.resync_period, seed=args.seed,
                           leader_elect=args.leader_elect, secure_port=args.secure_port,
                           bind_address=args.bind_address, cert_dir=args.cert_dir, serve=not args.no_serve,
+                          tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
+                          identity=args.identity,
                           explain_all=args.explain_all, shadow=args.shadow)
         creds = load(options.kubeconfig)
         app = SchedulerApp(cfg, options, creds, registry)

@@ -84,6 +84,7 @@ class KubeClient:
         self._session: aiohttp.ClientSession | None = None
         self._watch_session: aiohttp.ClientSession | None = None
         self.requests_total = 0
+        self.closed = False
 
     def _new_session(self, limit: int) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(ssl=self.creds.ssl_context(), limit=limit, keepalive_timeout=60,
@@ -93,17 +94,22 @@ class KubeClient:
 
     @property
     def session(self) -> aiohttp.ClientSession:
+        if self.closed:
+            raise ApiError(0, "ClientClosed", "the client was closed (shutting down)")
         if self._session is None or self._session.closed:
             self._session = self._new_session(self.max_connections)
         return self._session
 
     @property
     def watch_session(self) -> aiohttp.ClientSession:
+        if self.closed:
+            raise ApiError(0, "ClientClosed", "the client was closed (shutting down)")
         if self._watch_session is None or self._watch_session.closed:
             self._watch_session = self._new_session(0)
         return self._watch_session
 
     async def close(self) -> None:
+        self.closed = True
         for s in (self._session, self._watch_session):
             if s is not None and not s.closed:
                 await s.close()

@@ -295,6 +295,13 @@ class Scheduler:
             if st is not None and not st.is_success():
                 self._binding_failed(fwk, state, qpi, assumed, host, st, start)
                 return
+            if host not in self.cache.nodes:
+                # The node went away while the pod waited in PreBind/Permit: the API would still
+                # accept the binding (PodGC cleans up later); retry the pod elsewhere instead.
+                self._binding_failed(fwk, state, qpi, assumed, host,
+                                     Status(Code.ERROR, f"node {host!r} was deleted before the pod could be bound"),
+                                     start)
+                return
             if not self.can_bind():
                 # Fencing: never bind without a fresh lease; the pod goes back to the queue.
                 fwk.run_unreserve(state, assumed, host)

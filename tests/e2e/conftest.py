@@ -19,7 +19,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from scheduler.devcluster import ControlPlane
+from scheduler.devcluster import ControlPlane, free_port
 from scheduler.kubeauth import load_kubeconfig
 from scheduler.kubeclient import KubeClient
 
@@ -71,15 +71,43 @@ class SchedulerProcess:
         self.extra_args = extra_args or []
         self.proc: subprocess.Popen | None = None
         self._log = None
+        self.port = free_port()
+        self.cert_dir = tmp_path / f"{name}-certs"
 
     def start(self) -> "SchedulerProcess":
         self._log = open(self.log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scheduler", "--config", str(self.config_path),
-             "--kubeconfig", str(self.kubeconfig), "--log-level", "info", *self.extra_args],
+             "--kubeconfig", str(self.kubeconfig), "--log-level", "info", "--bind-address", "127.0.0.1",
+             "--secure-port", str(self.port), "--cert-dir", str(self.cert_dir), *self.extra_args],
             cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         return self
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    async def get(self, path: str) -> tuple[int, str]:
+        """GET on the scheduler's secure port (self-signed certificate)."""
+        import ssl
+
+        import aiohttp
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        async with aiohttp.ClientSession() as s:
+            async with s.get(self.url + path, ssl=ctx, timeout=aiohttp.ClientTimeout(total=10)) as r:
+                return r.status, await r.text()
+
+    async def metric(self, metric_name: str, **labels) -> float | None:
+        from prometheus_client.parser import text_string_to_metric_families
+        _, text = await self.get("/metrics")
+        for fam in text_string_to_metric_families(text):
+            for sample in fam.samples:
+                if sample.name == metric_name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return sample.value
+        return None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -1,0 +1,165 @@
+"""Faults on a real control plane: API server restart, 409 on bind, node deleted mid-cycle, bad config."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from scheduler import config as configmod
+from scheduler.app import Options, SchedulerApp
+from scheduler.framework.interface import PreBindPlugin
+from scheduler.framework.registry import build_registry
+from scheduler.kubeauth import load_kubeconfig
+from scheduler.metrics import METRICS
+from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
+
+from .conftest import REPO, scheduler_config, wait_for
+from .test_scheduling import assert_no_overcommit
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_apiserver_restart_mid_burst_loses_nothing(control_plane, admin, scheduler_factory):
+    await create_nodes(admin, [make_node(f"n{i}", cpu="8", memory="64Gi") for i in range(10)])
+    await create_pods(admin, [make_pod(f"p-{i:03d}", cpu="100m") for i in range(600)])
+    # Without leader election: a leader would rightly give up after renewDeadline of outage and exit
+    # for its Deployment to restart it; here the point is reconnecting and relisting.
+    cfg = scheduler_config(clientConnection={"qps": 60, "burst": 60})
+    sched = scheduler_factory(cfg).start()
+
+    async def bound():
+        return sum(1 for p in await list_pods(admin, "default") if p["spec"].get("nodeName"))
+
+    await wait_for(lambda: _at_least(bound, 100), 60, interval=0.05, what="burst under way")
+    await asyncio.to_thread(control_plane.restart_apiserver, 120.0, 1.0)
+    assert sched.proc.poll() is None, "the scheduler must survive an API server restart"
+    await wait_for(lambda: _at_least(bound, 600), 180, what="all pods bound after the restart")
+    pods = await list_pods(admin, "default")
+    assert len(pods) == 600 and all(p["spec"].get("nodeName") for p in pods)
+    await assert_no_overcommit(admin)
+    log = sched.log()
+    assert "watch interrupted; resuming" in log or "list failed; retrying" in log
+    sched.terminate()
+
+
+class PauseBeforeBind(PreBindPlugin):
+    """Test-only PreBind plugin: holds every pod until the test releases it."""
+    name = "PauseBeforeBind"
+    waiting: asyncio.Event
+    release: asyncio.Event
+
+    async def pre_bind(self, state, pod, node_name):
+        type(self).waiting.set()
+        type(self).nodes.append(node_name)
+        await type(self).release.wait()
+        return None
+
+
+async def _app(control_plane, cfg_raw: dict, registry=None) -> SchedulerApp:
+    cfg = configmod.parse(cfg_raw)
+    return SchedulerApp(cfg, Options(kubeconfig=str(control_plane.kubeconfig), serve=False, kopf=False, seed=1),
+                        load_kubeconfig(control_plane.kubeconfig), registry)
+
+
+async def test_node_deleted_before_bind_pod_goes_elsewhere(control_plane, admin):
+    PauseBeforeBind.waiting, PauseBeforeBind.release, PauseBeforeBind.nodes = asyncio.Event(), asyncio.Event(), []
+    reg = build_registry()
+    reg.register(PauseBeforeBind)
+    app = await _app(control_plane, scheduler_config(profiles=[{"schedulerName": "pysched", "plugins": {
+        "preBind": {"enabled": [{"name": "PauseBeforeBind"}]}}}]), reg)
+    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                                             "values": ["doomed"]}]}}]}}
+    await create_nodes(admin, [make_node("doomed"), make_node("spare")])
+    await create_pods(admin, [make_pod("p", affinity=prefer)])
+    task = asyncio.create_task(app.run())
+    await asyncio.wait_for(PauseBeforeBind.waiting.wait(), 30)
+    assert PauseBeforeBind.nodes == ["doomed"] and app.cache.is_assumed(next(iter(app.cache.assumed)))
+    await admin.request("DELETE", "/api/v1/nodes/doomed")
+    await wait_for(lambda: _true("doomed" not in app.cache.nodes), 20, what="cache saw the node deletion")
+    PauseBeforeBind.release.set()
+
+    async def node_of_p():
+        p = await admin.get("/api/v1/namespaces/default/pods/p")
+        return p["spec"].get("nodeName")
+
+    assert await wait_for(node_of_p, 30, what="p bound") == "spare"
+    assert PauseBeforeBind.nodes[:2] == ["doomed", "spare"]
+    app.request_stop()
+    await task
+
+
+async def test_bind_answered_409_drops_the_pod_without_retry(control_plane, admin):
+    app = await _app(control_plane, scheduler_config())
+    await create_nodes(admin, [make_node("a"), make_node("b")])
+    await create_pods(admin, [make_pod("p")])
+    await app.start_informers()
+    try:
+        qpi = app.queue.pop_nowait()
+        assert qpi is not None and qpi.pod.name == "p"
+        fwk = app.frameworks["pysched"]
+        assumed = app.cache.assume(qpi.pod, "b")
+        # Another client binds the pod first.
+        await admin.bind_pod("default", "p", qpi.pod.uid, "a")
+        before = METRICS.bind_conflicts.labels("pysched", "already_bound")._value.get()
+        from scheduler.framework.cycle_state import CycleState
+        await app.scheduler.binding_cycle(fwk, CycleState(), qpi, assumed, "b", 0.0, False, 0.0)
+        assert METRICS.bind_conflicts.labels("pysched", "already_bound")._value.get() == before + 1
+        assert "p" not in [q.pod.name for q in app.queue.pending()]
+        await wait_for(lambda: _true(app.cache.pods.get(qpi.pod.uid) is not None
+                                     and app.cache.pods[qpi.pod.uid].node_name == "a"), 10, what="cache shows p on a")
+        assert not app.cache.is_assumed(qpi.pod.uid)
+        assert "default/p" not in {p.key for p in app.cache.nodes["b"].pods.values()}
+        events = (await admin.get("/api/v1/namespaces/default/events"))["items"]
+        assert not [e for e in events if e.get("reason") == "FailedScheduling"]
+    finally:
+        await app.shutdown()
+
+
+BAD_CONFIGS = {
+    "unknown-field": ("profiles:\n- schedulerName: x\n  plugin: {}\n", "profiles[0].plugin: unknown field"),
+    "bad-weight": ("profiles:\n- schedulerName: x\n  plugins:\n    score:\n      enabled:\n      - {name: NodeResourcesFit, weight: -3}\n",
+                   "profiles[0].plugins.score.enabled[0].weight"),
+    "bad-type": ("percentageOfNodesToScore: lots\n", "percentageOfNodesToScore: expected an integer"),
+    "unknown-plugin": ("profiles:\n- schedulerName: x\n  plugins:\n    filter:\n      enabled:\n      - {name: Nope}\n",
+                       "plugin 'Nope' does not exist"),
+    "bad-args": ("profiles:\n- schedulerName: x\n  pluginConfig:\n  - name: InterPodAffinity\n    args: {hardPodAffinityWeight: 500}\n",
+                 "profiles[0].pluginConfig[0].args.hardPodAffinityWeight"),
+    "not-yaml": ("profiles: [\n", "not valid YAML"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_malformed_config_exits_nonzero_naming_the_field(tmp_path, case):
+    body, expected = BAD_CONFIGS[case]
+    path = tmp_path / "bad.yaml"
+    head = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+    path.write_text(head + body if case != "not-yaml" else body)
+    proc = subprocess.run([sys.executable, "-m", "scheduler", "--config", str(path), "--kubeconfig", "/nonexistent"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert expected in proc.stderr, proc.stderr
+
+
+def test_write_config_to_prints_effective_defaults(tmp_path):
+    out = tmp_path / "eff.yaml"
+    proc = subprocess.run([sys.executable, "-m", "scheduler", "--write-config-to", str(out)], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    eff = configmod.parse(__import__("yaml").safe_load(out.read_text()))
+    assert eff.leader_election.lease_duration == 15 and eff.profiles[0].scheduler_name == "pysched"
+    text = out.read_text()
+    assert "NodeResourcesFit" in text and "LeastAllocated" in text and "hardPodAffinityWeight: 1" in text
+
+
+async def _at_least(fn, n):
+    v = await fn()
+    return v if v >= n else None
+
+
+async def _true(v):
+    return v

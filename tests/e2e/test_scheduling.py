@@ -160,3 +160,26 @@ async def test_kill_mid_burst_and_restart_loses_and_double_books_nothing(admin, 
 async def _at_least(fn, n):
     v = await fn()
     return v if v >= n else None
+
+
+async def test_two_profiles_in_one_process(admin, scheduler_factory):
+    from .conftest import scheduler_config
+    await create_nodes(admin, [make_node("x", cpu="4"), make_node("y", cpu="4")])
+    cfg = scheduler_config(profiles=[
+        {"schedulerName": "pysched"},
+        {"schedulerName": "packer", "pluginConfig": [{"name": "NodeResourcesFit", "args": {
+            "scoringStrategy": {"type": "MostAllocated"}}}]}])
+    await create_pods(admin, [make_pod(f"spread-{i}", cpu="500m") for i in range(4)]
+                      + [make_pod(f"pack-{i}", cpu="500m", scheduler="packer") for i in range(4)])
+    sched = scheduler_factory(cfg).start()
+
+    async def all_bound():
+        pods = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in await list_pods(admin, "default")}
+        return pods if all(pods.values()) else None
+
+    placed = await wait_for(all_bound, 60, what="both profiles bound their pods")
+    packed = collections.Counter(placed[f"pack-{i}"] for i in range(4))
+    assert len(packed) == 1, f"MostAllocated should bin-pack: {packed}"
+    ev = await wait_for(lambda: events_for(admin, "pack-0", "Scheduled"), 20, what="packer event")
+    assert ev[0]["reportingComponent"] == "packer"
+    sched.terminate()

@@ -1,0 +1,159 @@
+"""The manifests applied to a real API server, the scheduler running as their ServiceAccount, and its
+metrics and health endpoints scraped over HTTPS."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+import yaml
+
+from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
+
+from . import kustomize
+from .conftest import REPO, wait_for
+
+pytestmark = pytest.mark.e2e
+SA_USER = "system:serviceaccount:scheduler-lab:pysched"
+
+
+async def allowed(admin, verb, resource, *, group="", namespace="", name="", subresource="") -> bool:
+    attrs = {"verb": verb, "resource": resource, "group": group}
+    if namespace:
+        attrs["namespace"] = namespace
+    if name:
+        attrs["name"] = name
+    if subresource:
+        attrs["subresource"] = subresource
+    sar = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+           "spec": {"user": SA_USER, "groups": ["system:serviceaccounts", "system:serviceaccounts:scheduler-lab",
+                                                "system:authenticated"], "resourceAttributes": attrs}}
+    r = await admin.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=sar, rate_limit=False)
+    return bool(r["status"].get("allowed"))
+
+
+async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, admin, scheduler_factory, tmp_path):
+    await admin.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                        body=kustomize.SERVICEMONITOR_CRD, rate_limit=False)
+    await asyncio.sleep(2)  # CRD established
+    objs = await kustomize.apply(admin, REPO / "manifests")
+    kinds = {o["kind"] for o in objs}
+    assert {"Namespace", "ServiceAccount", "ClusterRole", "Role", "ConfigMap", "Deployment", "Service",
+            "PodDisruptionBudget", "ServiceMonitor"} <= kinds
+    for o in objs:
+        if o["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            assert not o["roleRef"]["name"].startswith("system:"), "no binding to system:kube-scheduler"
+        if o["kind"] in ("ClusterRole", "Role"):
+            for rule in o["rules"]:
+                assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+    dep = next(o for o in objs if o["kind"] == "Deployment")
+    c = dep["spec"]["template"]["spec"]["containers"][0]
+    assert dep["spec"]["replicas"] == 2
+    assert c["securityContext"]["readOnlyRootFilesystem"] and c["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert dep["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 65532
+    assert c["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+    # A real bound token for the ServiceAccount, and the ConfigMap's own configuration.
+    tr = await admin.request("POST", "/api/v1/namespaces/scheduler-lab/serviceaccounts/pysched/token", rate_limit=False,
+                             body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                   "spec": {"expirationSeconds": 3600}})
+    kubeconfig = control_plane.kubeconfig_for_token(tr["status"]["token"], "pysched-sa")
+    cm = next(o for o in objs if o["kind"] == "ConfigMap")
+    cfg = yaml.safe_load(cm["data"]["config.yaml"])
+    assert cfg["leaderElection"]["resourceNamespace"] == "scheduler-lab"
+
+    await create_nodes(admin, [make_node("n1", cpu="2"), make_node("n2", cpu="2")])
+    await create_pods(admin, [make_pod(f"p{i}", cpu="500m") for i in range(4)] + [make_pod("big", cpu="16")])
+    sched = scheduler_factory(cfg, name="sa", kubeconfig=kubeconfig).start()
+
+    async def settled():
+        pods = {p["metadata"]["name"]: p for p in await list_pods(admin, "default")}
+        ok = all(pods[f"p{i}"]["spec"].get("nodeName") for i in range(4)) and pod_scheduled_condition(pods["big"])
+        return pods if ok else None
+
+    await wait_for(settled, 60, what="pods bound and the big one marked")
+    lease = await admin.get("/apis/coordination.k8s.io/v1/namespaces/scheduler-lab/leases/pysched")
+    assert lease["spec"]["holderIdentity"]
+
+    async def events():
+        evs = (await admin.get("/api/v1/namespaces/default/events"))["items"]
+        reasons = {e["reason"] for e in evs}
+        return evs if {"Scheduled", "FailedScheduling"} <= reasons else None
+
+    await wait_for(events, 30, what="events recorded with the ServiceAccount")
+    log = sched.log()
+    assert "403" not in log and "Forbidden" not in log and "cannot list" not in log, log[-3000:]
+
+    for verb, res, kw in [("create", "pods", {"subresource": "binding", "namespace": "default"}),
+                          ("patch", "pods", {"subresource": "status", "namespace": "default"}),
+                          ("watch", "nodes", {}), ("list", "persistentvolumeclaims", {}),
+                          ("create", "events", {"group": "events.k8s.io", "namespace": "default"}),
+                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab", "name": "pysched"})]:
+        assert await allowed(admin, verb, res, **kw), f"{verb} {res} {kw} should be allowed"
+    for verb, res, kw in [("delete", "pods", {"namespace": "default"}), ("update", "pods", {"namespace": "default"}),
+                          ("create", "pods", {"namespace": "default"}), ("get", "secrets", {"namespace": "default"}),
+                          ("list", "secrets", {}), ("patch", "nodes", {}), ("delete", "nodes", {}),
+                          ("create", "pods", {"subresource": "eviction", "namespace": "default"}),
+                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system", "name": "kube-scheduler"}),
+                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab", "name": "other"}),
+                          ("create", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system"}),
+                          ("get", "configmaps", {"namespace": "kube-system"}),
+                          ("create", "clusterrolebindings", {"group": "rbac.authorization.k8s.io"})]:
+        assert not await allowed(admin, verb, res, **kw), f"{verb} {res} {kw} must not be granted"
+    sched.terminate()
+
+
+async def test_metrics_and_health_over_https(admin, scheduler_factory):
+    from .conftest import scheduler_config
+    await create_nodes(admin, [make_node(f"n{i}", cpu="4") for i in range(5)])
+    await create_pods(admin, [make_pod(f"p{i:03d}", cpu="100m") for i in range(100)]
+                      + [make_pod(f"huge{i}", cpu="64") for i in range(3)])
+    cfg = scheduler_config(leaderElection={"leaderElect": True, "resourceNamespace": "default"})
+    sched = scheduler_factory(cfg).start()
+
+    async def settled():
+        pods = await list_pods(admin, "default")
+        bound = sum(1 for p in pods if p["spec"].get("nodeName"))
+        marked = sum(1 for p in pods if not p["spec"].get("nodeName") and pod_scheduled_condition(p))
+        return (bound, marked) if bound == 100 and marked == 3 else None
+
+    await wait_for(settled, 60, what="100 bound, 3 unschedulable")
+
+    async def pending_unsched():
+        v = await sched.metric("scheduler_pending_pods", queue="unschedulable")
+        return v if v == 3 else None
+
+    await wait_for(pending_unsched, 10, what="pending_pods gauge refreshed")
+    m = sched.metric
+    assert await m("scheduler_schedule_attempts_total", result="scheduled", profile="pysched") == 100
+    assert await m("scheduler_schedule_attempts_total", result="unschedulable", profile="pysched") >= 3
+    assert await m("scheduler_pod_scheduling_sli_duration_seconds_count", attempts="1") == 100
+    assert await m("scheduler_pod_scheduling_attempts_count") == 100
+    assert await m("scheduler_queue_incoming_pods_total", queue="active", event="PodAdd") == 103
+    assert await m("scheduler_framework_extension_point_duration_seconds_count", extension_point="Filter",
+                   status="Success", profile="pysched") >= 100
+    assert await m("scheduler_scheduling_attempt_duration_seconds_bucket", result="scheduled", profile="pysched",
+                   le="16.384") == 100           # kube-scheduler's buckets: 1ms x2, 15 of them
+    assert await m("scheduler_cache_size", type="nodes") == 5
+    assert await m("leader_election_master_status", name="pysched") == 1
+    assert await m("pysched_bind_conflicts_total", profile="pysched", reason="already_bound") in (None, 0)
+    _, text = await sched.get("/metrics")
+    assert "scheduler_plugin_execution_duration_seconds_bucket" in text
+
+    # a kubelet rejection of a pod we bound (the kubelet would set exactly this)
+    await admin.request("PATCH", "/api/v1/namespaces/default/pods/p000/status", content_type="application/merge-patch+json",
+                        body={"status": {"phase": "Failed", "reason": "OutOfcpu", "message": "Pod was rejected"}})
+
+    async def rejection():
+        return await m("pysched_kubelet_rejections_total", reason="OutOfcpu")
+
+    assert await wait_for(rejection, 20, what="kubelet rejection counted") == 1
+
+    for path in ("/healthz", "/livez", "/readyz"):
+        status, body = await sched.get(path)
+        assert (status, body) == (200, "ok"), path
+    status, body = await sched.get("/configz")
+    assert status == 200 and json.loads(body)["componentconfig"]["profiles"][0]["schedulerName"] == "pysched"
+    sched.terminate()

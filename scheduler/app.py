@@ -21,6 +21,7 @@ from .framework.registry import Registry, build_registry
 from .framework.runtime import Framework, Handle
 from .informer import Reflector, name_key, uid_key
 from .kubeauth import Credentials
+from .extender_client import HTTPExtender
 from .kopf_watch import KopfWatch, WatchSpec
 from .kubeclient import ApiError, KubeClient
 from .leader import LeaderElector
@@ -105,10 +106,13 @@ class SchedulerApp:
         self.handlers = EventHandlers(self.cache, self.queue, cfg.scheduler_names,
                                       EventRegistry(self.frameworks.values()))
         self.objects.listeners.append(self.handlers.object_event)
+        self.extenders = [HTTPExtender(e) for e in cfg.extenders]
+        self.handlers.keep_node_raw = any(not e.node_cache_capable for e in self.extenders)
         self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=self.frameworks,
                                    recorder=self.recorder, client=self.client,
                                    percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
-                                   seed=options.seed, on_cluster_event=self.handlers._move)
+                                   extenders=self.extenders, seed=options.seed,
+                                   on_cluster_event=self.handlers._move)
         self.scheduler.explain_all = options.explain_all
         self.node_reflector = Reflector(self.client, name="nodes", path="/api/v1/nodes",
                                         on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
@@ -302,6 +306,8 @@ class SchedulerApp:
             await asyncio.to_thread(self.kopf.stop)
         if self.server is not None:
             await self.server.stop()
+        for e in self.extenders:
+            await e.close()
         await self.client.close()
         await self.event_client.close()
         if self.elector is not None:

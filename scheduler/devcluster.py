@@ -186,6 +186,37 @@ class ControlPlane:
         return write_kubeconfig(self.workdir / f"{name}.kubeconfig", server=self.url,
                                 ca_file=self.ca_file, token=token, user=name)
 
+    def issue_cert(self, name: str, *, client: bool = False) -> tuple[Path, Path]:
+        """A certificate signed by this control plane's test CA (serving for 127.0.0.1, or client)."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+        ca_cert = x509.load_pem_x509_certificate(self.pki["ca.crt"].read_bytes())
+        ca_key = serialization.load_pem_private_key(self.pki["ca.key"].read_bytes(), None)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        key = ec.generate_private_key(ec.SECP256R1())
+        b = (x509.CertificateBuilder()
+             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+             .issuer_name(ca_cert.subject).public_key(key.public_key())
+             .serial_number(x509.random_serial_number())
+             .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=2)))
+        if client:
+            b = b.add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        else:
+            b = (b.add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                              x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                                 critical=False)
+                 .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
+        cert = b.sign(ca_key, hashes.SHA256())
+        cp, kp = self.workdir / f"{name}.crt", self.workdir / f"{name}.key"
+        cp.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        kp.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                         serialization.NoEncryption()))
+        kp.chmod(0o600)
+        return cp, kp
+
     # -- faults ------------------------------------------------------------------------------
 
     def stop_apiserver(self) -> None:

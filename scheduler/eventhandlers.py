@@ -105,6 +105,7 @@ class EventHandlers:
         self.scheduler_names = scheduler_names
         self.registry = registry
         self.on_bound = on_bound
+        self.keep_node_raw = False  # extenders that are not nodeCacheCapable need whole Node objects
 
     def _move(self, resource: str, actions: set[str], old=None, new=None) -> None:
         if not actions or not self.queue.has_unschedulable():
@@ -208,7 +209,7 @@ class EventHandlers:
     # -- nodes ---------------------------------------------------------------------------------
 
     def node_upsert(self, obj: dict) -> None:
-        spec = NodeSpec.from_dict(obj)
+        spec = NodeSpec.from_dict(obj, keep_raw=self.keep_node_raw)
         if spec.parse_error:
             log.warning("node has invalid fields; unparsable resources are ignored",
                         extra=kv(node=spec.name, error=spec.parse_error))

@@ -90,6 +90,18 @@ class Metrics:
         self.informer_events = Counter(
             "pysched_informer_events_total", "Watch events processed by the informers.",
             ["resource", "type"], registry=r)
+        self.extender_calls = Counter(
+            "pysched_extender_requests_total", "Calls this scheduler made to external extenders, by verb and outcome "
+            "(HTTP code, 'timeout' or 'error').", ["extender", "verb", "status"], registry=r)
+        self.extender_duration = Histogram(
+            "pysched_extender_request_duration_seconds", "Latency of calls to external extenders.",
+            ["extender", "verb"], buckets=_exp(0.0005, 2, 15), registry=r)
+        self.extender_served = Counter(
+            "pysched_extender_server_requests_total", "Requests served by `pysched extender`, by verb and HTTP code.",
+            ["verb", "code"], registry=r)
+        self.extender_served_duration = Histogram(
+            "pysched_extender_server_request_duration_seconds", "Time to answer an extender request.",
+            ["verb"], buckets=_exp(0.0005, 2, 15), registry=r)
         self._ep_children: dict = {}
         self._plugin_children: dict = {}
 

@@ -34,7 +34,9 @@ from .framework.cycle_state import CycleState
 from .framework.interface import NodeBatch
 from .framework.runtime import TRACE_KEY, CycleTrace, Framework
 from .framework.status import Code, Status
-from .framework.types import Diagnosis, FitError, FrameworkError, NoNodesAvailable, truncate_message
+from .extender_client import ExtenderError
+from .framework.interface import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE
+from .framework.types import EXTENDER_NAME, Diagnosis, FitError, FrameworkError, NoNodesAvailable, truncate_message
 from .logs import kv
 from .metrics import METRICS
 from .podinfo import PodInfo
@@ -104,7 +106,10 @@ class Scheduler:
             if qpi is None:
                 return
             try:
-                self.schedule_one(qpi)
+                if self.extenders:
+                    await self.schedule_one_async(qpi)
+                else:
+                    self.schedule_one(qpi)
             except Exception:  # noqa: BLE001 - never let one pod stop the loop
                 log.exception("scheduling cycle crashed", extra=kv(pod=qpi.pod.key))
                 self._fail(self.frameworks.get(qpi.pod.scheduler_name), qpi, Status(Code.ERROR, "internal error"),
@@ -123,21 +128,22 @@ class Scheduler:
 
     # -- scheduling cycle ----------------------------------------------------------------------
 
-    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+    def _begin(self, qpi: QueuedPodInfo):
+        """Checks before a cycle; returns (framework, state, trace, start) or None to skip the pod."""
         pod = qpi.pod
         fwk = self.frameworks.get(pod.scheduler_name)
         if fwk is None:
             log.error("no profile for pod's schedulerName", extra=kv(pod=pod.key, scheduler_name=pod.scheduler_name))
             self.queue.done(pod.uid)
-            return
+            return None
         if pod.deleting:
             self._record(fwk, pod, "Warning", "FailedScheduling", "Scheduling",
                          f"skip schedule deleting pod: {pod.namespace}/{pod.name}")
             self.queue.done(pod.uid)
-            return
+            return None
         if pod.uid in self.cache.pods:
             self.queue.done(pod.uid)  # already assumed or bound
-            return
+            return None
         start = time.perf_counter()
         state = CycleState()
         state.record_plugin_metrics = self.rng.random() * 100 < PLUGIN_METRICS_SAMPLE_PERCENT
@@ -146,20 +152,52 @@ class Scheduler:
             state.write(TRACE_KEY, trace)
         if pod.parse_error:
             self._fail(fwk, qpi, Status(Code.ERROR, f"invalid pod: {pod.parse_error}"), start, trace=trace)
-            return
-        try:
-            result = self.schedule_pod(fwk, state, pod, trace)
-        except FitError as fe:
+            return None
+        return fwk, state, trace, start
+
+    def _cycle_failed(self, fwk, state, qpi, exc, start, trace) -> None:
+        pod = qpi.pod
+        if isinstance(exc, FitError):
             if fwk.post_filter:
-                _, st = fwk.run_post_filter(state, pod, fe.diagnosis)
+                _, st = fwk.run_post_filter(state, pod, exc.diagnosis)
                 if st is not None and st.message():
-                    fe.diagnosis.post_filter_msg = st.message()
-            code = Code.PENDING if fe.diagnosis.pending_plugins and not fe.diagnosis.unschedulable_plugins else Code.UNSCHEDULABLE
-            self._fail(fwk, qpi, Status(code, fe.message()), start, diagnosis=fe.diagnosis, trace=trace)
-            return
-        except (NoNodesAvailable, FrameworkError) as exc:
+                    exc.diagnosis.post_filter_msg = st.message()
+            d = exc.diagnosis
+            code = Code.PENDING if d.pending_plugins and not d.unschedulable_plugins else Code.UNSCHEDULABLE
+            self._fail(fwk, qpi, Status(code, exc.message()), start, diagnosis=d, trace=trace)
+        else:
             self._fail(fwk, qpi, Status(Code.ERROR, str(exc)), start, trace=trace)
+
+    def schedule_one(self, qpi: QueuedPodInfo) -> None:
+        begun = self._begin(qpi)
+        if begun is None:
             return
+        fwk, state, trace, start = begun
+        try:
+            result = self.schedule_pod(fwk, state, qpi.pod, trace)
+        except (FitError, NoNodesAvailable, FrameworkError) as exc:
+            self._cycle_failed(fwk, state, qpi, exc, start, trace)
+            return
+        self._finish(fwk, state, qpi, result, start, trace)
+
+    async def schedule_one_async(self, qpi: QueuedPodInfo) -> None:
+        """The same cycle with extender calls: the pod waits, informer events may arrive meanwhile."""
+        begun = self._begin(qpi)
+        if begun is None:
+            return
+        fwk, state, trace, start = begun
+        try:
+            result = await self.schedule_pod_async(fwk, state, qpi.pod, trace)
+        except (FitError, NoNodesAvailable, FrameworkError, ExtenderError) as exc:
+            self._cycle_failed(fwk, state, qpi, exc, start, trace)
+            return
+        if qpi.pod.uid in self.cache.pods or qpi.pod.uid not in self.queue:
+            self.queue.done(qpi.pod.uid)  # bound or deleted while the extenders answered
+            return
+        self._finish(fwk, state, qpi, result, start, trace)
+
+    def _finish(self, fwk, state, qpi: QueuedPodInfo, result, start: float, trace) -> None:
+        pod = qpi.pod
         METRICS.algorithm_duration.observe(time.perf_counter() - start)
         host = result.host
         if trace is not None:
@@ -190,8 +228,9 @@ class Scheduler:
         self.binding_tasks.discard(task)
         METRICS.goroutines.labels("binding").set(len(self.binding_tasks))
 
-    def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo,
-                     trace: CycleTrace | None = None) -> ScheduleResult:
+    def find_feasible(self, fwk: Framework, state: CycleState, pod: PodInfo,
+                      trace: CycleTrace | None) -> tuple[NodeBatch, Diagnosis, int]:
+        """PreFilter and Filter from the rotating start, up to numFeasibleNodesToFind nodes."""
         table = self.cache.table
         order = table.order()
         n_all = len(order)
@@ -233,37 +272,71 @@ class Scheduler:
         else:
             processed = n_cand
         self.next_start_node_index = (self.next_start_node_index + processed) % n_all
-        feasible = NodeBatch(table, rotated[feasible_pos])
+        return NodeBatch(table, rotated[feasible_pos]), diagnosis, n_all
 
-        feasible = self.run_filter_extenders(fwk, state, pod, feasible, diagnosis, trace)
+    def _select(self, feasible: NodeBatch, total: np.ndarray, diagnosis: Diagnosis) -> ScheduleResult:
+        best = np.flatnonzero(total == total.max())
+        pick = int(best[self.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
+        host = self.cache.table.infos[int(feasible.slots[pick])].spec.name
+        return ScheduleResult(host, len(feasible) + diagnosis.num_failed, len(feasible))
+
+    def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo,
+                     trace: CycleTrace | None = None) -> ScheduleResult:
+        feasible, diagnosis, n_all = self.find_feasible(fwk, state, pod, trace)
         if trace is not None:
             trace.feasible = feasible.names
         if not len(feasible):
             raise FitError(pod.key, n_all, diagnosis)
         if len(feasible) == 1:
             return ScheduleResult(feasible.names[0], 1 + diagnosis.num_failed, 1)
-
         total = self.prioritize(fwk, state, pod, feasible, trace)
-        best = np.flatnonzero(total == total.max())
-        pick = int(best[self.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
-        host = table.infos[int(feasible.slots[pick])].spec.name
-        return ScheduleResult(host, len(feasible) + diagnosis.num_failed, len(feasible))
+        return self._select(feasible, total, diagnosis)
+
+    async def schedule_pod_async(self, fwk: Framework, state: CycleState, pod: PodInfo,
+                                 trace: CycleTrace | None = None) -> ScheduleResult:
+        feasible, diagnosis, n_all = self.find_feasible(fwk, state, pod, trace)
+        names = await self.run_filter_extenders(pod, feasible.names, diagnosis, trace)
+        feasible = self._batch_of(names)
+        if trace is not None:
+            trace.feasible = feasible.names
+        if not len(feasible):
+            raise FitError(pod.key, n_all, diagnosis)
+        if len(feasible) == 1:
+            return ScheduleResult(feasible.names[0], 1 + diagnosis.num_failed, 1)
+        interested = [e for e in self.extenders if e.prioritize_verb and e.is_interested(pod)]
+        if not fwk.has_score_plugins() and not interested:
+            total = np.ones(len(feasible), dtype=np.int64)
+        else:
+            total = self.prioritize(fwk, state, pod, feasible, trace) if fwk.has_score_plugins() else \
+                np.zeros(len(feasible), dtype=np.int64)
+            names = feasible.names
+            extra = await self.run_prioritize_extenders(pod, names, interested, trace)
+            feasible = self._batch_of(names)          # nodes may have gone while we waited
+            keep = [i for i, n in enumerate(names) if n in self.cache.nodes]
+            total = total[keep] + np.array([extra.get(names[i], 0) for i in keep], dtype=np.int64)
+            if not len(feasible):
+                raise FitError(pod.key, n_all, diagnosis)
+        return self._select(feasible, total, diagnosis)
+
+    def _batch_of(self, names: list[str]) -> NodeBatch:
+        table = self.cache.table
+        slots = [table.slot_by_name[n] for n in names if n in table.slot_by_name]
+        return NodeBatch(table, np.array(slots, dtype=np.int64))
 
     def prioritize(self, fwk: Framework, state: CycleState, pod: PodInfo, feasible: NodeBatch,
                    trace: CycleTrace | None) -> np.ndarray:
-        if not fwk.has_score_plugins() and not self.extenders_prioritize_any():
+        if not fwk.has_score_plugins():
             return np.ones(len(feasible), dtype=np.int64)
         st = fwk.run_pre_score(state, pod, feasible)
         if st is not None and not st.is_success():
             raise FrameworkError(st)
         total = fwk.run_score(state, pod, feasible)
-        total = self.run_prioritize_extenders(fwk, pod, feasible, total, trace)
         if trace is not None:
             names = feasible.names
             trace.totals = {names[i]: int(total[i]) for i in range(len(names))}
         return total
 
-    # -- extender hooks (see scheduler.extender_client) -----------------------------------------
+    # -- extenders (scheduler.extender_client) --------------------------------------------------
 
     def extenders_filter_any(self) -> bool:
         return any(e.filter_verb for e in self.extenders)
@@ -271,14 +344,77 @@ class Scheduler:
     def extenders_prioritize_any(self) -> bool:
         return any(e.prioritize_verb for e in self.extenders)
 
-    def run_filter_extenders(self, fwk, state, pod, feasible: NodeBatch, diagnosis: Diagnosis, trace) -> NodeBatch:
-        return feasible
+    def _nodes_raw(self, names: list[str]) -> list[dict]:
+        out = []
+        for n in names:
+            info = self.cache.nodes.get(n)
+            if info is not None:
+                out.append(info.spec.raw or {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n,
+                                                                                            "labels": info.labels}})
+        return out
 
-    def run_prioritize_extenders(self, fwk, pod, feasible: NodeBatch, total: np.ndarray, trace) -> np.ndarray:
-        return total
+    async def run_filter_extenders(self, pod: PodInfo, names: list[str], diagnosis: Diagnosis,
+                                   trace: CycleTrace | None) -> list[str]:
+        """``findNodesThatPassExtenders``: each interested filter extender narrows the list, in order."""
+        for ext in self.extenders:
+            if not names:
+                break
+            if not ext.filter_verb or not ext.is_interested(pod):
+                continue
+            try:
+                passed, failed, unresolvable = await ext.filter(pod, names, self._nodes_raw)
+            except ExtenderError as exc:
+                if ext.ignorable:
+                    log.warning("skipping ignorable extender after an error", extra=kv(
+                        extender=ext.name, verb="filter", pod=pod.key, error=str(exc)))
+                    continue
+                raise
+            for node, msg in unresolvable.items():
+                diagnosis.add_node_status(node, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg, plugin=EXTENDER_NAME))
+            for node, msg in failed.items():
+                if node not in unresolvable:
+                    diagnosis.add_node_status(node, Status(Code.UNSCHEDULABLE, msg, plugin=EXTENDER_NAME))
+            if len(passed) != len(names):
+                diagnosis.unschedulable_plugins.add(EXTENDER_NAME)
+            if trace is not None:
+                trace.extenders.append({"extender": ext.name, "verb": "filter", "passed": passed,
+                                        "failed": failed, "failedAndUnresolvable": unresolvable})
+            names = passed
+        return names
+
+    async def run_prioritize_extenders(self, pod: PodInfo, names: list[str], extenders,
+                                       trace: CycleTrace | None) -> dict[str, int]:
+        """All interested prioritize extenders concurrently; score x weight x 10; errors ignored."""
+        if not extenders:
+            return {}
+        results = await asyncio.gather(*(e.prioritize(pod, names, self._nodes_raw) for e in extenders),
+                                       return_exceptions=True)
+        combined: dict[str, int] = {}
+        for ext, res in zip(extenders, results):
+            if isinstance(res, BaseException):
+                log.warning("extender prioritize failed; ignored", extra=kv(extender=ext.name, pod=pod.key,
+                                                                            error=str(res)))
+                continue
+            for host, score in res.items():
+                combined[host] = combined.get(host, 0) + score * ext.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
+            if trace is not None:
+                trace.extenders.append({"extender": ext.name, "verb": "prioritize", "scores": res, "weight": ext.weight})
+        return combined
 
     async def bind_with_extenders(self, fwk, state, pod, host) -> Status | None:
-        """Returns a status if a binder extender handled the pod, else SKIP."""
+        """The first interested binder extender binds; SKIP when none does."""
+        for ext in self.extenders:
+            if not ext.is_binder() or not ext.is_interested(pod):
+                continue
+            try:
+                await ext.bind(pod, host)
+            except ExtenderError as exc:
+                if ext.ignorable:
+                    log.info("skipping ignorable binder extender after an error", extra=kv(
+                        extender=ext.name, pod=pod.key, node=host, error=str(exc)))
+                    continue
+                return Status(Code.ERROR, str(exc), plugin=EXTENDER_NAME)
+            return None
         return Status(Code.SKIP)
 
     # -- binding cycle -------------------------------------------------------------------------

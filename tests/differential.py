@@ -7,14 +7,14 @@ ports and anti-affinity, bound PVs with node affinity) and a batch of random pen
 topology spread with minDomains / inclusion policies / matchLabelKeys, required pod affinity and
 anti-affinity with namespaces and namespaceSelector, PVC references).
 
-kube-scheduler runs first, with a recording extender: kube-scheduler calls an extender's filter
-verb with exactly the nodes its own plugins found feasible (all of them: fewer than 100 nodes,
-``percentageOfNodesToScore: 100``), so the recording *is* its feasible set. The extender then
-rejects every node, which keeps every pod pending and the cluster unchanged. Pods for which no
-node was feasible carry kube-scheduler's FailedScheduling message instead.
-
-Then our engine evaluates the same pods on the same objects (read back from the API server, so
-API defaulting applies): the same filter plugins, prefilter to filter, over every node.
+Each scheduler runs alone on the API server, with a recording extender: a scheduler calls an
+extender's filter verb with exactly the nodes its own plugins found feasible (all of them: fewer
+than 100 nodes, ``percentageOfNodesToScore: 100``), so the recording *is* its feasible set. The
+extender then rejects every node, which keeps every pod pending and the cluster unchanged for the
+next scheduler. Pods for which no node was feasible carry that scheduler's FailedScheduling
+message instead. kube-scheduler goes first, then our scheduler process with the same setup.
+As a third opinion our engine also evaluates the pods offline on the objects read back from the
+API server (the path ``pysched simulate`` uses).
 
 Agreement is counted per pod: schedulable-or-not, the feasible node set when schedulable, and
 the reason histogram when not. Run ``python -m tests.differential --seeds 10`` for a report.
@@ -29,6 +29,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aiohttp import web
 
@@ -49,9 +50,10 @@ KUBE_PROFILE = "kube-diff"
 class PodResult:
     name: str
     kube_feasible: list[str] | None      # None: kube found no feasible node
-    ours_feasible: list[str] | None
+    ours_feasible: list[str] | None      # our scheduler process, through the same recording extender
     kube_message: str = ""
     ours_message: str = ""
+    offline_feasible: list[str] | None = None   # our engine evaluated offline on the same objects
 
     @property
     def schedulable_agree(self) -> bool:
@@ -62,6 +64,11 @@ class PodResult:
         if self.kube_feasible is None or self.ours_feasible is None:
             return self.schedulable_agree
         return sorted(self.kube_feasible) == sorted(self.ours_feasible)
+
+    @property
+    def offline_agree(self) -> bool:
+        a, b = self.kube_feasible, self.offline_feasible
+        return (a is None and b is None) or (a is not None and b is not None and sorted(a) == sorted(b))
 
     @property
     def message_agree(self) -> bool:
@@ -260,40 +267,9 @@ async def _run(cp, admin, seed, nodes, namespaces, existing, pods, log) -> SeedR
     await _bind_claim(admin)
     await create_pods(admin, existing)
 
-    rec = Recorder()
-    app = web.Application()
-    app.router.add_post("/filter", rec.filter)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    kube = KubeSchedulerProcess(cp, {
-        "percentageOfNodesToScore": 100, "podInitialBackoffSeconds": 300, "podMaxBackoffSeconds": 300,
-        "clientConnection": {"qps": 1000, "burst": 1000},
-        "profiles": [{"schedulerName": KUBE_PROFILE}],
-        "extenders": [{"urlPrefix": f"http://127.0.0.1:{port}", "filterVerb": "filter", "nodeCacheCapable": True}],
-    }).start()
-    try:
-        await create_pods(admin, pods)
-        names = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
-        deadline = time.monotonic() + 60
-        messages: dict[str, str] = {}
-        while time.monotonic() < deadline:
-            await asyncio.sleep(0.5)
-            messages = {}
-            for p in await list_pods(admin):
-                key = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
-                for c in (p.get("status") or {}).get("conditions") or ():
-                    if key in names and c.get("type") == "PodScheduled" and c.get("status") == "False":
-                        messages[key] = c.get("message", "")
-            if len(messages) == len(names):
-                break
-        else:
-            raise AssertionError(f"kube-scheduler did not judge every pod: {sorted(names - set(messages))}\n"
-                                 f"{kube.log_path.read_text()[-3000:]}")
-    finally:
-        kube.stop()
-        await runner.cleanup()
+    names = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
+    kube_rec, kube_msgs = await _judge(cp, admin, names, "kube", pods=pods)
+    ours_rec, ours_msgs = await _judge(cp, admin, names, "ours")
 
     # Our engine on the same objects, read back from the API server.
     cfg = configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
@@ -320,18 +296,80 @@ async def _run(cp, admin, seed, nodes, namespaces, existing, pods, log) -> SeedR
         key = f"{p['metadata']['namespace']}/{p['metadata']['name']}"
         if p["spec"].get("schedulerName") != KUBE_PROFILE:
             continue
-        feasible = [n for n in all_names if ours.filter_status(p, n) is None]
+        offline = [n for n in all_names if ours.filter_status(p, n) is None] or None
         out = ours.schedule(p, assume=False)
-        ours_feasible = feasible or None
-        kube_feasible = rec.feasible.get(key)
-        result.pods.append(PodResult(key, kube_feasible, ours_feasible, messages.get(key, ""),
-                                     "" if out.node else out.message))
-        r = result.pods[-1]
-        if not (r.feasible_agree and r.message_agree):
-            log(f"seed {seed} {key}: kube={sorted(kube_feasible or [])} ours={sorted(feasible)}\n"
-                f"  kube: {strip_postfilter(r.kube_message)}\n  ours: {r.ours_message}\n"
+        r = PodResult(key, kube_rec.get(key), ours_rec.get(key), kube_msgs.get(key, ""),
+                      ours_msgs.get(key, "") if key not in ours_rec else "", offline)
+        result.pods.append(r)
+        if offline is None and not r.ours_message:
+            r.ours_message = out.message
+        if not (r.feasible_agree and r.message_agree and r.offline_agree):
+            log(f"seed {seed} {key}: kube={sorted(r.kube_feasible or [])} ours={sorted(r.ours_feasible or [])} "
+                f"offline={sorted(offline or [])}\n  kube: {strip_postfilter(r.kube_message)}\n  ours: {r.ours_message}\n"
                 f"  spec: {json.dumps(p['spec'], sort_keys=True)[:1500]}")
     return result
+
+
+async def _judge(cp, admin, names: set[str], who: str, pods=None) -> tuple[dict, dict]:
+    """Run one scheduler (kube-scheduler or ours) with a recording extender until it judged every pod."""
+    rec = Recorder()
+    app = web.Application()
+    app.router.add_post("/filter", rec.filter)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    common = {"percentageOfNodesToScore": 100, "podInitialBackoffSeconds": 300, "podMaxBackoffSeconds": 300,
+              "clientConnection": {"qps": 1000, "burst": 1000}, "leaderElection": {"leaderElect": False},
+              "profiles": [{"schedulerName": KUBE_PROFILE}],
+              "extenders": [{"urlPrefix": f"http://127.0.0.1:{port}", "filterVerb": "filter", "nodeCacheCapable": True}]}
+    if who == "kube":
+        proc = KubeSchedulerProcess(cp, common).start()
+        stop = proc.stop
+    else:
+        import subprocess
+        import yaml
+        path = cp.workdir / "ours-diff.yaml"
+        path.write_text(yaml.safe_dump({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND, **common}))
+        logf = open(cp.workdir / "ours-diff.log", "ab")
+        p = subprocess.Popen([sys.executable, "-m", "scheduler", "--config", str(path), "--kubeconfig", str(cp.kubeconfig),
+                              "--no-serve"], stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+                             cwd=str(Path(__file__).resolve().parents[1]))
+
+        def stop():
+            import os
+            import signal
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(20)
+            logf.close()
+    try:
+        if pods is not None:
+            await create_pods(admin, pods)
+        deadline = time.monotonic() + 90
+        messages: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+            messages = {}
+            for pod in await list_pods(admin):
+                key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+                if key not in names:
+                    continue
+                for c in (pod.get("status") or {}).get("conditions") or ():
+                    if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                        msg = c.get("message", "")
+                        # kube-scheduler's messages always end with a PostFilter verdict; ours never do
+                        if who == "kube" or (PROBE_REASON not in msg and strip_postfilter(msg) == msg):
+                            messages[key] = msg
+            if all(k in rec.feasible or k in messages for k in names):
+                break
+        else:
+            missing = sorted(k for k in names if k not in rec.feasible and k not in messages)
+            raise AssertionError(f"{who} did not judge every pod: {missing}")
+    finally:
+        stop()
+        await runner.cleanup()
+    return rec.feasible, messages
 
 
 def summarize(results: list[SeedResult]) -> dict:
@@ -345,6 +383,7 @@ def summarize(results: list[SeedResult]) -> dict:
         "schedulable_agreement": sum(p.schedulable_agree for p in pods) / n if n else 1.0,
         "feasible_set_agreement": sum(p.feasible_agree for p in pods) / n if n else 1.0,
         "message_agreement_when_unschedulable": (sum(p.message_agree for p in unsched) / len(unsched)) if unsched else 1.0,
+        "offline_engine_agreement": sum(p.offline_agree for p in pods) / n if n else 1.0,
         "schedulable_pods": len(sched),
         "unschedulable_pods": len(unsched),
     }

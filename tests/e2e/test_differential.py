@@ -20,3 +20,4 @@ async def test_feasible_sets_and_reasons_match_kube_scheduler(seed):
     assert s["schedulable_pods"] > 0 and s["unschedulable_pods"] > 0, "the seed should exercise both outcomes"
     assert s["feasible_set_agreement"] == 1.0, "\n".join(mismatches)
     assert s["message_agreement_when_unschedulable"] == 1.0, "\n".join(mismatches)
+    assert s["offline_engine_agreement"] == 1.0, "\n".join(mismatches)

@@ -41,6 +41,12 @@ def balanced_score(fractions: list[np.ndarray], valid: list[np.ndarray], n: int)
     """(1 - std) * 100 over the resources each node has (fractions already capped at 1)."""
     if not fractions:
         return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
+    if len(fractions) == 2:
+        # The common cpu+memory case: std of two values is half their distance; with one (or no)
+        # resource present on a node the std is 0.
+        both = valid[0] & valid[1]
+        std = np.where(both, np.abs(fractions[0] - fractions[1]) * 0.5, 0.0)
+        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
     f = np.stack(fractions)             # [R, n]
     v = np.stack(valid).astype(bool)
     cnt = v.sum(axis=0)
@@ -86,10 +92,9 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
             if col is None:
                 continue
             alloc = table.alloc[slots, col]
-            requested = table.req[slots, col] + q
             has = alloc > 0
-            with np.errstate(divide="ignore", invalid="ignore"):
-                frac = np.where(has, requested / np.where(has, alloc, 1), 0.0)
+            # Nodes without the resource divide by 1 and are masked out by ``has``.
+            frac = (table.req[slots, col] + q) / np.where(has, alloc, 1)
             fractions.append(np.minimum(frac, 1.0))
             valid.append(has)
         return fractions, valid

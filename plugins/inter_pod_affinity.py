@@ -18,13 +18,12 @@ weights of the pod's preferred terms times the matching pods there (anti-affinit
 ``hardPodAffinityWeight`` for existing pods' required affinity terms and their preferred terms
 that match this pod; normalised to 0-100 between the lowest and highest node.
 
-Reads: the cache's PodCountIndex (matching pods per node, incremental), the pods with affinity
-terms, the NodeTable label columns, namespace labels from the ObjectStore.
+Reads: the cache's PodCountIndex (matching pods per node, incremental), its TermIndex (existing
+pods per node by the distinct terms they declare), the NodeTable label columns, namespace labels
+from the ObjectStore.
 """
 
 from __future__ import annotations
-
-from collections import Counter
 
 import numpy as np
 
@@ -35,13 +34,13 @@ from scheduler.framework.interface import (MAX_NODE_SCORE, ClusterEvent, Cluster
 from scheduler.framework.status import Code, Status
 from scheduler.podaffinity import AffinityTerm
 from scheduler.podindex import MatcherTerm, PodMatcher
+from scheduler.termindex import domain_counts
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 REASON_EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules"
 PRE_FILTER_KEY = "InterPodAffinity/preFilter"
 PRE_SCORE_KEY = "InterPodAffinity/preScore"
-
 
 class InterPodAffinityArgs:
     def __init__(self, hard_pod_affinity_weight: int = 1, ignore_preferred_terms_of_existing_pods: bool = False):
@@ -59,10 +58,8 @@ class InterPodAffinityArgs:
         return {"hardPodAffinityWeight": self.hard_pod_affinity_weight,
                 "ignorePreferredTermsOfExistingPods": self.ignore_preferred_terms_of_existing_pods}
 
-
 class _State:
-    __slots__ = ("aff_terms", "aff_dom", "any_match", "self_ok", "anti_terms", "anti_dom", "existing")
-
+    __slots__ = ("aff_terms", "aff_dom", "any_match", "self_ok", "anti_terms", "anti_dom", "blocked")
 
 class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
     name = "InterPodAffinity"
@@ -106,23 +103,30 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     def pre_filter(self, state, pod, nodes):
         terms = pod.affinity_terms
         cache = self.handle.cache
+        table = nodes.table
         ns_labels = self._ns_labels(pod.namespace)
-        existing: Counter = Counter()
-        for e in cache.with_required_anti.values():
-            node = cache.nodes.get(e.node_name)
-            if node is None:
+        # Existing pods' required anti-affinity: each distinct term is matched once against this
+        # pod; the domains holding a pod that declares a matching term are blocked.
+        blocked: dict[str, np.ndarray] = {}
+        for t, per_slot in cache.terms.required_anti.items():
+            if not t.matches(pod, ns_labels):
                 continue
-            for t in e.affinity_terms.required_anti_affinity:
-                if t.matches(pod, ns_labels):
-                    v = node.labels.get(t.topology_key)
-                    if v is not None:
-                        existing[(t.topology_key, v)] += 1
+            dom = domain_counts(table, t, per_slot)
+            if dom is None:
+                continue
+            b = blocked.get(t.topology_key)
+            if b is None or len(b) < len(dom):
+                grown = np.zeros(len(dom), dtype=bool)
+                if b is not None:
+                    grown[: len(b)] = b
+                blocked[t.topology_key] = b = grown
+            b[: len(dom)] |= dom > 0
         req, anti = terms.required_affinity, terms.required_anti_affinity
-        if not existing and not req and not anti:
+        if not blocked and not req and not anti:
             return None, Status(Code.SKIP)
-        table, slots = nodes.table, nodes.slots
+        slots = nodes.slots
         s = _State()
-        s.existing = existing
+        s.blocked = blocked
         s.aff_terms = list(req)
         s.aff_dom = []
         s.any_match = False
@@ -163,12 +167,10 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             anti_fail |= self._lookup(dom, codes) > 0
         anti_fail &= ~aff_fail
         ex_fail = np.zeros(n, dtype=bool)
-        for (key, value), cnt in s.existing.items():
-            if cnt > 0:
-                col = table.label_column(key)
-                code = col.vocab.get(value)
-                if code is not None:
-                    ex_fail |= col.codes[slots] == code
+        for key, b in s.blocked.items():
+            codes = table.label_column(key).codes[slots]
+            ok = (codes >= 0) & (codes < len(b))
+            ex_fail |= ok & b[np.where(ok, codes, 0)]
         ex_fail &= ~aff_fail & ~anti_fail
         failures = []
         if aff_fail.any():
@@ -202,9 +204,12 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                 code = table.label_column(t.topology_key).vocab.get(v, -1)
                 if 0 <= code < len(dom) and dom[code] > 0:
                     return Status(Code.UNSCHEDULABLE, REASON_ANTI_AFFINITY)
-        for (key, value), cnt in s.existing.items():
-            if cnt > 0 and labels.get(key) == value:
-                return Status(Code.UNSCHEDULABLE, REASON_EXISTING_ANTI)
+        for key, b in s.blocked.items():
+            v = labels.get(key)
+            if v is not None:
+                code = table.label_column(key).vocab.get(v, -1)
+                if 0 <= code < len(b) and b[code]:
+                    return Status(Code.UNSCHEDULABLE, REASON_EXISTING_ANTI)
         return None
 
     # -- score ---------------------------------------------------------------------------------
@@ -240,23 +245,21 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
                         add(wt.term.topology_key, code, sign * wt.weight * int(dom[code]))
         ns_labels = self._ns_labels(pod.namespace)
         hard = self.args.hard_pod_affinity_weight
-        for e in cache.with_affinity.values():
-            node = cache.nodes.get(e.node_name)
-            if node is None or not node.labels:
+        # Existing pods' terms, one evaluation per distinct term (see scheduler/termindex.py).
+        contributions = []
+        if hard > 0:
+            contributions.extend((t, hard, per_slot) for t, per_slot in cache.terms.required_affinity.items())
+        if not self.args.ignore_preferred_terms_of_existing_pods:
+            contributions.extend((t, w, per_slot) for (t, w), per_slot in cache.terms.preferred.items())
+        for t, w, per_slot in contributions:
+            if not t.matches(pod, ns_labels):
                 continue
-            et = e.affinity_terms
-            contributions = []
-            if hard > 0:
-                contributions.extend((t, hard) for t in et.required_affinity)
-            if not self.args.ignore_preferred_terms_of_existing_pods:
-                contributions.extend((wt.term, wt.weight) for wt in et.preferred_affinity)
-                contributions.extend((wt.term, -wt.weight) for wt in et.preferred_anti_affinity)
-            for t, w in contributions:
-                if t.matches(pod, ns_labels):
-                    v = node.labels.get(t.topology_key)
-                    if v is not None:
-                        touched = True
-                        add(t.topology_key, table.label_column(t.topology_key).code(v), w)
+            dom = domain_counts(table, t, per_slot)
+            if dom is None:
+                continue
+            touched = True
+            for code in np.flatnonzero(dom).tolist():
+                add(t.topology_key, code, w * int(dom[code]))
         if not touched:
             return Status(Code.SKIP)
         state.write(PRE_SCORE_KEY, topo)

@@ -28,6 +28,7 @@ from .nodeinfo import NodeInfo, NodeSpec
 from .nodetable import NodeTable
 from .podindex import PodCountIndex
 from .podinfo import PodInfo
+from .termindex import TermIndex
 
 log = logging.getLogger("scheduler.cache")
 
@@ -41,6 +42,7 @@ class SchedulerCache:
         self.parked: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to an unknown node
         self.generation = 0
         self.index = PodCountIndex(self)
+        self.terms = TermIndex(self.table)
         # Pods (on known nodes) with any pod affinity term / with required anti-affinity terms.
         self.with_affinity: dict[str, PodInfo] = {}
         self.with_required_anti: dict[str, PodInfo] = {}
@@ -76,6 +78,7 @@ class SchedulerCache:
 
     def _track(self, pod: PodInfo, slot: int) -> None:
         self.index.pod_added(pod, slot)
+        self.terms.pod_added(pod, slot)
         terms = pod.affinity_terms
         if terms.any:
             self.with_affinity[pod.uid] = pod
@@ -84,6 +87,7 @@ class SchedulerCache:
 
     def _untrack(self, pod: PodInfo, slot: int) -> None:
         self.index.pod_removed(pod, slot)
+        self.terms.pod_removed(pod, slot)
         self.with_affinity.pop(pod.uid, None)
         self.with_required_anti.pop(pod.uid, None)
 
@@ -125,6 +129,7 @@ class SchedulerCache:
         for pod in info.pods.values():
             self.with_affinity.pop(pod.uid, None)
             self.with_required_anti.pop(pod.uid, None)
+            self.terms.pod_removed(pod, info.slot)
         self.index.slot_cleared(info.slot)
         self.table.remove(info)
         # Pods stay counted against the name: if the node comes back they are still there.

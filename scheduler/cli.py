@@ -7,14 +7,13 @@ lease, fatal component failure), 2 for bad configuration or flags (the message n
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 
 import yaml
 
 from . import config as configmod
-from . import logs
+from . import eventloop, logs
 
 log = logging.getLogger("scheduler.cli")
 SUBCOMMANDS = ("run", "extender", "simulate", "demo")
@@ -127,7 +126,7 @@ def cmd_run(args) -> int:
     except CredentialsError as exc:
         print(f"pysched: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(app.run())
+    return eventloop.run(app.run())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,6 +39,7 @@ from .framework.cycle_state import CycleState
 from .framework.interface import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE, NodeBatch
 from .framework.status import Code
 from .framework.types import Diagnosis, FrameworkError
+from . import eventloop
 from .extender_wire import WireError, filter_result, parse_args, parse_binding_args, parse_preemption_args
 from .kubeclient import ApiError
 from .logs import kv
@@ -293,7 +294,7 @@ def main(args) -> int:
     from .framework.registry import RegistryError
     from .kubeauth import CredentialsError
     try:
-        return asyncio.run(serve(args))
+        return eventloop.run(serve(args))
     except (ConfigError, RegistryError, CredentialsError, ValueError, ssl.SSLError, OSError) as exc:
         print(f"pysched extender: {exc}", file=sys.stderr)
         return 2

@@ -46,6 +46,7 @@ log = logging.getLogger("scheduler.schedule_one")
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+FILTER_CHUNK_SLACK = 64  # extra nodes in the first filter chunk, and the smallest chunk
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
 
 
@@ -260,10 +261,9 @@ class Scheduler:
         to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, self.percentage_of_nodes_to_score, n_cand)
         if not self.extenders_filter_any() and not fwk.has_score_plugins() and not self.extenders_prioritize_any():
             to_find = 1
-        batch = NodeBatch(table, rotated)
         if fwk.has_filter_plugins() and n_cand:
-            mask = fwk.run_filters(state, pod, batch, diagnosis)
-            feasible_pos = np.flatnonzero(mask)
+            feasible_pos = self._filter_in_chunks(fwk, state, pod, table, rotated, to_find, diagnosis,
+                                                  whole=trace is not None)
         else:
             feasible_pos = np.arange(min(to_find, n_cand))
         if len(feasible_pos) > to_find:
@@ -273,6 +273,39 @@ class Scheduler:
             processed = n_cand
         self.next_start_node_index = (self.next_start_node_index + processed) % n_all
         return NodeBatch(table, rotated[feasible_pos]), diagnosis, n_all
+
+    def _filter_in_chunks(self, fwk: Framework, state: CycleState, pod: PodInfo, table, rotated: np.ndarray,
+                          to_find: int, diagnosis: Diagnosis, whole: bool) -> np.ndarray:
+        """Positions in ``rotated`` of the nodes that pass every filter, in order.
+
+        As kube-scheduler stops checking nodes once ``to_find`` are feasible, the filters run over
+        consecutive chunks of the rotated order: the first chunk is a little larger than
+        ``to_find``, later ones are sized from the feasible fraction seen so far. The feasible set
+        is the same as filtering everything and keeping the first ``to_find`` (and so is the next
+        start index); only nodes past the cut are not evaluated, so the Diagnosis counts only the
+        failures among the nodes that were. An explain trace (``whole``) evaluates every node.
+        """
+        n_cand = len(rotated)
+        if whole or to_find >= n_cand:
+            return np.flatnonzero(fwk.run_filters(state, pod, NodeBatch(table, rotated), diagnosis))
+        found: list[np.ndarray] = []
+        n_found = pos = 0
+        chunk = to_find + to_find // 4 + FILTER_CHUNK_SLACK
+        while pos < n_cand:
+            end = min(n_cand, pos + chunk)
+            mask = fwk.run_filters(state, pod, NodeBatch(table, rotated[pos:end]), diagnosis)
+            hits = np.flatnonzero(mask)
+            if len(hits):
+                found.append(hits + pos)
+                n_found += len(hits)
+            pos = end
+            if n_found > to_find:  # one more than needed, as kube-scheduler stops: fixes the rotation
+                break
+            ratio = max(n_found / pos, 1.0 / FILTER_CHUNK_SLACK)
+            chunk = max(FILTER_CHUNK_SLACK, int((to_find - n_found) / ratio * 1.25))
+        if not found:
+            return np.zeros(0, dtype=np.int64)
+        return found[0] if len(found) == 1 else np.concatenate(found)
 
     def _select(self, feasible: NodeBatch, total: np.ndarray, diagnosis: Diagnosis) -> ScheduleResult:
         best = np.flatnonzero(total == total.max())

@@ -208,3 +208,35 @@ def test_existing_required_affinity_counts_with_hard_weight():
     hh = PluginHarness(InterPodAffinity, nodes=NODES[:4], pods=[e])
     s = hh.score(pod("web", labels={"app": "web"}))
     assert s["c1"] == 100 and s["a1"] == 0
+
+
+def test_existing_anti_affinity_follows_pod_and_node_lifecycle():
+    """The per-term index behind existing pods' anti-affinity is kept exact as pods and nodes go."""
+    guard_term = aff(anti=[term(key=Z, selector={"matchLabels": {"app": "web"}})])
+    guards = [existing(f"g{i}", n, {"app": "guard"}, affinity=guard_term) for i, n in enumerate(("a1", "a2", "b1"))]
+    hh = PluginHarness(InterPodAffinity, nodes=NODES, pods=guards)
+    web = pod("web", labels={"app": "web"})
+    assert feasible(hh.filter(web)) == ["c1", "nozone"]
+    assert len(hh.cache.terms.required_anti) == 1  # three pods, one distinct term
+    hh.cache.remove_pod(hh.cache.pods[guards[2]["metadata"]["uid"]].uid)
+    assert feasible(hh.filter(web)) == ["b1", "c1", "nozone"]
+    hh.cache.remove_pod(guards[0]["metadata"]["uid"])
+    assert feasible(hh.filter(web)) == ["b1", "c1", "nozone"]  # g1 still holds zone a
+    hh.cache.remove_node("a2")
+    assert feasible(hh.filter(web)) == ["a1", "b1", "c1", "nozone"]
+    assert len(hh.cache.terms.required_anti) == 0
+
+
+def test_existing_pods_preferred_terms_score_the_incoming_pod():
+    avoid = existing("avoid", "a1", {"app": "cache"},
+                     affinity=aff(pref_anti=[{"weight": 7, "podAffinityTerm": term(selector={"matchLabels": {"app": "web"}})}]))
+    near = [existing(f"near{i}", "b1", {"app": "cache"},
+                     affinity=aff(pref=[{"weight": 3, "podAffinityTerm": term(selector={"matchLabels": {"app": "web"}})}]))
+            for i in range(2)]
+    hh = PluginHarness(InterPodAffinity, nodes=NODES[:4], pods=[avoid, *near])
+    s = hh.score(pod("web", labels={"app": "web"}))
+    # zone a: -7, zone b: +6 (two pods x 3), zone c: 0 -> normalised between -7 and 6.
+    assert s == {"a1": 0, "a2": 0, "b1": 100, "c1": 53}
+    hh2 = PluginHarness(InterPodAffinity, args={"ignorePreferredTermsOfExistingPods": True},
+                        nodes=NODES[:4], pods=[avoid, *near])
+    assert hh2.score(pod("web2", labels={"app": "web"})) == {"a1": 0, "a2": 0, "b1": 0, "c1": 0}

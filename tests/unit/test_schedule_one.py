@@ -64,3 +64,39 @@ def test_least_allocated_spreads_pods():
         s.add_node(node(n, cpu="4", memory="8Gi"))
     nodes = [s.schedule(pod(f"p{i}", cpu="1", memory="1Gi")).node for i in range(4)]
     assert collections.Counter(nodes) == {"a": 2, "b": 2}
+
+
+@pytest.mark.parametrize("pattern", ["alternate", "every5th", "tail", "none", "all"])
+def test_chunked_filtering_matches_whole_evaluation(pattern):
+    """Filtering in chunks until enough nodes are feasible keeps the feasible set and rotation."""
+    from scheduler.framework.cycle_state import CycleState
+    from scheduler.framework.runtime import CycleTrace
+    from scheduler.framework.types import FitError
+    from scheduler.podinfo import PodInfo
+
+    n = 1200
+    feasible = {"alternate": lambda i: i % 2 == 0, "every5th": lambda i: i % 5 == 0, "tail": lambda i: i >= n - 300,
+                "none": lambda i: False, "all": lambda i: True}[pattern]
+    s = OfflineScheduler()
+    for i in range(n):
+        s.add_node(node(f"n{i:04d}", labels={"pool": "x" if feasible(i) else "y"}))
+    fwk = s.frameworks[s.profile]
+    for k in range(4):
+        info = PodInfo.from_dict(pod(f"p{k}", node_selector={"pool": "x"}), keep_raw=True)
+        start = s.scheduler.next_start_node_index
+        results = []
+        for whole in (True, False):
+            s.scheduler.next_start_node_index = start
+            trace = CycleTrace() if whole else None
+            try:
+                batch, diagnosis, _ = s.scheduler.find_feasible(fwk, CycleState(), info, trace)
+                names, failed = batch.names, diagnosis.num_failed
+            except FitError as fe:
+                names, failed = [], fe.diagnosis.num_failed
+            results.append((list(names), s.scheduler.next_start_node_index, failed))
+        (whole_names, whole_next, whole_failed), (names, nxt, failed) = results
+        assert names == whole_names and nxt == whole_next
+        if pattern == "alternate":
+            assert len(names) == num_feasible_nodes_to_find(None, 0, n) and failed < whole_failed  # stopped early: fewer nodes evaluated
+        if pattern in ("none", "tail"):
+            assert failed == whole_failed  # every node had to be looked at

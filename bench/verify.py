@@ -1,0 +1,231 @@
+"""Independent placement checker: does the final cluster state satisfy every hard constraint?
+
+Written apart from the scheduler's plugins (it reuses only the quantity parser) so that a bug in a
+plugin cannot hide itself. It checks, for every bound pod: the node exists; the summed requests of
+the node's pods (cpu, memory, ephemeral-storage, extended resources, pod count) fit allocatable;
+nodeSelector and required node affinity; NoSchedule/NoExecute taints are tolerated; required pod
+anti-affinity (and existing pods' anti-affinity against it); DoNotSchedule topology spread skew.
+A constraint it cannot check (required pod affinity, minDomains, matchLabelKeys) is reported as a
+violation of kind ``unchecked`` rather than passed silently.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from scheduler.quantity import milli_value, value
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    pod: str
+    node: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} pod={self.pod} node={self.node}: {self.detail}"
+
+
+def _key(pod: dict) -> str:
+    m = pod["metadata"]
+    return f"{m.get('namespace', 'default')}/{m['name']}"
+
+
+def _amount(name: str, text) -> int:
+    return milli_value(text) if name == "cpu" else value(text)
+
+
+def pod_requests(pod: dict) -> dict[str, int]:
+    """Effective requests: max(sum of containers, each init container) plus overhead."""
+    spec = pod["spec"]
+    total: dict[str, int] = defaultdict(int)
+    for c in spec.get("containers") or ():
+        for name, q in ((c.get("resources") or {}).get("requests") or {}).items():
+            total[name] += _amount(name, q)
+    for c in spec.get("initContainers") or ():
+        for name, q in ((c.get("resources") or {}).get("requests") or {}).items():
+            total[name] = max(total[name], _amount(name, q))
+    for name, q in (spec.get("overhead") or {}).items():
+        total[name] += _amount(name, q)
+    return dict(total)
+
+
+def _expr_matches(expr: dict, labels: dict) -> bool:
+    op, key, vals = expr["operator"], expr["key"], expr.get("values") or []
+    has = key in labels
+    if op == "In":
+        return has and labels[key] in vals
+    if op == "NotIn":
+        return not has or labels[key] not in vals
+    if op == "Exists":
+        return has
+    if op == "DoesNotExist":
+        return not has
+    if op in ("Gt", "Lt"):
+        try:
+            v, bound = int(labels[key]), int(vals[0])
+        except (KeyError, ValueError, IndexError):
+            return False
+        return v > bound if op == "Gt" else v < bound
+    raise ValueError(f"unknown operator {op!r}")
+
+
+def selector_matches(selector: dict | None, labels: dict) -> bool:
+    """metav1.LabelSelector semantics; a nil selector matches nothing, an empty one everything."""
+    if selector is None:
+        return False
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        return False
+    return all(_expr_matches(e, labels) for e in selector.get("matchExpressions") or ())
+
+
+def node_affinity_ok(pod: dict, node: dict) -> bool:
+    labels = node["metadata"].get("labels") or {}
+    spec = pod["spec"]
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    req = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+           .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if not req:
+        return True
+    for term in req.get("nodeSelectorTerms") or ():
+        exprs = term.get("matchExpressions") or []
+        fields = term.get("matchFields") or []
+        if not exprs and not fields:
+            continue
+        if all(_expr_matches(e, labels) for e in exprs) and all(
+                _expr_matches(f, {"metadata.name": node["metadata"]["name"]}) for f in fields):
+            return True
+    return False
+
+
+def _tolerates(tol: dict, taint: dict) -> bool:
+    if tol.get("effect") and tol["effect"] != taint["effect"]:
+        return False
+    op = tol.get("operator") or "Equal"
+    if not tol.get("key"):
+        return op == "Exists"
+    if tol["key"] != taint["key"]:
+        return False
+    return op == "Exists" or (tol.get("value") or "") == (taint.get("value") or "")
+
+
+def untolerated_taint(pod: dict, node: dict) -> dict | None:
+    tols = pod["spec"].get("tolerations") or ()
+    for taint in node["spec"].get("taints") or ():
+        if taint["effect"] in ("NoSchedule", "NoExecute") and not any(_tolerates(t, taint) for t in tols):
+            return taint
+    return None
+
+
+def check_placements(nodes: list[dict], pods: list[dict]) -> list[Violation]:
+    """Every violation of a hard constraint among the bound pods (an empty list means valid)."""
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    bound = [p for p in pods if p["spec"].get("nodeName")]
+    out: list[Violation] = []
+    used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for pod in bound:
+        node_name = pod["spec"]["nodeName"]
+        node = by_name.get(node_name)
+        if node is None:
+            out.append(Violation("node-missing", _key(pod), node_name, "bound to a node that does not exist"))
+            continue
+        for name, amount in pod_requests(pod).items():
+            used[node_name][name] += amount
+        used[node_name]["pods"] += 1
+        if not node_affinity_ok(pod, node):
+            out.append(Violation("node-affinity", _key(pod), node_name, "nodeSelector/required node affinity"))
+        taint = untolerated_taint(pod, node)
+        if taint:
+            out.append(Violation("taint", _key(pod), node_name, f"untolerated taint {taint['key']}:{taint['effect']}"))
+    for node_name, amounts in used.items():
+        alloc = by_name[node_name]["status"].get("allocatable") or {}
+        for name, amount in amounts.items():
+            cap = _amount(name, alloc[name]) if name in alloc else 0
+            if amount > cap:
+                out.append(Violation("resources", "*", node_name, f"{name} requested {amount} > allocatable {cap}"))
+    out.extend(_check_anti_affinity(bound, by_name))
+    out.extend(_check_spread(bound, by_name))
+    for pod in bound:
+        aff = pod["spec"].get("affinity") or {}
+        if (aff.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+            out.append(Violation("unchecked", _key(pod), pod["spec"]["nodeName"], "required pod affinity"))
+    return out
+
+
+def _domain(node: dict | None, key: str) -> str | None:
+    return None if node is None else (node["metadata"].get("labels") or {}).get(key)
+
+
+def _check_anti_affinity(bound: list[dict], by_name: dict) -> list[Violation]:
+    out = []
+    by_domain: dict[str, dict[str, list[dict]]] = {}
+
+    def pods_in(key: str, domain: str) -> list[dict]:
+        if key not in by_domain:
+            idx: dict[str, list[dict]] = defaultdict(list)
+            for p in bound:
+                d = _domain(by_name.get(p["spec"]["nodeName"]), key)
+                if d is not None:
+                    idx[d].append(p)
+            by_domain[key] = idx
+        return by_domain[key].get(domain, [])
+
+    for pod in bound:
+        terms = (((pod["spec"].get("affinity") or {}).get("podAntiAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution") or ())
+        for term in terms:
+            if term.get("namespaceSelector") is not None or term.get("matchLabelKeys") or term.get("mismatchLabelKeys"):
+                out.append(Violation("unchecked", _key(pod), pod["spec"]["nodeName"],
+                                     "anti-affinity namespaceSelector/matchLabelKeys"))
+                continue
+            namespaces = set(term.get("namespaces") or [pod["metadata"].get("namespace", "default")])
+            key = term["topologyKey"]
+            mine = _domain(by_name.get(pod["spec"]["nodeName"]), key)
+            if mine is None:
+                continue
+            for other in pods_in(key, mine):
+                if other is pod or other["metadata"].get("namespace", "default") not in namespaces:
+                    continue
+                if selector_matches(term.get("labelSelector"), other["metadata"].get("labels") or {}):
+                    out.append(Violation("anti-affinity", _key(pod), pod["spec"]["nodeName"],
+                                         f"shares {key}={mine} with {_key(other)}"))
+    return out
+
+
+def _check_spread(bound: list[dict], by_name: dict) -> list[Violation]:
+    out = []
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for pod in bound:
+        for c in pod["spec"].get("topologySpreadConstraints") or ():
+            if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
+                continue
+            if c.get("minDomains") or c.get("matchLabelKeys"):
+                out.append(Violation("unchecked", _key(pod), pod["spec"]["nodeName"], "spread minDomains/matchLabelKeys"))
+                continue
+            sel = repr(sorted((c.get("labelSelector") or {}).items()))
+            groups[(pod["metadata"].get("namespace", "default"), c["topologyKey"], c["maxSkew"], sel)].append(pod)
+    for (ns, key, max_skew, _), members in groups.items():
+        probe = members[0]
+        selector = probe["spec"]["topologySpreadConstraints"][0].get("labelSelector")
+        for c in probe["spec"]["topologySpreadConstraints"]:
+            if c["topologyKey"] == key:
+                selector = c.get("labelSelector")
+        # Eligible domains: nodes the pods could be placed on by node affinity and taints (the
+        # default nodeAffinityPolicy Honor / nodeTaintsPolicy Ignore) that carry the key.
+        counts = {d: 0 for n in by_name.values()
+                  if node_affinity_ok(probe, n) and (d := _domain(n, key)) is not None}
+        for pod in bound:
+            if pod["metadata"].get("namespace", "default") != ns:
+                continue
+            if not selector_matches(selector, pod["metadata"].get("labels") or {}):
+                continue
+            d = _domain(by_name.get(pod["spec"]["nodeName"]), key)
+            if d in counts:
+                counts[d] += 1
+        if counts and max(counts.values()) - min(counts.values()) > max_skew:
+            out.append(Violation("topology-spread", f"{ns}/*", "*",
+                                 f"{key} skew {max(counts.values()) - min(counts.values())} > maxSkew {max_skew}: {counts}"))
+    return out

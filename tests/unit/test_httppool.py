@@ -1,0 +1,184 @@
+"""The lean HTTP/1.1 pool against small real servers on loopback (plain TCP and TLS)."""
+
+import asyncio
+import ssl
+
+import pytest
+
+from scheduler.devcluster import _write_pki
+from scheduler.httppool import ConnectionClosed, HTTPError, HTTPPool
+
+
+class Server:
+    """An asyncio TCP server whose per-request behaviour is a coroutine ``handler(reader, writer)``."""
+
+    def __init__(self, handler, ssl_context=None):
+        self.handler = handler
+        self.ssl = ssl_context
+        self.connections = 0
+        self.requests: list[bytes] = []
+
+    async def _serve(self, reader, writer):
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                body = await reader.readexactly(length) if length else b""
+                self.requests.append(head + body)
+                if await self.handler(reader, writer, head, body) == "close":
+                    break
+        except (asyncio.IncompleteReadError, ConnectionResetError):
+            pass
+        finally:
+            writer.close()
+
+    async def __aenter__(self):
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.ssl)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc):
+        self.server.close()
+        await self.server.wait_closed()
+
+    def url(self, scheme="http"):
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+
+def reply(body: bytes, status="200 OK", extra=b""):
+    async def handler(reader, writer, head, req_body):
+        writer.write(b"HTTP/1.1 " + status.encode() + b"\r\nContent-Type: application/json\r\n" + extra +
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        await writer.drain()
+    return handler
+
+
+async def test_keep_alive_reuses_one_connection_and_sends_body():
+    async with Server(reply(b'{"ok":true}')) as srv:
+        pool = HTTPPool(srv.url(), None, limit=4)
+        for i in range(10):
+            r = await pool.request("POST", f"/api/x?i={i}", {"Content-Type": "application/json"}, b'{"a":1}')
+            assert (r.status, r.body) == (200, b'{"ok":true}')
+        await pool.close()
+    assert srv.connections == 1 and pool.connections_opened == 1
+    first = srv.requests[0]
+    assert first.startswith(b"POST /api/x?i=0 HTTP/1.1\r\n")
+    assert b"Host: 127.0.0.1:" in first and b"Content-Length: 7\r\n" in first and first.endswith(b'{"a":1}')
+
+
+async def test_chunked_body_split_across_writes_and_trailers():
+    async def handler(reader, writer, head, body):
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for piece in (b"5\r\nhel", b"lo\r\n", b"6;ext=1\r\n world\r\n", b"0\r\n", b"X-Trailer: 1\r\n", b"\r\n"):
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.01)
+    async with Server(handler) as srv:
+        pool = HTTPPool(srv.url(), None)
+        r = await pool.request("GET", "/", {})
+        assert r.body == b"hello world"
+        r = await pool.request("GET", "/", {})  # the connection is still usable after the trailer
+        assert r.body == b"hello world"
+        await pool.close()
+    assert srv.connections == 1
+
+
+async def test_connection_close_header_and_read_to_close_body():
+    async def handler(reader, writer, head, body):
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil-eof")
+        await writer.drain()
+        return "close"
+    async with Server(handler) as srv:
+        pool = HTTPPool(srv.url(), None)
+        for _ in range(3):
+            assert (await pool.request("GET", "/", {})).body == b"until-eof"
+        await pool.close()
+    assert srv.connections == 3
+
+
+def drop_second_request(calls: dict):
+    """Answers "fine", except the second request: read it, answer nothing, hang up."""
+    async def handler(reader, writer, head, body):
+        calls["n"] = calls.get("n", 0) + 1
+        if calls["n"] == 2:
+            return "close"
+        await reply(b"fine")(reader, writer, head, body)
+    return handler
+
+
+async def test_idempotent_request_retried_once_on_a_reused_connection_the_server_dropped():
+    async with Server(drop_second_request({})) as srv:
+        pool = HTTPPool(srv.url(), None)
+        assert (await pool.request("GET", "/", {})).body == b"fine"
+        assert (await pool.request("GET", "/", {})).body == b"fine"  # retried on a new connection
+        await pool.close()
+    assert srv.connections == 2
+
+
+async def test_post_is_not_retried_when_the_server_drops_it():
+    calls: dict = {}
+    async with Server(drop_second_request(calls)) as srv:
+        pool = HTTPPool(srv.url(), None)
+        await pool.request("POST", "/bind", {}, b"{}")
+        with pytest.raises(ConnectionClosed):
+            await pool.request("POST", "/bind", {}, b"{}")
+        assert calls["n"] == 2  # sent exactly once: a bind must never be replayed blindly
+        assert (await pool.request("POST", "/bind", {}, b"{}")).body == b"fine"
+        await pool.close()
+
+
+async def test_timeout_closes_the_connection():
+    async def handler(reader, writer, head, body):
+        await asyncio.sleep(5)
+    async with Server(handler) as srv:
+        pool = HTTPPool(srv.url(), None)
+        with pytest.raises(asyncio.TimeoutError):
+            await pool.request("GET", "/", {}, timeout=0.2)
+        assert not pool._idle
+        await pool.close()
+
+
+async def test_garbage_response_is_an_error_and_an_oserror():
+    async def handler(reader, writer, head, body):
+        writer.write(b"SPDY/9 what\r\n\r\n")
+        await writer.drain()
+    async with Server(handler) as srv:
+        pool = HTTPPool(srv.url(), None)
+        with pytest.raises(HTTPError, match="not an HTTP/1.x response") as info:
+            await pool.request("GET", "/", {})
+        assert isinstance(info.value, OSError)
+        await pool.close()
+
+
+async def test_no_body_statuses_and_head():
+    async def handler(reader, writer, head, body):
+        status = b"204 No Content" if head.startswith(b"DELETE") else b"200 OK"
+        writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Length: 4\r\n\r\n" if status == b"200 OK"
+                     else b"HTTP/1.1 204 No Content\r\n\r\n")
+        await writer.drain()
+    async with Server(handler) as srv:
+        pool = HTTPPool(srv.url(), None)
+        assert (await pool.request("DELETE", "/x", {})).status == 204
+        r = await pool.request("HEAD", "/x", {})
+        assert (r.status, r.body) == (200, b"")
+        await pool.close()
+
+
+async def test_tls_with_ca_verification_and_path_prefix(tmp_path):
+    pki = _write_pki(tmp_path)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(pki["apiserver.crt"], pki["apiserver.key"])
+    async with Server(reply(b"secure"), ssl_context=server_ctx) as srv:
+        client_ctx = ssl.create_default_context(cafile=str(pki["ca.crt"]))
+        pool = HTTPPool(srv.url("https") + "/prefix/", client_ctx)
+        assert (await pool.request("GET", "/api", {})).body == b"secure"
+        await pool.close()
+        assert srv.requests[0].startswith(b"GET /prefix/api HTTP/1.1")
+        untrusted = HTTPPool(srv.url("https"), ssl.create_default_context())
+        with pytest.raises(ssl.SSLCertVerificationError):
+            await untrusted.request("GET", "/", {})
+        await untrusted.close()

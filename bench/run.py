@@ -358,10 +358,24 @@ def markdown(results: list[dict], info: dict, command: str, charts: list[Path], 
              "watcher-seen bind; CPU seconds and peak RSS (VmHWM) are the scheduler process's during the",
              "measured phase; `placements valid` is `bench.verify` over every pod at the end.", "",
              table(results), ""]
+    lines += READING
     for c in charts:
         rel = os.path.relpath(c, md_dir)
         lines += [f"![{c.stem}]({rel})", ""]
     return "\n".join(lines)
+
+
+READING = [
+    "How to read it: everything (etcd, kube-apiserver, the scheduler, the pod creator and the",
+    "watcher) shares the machine's cores, so unthrottled throughput is bounded by the API server;",
+    "the `create/s` column is the rate the measured pods were created at, and a scheduler that keeps",
+    "up binds at about that rate. The less CPU a scheduler takes, the more the API server gets. At",
+    "QPS 50 both schedulers bind at the client limit, and latency is how long the last pods wait",
+    "for a token, so it mostly reflects how fast the pods were created. The null binder binds",
+    "round-robin without any checks (its violations are expected); it is the ceiling. Where the",
+    "scheduler's time goes is in `bench/PROFILE.md`.",
+    "",
+]
 
 
 # -- entry point ----------------------------------------------------------------------------------

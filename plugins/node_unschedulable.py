@@ -7,8 +7,6 @@ Reason: ``node(s) were unschedulable`` (UnschedulableAndUnresolvable).
 
 from __future__ import annotations
 
-import numpy as np
-
 from scheduler.framework.interface import (ClusterEvent, ClusterEventWithHint, EnqueueExtensions,
                                            FilterPlugin, FilterResult)
 from scheduler.framework.status import Code, Status

@@ -38,7 +38,7 @@ from scheduler.devcluster import ControlPlane, KubeSchedulerProcess, free_port
 from scheduler.kubeauth import load_kubeconfig
 from scheduler.kubeclient import KubeClient
 from scheduler.offline import OfflineScheduler
-from scheduler.testkit import create_node, create_pods, ensure_namespace, list_pods, make_node, make_pod
+from scheduler.testkit import create_node, create_pods, list_pods, make_node, make_pod
 
 Z = "topology.kubernetes.io/zone"
 H = "kubernetes.io/hostname"

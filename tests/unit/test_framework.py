@@ -1,6 +1,5 @@
 """Framework behaviour: FitError messages, score checks, per-node plugins, PreFilter results."""
 
-import numpy as np
 import pytest
 
 from scheduler import config as configmod

@@ -1,6 +1,5 @@
 """NodePorts, BalancedAllocation, ImageLocality, volumes, DRA, and the brief's own score plugins."""
 
-import numpy as np
 import pytest
 
 from plugins.az_spread import AZSpread

@@ -1,6 +1,5 @@
 """PodTopologySpread and InterPodAffinity: table-driven filters and scores, batch == per-node."""
 
-import pytest
 
 from plugins.inter_pod_affinity import (REASON_AFFINITY, REASON_ANTI_AFFINITY, REASON_EXISTING_ANTI,
                                         InterPodAffinity)

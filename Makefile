@@ -8,6 +8,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 IMAGE ?= pysched:dev
 PYTEST_ARGS ?=
+BENCH_ARGS ?= --results-md bench/RESULTS.md
 
 .PHONY: all venv install control-plane test unit e2e demo bench bench-smoke image clean
 
@@ -25,13 +26,15 @@ control-plane:
 	./hack/control-plane.sh
 
 test: install control-plane
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m pytest $(PYTEST_ARGS)
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+		$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 e2e: install control-plane
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+		$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 demo: install control-plane
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m scheduler demo

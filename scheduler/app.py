@@ -32,6 +32,7 @@ from .objectstore import KINDS as OBJECT_KINDS
 from .objectstore import ObjectStore
 from .queue import SchedulingQueue
 from .schedule_one import Scheduler
+from .shadow import ShadowRecorder
 
 log = logging.getLogger("scheduler.app")
 
@@ -55,6 +56,7 @@ class Options:
     serve: bool = True
     explain_all: bool = False
     shadow: bool = False
+    shadow_scheduler_names: list[str] = field(default_factory=lambda: ["default-scheduler"])
     kopf: bool = True
 
 
@@ -102,18 +104,35 @@ class SchedulerApp:
         self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,
                                            recorder=self.recorder, objects=self.objects,
                                            extra={"ignored_extended_resources": ignored_extended_resources(cfg)})
-        self.queue = build_queue(cfg, self.frameworks)
-        self.handlers = EventHandlers(self.cache, self.queue, cfg.scheduler_names,
+        # Which framework handles a pod, by schedulerName: our profiles, or in shadow mode the
+        # first profile standing in for each shadowed scheduler.
+        if options.shadow:
+            first = next(iter(self.frameworks.values()))
+            first.percentage_of_nodes_to_score = 100  # compare against every node, not a sample
+            routing = {name: first for name in options.shadow_scheduler_names}
+        else:
+            routing = self.frameworks
+        self.queue = build_queue(cfg, routing)
+        self.handlers = EventHandlers(self.cache, self.queue, set(routing),
                                       EventRegistry(self.frameworks.values()))
         self.objects.listeners.append(self.handlers.object_event)
         self.extenders = [HTTPExtender(e) for e in cfg.extenders]
         self.handlers.keep_node_raw = any(not e.node_cache_capable for e in self.extenders)
-        self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=self.frameworks,
-                                   recorder=self.recorder, client=self.client,
-                                   percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
-                                   extenders=self.extenders, seed=options.seed,
+        shadow = options.shadow
+        self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=routing,
+                                   recorder=None if shadow else self.recorder, client=None if shadow else self.client,
+                                   percentage_of_nodes_to_score=100 if shadow else cfg.percentage_of_nodes_to_score,
+                                   extenders=[] if shadow else self.extenders, seed=options.seed,
                                    on_cluster_event=self.handlers._move)
         self.scheduler.explain_all = options.explain_all
+        self.shadow: ShadowRecorder | None = None
+        if shadow:
+            # Never binds, patches or records: only predictions, metrics, logs and /debug/explain.
+            self.shadow = self.scheduler.shadow = ShadowRecorder(self.scheduler)
+            self.cache.expect_rebinding = True
+            self.handlers.on_assigned = self.shadow.observe_bound
+            self.handlers.skip_pending = self.shadow.seen
+            self.handlers.on_pod_deleted = self.shadow.observe_deleted
         self.node_reflector = Reflector(self.client, name="nodes", path="/api/v1/nodes",
                                         on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
                                         key=name_key, resync_period=options.resync_period)
@@ -123,6 +142,8 @@ class SchedulerApp:
                                        resync_period=options.resync_period)
         le = cfg.leader_election
         self.leader_elect = le.leader_elect if options.leader_elect is None else options.leader_elect
+        if shadow:
+            self.leader_elect = False  # a shadow never binds, so it must not hold (or wait for) the Lease
         self.elector: LeaderElector | None = None
         if self.leader_elect:
             # Its own client and rate limiter: lease renewals must never queue behind binds.
@@ -184,6 +205,8 @@ class SchedulerApp:
         self._spawn(self.pod_reflector.run(), "pod-informer")
         self._spawn(self.queue.run_flush_loop(), "queue-flush")
         self._spawn(self._cache_metrics_loop(), "cache-metrics")
+        if self.shadow is not None:
+            self._spawn(self.shadow.run_expiry(), "shadow-expiry")
         await self.wait_synced()
         await self.prefill_objects()
         log.info("caches synced", extra=kv(nodes=len(self.cache.nodes), pods=len(self.cache.pods),

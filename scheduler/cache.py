@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
+
 from .nodeinfo import NodeInfo, NodeSpec
 from .nodetable import NodeTable
 from .podindex import PodCountIndex
@@ -41,6 +43,7 @@ class SchedulerCache:
         self.assumed: dict[str, PodInfo] = {}       # uid -> assumed pod
         self.parked: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to an unknown node
         self.generation = 0
+        self.expect_rebinding = False  # shadow mode: assumptions are predictions, others bind elsewhere
         self.index = PodCountIndex(self)
         self.terms = TermIndex(self.table)
         # Pods (on known nodes) with any pod affinity term / with required anti-affinity terms.
@@ -48,7 +51,7 @@ class SchedulerCache:
         self.with_required_anti: dict[str, PodInfo] = {}
         # ImageLocality: nodes per image name, and per-slot size columns built on demand.
         self.image_nodes: dict[str, int] = {}
-        self._image_columns: dict[str, "np.ndarray"] = {}
+        self._image_columns: dict[str, np.ndarray] = {}
 
     def _count_images(self, spec: NodeSpec, sign: int) -> None:
         if not spec.images:
@@ -63,7 +66,6 @@ class SchedulerCache:
 
     def image_sizes(self, name: str):
         """Per-slot size of image ``name`` (0 where the node does not have it)."""
-        import numpy as np
         col = self._image_columns.get(name)
         if col is None or len(col) < self.table.capacity:
             col = np.zeros(self.table.capacity, dtype=np.int64)
@@ -197,8 +199,9 @@ class SchedulerCache:
             assumed = self.assumed.pop(pod.uid)
             confirmed = True
             if assumed.node_name != pod.node_name:
-                log.warning("pod bound to a different node than assumed pod=%s assumed_node=%s node=%s",
-                            pod.key, assumed.node_name, pod.node_name)
+                (log.debug if self.expect_rebinding else log.warning)(
+                    "pod bound to a different node than assumed pod=%s assumed_node=%s node=%s",
+                    pod.key, assumed.node_name, pod.node_name)
         if old is not None:
             if (old.node_name == pod.node_name and old.requests == pod.requests
                     and old.host_ports == pod.host_ports and old.non0_cpu == pod.non0_cpu

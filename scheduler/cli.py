@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--explain-all", action="store_true", help="keep a per-plugin trace of every cycle")
     run.add_argument("--shadow", action="store_true",
                      help="never bind: compute placements for pods of other schedulers and report agreement")
+    run.add_argument("--shadow-scheduler-name", action="append", default=[], metavar="NAME",
+                     help="schedulerName whose pods --shadow predicts (repeatable; default: default-scheduler)")
 
     ext = sub.add_parser("extender", help="serve the plugins as a kube-scheduler extender")
     _common(ext)
@@ -117,7 +119,8 @@ def cmd_run(args) -> int:
                           bind_address=args.bind_address, cert_dir=args.cert_dir, serve=not args.no_serve,
                           tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
                           identity=args.identity,
-                          explain_all=args.explain_all, shadow=args.shadow)
+                          explain_all=args.explain_all, shadow=args.shadow,
+                          shadow_scheduler_names=args.shadow_scheduler_name or ["default-scheduler"])
         creds = load(options.kubeconfig)
         app = SchedulerApp(cfg, options, creds, registry)
     except (configmod.ConfigError, RegistryError) as exc:

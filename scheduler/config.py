@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from .yamlfile import YAMLFileError, read_yaml
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -287,17 +287,10 @@ def own_namespace() -> str:
 
 
 def load_file(path: str | os.PathLike) -> SchedulerConfig:
-    p = Path(path)
     try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(f"--config {path}: {exc.strerror or exc}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise ConfigError(f"--config {path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+        raw = read_yaml(path)
+    except YAMLFileError as exc:
+        raise ConfigError(f"--config {path}: {exc}") from None
     cfg = parse(raw)
     cfg.source = str(path)
     return cfg

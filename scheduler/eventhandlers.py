@@ -106,6 +106,11 @@ class EventHandlers:
         self.registry = registry
         self.on_bound = on_bound
         self.keep_node_raw = False  # extenders that are not nodeCacheCapable need whole Node objects
+        # Shadow mode's hooks: a pod seen bound for the first time (by anyone), a pending pod that
+        # must not be queued again, a pod deleted.
+        self.on_assigned: Callable[[PodInfo], None] | None = None
+        self.skip_pending: Callable[[str], bool] | None = None
+        self.on_pod_deleted: Callable[[str], None] | None = None
 
     def _move(self, resource: str, actions: set[str], old=None, new=None) -> None:
         if not actions or not self.queue.has_unschedulable():
@@ -132,6 +137,8 @@ class EventHandlers:
         if spec.get("nodeName"):
             pod = PodInfo.from_dict(obj)
             old, confirmed = self.cache.upsert_pod(pod)
+            if self.on_assigned is not None and (old is None or confirmed):
+                self.on_assigned(pod)
             if uid in self.queue:
                 qpi = self.queue.get(uid)
                 if qpi is not None and qpi.where != "inflight":
@@ -160,6 +167,8 @@ class EventHandlers:
         if meta.get("deletionTimestamp"):
             self.queue.delete(uid)
             return
+        if self.skip_pending is not None and self.skip_pending(uid):
+            return
         pod = PodInfo.from_dict(obj, keep_raw=True)
         if uid in self.queue:
             self.queue.update(pod)
@@ -168,6 +177,8 @@ class EventHandlers:
 
     def pod_delete(self, key: str, obj: dict | None) -> None:
         uid = key
+        if self.on_pod_deleted is not None:
+            self.on_pod_deleted(uid)
         if obj is not None:
             self._note_kubelet_rejection(obj)
         removed = self.cache.remove_pod(uid)

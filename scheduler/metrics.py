@@ -102,6 +102,13 @@ class Metrics:
         self.extender_served_duration = Histogram(
             "pysched_extender_server_request_duration_seconds", "Time to answer an extender request.",
             ["verb"], buckets=_exp(0.0005, 2, 15), registry=r)
+        self.shadow_placements = Counter(
+            "pysched_shadow_placements_total", "Shadow mode: another scheduler's placements compared with ours "
+            "(same_node, equivalent_node, feasible_node, infeasible_node, unschedulable_here).",
+            ["result"], registry=r)
+        self.shadow_agreement = Gauge(
+            "pysched_shadow_agreement_ratio", "Shadow mode: fraction of compared placements where the other "
+            "scheduler chose our node or one we score equally high.", registry=r)
         self._ep_children: dict = {}
         self._plugin_children: dict = {}
 

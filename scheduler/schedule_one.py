@@ -28,6 +28,7 @@ from typing import Callable
 
 import numpy as np
 
+from . import explain
 from .cache import SchedulerCache
 from .events import EventRecorder
 from .framework.cycle_state import CycleState
@@ -86,13 +87,16 @@ class Scheduler:
         self.extenders = list(extenders)
         self.can_bind = can_bind or (lambda: True)
         self.bind_timeout = bind_timeout
-        self.rng = random.Random(seed)
+        self.rng = random.Random(seed)             # tie-breaks only: a seed reproduces placements
+        self._sample_rng = random.Random()         # plugin-metrics sampling, kept off the tie-break stream
         self.next_start_node_index = 0
         self.on_cluster_event = on_cluster_event
         self.binding_tasks: set[asyncio.Task] = set()
         self.api_tasks: set[asyncio.Task] = set()
         self.explain_all = False
         self.traces: dict[str, dict] = {}
+        self._explained: dict[str, str] = {}       # uid -> explanation annotation last written
+        self.shadow = None                         # a ShadowRecorder: predict, never bind
         self.trace_limit = 2000
         self.last_results: dict[str, dict] = {}
         self.scheduled = 0
@@ -107,7 +111,9 @@ class Scheduler:
             if qpi is None:
                 return
             try:
-                if self.extenders:
+                if self.shadow is not None:
+                    self.shadow.predict(qpi)
+                elif self.extenders:
                     await self.schedule_one_async(qpi)
                 else:
                     self.schedule_one(qpi)
@@ -147,8 +153,8 @@ class Scheduler:
             return None
         start = time.perf_counter()
         state = CycleState()
-        state.record_plugin_metrics = self.rng.random() * 100 < PLUGIN_METRICS_SAMPLE_PERCENT
-        trace = CycleTrace() if (self.explain_all or pod.annotations.get("pysched.io/explain") == "true") else None
+        state.record_plugin_metrics = self._sample_rng.random() * 100 < PLUGIN_METRICS_SAMPLE_PERCENT
+        trace = CycleTrace() if (self.explain_all or explain.requested(pod)) else None
         if trace is not None:
             state.write(TRACE_KEY, trace)
         if pod.parse_error:
@@ -604,4 +610,15 @@ class Scheduler:
     def _store_trace(self, pod: PodInfo, trace: CycleTrace) -> None:
         if len(self.traces) >= self.trace_limit:
             self.traces.pop(next(iter(self.traces)))
-        self.traces[pod.key] = trace.to_dict()
+        data = self.traces[pod.key] = trace.to_dict()
+        if self.client is not None and explain.requested(pod):
+            value = explain.annotation_value(data)
+            if self._explained.get(pod.uid) == value:
+                return
+            if len(self._explained) >= self.trace_limit:
+                self._explained.pop(next(iter(self._explained)))
+            self._explained[pod.uid] = value
+            patch = {"metadata": {"annotations": {explain.RESULT_ANNOTATION: value}}}
+            task = asyncio.get_running_loop().create_task(self._send_patch(pod, patch))
+            self.api_tasks.add(task)
+            task.add_done_callback(self.api_tasks.discard)

@@ -1,0 +1,59 @@
+"""Explanations of a scheduling cycle for people: the opt-in pod annotation and its summary.
+
+A pod annotated ``pysched.io/explain: "true"`` gets a per-plugin trace of each of its cycles
+(served in full at ``/debug/explain?pod=ns/name``) and, written back onto the pod, a compact
+summary in ``pysched.io/explanation``: the outcome, how many nodes each filter plugin rejected and
+why, and the best nodes with their weighted score per plugin. The summary is bounded (top nodes
+only, reasons truncated) so it stays far below the API's 256 KiB annotation limit. It is written
+through the ``pods/status`` subresource, which may change metadata, so no extra RBAC is needed,
+and only when it changed since the last write.
+"""
+
+from __future__ import annotations
+
+import json
+
+REQUEST_ANNOTATION = "pysched.io/explain"
+RESULT_ANNOTATION = "pysched.io/explanation"
+TOP_NODES = 5
+MAX_REASON = 200
+
+
+def requested(pod) -> bool:
+    return (pod.annotations or {}).get(REQUEST_ANNOTATION) == "true"
+
+
+def summary(trace: dict) -> dict:
+    """The compact form of ``CycleTrace.to_dict()``."""
+    rejected: dict[str, dict[str, int]] = {}
+    evaluated = set()
+    for f in trace.get("filter") or ():
+        for node, verdict in f["nodes"].items():
+            evaluated.add(node)
+            if verdict != "passed":
+                reasons = rejected.setdefault(f["plugin"], {})
+                key = verdict[:MAX_REASON]
+                reasons[key] = reasons.get(key, 0) + 1
+    totals = trace.get("totalScores") or {}
+    scores = trace.get("score") or {}
+    top = []
+    selected = trace.get("selectedNode")
+    # Best first; among equal totals the node the tie-break picked leads.
+    for node in sorted(totals, key=lambda n: (-totals[n], n != selected, n))[:TOP_NODES]:
+        top.append({"node": node, "total": totals[node],
+                    "plugins": {p: per[node]["weighted"] for p, per in scores.items() if node in per}})
+    out = {"selectedNode": trace.get("selectedNode") or None,
+           "feasibleNodes": len(trace.get("feasibleNodes") or ()),
+           "evaluatedNodes": len(evaluated),
+           "filterRejections": rejected,
+           "topNodes": top}
+    if trace.get("error"):
+        out["error"] = trace["error"][:1000]
+    skipped = [p["plugin"] for p in trace.get("preFilter") or () if p.get("status") == "Skip"]
+    if skipped:
+        out["skippedPlugins"] = skipped
+    return out
+
+
+def annotation_value(trace: dict) -> str:
+    return json.dumps(summary(trace), sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,214 @@
+"""pysched simulate: snapshot validation, API defaulting of file pods, placements, explain, report."""
+
+import json
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from scheduler import apidefaults, explain
+from scheduler.report import render
+from scheduler.simulate import Simulation, format_text, main
+from scheduler.snapshot import SnapshotError, load_pods, load_snapshot
+from scheduler.testkit import make_node, make_pod
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def write(tmp_path, name, docs) -> str:
+    p = tmp_path / name
+    if isinstance(docs, str):
+        p.write_text(textwrap.dedent(docs))
+    else:
+        p.write_text(yaml.safe_dump_all(docs))
+    return str(p)
+
+
+def as_list(items):
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def nodes3():
+    return [make_node(f"n{i}", cpu="2", memory="4Gi", labels={ZONE: f"z{i}"}) for i in range(3)]
+
+
+# -- snapshot and pod files: clear errors -------------------------------------------------------
+
+@pytest.mark.parametrize("mutate,expected", [
+    (lambda n: n["status"]["allocatable"].update(cpu="4x"),
+     "Node n0 (items[0]): status.allocatable.cpu: invalid quantity '4x'"),
+    (lambda n: n["metadata"].pop("name"), "Node (items[0]): metadata.name: required"),
+    (lambda n: n["spec"].update(taints=[{"key": "a", "effect": "Sometimes"}]),
+     "Node n0 (items[0]): spec.taints[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute, "
+     "got 'Sometimes'"),
+    (lambda n: n["metadata"]["labels"].update(gpu=True),
+     "Node n0 (items[0]): metadata.labels[gpu]: expected a string, got True (quote it in YAML)"),
+])
+def test_bad_node_names_object_and_field(tmp_path, mutate, expected):
+    node = make_node("n0")
+    mutate(node)
+    path = write(tmp_path, "snap.yaml", [as_list([node])])
+    with pytest.raises(SnapshotError) as err:
+        load_snapshot(path)
+    assert str(err.value) == f"{path}: {expected}"
+
+
+def test_bad_pod_fields_are_named(tmp_path):
+    bad = make_pod("web", memory="lots")
+    path = write(tmp_path, "snap.yaml", [as_list([make_node("n0"), bad])])
+    with pytest.raises(SnapshotError, match=r"Pod default/web \(items\[1\]\): "
+                                            r"spec.containers\[0\].resources.requests.memory: invalid quantity 'lots'"):
+        load_snapshot(path)
+    aff = make_pod("aff", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Near"}]}]}}})
+    path = write(tmp_path, "pods.yaml", [aff])
+    with pytest.raises(SnapshotError, match=r"Pod default/aff \(document\): spec.affinity.nodeAffinity"):
+        load_pods(path)
+
+
+def test_unreadable_yaml_and_wrong_kinds(tmp_path):
+    path = write(tmp_path, "bad.yaml", "items: [a, b\n")
+    with pytest.raises(SnapshotError, match=r"not valid YAML at line 2"):
+        load_snapshot(path)
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}
+    with pytest.raises(SnapshotError, match="kind: expected Pod, got 'Deployment'"):
+        load_pods(write(tmp_path, "p.yaml", [dep]))
+    with pytest.raises(SnapshotError, match="cannot read"):
+        load_snapshot(str(tmp_path / "missing.yaml"))
+    dup = write(tmp_path, "dup.yaml", [make_pod("a"), make_pod("a")])
+    with pytest.raises(SnapshotError, match="duplicate of document 1"):
+        load_pods(dup)
+
+
+def test_snapshot_kinds_are_sorted_and_unknown_kinds_counted(tmp_path):
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"}}
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
+    snap = load_snapshot(write(tmp_path, "s.yaml", [as_list([*nodes3(), cm, ns]), {"kind": "PodList", "items": [make_pod("p")]}]))
+    assert len(snap.nodes) == 3 and [p["kind"] for p in snap.pods] == ["Pod"]
+    assert snap.ignored == {"ConfigMap": 1} and snap.objects == [ns]
+
+
+# -- API defaulting ------------------------------------------------------------------------------
+
+def test_limits_only_extended_resource_gets_a_request_and_defaults_apply():
+    pod = make_pod("train", cpu=None, memory=None, limits_only={"nvidia.com/gpu": "2", "cpu": "1"})
+    pod["metadata"].pop("namespace")
+    pod["spec"].pop("schedulerName")
+    out = apidefaults.apply(pod, default_scheduler="pysched", classes={}, global_default=None, seq=3)
+    res = out["spec"]["containers"][0]["resources"]
+    assert res["requests"] == {"nvidia.com/gpu": "2", "cpu": "1"}
+    assert out["metadata"]["namespace"] == "default" and out["spec"]["schedulerName"] == "pysched"
+    assert out["metadata"]["creationTimestamp"] == "2026-01-01T00:00:03Z"
+    keys = {(t["key"], t["effect"], t.get("tolerationSeconds")) for t in out["spec"]["tolerations"]}
+    assert keys == {("node.kubernetes.io/not-ready", "NoExecute", 300), ("node.kubernetes.io/unreachable", "NoExecute", 300)}
+    assert "requests" not in pod["spec"]["containers"][0]["resources"] or \
+        "nvidia.com/gpu" not in pod["spec"]["containers"][0]["resources"]["requests"]  # input untouched
+
+
+def test_priority_class_and_label_key_merges():
+    spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+               "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["rev", "absent"]}]
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "web"}},
+        "mismatchLabelKeys": ["tenant"]}]}}
+    pod = make_pod("web", labels={"app": "web", "rev": "7", "tenant": "a"}, spread=spread, affinity=anti)
+    pod["spec"]["priorityClassName"] = "high"
+    out = apidefaults.apply(pod, default_scheduler="pysched", classes={"high": 1000}, global_default=None, seq=0)
+    assert out["spec"]["priority"] == 1000
+    assert out["spec"]["topologySpreadConstraints"][0]["labelSelector"]["matchExpressions"] == [
+        {"key": "rev", "operator": "In", "values": ["7"]}]
+    term = out["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["labelSelector"]["matchExpressions"] == [{"key": "tenant", "operator": "NotIn", "values": ["a"]}]
+    pod["spec"]["priorityClassName"] = "nope"
+    with pytest.raises(apidefaults.AdmissionError, match="spec.priorityClassName: no PriorityClass with name nope"):
+        apidefaults.apply(pod, default_scheduler="pysched", classes={}, global_default=None, seq=0)
+
+
+def test_global_default_priority_class():
+    pcs = [{"kind": "PriorityClass", "metadata": {"name": "std"}, "value": 5, "globalDefault": True}]
+    classes, default = apidefaults.priority_classes(pcs)
+    assert default == 5 and classes["system-node-critical"] == 2000001000
+    out = apidefaults.apply(make_pod("p"), default_scheduler="x", classes=classes, global_default=default, seq=0)
+    assert out["spec"]["priority"] == 5
+
+
+# -- the simulation ------------------------------------------------------------------------------
+
+def snapshot_with_pods(tmp_path, pods, nodes=None):
+    existing = make_pod("existing", cpu="1500m", memory="1Gi", node_name="n0", scheduler="default-scheduler")
+    snap = load_snapshot(write(tmp_path, "s.yaml", [as_list([*(nodes or nodes3()), existing])]))
+    return snap, load_pods(write(tmp_path, "p.yaml", pods))
+
+
+def test_placements_follow_priority_then_file_order_and_count_existing_pods(tmp_path):
+    pods = [make_pod("low", cpu="1500m", memory="1Gi"), make_pod("high", cpu="1500m", memory="1Gi", priority=10),
+            make_pod("third", cpu="1500m", memory="1Gi"), make_pod("fourth", cpu="1500m", memory="1Gi")]
+    snap, pods = snapshot_with_pods(tmp_path, pods)
+    res = Simulation(seed=1).run(snap, pods, explain={"default/fourth"})
+    by = {p.pod: p.node for p in res.placements}
+    # Only n1 and n2 have room (n0 holds the existing pod): priority first, then file order.
+    assert {by["default/high"], by["default/low"]} == {"n1", "n2"}
+    assert by["default/third"] is None and by["default/fourth"] is None
+    failed = [p for p in res.placements if not p.node]
+    assert all(p.message == "0/3 nodes are available: 3 Insufficient cpu." for p in failed)
+    before = {n["node"]: n for n in res.before["nodes"]}
+    after = {n["node"]: n for n in res.after["nodes"]}
+    assert before["n0"]["requested"]["cpu"] == 1500 and after["n1"]["requested"]["cpu"] == 1500
+    zones = {z["zone"]: z for z in res.after["zones"]}
+    assert set(zones) == {"z0", "z1", "z2"} and zones["z1"]["requested"]["pods"] == 1
+    assert res.explain["default/fourth"]["error"].startswith("0/3 nodes are available")
+
+
+def test_explain_lists_every_plugin_verdict_and_scores(tmp_path):
+    nodes = nodes3()
+    nodes[2]["spec"]["taints"] = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
+    snap, pods = snapshot_with_pods(tmp_path, [make_pod("web", cpu="400m", memory="1Gi")], nodes)
+    res = Simulation(seed=0).run(snap, pods, explain={"default/web"})
+    trace = res.explain["default/web"]
+    taint = next(f for f in trace["filter"] if f["plugin"] == "TaintToleration")
+    assert taint["nodes"]["n2"] == "node(s) had untolerated taint(s)"
+    fit = trace["score"]["NodeResourcesFit"]
+    assert set(fit) == {"n0", "n1"} and set(fit["n1"]) == {"raw", "normalized", "weighted"}
+    assert fit["n1"]["raw"] > fit["n0"]["raw"]  # n0 already holds 1.5 CPU
+    text = format_text(res)
+    assert "Explain default/web: n1" in text and "TaintToleration: node(s) had untolerated taint(s)" in text
+    s = explain.summary(trace)
+    assert s["selectedNode"] == "n1" and s["filterRejections"] == {"TaintToleration": {"node(s) had untolerated taint(s)": 1}}
+    assert s["topNodes"][0]["node"] == "n1" and "NodeResourcesFit" in s["topNodes"][0]["plugins"]
+
+
+def test_pending_snapshot_pods_and_foreign_scheduler_names(tmp_path):
+    pending = make_pod("waiting", cpu="1", scheduler="default-scheduler")
+    snap = load_snapshot(write(tmp_path, "s.yaml", [as_list([*nodes3(), pending])]))
+    pods = load_pods(write(tmp_path, "p.yaml", [make_pod("other", scheduler="someone-else")]))
+    res = Simulation().run(snap, pods)
+    assert res.placements[0].code == "NotHandled" and "someone-else" in res.placements[0].message
+    assert any("1 pending pod(s)" in n for n in res.notes)
+
+
+def test_main_exit_codes_json_and_report(tmp_path, capsys):
+    snap = write(tmp_path, "s.yaml", [as_list(nodes3())])
+    pods = write(tmp_path, "p.yaml", [make_pod("a"), make_pod("huge", cpu="64")])
+    report = tmp_path / "r.html"
+    args = SimpleNamespace(config=None, cluster=snap, pods=pods, explain=["default/a"], report=str(report),
+                           seed=0, output="json", plugin_module=[])
+    assert main(args) == 1  # one pod could not be placed
+    out = json.loads(capsys.readouterr().out)
+    assert [p["result"] for p in out["placements"]] == ["Scheduled", "Unschedulable"]
+    page = report.read_text()
+    assert "<script type=\"application/json\" id=\"sim-data\">" in page and "http" not in page.split("<body")[1].replace(
+        "http://www.w3.org/2000/svg", "")  # self-contained: no external resources
+    bad = write(tmp_path, "bad.yaml", [as_list([make_node("n", cpu="four")])])
+    args.cluster = bad
+    assert main(args) == 2
+    assert "status.allocatable.cpu: invalid quantity 'four'" in capsys.readouterr().err
+
+
+def test_report_escapes_user_text():
+    from scheduler.simulate import Placement, SimulationResult
+    res = SimulationResult("p", 0, [Placement("ns/<script>", None, "Unschedulable", "</script><b>x", "p")],
+                           {"resources": [], "nodes": [], "zones": []}, {"resources": [], "nodes": [], "zones": []})
+    page = render(res)
+    assert "ns/&lt;script&gt;" in page and "&lt;/script&gt;&lt;b&gt;x" in page  # HTML escaped
+    assert "<\\/script><b>x" in page and "</script><b>x" not in page  # the JSON cannot close its script

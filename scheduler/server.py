@@ -126,5 +126,6 @@ class SecureServer:
             return web.Response(status=400, text="query parameter pod=<namespace>/<name> is required")
         got = self.explain(key) if self.explain is not None else None
         if got is None:
-            return web.Response(status=404, text=f"no scheduling cycle recorded for pod {key}")
+            return web.Response(status=404, text=f"no scheduling cycle recorded for pod {key}: annotate the pod "
+                                                  f"pysched.io/explain=true or run with --explain-all")
         return web.Response(text=json.dumps(got, indent=2), content_type="application/json")

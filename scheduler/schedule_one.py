@@ -319,42 +319,47 @@ class Scheduler:
         host = self.cache.table.infos[int(feasible.slots[pick])].spec.name
         return ScheduleResult(host, len(feasible) + diagnosis.num_failed, len(feasible))
 
-    def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo,
-                     trace: CycleTrace | None = None) -> ScheduleResult:
-        feasible, diagnosis, n_all = self.find_feasible(fwk, state, pod, trace)
+    def _settle(self, pod: PodInfo, feasible: NodeBatch, diagnosis: Diagnosis, n_all: int,
+                trace: CycleTrace | None) -> ScheduleResult | None:
+        """After filtering: record the feasible set, fail when it is empty, take a lone node unscored."""
         if trace is not None:
             trace.feasible = feasible.names
         if not len(feasible):
             raise FitError(pod.key, n_all, diagnosis)
         if len(feasible) == 1:
             return ScheduleResult(feasible.names[0], 1 + diagnosis.num_failed, 1)
-        total = self.prioritize(fwk, state, pod, feasible, trace)
-        return self._select(feasible, total, diagnosis)
+        return None
+
+    def schedule_pod(self, fwk: Framework, state: CycleState, pod: PodInfo,
+                     trace: CycleTrace | None = None) -> ScheduleResult:
+        feasible, diagnosis, n_all = self.find_feasible(fwk, state, pod, trace)
+        settled = self._settle(pod, feasible, diagnosis, n_all, trace)
+        if settled is not None:
+            return settled
+        return self._select(feasible, self.prioritize(fwk, state, pod, feasible, trace), diagnosis)
 
     async def schedule_pod_async(self, fwk: Framework, state: CycleState, pod: PodInfo,
                                  trace: CycleTrace | None = None) -> ScheduleResult:
         feasible, diagnosis, n_all = self.find_feasible(fwk, state, pod, trace)
         names = await self.run_filter_extenders(pod, feasible.names, diagnosis, trace)
         feasible = self._batch_of(names)
-        if trace is not None:
-            trace.feasible = feasible.names
+        settled = self._settle(pod, feasible, diagnosis, n_all, trace)
+        if settled is not None:
+            return settled
+        interested = [e for e in self.extenders if e.prioritize_verb and e.is_interested(pod)]
+        if not interested:
+            return self._select(feasible, self.prioritize(fwk, state, pod, feasible, trace), diagnosis)
+        # With prioritize extenders, a profile without score plugins contributes 0, not the 1 that
+        # prioritize gives when nothing at all scores.
+        total = self.prioritize(fwk, state, pod, feasible, trace) if fwk.has_score_plugins() else \
+            np.zeros(len(feasible), dtype=np.int64)
+        names = feasible.names
+        extra = await self.run_prioritize_extenders(pod, names, interested, trace)
+        feasible = self._batch_of(names)          # nodes may have gone while we waited
+        keep = [i for i, n in enumerate(names) if n in self.cache.nodes]
+        total = total[keep] + np.array([extra.get(names[i], 0) for i in keep], dtype=np.int64)
         if not len(feasible):
             raise FitError(pod.key, n_all, diagnosis)
-        if len(feasible) == 1:
-            return ScheduleResult(feasible.names[0], 1 + diagnosis.num_failed, 1)
-        interested = [e for e in self.extenders if e.prioritize_verb and e.is_interested(pod)]
-        if not fwk.has_score_plugins() and not interested:
-            total = np.ones(len(feasible), dtype=np.int64)
-        else:
-            total = self.prioritize(fwk, state, pod, feasible, trace) if fwk.has_score_plugins() else \
-                np.zeros(len(feasible), dtype=np.int64)
-            names = feasible.names
-            extra = await self.run_prioritize_extenders(pod, names, interested, trace)
-            feasible = self._batch_of(names)          # nodes may have gone while we waited
-            keep = [i for i, n in enumerate(names) if n in self.cache.nodes]
-            total = total[keep] + np.array([extra.get(names[i], 0) for i in keep], dtype=np.int64)
-            if not len(feasible):
-                raise FitError(pod.key, n_all, diagnosis)
         return self._select(feasible, total, diagnosis)
 
     def _batch_of(self, names: list[str]) -> NodeBatch:

@@ -6,7 +6,9 @@ summary in ``pysched.io/explanation``: the outcome, how many nodes each filter p
 why, and the best nodes with their weighted score per plugin. The summary is bounded (top nodes
 only, reasons truncated) so it stays far below the API's 256 KiB annotation limit. It is written
 through the ``pods/status`` subresource, which may change metadata, so no extra RBAC is needed,
-and only when it changed since the last write.
+only when it changed since the last write, and only once the cycle has an outcome (the bind
+succeeded, or the cycle failed and ``error`` says why), so a ``selectedNode`` without an ``error``
+is the node the pod is bound to.
 """
 
 from __future__ import annotations

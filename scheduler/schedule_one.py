@@ -208,6 +208,8 @@ class Scheduler:
         METRICS.algorithm_duration.observe(time.perf_counter() - start)
         host = result.host
         if trace is not None:
+            # Served at /debug/explain now; the pod annotation waits for the outcome (bound or
+            # failed) so it never names a node the pod is not on.
             trace.selected = host
             self._store_trace(pod, trace)
 
@@ -216,14 +218,14 @@ class Scheduler:
         if st is not None and not st.is_success():
             fwk.run_unreserve(state, assumed, host)
             self._forget(assumed)
-            self._fail(fwk, qpi, st, start)
+            self._fail(fwk, qpi, st, start, trace=trace)
             return
         st, timeout = fwk.run_permit(state, assumed, host)
         waiting = st is not None and st.is_wait()
         if st is not None and not st.is_success() and not waiting:
             fwk.run_unreserve(state, assumed, host)
             self._forget(assumed)
-            self._fail(fwk, qpi, st, start)
+            self._fail(fwk, qpi, st, start, trace=trace)
             return
         task = asyncio.get_running_loop().create_task(
             self.binding_cycle(fwk, state, qpi, assumed, host, start, waiting, timeout))
@@ -520,6 +522,9 @@ class Scheduler:
                      f"Successfully assigned {assumed.namespace}/{assumed.name} to {host}")
         fwk.run_post_bind(state, assumed, host)
         self.queue.done(assumed.uid)
+        trace = state.get(TRACE_KEY)
+        if trace is not None:
+            self._publish_explanation(assumed, trace.to_dict())
 
     def _binding_failed(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
                         host: str, st: Status, start: float) -> None:
@@ -536,7 +541,8 @@ class Scheduler:
             self.queue.done(assumed.uid)
             return
         log.warning("bind failed; will retry", extra=kv(pod=assumed.key, node=host, error=st.message()))
-        self._fail(fwk, qpi, Status(Code.ERROR, st.message(), plugin=st.plugin), start, binding=True)
+        self._fail(fwk, qpi, Status(Code.ERROR, st.message(), plugin=st.plugin), start, binding=True,
+                   trace=state.get(TRACE_KEY))
 
     def _forget(self, assumed: PodInfo) -> None:
         if self.cache.forget(assumed) and self.on_cluster_event is not None:
@@ -557,7 +563,7 @@ class Scheduler:
         msg = status.message()
         if trace is not None:
             trace.error = msg
-            self._store_trace(pod, trace)
+            self._publish_explanation(pod, self._store_trace(pod, trace))
         self.last_results[pod.uid] = {"error": msg}
         if diagnosis is not None:
             qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
@@ -612,10 +618,15 @@ class Scheduler:
                 return
             log.warning("error updating pod condition", extra=kv(pod=pod.key, error=str(exc)))
 
-    def _store_trace(self, pod: PodInfo, trace: CycleTrace) -> None:
+    def _store_trace(self, pod: PodInfo, trace: CycleTrace) -> dict:
+        """Keep the cycle's trace for /debug/explain (bounded, oldest out first)."""
         if len(self.traces) >= self.trace_limit:
             self.traces.pop(next(iter(self.traces)))
         data = self.traces[pod.key] = trace.to_dict()
+        return data
+
+    def _publish_explanation(self, pod: PodInfo, data: dict) -> None:
+        """Write the summary onto a pod that asked for it, once the cycle's outcome is known."""
         if self.client is not None and explain.requested(pod):
             value = explain.annotation_value(data)
             if self._explained.get(pod.uid) == value:

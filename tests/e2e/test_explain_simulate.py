@@ -2,7 +2,8 @@
 
 * ``pysched simulate`` over a snapshot of a live cluster places a set of pods exactly where the
   live scheduler, given the same tie-break seed and the same pods in the same order, binds them.
-* A pod that opts in gets ``pysched.io/explanation``; ``/debug/explain`` serves the full trace.
+* A pod that opts in gets ``pysched.io/explanation`` once its cycle has an outcome (bound, or
+  failed with the reason), never while it is only assumed; ``/debug/explain`` serves the full trace.
 * ``--shadow`` beside kube-scheduler predicts, compares and exports agreement, and never binds,
   patches or records anything.
 * The simulate HTML report renders its charts in headless Chromium without a script error.
@@ -21,9 +22,11 @@ import pytest
 import yaml
 
 from scheduler.devcluster import KubeSchedulerProcess
-from scheduler.testkit import create_nodes, list_pods, make_node, make_pod, pod_scheduled_condition
+from scheduler.framework.status import Code, Status
+from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
 from .conftest import REPO, scheduler_config, wait_for
+from .inprocess import PauseBeforeBind, in_process_app, paused_profile
 
 pytestmark = pytest.mark.e2e
 ZONE = "topology.kubernetes.io/zone"
@@ -153,6 +156,44 @@ async def test_explanation_annotation_and_debug_endpoint(control_plane, admin, s
     assert "pysched.io/explanation" not in (quiet["metadata"].get("annotations") or {})
     status, _ = await sched.get("/debug/explain?pod=default/quiet")
     assert status == 404
+
+
+async def test_explanation_is_written_when_the_binding_cycle_ends(control_plane, admin):
+    """While the pod is held in PreBind it is only assumed: the trace is served, the pod is not
+    annotated. A failed bind annotates the chosen node and the error; the retry that binds replaces it."""
+    PauseBeforeBind.reset(outcome=Status(Code.ERROR, "volume not attached yet"))
+    app = await in_process_app(control_plane, scheduler_config(profiles=[paused_profile()]), pause=True)
+    await create_nodes(admin, [make_node("a"), make_node("b")])
+    await create_pods(admin, [make_pod("held", annotations={"pysched.io/explain": "true"})])
+    task = asyncio.create_task(app.run())
+    try:
+        await asyncio.wait_for(PauseBeforeBind.waiting.wait(), 30)
+        chosen = PauseBeforeBind.nodes[0]
+        assert app.scheduler.traces["default/held"]["selectedNode"] == chosen
+        await asyncio.gather(*app.scheduler.api_tasks)  # every write the scheduler started has landed
+        pod = await admin.get("/api/v1/namespaces/default/pods/held")
+        assert "pysched.io/explanation" not in (pod["metadata"].get("annotations") or {})
+
+        async def explanation():
+            pod = await admin.get("/api/v1/namespaces/default/pods/held")
+            value = (pod["metadata"].get("annotations") or {}).get("pysched.io/explanation")
+            return (pod, json.loads(value)) if value else None
+
+        PauseBeforeBind.release.set()
+        pod, why = await wait_for(explanation, 30, what="explanation after the failed bind")
+        assert why["selectedNode"] == chosen and "volume not attached yet" in why["error"]
+        assert not pod["spec"].get("nodeName")
+
+        PauseBeforeBind.outcome = None  # the retry (after backoff) binds
+
+        async def bound_and_explained():
+            got = await explanation()
+            return got if got and got[0]["spec"].get("nodeName") and "error" not in got[1] else None
+        pod, why = await wait_for(bound_and_explained, 30, what="bound and re-explained")
+        assert why["selectedNode"] == pod["spec"]["nodeName"] == PauseBeforeBind.nodes[-1]
+    finally:
+        app.request_stop()
+        await task
 
 
 async def _bound(admin, name):

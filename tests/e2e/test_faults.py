@@ -7,16 +7,14 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from scheduler import config as configmod
-from scheduler.app import Options, SchedulerApp
-from scheduler.framework.interface import PreBindPlugin
-from scheduler.framework.registry import build_registry
-from scheduler.kubeauth import load_kubeconfig
 from scheduler.metrics import METRICS
 from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
 
 from .conftest import REPO, scheduler_config, wait_for
+from .inprocess import PauseBeforeBind, in_process_app, paused_profile
 from .test_scheduling import assert_no_overcommit
 
 pytestmark = pytest.mark.e2e
@@ -45,31 +43,9 @@ async def test_apiserver_restart_mid_burst_loses_nothing(control_plane, admin, s
     sched.terminate()
 
 
-class PauseBeforeBind(PreBindPlugin):
-    """Test-only PreBind plugin: holds every pod until the test releases it."""
-    name = "PauseBeforeBind"
-    waiting: asyncio.Event
-    release: asyncio.Event
-
-    async def pre_bind(self, state, pod, node_name):
-        type(self).waiting.set()
-        type(self).nodes.append(node_name)
-        await type(self).release.wait()
-        return None
-
-
-async def _app(control_plane, cfg_raw: dict, registry=None) -> SchedulerApp:
-    cfg = configmod.parse(cfg_raw)
-    return SchedulerApp(cfg, Options(kubeconfig=str(control_plane.kubeconfig), serve=False, kopf=False, seed=1),
-                        load_kubeconfig(control_plane.kubeconfig), registry)
-
-
 async def test_node_deleted_before_bind_pod_goes_elsewhere(control_plane, admin):
-    PauseBeforeBind.waiting, PauseBeforeBind.release, PauseBeforeBind.nodes = asyncio.Event(), asyncio.Event(), []
-    reg = build_registry()
-    reg.register(PauseBeforeBind)
-    app = await _app(control_plane, scheduler_config(profiles=[{"schedulerName": "pysched", "plugins": {
-        "preBind": {"enabled": [{"name": "PauseBeforeBind"}]}}}]), reg)
+    PauseBeforeBind.reset()
+    app = await in_process_app(control_plane, scheduler_config(profiles=[paused_profile()]), pause=True)
     prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 100, "preference": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
                                                              "values": ["doomed"]}]}}]}}
@@ -93,7 +69,7 @@ async def test_node_deleted_before_bind_pod_goes_elsewhere(control_plane, admin)
 
 
 async def test_bind_answered_409_drops_the_pod_without_retry(control_plane, admin):
-    app = await _app(control_plane, scheduler_config())
+    app = await in_process_app(control_plane, scheduler_config())
     await create_nodes(admin, [make_node("a"), make_node("b")])
     await create_pods(admin, [make_pod("p")])
     await app.start_informers()
@@ -149,7 +125,7 @@ def test_write_config_to_prints_effective_defaults(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "scheduler", "--write-config-to", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    eff = configmod.parse(__import__("yaml").safe_load(out.read_text()))
+    eff = configmod.parse(yaml.safe_load(out.read_text()))
     assert eff.leader_election.lease_duration == 15 and eff.profiles[0].scheduler_name == "pysched"
     text = out.read_text()
     assert "NodeResourcesFit" in text and "LeastAllocated" in text and "hardPodAffinityWeight: 1" in text

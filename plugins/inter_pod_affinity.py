@@ -42,6 +42,7 @@ REASON_EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules
 PRE_FILTER_KEY = "InterPodAffinity/preFilter"
 PRE_SCORE_KEY = "InterPodAffinity/preScore"
 
+
 class InterPodAffinityArgs:
     def __init__(self, hard_pod_affinity_weight: int = 1, ignore_preferred_terms_of_existing_pods: bool = False):
         self.hard_pod_affinity_weight = hard_pod_affinity_weight
@@ -58,8 +59,10 @@ class InterPodAffinityArgs:
         return {"hardPodAffinityWeight": self.hard_pod_affinity_weight,
                 "ignorePreferredTermsOfExistingPods": self.ignore_preferred_terms_of_existing_pods}
 
+
 class _State:
     __slots__ = ("aff_terms", "aff_dom", "any_match", "self_ok", "anti_terms", "anti_dom", "blocked")
+
 
 class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
     name = "InterPodAffinity"

@@ -127,7 +127,6 @@ def apply(pod: dict, *, default_scheduler: str, classes: dict[str, int], global_
     """A created copy of ``pod`` (the input is not modified)."""
     p = copy.deepcopy(pod)
     meta = p.setdefault("metadata", {})
-    meta.setdefault("namespace", "default")
     if not meta.get("namespace"):
         meta["namespace"] = "default"
     meta.setdefault("uid", f"simulated-{seq:06d}-{meta['name']}")

@@ -121,7 +121,7 @@ class SchedulerApp:
         shadow = options.shadow
         self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=routing,
                                    recorder=None if shadow else self.recorder, client=None if shadow else self.client,
-                                   percentage_of_nodes_to_score=100 if shadow else cfg.percentage_of_nodes_to_score,
+                                   percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
                                    extenders=[] if shadow else self.extenders, seed=options.seed,
                                    on_cluster_event=self.handlers._move)
         self.scheduler.explain_all = options.explain_all

@@ -10,7 +10,7 @@ read-to-close bodies). Watches stay on aiohttp, whose streaming is fine once per
 Connections are reused while the server keeps them alive, dropped after ``idle_timeout`` seconds
 idle (before the API server's own idle close), and never reused after an error. A request that
 finds its pooled connection closed by the server before any response byte arrived is retried once
-on a fresh connection if it is idempotent (GET, HEAD, PUT, DELETE; never POST or PATCH).
+on a fresh connection if it is idempotent (GET, HEAD, PUT, DELETE, OPTIONS; never POST or PATCH).
 """
 
 from __future__ import annotations
@@ -69,13 +69,7 @@ class _Connection(asyncio.Protocol):
         if self._waiter is None:
             self._fail(HTTPError("unsolicited data from the server"))
             return
-        try:
-            resp = self._parse(eof=False)
-        except HTTPError as exc:
-            self._fail(exc)
-            return
-        if resp is not None:
-            self._finish(resp)
+        self._deliver(eof=False)
 
     def eof_received(self):
         return False  # let the transport close; connection_lost follows
@@ -84,15 +78,8 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self._waiter is None or self._waiter.done():
             return
-        if self._head is not None and self._read_to_close():
-            try:
-                resp = self._parse(eof=True)
-            except HTTPError as err:
-                self._fail(err)
-                return
-            if resp is not None:
-                self._finish(resp)
-                return
+        if self._head is not None and self._read_to_close() and self._deliver(eof=True):
+            return
         got = bool(self._buf) or self._head is not None
         self._fail(ConnectionClosed(f"connection closed by the server{': ' + str(exc) if exc else ''}", got_bytes=got))
 
@@ -107,6 +94,18 @@ class _Connection(asyncio.Protocol):
         self._waiter = asyncio.get_running_loop().create_future()
         self.transport.write(data)
         return self._waiter
+
+    def _deliver(self, eof: bool) -> bool:
+        """Parse what has arrived; settle the waiter if the response is complete (or broken)."""
+        try:
+            resp = self._parse(eof)
+        except HTTPError as exc:
+            self._fail(exc)
+            return True
+        if resp is None:
+            return False
+        self._finish(resp)
+        return True
 
     def _finish(self, resp: Response) -> None:
         waiter, self._waiter = self._waiter, None
@@ -129,7 +128,7 @@ class _Connection(asyncio.Protocol):
 
     def _read_to_close(self) -> bool:
         _, _, headers, _ = self._head
-        return "content-length" not in headers and "chunked" not in headers.get("transfer-encoding", "")
+        return "content-length" not in headers and not _chunked(headers)
 
     def _parse(self, eof: bool) -> Response | None:
         buf = self._buf
@@ -158,7 +157,7 @@ class _Connection(asyncio.Protocol):
         status, reason, headers, start = self._head
         if self._method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             return Response(status, reason, headers, b"")
-        if "chunked" in headers.get("transfer-encoding", "").lower():
+        if _chunked(headers):
             return self._parse_chunked(status, reason, headers)
         cl = headers.get("content-length")
         if cl is not None:
@@ -279,6 +278,10 @@ class HTTPPool:
         self.closed = True
         while self._idle:
             self._idle.pop().close()
+
+
+def _chunked(headers: dict[str, str]) -> bool:
+    return "chunked" in headers.get("transfer-encoding", "").lower()
 
 
 def _expire(conn: _Connection, fut: asyncio.Future, timeout: float) -> None:

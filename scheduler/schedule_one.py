@@ -605,7 +605,10 @@ class Scheduler:
             cond["lastTransitionTime"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         if pod.generation:
             cond["observedGeneration"] = pod.generation
-        patch = {"status": {"conditions": [cond]}}
+        self._patch_soon(pod, {"status": {"conditions": [cond]}})
+
+    def _patch_soon(self, pod: PodInfo, patch: dict) -> None:
+        """Send a pods/status patch in the background (tracked in ``api_tasks``)."""
         task = asyncio.get_running_loop().create_task(self._send_patch(pod, patch))
         self.api_tasks.add(task)
         task.add_done_callback(self.api_tasks.discard)
@@ -634,7 +637,4 @@ class Scheduler:
             if len(self._explained) >= self.trace_limit:
                 self._explained.pop(next(iter(self._explained)))
             self._explained[pod.uid] = value
-            patch = {"metadata": {"annotations": {explain.RESULT_ANNOTATION: value}}}
-            task = asyncio.get_running_loop().create_task(self._send_patch(pod, patch))
-            self.api_tasks.add(task)
-            task.add_done_callback(self.api_tasks.discard)
+            self._patch_soon(pod, {"metadata": {"annotations": {explain.RESULT_ANNOTATION: value}}})

@@ -73,12 +73,11 @@ class ShadowRecorder:
             return
         state = CycleState()
         try:
-            feasible, diagnosis, _ = sched.find_feasible(fwk, state, pod, None)
-            if not len(feasible):
-                raise FitError(pod.key, len(self.cache.nodes), diagnosis)
+            feasible, diagnosis, n_all = sched.find_feasible(fwk, state, pod, None)
+            settled = sched._settle(pod, feasible, diagnosis, n_all, None)
             names = feasible.names
-            if len(feasible) == 1:
-                host, top = names[0], frozenset(names)
+            if settled is not None:
+                host, top = settled.host, frozenset(names)
             else:
                 total = sched.prioritize(fwk, state, pod, feasible, None)
                 best = total.max()

@@ -171,11 +171,8 @@ class Simulation:
         missing = sorted(set(explain) - set(traces))
         for key in missing:
             notes.append(f"--explain {key}: no such pod in --pods")
-        return SimulationResult(profile, self.seed, placements, before, self.utilisation_after(resources),
+        return SimulationResult(profile, self.seed, placements, before, utilisation(self.sim, resources),
                                 traces, notes)
-
-    def utilisation_after(self, resources: list[str]) -> dict:
-        return utilisation(self.sim, resources)
 
 
 # -- text output ------------------------------------------------------------------------------
@@ -188,11 +185,14 @@ def _amount(r: str, v: int) -> str:
     return str(v) if r == "pods" else format_resource(r, v)
 
 
+def _pct_change(r: str, b: dict, a: dict) -> str:
+    return f"{_pct(b['requested'][r], b['allocatable'][r])} -> {_pct(a['requested'][r], a['allocatable'][r])}"
+
+
 def _change(r: str, b: dict, a: dict) -> str:
     if not a["allocatable"][r] and not a["requested"][r]:
         return "-"
-    return (f"{_pct(b['requested'][r], b['allocatable'][r])} -> {_pct(a['requested'][r], a['allocatable'][r])}"
-            f" ({_amount(r, a['requested'][r])}/{_amount(r, a['allocatable'][r])})")
+    return f"{_pct_change(r, b, a)} ({_amount(r, a['requested'][r])}/{_amount(r, a['allocatable'][r])})"
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -215,9 +215,7 @@ def format_text(res: SimulationResult) -> str:
     out += [_table(rows), "", "Utilisation by zone (before -> after):"]
     rows = [["ZONE", "NODES", *[r.upper() if r in BASE_RESOURCES else r for r in resources]]]
     for b, a in zip(res.before["zones"], res.after["zones"]):
-        rows.append([b["zone"] or "(no zone)", str(b["nodes"])] + [
-            f"{_pct(b['requested'][r], b['allocatable'][r])} -> {_pct(a['requested'][r], a['allocatable'][r])}"
-            for r in resources])
+        rows.append([b["zone"] or "(no zone)", str(b["nodes"])] + [_pct_change(r, b, a) for r in resources])
     out.append(_table(rows))
     for key, trace in res.explain.items():
         out += ["", format_explain(trace)]

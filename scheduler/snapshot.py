@@ -180,7 +180,8 @@ def validate_pod(obj: dict, path, where: str) -> None:
         if not isinstance(t, dict):
             raise _fail(path, obj, where, f, "expected an object")
         if (t.get("operator") or "") not in TOLERATION_OPERATORS:
-            raise _fail(path, obj, where, f"{f}.operator", f"must be Equal or Exists, got {t.get('operator')!r}")
+            raise _fail(path, obj, where, f"{f}.operator",
+                            f"must be empty or one of {', '.join(TOLERATION_OPERATORS[1:])}, got {t.get('operator')!r}")
         if t.get("effect") and t["effect"] not in TAINT_EFFECTS:
             raise _fail(path, obj, where, f"{f}.effect", f"must be empty or one of {', '.join(TAINT_EFFECTS)}")
         if t.get("operator") == "Exists" and t.get("value"):

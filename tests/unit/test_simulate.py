@@ -65,6 +65,12 @@ def test_bad_pod_fields_are_named(tmp_path):
     path = write(tmp_path, "pods.yaml", [aff])
     with pytest.raises(SnapshotError, match=r"Pod default/aff \(document\): spec.affinity.nodeAffinity"):
         load_pods(path)
+    tol = make_pod("tol", tolerations=[{"key": "gpu", "operator": "Near"}])
+    path = write(tmp_path, "tol.yaml", [tol])
+    with pytest.raises(SnapshotError) as err:
+        load_pods(path)
+    assert str(err.value) == (f"{path}: Pod default/tol (document): spec.tolerations[0].operator: "
+                              "must be empty or one of Equal, Exists, Lt, Gt, got 'Near'")
 
 
 def test_unreadable_yaml_and_wrong_kinds(tmp_path):

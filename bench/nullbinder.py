@@ -2,9 +2,9 @@
 
 ``python -m bench.nullbinder --kubeconfig K --scheduler-name NAME [--qps Q --burst B]`` watches
 pending pods with that ``schedulerName`` and binds each to the next node in round-robin order,
-with no filtering or scoring, through the same client (aiohttp + orjson, token bucket, keep-alive
-pool) and bind concurrency as pysched. Whatever rate it reaches is what the API server and etcd on
-this machine allow; a real scheduler can only approach it.
+with no filtering or scoring, through the same client (scheduler.kubeclient: its keep-alive pool,
+orjson, token bucket) and bind concurrency as pysched. Whatever rate it reaches is what the API
+server and etcd on this machine allow; a real scheduler can only approach it.
 """
 
 from __future__ import annotations
@@ -51,9 +51,13 @@ async def run(args) -> None:
         tasks.add(t)
         t.add_done_callback(tasks.discard)
 
-    items, rv = await client.list_all("/api/v1/pods", {"fieldSelector": selector})
-    for pod in items:
-        enqueue(pod)
+    async def relist() -> str:
+        items, rv = await client.list_all("/api/v1/pods", {"fieldSelector": selector})
+        for pod in items:
+            enqueue(pod)
+        return rv
+
+    rv = await relist()
     print("READY", flush=True)
     while True:
         try:
@@ -65,9 +69,7 @@ async def run(args) -> None:
                     enqueue(obj)
         except ApiError as exc:
             if exc.status == 410:
-                items, rv = await client.list_all("/api/v1/pods", {"fieldSelector": selector})
-                for pod in items:
-                    enqueue(pod)
+                rv = await relist()
             else:
                 await asyncio.sleep(0.2)
 

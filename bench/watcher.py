@@ -37,11 +37,15 @@ async def watch(args) -> dict:
             rec["bound"], rec["node"] = now, node
             bound += 1
 
-    try:
+    async def relist() -> str:
         items, rv = await client.list_all(path, {"labelSelector": args.selector})
         now = time.time()
         for pod in items:
             observe(pod, now)
+        return rv
+
+    try:
+        rv = await relist()
         print("READY", flush=True)
         deadline = time.monotonic() + args.timeout
         while bound < args.expect and time.monotonic() < deadline:
@@ -59,10 +63,7 @@ async def watch(args) -> dict:
                             break
             except ApiError as exc:
                 if exc.status == 410:
-                    items, rv = await client.list_all(path, {"labelSelector": args.selector})
-                    now = time.time()
-                    for pod in items:
-                        observe(pod, now)
+                    rv = await relist()
                 else:
                     print(f"watch error: {exc}", file=sys.stderr, flush=True)
                     await asyncio.sleep(0.2)

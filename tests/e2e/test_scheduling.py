@@ -10,7 +10,7 @@ from scheduler.quantity import resource_value
 from scheduler.resources import pod_requests
 from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
-from .conftest import wait_for
+from .conftest import scheduler_config, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -138,7 +138,10 @@ async def test_unschedulable_pod_is_retried_on_node_add_and_pod_delete(admin, sc
 async def test_kill_mid_burst_and_restart_loses_and_double_books_nothing(admin, scheduler_factory):
     await create_nodes(admin, [make_node(f"n{i:02d}", cpu="2", memory="64Gi") for i in range(20)])
     await create_pods(admin, [make_pod(f"p-{i:03d}", cpu="100m", memory="64Mi") for i in range(400)])  # exactly full
-    first = scheduler_factory(name="first").start()
+    # The first replica is throttled to 20 writes/s so the burst lasts ~20s and the kill lands in
+    # the middle of it on any machine; unthrottled it can bind all 400 between two polls.
+    slow = scheduler_config(clientConnection={"qps": 20, "burst": 20})
+    first = scheduler_factory(slow, name="first").start()
 
     async def count_bound():
         return sum(1 for p in await list_pods(admin, "default") if p["spec"].get("nodeName"))
@@ -163,7 +166,6 @@ async def _at_least(fn, n):
 
 
 async def test_two_profiles_in_one_process(admin, scheduler_factory):
-    from .conftest import scheduler_config
     await create_nodes(admin, [make_node("x", cpu="4"), make_node("y", cpu="4")])
     cfg = scheduler_config(profiles=[
         {"schedulerName": "pysched"},

@@ -30,6 +30,7 @@ import math
 
 import numpy as np
 
+from scheduler.apinames import qualified_name_problem
 from scheduler.config import ConfigError
 from scheduler.framework.args import get_int, get_list, get_str, get_str_list, strict
 from scheduler.framework.interface import (MAX_NODE_SCORE, ClusterEvent, ClusterEventWithHint,
@@ -45,7 +46,6 @@ STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
 MAX_UTILIZATION = 100
 MAX_CUSTOM_PRIORITY_SCORE = 10
 TOO_MANY_PODS = "Too many pods"
-_LABEL_NAME_MAX = 63
 
 
 def parse_resource_specs(raw_list: list, path: str, *, default: list[tuple[str, int]],
@@ -84,14 +84,16 @@ class NodeResourcesFitArgs:
                      kind="NodeResourcesFitArgs")
         ignored = get_str_list(raw, "ignoredResources", path)
         for i, r in enumerate(ignored):
-            if not r or len(r.split("/")[-1]) > _LABEL_NAME_MAX:
-                raise ConfigError(f"{path}.ignoredResources[{i}]: {r!r} is not a valid resource name")
+            problem = qualified_name_problem(r)
+            if problem:
+                raise ConfigError(f"{path}.ignoredResources[{i}]: {r!r} is not a valid resource name: {problem}")
         groups = get_str_list(raw, "ignoredResourceGroups", path)
         for i, g in enumerate(groups):
             if "/" in g:
                 raise ConfigError(f"{path}.ignoredResourceGroups[{i}]: {g!r}: resource group name can't contain '/'")
-            if not g:
-                raise ConfigError(f"{path}.ignoredResourceGroups[{i}]: must not be empty")
+            problem = qualified_name_problem(g)
+            if problem:
+                raise ConfigError(f"{path}.ignoredResourceGroups[{i}]: {g!r} is not a valid group name: {problem}")
         ss = strict(raw.get("scoringStrategy"), f"{path}.scoringStrategy",
                     ("type", "resources", "requestedToCapacityRatio"))
         sp = f"{path}.scoringStrategy"

@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from scheduler.apinames import qualified_name_problem
 from scheduler.config import ConfigError
 from scheduler.framework.args import get_list, get_str, strict
 from scheduler.framework.interface import (MAX_NODE_SCORE, ClusterEvent, ClusterEventWithHint,
@@ -108,6 +109,9 @@ class PodTopologySpreadArgs:
                 raise ConfigError(f"{cp}.maxSkew: must be greater than zero")
             if not c.get("topologyKey"):
                 raise ConfigError(f"{cp}.topologyKey: Required value")
+            problem = qualified_name_problem(c["topologyKey"]) if isinstance(c["topologyKey"], str) else "expected a string"
+            if problem:
+                raise ConfigError(f"{cp}.topologyKey: Invalid value {c['topologyKey']!r}: {problem}")
             if c.get("whenUnsatisfiable") not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
                 raise ConfigError(f"{cp}.whenUnsatisfiable: must be DoNotSchedule or ScheduleAnyway")
             if c.get("labelSelector") is not None:

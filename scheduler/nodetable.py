@@ -103,6 +103,7 @@ class NodeTable:
     def _grow(self) -> None:
         old = self.capacity
         new = old * 2
+
         def grow(a, fill=0):
             b = np.full((new,) + a.shape[1:], fill, dtype=a.dtype)
             b[:old] = a

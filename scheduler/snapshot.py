@@ -10,14 +10,18 @@ than with a wrong placement.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .apinames import (dns1123_label_problem, dns1123_subdomain_problem, label_value_problem,
+                       qualified_name_problem)
 from .quantity import QuantityError, resource_value
 from .yamlfile import YAMLFileError, read_yaml
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("", "Equal", "Exists", "Lt", "Gt")
+_INT64_RE = re.compile(r"0|-?[1-9][0-9]*")          # the apiserver's IsDecimalInteger (fullmatch)
 USED_KINDS = ("Namespace", "Service", "ReplicaSet", "StatefulSet", "ReplicationController",
               "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "PriorityClass")
 
@@ -80,7 +84,8 @@ def _fail(path, obj, where, fld, problem) -> SnapshotError:
     return SnapshotError(f"{path}: {_describe(obj, where)}: {fld}: {problem}")
 
 
-def _string_map(path, obj, where, fld, value) -> None:
+def _string_map(path, obj, where, fld, value, key_problem=None, value_problem=None) -> None:
+    """A map of strings; with ``key_problem``/``value_problem``, each key and value is checked too."""
     if value is None:
         return
     if not isinstance(value, dict):
@@ -88,6 +93,17 @@ def _string_map(path, obj, where, fld, value) -> None:
     for k, v in value.items():
         if not isinstance(k, str) or not isinstance(v, str):
             raise _fail(path, obj, where, f"{fld}[{k}]", f"expected a string, got {v!r} (quote it in YAML)")
+        problem = key_problem(k) if key_problem else None
+        if problem:
+            raise _fail(path, obj, where, fld, f"invalid key {k!r}: {problem}")
+        problem = value_problem(v) if value_problem else None
+        if problem:
+            raise _fail(path, obj, where, f"{fld}[{k}]", f"invalid value {v!r}: {problem}")
+
+
+def _labels(path, obj, where, fld, value) -> None:
+    """A label map (``metadata.labels``, ``spec.nodeSelector``): keys and values as the API requires."""
+    _string_map(path, obj, where, fld, value, qualified_name_problem, label_value_problem)
 
 
 def _quantities(path, obj, where, fld, value) -> None:
@@ -102,17 +118,27 @@ def _quantities(path, obj, where, fld, value) -> None:
             raise _fail(path, obj, where, f"{fld}.{name}", str(exc)) from None
 
 
-def _metadata(path, obj, where, *, namespaced: bool) -> dict:
+def _metadata(path, obj, where, *, namespaced: bool, name_problem=None) -> dict:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         raise _fail(path, obj, where, "metadata", "required")
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise _fail(path, obj, where, "metadata.name", "required")
-    if namespaced and meta.get("namespace") is not None and not isinstance(meta.get("namespace"), str):
-        raise _fail(path, obj, where, "metadata.namespace", "expected a string")
-    _string_map(path, obj, where, "metadata.labels", meta.get("labels"))
-    _string_map(path, obj, where, "metadata.annotations", meta.get("annotations"))
+    problem = name_problem(name) if name_problem else None
+    if problem:
+        raise _fail(path, obj, where, "metadata.name", f"invalid name {name!r}: {problem}")
+    ns = meta.get("namespace")
+    if namespaced and ns is not None:
+        if not isinstance(ns, str):
+            raise _fail(path, obj, where, "metadata.namespace", "expected a string")
+        problem = dns1123_label_problem(ns) if ns else None
+        if problem:
+            raise _fail(path, obj, where, "metadata.namespace", f"invalid namespace {ns!r}: {problem}")
+    _labels(path, obj, where, "metadata.labels", meta.get("labels"))
+    # The apiserver checks annotation keys case-insensitively; values are free text.
+    _string_map(path, obj, where, "metadata.annotations", meta.get("annotations"),
+                lambda k: qualified_name_problem(k.lower()))
     return meta
 
 
@@ -133,18 +159,31 @@ def _list(path, obj, where, fld, value) -> list:
 
 
 def validate_node(obj: dict, path, where: str) -> None:
-    _metadata(path, obj, where, namespaced=False)
+    _metadata(path, obj, where, namespaced=False, name_problem=dns1123_subdomain_problem)
     spec = _mapping(path, obj, where, "spec", obj.get("spec"))
+    seen: dict[tuple[str, str], int] = {}
     for i, t in enumerate(_list(path, obj, where, "spec.taints", spec.get("taints"))):
         f = f"spec.taints[{i}]"
         if not isinstance(t, dict):
             raise _fail(path, obj, where, f, "expected an object")
-        if not isinstance(t.get("key"), str) or not t["key"]:
+        key = t.get("key")
+        if not isinstance(key, str) or not key:
             raise _fail(path, obj, where, f"{f}.key", "required")
+        problem = qualified_name_problem(key)
+        if problem:
+            raise _fail(path, obj, where, f"{f}.key", f"invalid key {key!r}: {problem}")
         if t.get("effect") not in TAINT_EFFECTS:
             raise _fail(path, obj, where, f"{f}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {t.get('effect')!r}")
-        if t.get("value") is not None and not isinstance(t["value"], str):
+        value = t.get("value")
+        if value is not None and not isinstance(value, str):
             raise _fail(path, obj, where, f"{f}.value", "expected a string")
+        problem = label_value_problem(value) if value else None
+        if problem:
+            raise _fail(path, obj, where, f"{f}.value", f"invalid value {value!r}: {problem}")
+        if (key, t["effect"]) in seen:
+            raise _fail(path, obj, where, f, f"duplicate of spec.taints[{seen[key, t['effect']]}]: "
+                                             "taints must be unique by key and effect")
+        seen[key, t["effect"]] = i
     if spec.get("unschedulable") is not None and not isinstance(spec["unschedulable"], bool):
         raise _fail(path, obj, where, "spec.unschedulable", "expected true or false")
     status = _mapping(path, obj, where, "status", obj.get("status"))
@@ -152,8 +191,43 @@ def validate_node(obj: dict, path, where: str) -> None:
     _quantities(path, obj, where, "status.capacity", status.get("capacity"))
 
 
+def _toleration(path, obj, where, f, t) -> None:
+    """One toleration, by the rules of the apiserver's ``ValidateTolerations``."""
+    if not isinstance(t, dict):
+        raise _fail(path, obj, where, f, "expected an object")
+    for fld in ("key", "operator", "value", "effect"):
+        if t.get(fld) is not None and not isinstance(t[fld], str):
+            raise _fail(path, obj, where, f"{f}.{fld}", "expected a string")
+    key, op, value, effect = (t.get(fld) or "" for fld in ("key", "operator", "value", "effect"))
+    problem = qualified_name_problem(key) if key else None
+    if problem:
+        raise _fail(path, obj, where, f"{f}.key", f"invalid key {key!r}: {problem}")
+    if op not in TOLERATION_OPERATORS:
+        raise _fail(path, obj, where, f"{f}.operator",
+                    f"must be empty or one of {', '.join(TOLERATION_OPERATORS[1:])}, got {op!r}")
+    if not key and op != "Exists":
+        raise _fail(path, obj, where, f"{f}.operator",
+                    "must be Exists when key is empty, which means \"match all values and all keys\"")
+    if effect and effect not in TAINT_EFFECTS:
+        raise _fail(path, obj, where, f"{f}.effect", f"must be empty or one of {', '.join(TAINT_EFFECTS)}")
+    seconds = t.get("tolerationSeconds")
+    if seconds is not None:
+        if not isinstance(seconds, int) or isinstance(seconds, bool):
+            raise _fail(path, obj, where, f"{f}.tolerationSeconds", "expected an integer")
+        if effect != "NoExecute":
+            raise _fail(path, obj, where, f"{f}.effect", "must be NoExecute when tolerationSeconds is set")
+    if op == "Exists" and value:
+        raise _fail(path, obj, where, f"{f}.value", "must be empty when operator is Exists")
+    if op in ("", "Equal"):
+        problem = label_value_problem(value)
+        if problem:
+            raise _fail(path, obj, where, f"{f}.value", f"invalid value {value!r}: {problem}")
+    if op in ("Lt", "Gt") and not (_INT64_RE.fullmatch(value) and -2**63 <= int(value) < 2**63):
+        raise _fail(path, obj, where, f"{f}.value", f"must be a decimal integer for operator {op}, got {value!r}")
+
+
 def validate_pod(obj: dict, path, where: str) -> None:
-    _metadata(path, obj, where, namespaced=True)
+    _metadata(path, obj, where, namespaced=True, name_problem=dns1123_subdomain_problem)
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         raise _fail(path, obj, where, "spec", "required")
@@ -174,18 +248,9 @@ def validate_pod(obj: dict, path, where: str) -> None:
     _quantities(path, obj, where, "spec.resources.requests", res.get("requests"))
     _quantities(path, obj, where, "spec.resources.limits", res.get("limits"))
     _quantities(path, obj, where, "spec.overhead", spec.get("overhead"))
-    _string_map(path, obj, where, "spec.nodeSelector", spec.get("nodeSelector"))
+    _labels(path, obj, where, "spec.nodeSelector", spec.get("nodeSelector"))
     for i, t in enumerate(_list(path, obj, where, "spec.tolerations", spec.get("tolerations"))):
-        f = f"spec.tolerations[{i}]"
-        if not isinstance(t, dict):
-            raise _fail(path, obj, where, f, "expected an object")
-        if (t.get("operator") or "") not in TOLERATION_OPERATORS:
-            raise _fail(path, obj, where, f"{f}.operator",
-                            f"must be empty or one of {', '.join(TOLERATION_OPERATORS[1:])}, got {t.get('operator')!r}")
-        if t.get("effect") and t["effect"] not in TAINT_EFFECTS:
-            raise _fail(path, obj, where, f"{f}.effect", f"must be empty or one of {', '.join(TAINT_EFFECTS)}")
-        if t.get("operator") == "Exists" and t.get("value"):
-            raise _fail(path, obj, where, f"{f}.value", "must be empty when operator is Exists")
+        _toleration(path, obj, where, f"spec.tolerations[{i}]", t)
     for fld in ("nodeName", "schedulerName", "priorityClassName"):
         if spec.get(fld) is not None and not isinstance(spec[fld], str):
             raise _fail(path, obj, where, f"spec.{fld}", "expected a string")

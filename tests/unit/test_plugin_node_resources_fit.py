@@ -113,6 +113,12 @@ def test_scalar_resource_scored_only_when_requested():
     ({"scoringStrategy": {"type": "Nope"}}, "scoringStrategy.type"),
     ({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 101}]}}, "scoringStrategy.resources[0].weight"),
     ({"ignoredResourceGroups": ["a/b"]}, "ignoredResourceGroups[0]"),
+    ({"ignoredResourceGroups": [""]}, "ignoredResourceGroups[0]: '' is not a valid group name: name part must be non-empty"),
+    ({"ignoredResources": ["example.com/my gpu"]}, "ignoredResources[0]: 'example.com/my gpu' is not a valid resource name: "
+                                                   "name part must consist of"),
+    ({"ignoredResources": ["Example.com/gpu"]}, "ignoredResources[0]: 'Example.com/gpu' is not a valid resource name: "
+                                                "prefix part a lowercase RFC 1123 subdomain"),
+    ({"ignoredResources": ["x" * 64]}, "ignoredResources[0]"),
     ({"scoringStrategy": {"type": "RequestedToCapacityRatio"}}, "requestedToCapacityRatio.shape"),
     ({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
         "shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]}}}, "shape[1].utilization"),

@@ -1,9 +1,11 @@
 """PodTopologySpread and InterPodAffinity: table-driven filters and scores, batch == per-node."""
 
+import pytest
 
 from plugins.inter_pod_affinity import (REASON_AFFINITY, REASON_ANTI_AFFINITY, REASON_EXISTING_ANTI,
                                         InterPodAffinity)
 from plugins.pod_topology_spread import REASON, REASON_MISSING_LABEL, PodTopologySpread
+from scheduler.config import ConfigError
 
 from .conftest import node, pod
 from .plugin_harness import UAU, UNS, PluginHarness
@@ -239,3 +241,37 @@ def test_existing_pods_preferred_terms_score_the_incoming_pod():
     hh2 = PluginHarness(InterPodAffinity, args={"ignorePreferredTermsOfExistingPods": True},
                         nodes=NODES[:4], pods=[avoid, *near])
     assert hh2.score(pod("web2", labels={"app": "web"})) == {"a1": 0, "a2": 0, "b1": 0, "c1": 0}
+
+
+@pytest.mark.parametrize("args,error", [
+    ({"defaultingType": "System", "defaultConstraints": [{"maxSkew": 1, "topologyKey": Z,
+                                                          "whenUnsatisfiable": "ScheduleAnyway"}]},
+     "args.defaultConstraints: when .defaultingType is \"System\", defaultConstraints must be empty"),
+    ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 0, "topologyKey": Z,
+                                                        "whenUnsatisfiable": "ScheduleAnyway"}]},
+     "args.defaultConstraints[0].maxSkew: must be greater than zero"),
+    ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "ScheduleAnyway"}]},
+     "args.defaultConstraints[0].topologyKey: Required value"),
+    ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "topologyKey": "topology zone",
+                                                        "whenUnsatisfiable": "ScheduleAnyway"}]},
+     "args.defaultConstraints[0].topologyKey: Invalid value 'topology zone': name part must consist of"),
+    ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "topologyKey": "a/b/c",
+                                                        "whenUnsatisfiable": "ScheduleAnyway"}]},
+     "args.defaultConstraints[0].topologyKey: Invalid value 'a/b/c': a valid label key"),
+    ({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "topologyKey": Z, "whenUnsatisfiable": "Maybe"}]},
+     "args.defaultConstraints[0].whenUnsatisfiable: must be DoNotSchedule or ScheduleAnyway"),
+    ({"defaultingType": "List", "defaultConstraints": [
+        {"maxSkew": 1, "topologyKey": Z, "whenUnsatisfiable": "ScheduleAnyway"},
+        {"maxSkew": 2, "topologyKey": Z, "whenUnsatisfiable": "ScheduleAnyway"}]},
+     "args.defaultConstraints[1]: Duplicate value"),
+])
+def test_spread_args_errors_name_the_field(args, error):
+    with pytest.raises(ConfigError) as err:
+        PodTopologySpread.Args.from_dict(args, "args")
+    assert str(err.value).startswith(error)
+
+
+def test_spread_args_accept_prefixed_keys():
+    args = PodTopologySpread.Args.from_dict({"defaultingType": "List", "defaultConstraints": [
+        {"maxSkew": 1, "topologyKey": "example.com/Rack_1", "whenUnsatisfiable": "DoNotSchedule"}]}, "args")
+    assert args.to_dict()["defaultConstraints"][0]["topologyKey"] == "example.com/Rack_1"

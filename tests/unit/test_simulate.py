@@ -35,6 +35,15 @@ def nodes3():
 
 # -- snapshot and pod files: clear errors -------------------------------------------------------
 
+def node_error(tmp_path, mutate) -> tuple[str, str]:
+    """The snapshot path and the error for a snapshot holding node n0 after ``mutate``."""
+    node = make_node("n0")
+    mutate(node)
+    path = write(tmp_path, "snap.yaml", [as_list([node])])
+    with pytest.raises(SnapshotError) as err:
+        load_snapshot(path)
+    return path, str(err.value)
+
 @pytest.mark.parametrize("mutate,expected", [
     (lambda n: n["status"]["allocatable"].update(cpu="4x"),
      "Node n0 (items[0]): status.allocatable.cpu: invalid quantity '4x'"),
@@ -46,12 +55,8 @@ def nodes3():
      "Node n0 (items[0]): metadata.labels[gpu]: expected a string, got True (quote it in YAML)"),
 ])
 def test_bad_node_names_object_and_field(tmp_path, mutate, expected):
-    node = make_node("n0")
-    mutate(node)
-    path = write(tmp_path, "snap.yaml", [as_list([node])])
-    with pytest.raises(SnapshotError) as err:
-        load_snapshot(path)
-    assert str(err.value) == f"{path}: {expected}"
+    path, error = node_error(tmp_path, mutate)
+    assert error == f"{path}: {expected}"
 
 
 def test_bad_pod_fields_are_named(tmp_path):
@@ -71,6 +76,92 @@ def test_bad_pod_fields_are_named(tmp_path):
         load_pods(path)
     assert str(err.value) == (f"{path}: Pod default/tol (document): spec.tolerations[0].operator: "
                               "must be empty or one of Equal, Exists, Lt, Gt, got 'Near'")
+
+
+SYNTAX = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+
+
+@pytest.mark.parametrize("mutate,expected", [
+    (lambda n: n["metadata"].update(name="Node_A"),
+     "Node Node_A (items[0]): metadata.name: invalid name 'Node_A': a lowercase RFC 1123 subdomain"),
+    (lambda n: n["metadata"]["labels"].update({"gpu type": "a100"}),
+     "Node n0 (items[0]): metadata.labels: invalid key 'gpu type': name part " + SYNTAX),
+    (lambda n: n["metadata"]["labels"].update({"Example.com/gpu": "a100"}),
+     "Node n0 (items[0]): metadata.labels: invalid key 'Example.com/gpu': prefix part a lowercase RFC 1123"),
+    (lambda n: n["metadata"]["labels"].update({"a/b/c": "x"}),
+     "Node n0 (items[0]): metadata.labels: invalid key 'a/b/c': a valid label key is a name with an optional"),
+    (lambda n: n["metadata"]["labels"].update({"x" * 64: "v"}),
+     f"Node n0 (items[0]): metadata.labels: invalid key '{'x' * 64}': name part must be no more than 63"),
+    (lambda n: n["metadata"]["labels"].update(zone="us east"),
+     "Node n0 (items[0]): metadata.labels[zone]: invalid value 'us east': a label value must be empty or consist"),
+    (lambda n: n["metadata"]["labels"].update(zone="v" * 64),
+     "Node n0 (items[0]): metadata.labels[zone]: invalid value"),
+    (lambda n: n["metadata"]["labels"].update(zone="east\n"),
+     "Node n0 (items[0]): metadata.labels[zone]: invalid value 'east\\n'"),
+    (lambda n: n["metadata"].update(annotations={"-bad": "free text is fine"}),
+     "Node n0 (items[0]): metadata.annotations: invalid key '-bad': name part " + SYNTAX),
+    (lambda n: n["spec"].update(taints=[{"key": "dedicated/", "effect": "NoSchedule"}]),
+     "Node n0 (items[0]): spec.taints[0].key: invalid key 'dedicated/': name part must be non-empty"),
+    (lambda n: n["spec"].update(taints=[{"key": "dedicated", "value": "ml team", "effect": "NoSchedule"}]),
+     "Node n0 (items[0]): spec.taints[0].value: invalid value 'ml team'"),
+    (lambda n: n["spec"].update(taints=[{"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoExecute"},
+                                        {"key": "a", "value": "x", "effect": "NoSchedule"}]),
+     "Node n0 (items[0]): spec.taints[2]: duplicate of spec.taints[0]: taints must be unique by key and effect"),
+])
+def test_node_names_labels_and_taints_follow_the_api_rules(tmp_path, mutate, expected):
+    path, error = node_error(tmp_path, mutate)
+    assert error.startswith(f"{path}: {expected}")
+
+
+@pytest.mark.parametrize("kwargs,expected", [
+    ({"name": "Web"}, "Pod default/Web (document): metadata.name: invalid name 'Web'"),
+    ({"namespace": "team.a"}, "Pod team.a/web (document): metadata.namespace: invalid namespace 'team.a': "
+                              "must not contain dots"),
+    ({"node_selector": {"disk": "fast ssd"}}, "Pod default/web (document): spec.nodeSelector[disk]: invalid value"),
+    ({"node_selector": {"_disk": "ssd"}}, "Pod default/web (document): spec.nodeSelector: invalid key '_disk'"),
+    ({"tolerations": [{"operator": "Equal", "value": "x"}]},
+     "Pod default/web (document): spec.tolerations[0].operator: must be Exists when key is empty"),
+    ({"tolerations": [{"value": "x"}]},
+     "Pod default/web (document): spec.tolerations[0].operator: must be Exists when key is empty"),
+    ({"tolerations": [{"key": "gpu", "value": "a 100"}]},
+     "Pod default/web (document): spec.tolerations[0].value: invalid value 'a 100'"),
+    ({"tolerations": [{"key": "gpu", "operator": "Exists", "tolerationSeconds": 30}]},
+     "Pod default/web (document): spec.tolerations[0].effect: must be NoExecute when tolerationSeconds is set"),
+    ({"tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": "30"}]},
+     "Pod default/web (document): spec.tolerations[0].tolerationSeconds: expected an integer"),
+    ({"tolerations": [{"key": "gpu", "operator": "Exists", "value": "x"}]},
+     "Pod default/web (document): spec.tolerations[0].value: must be empty when operator is Exists"),
+    ({"tolerations": [{"key": "cpu-gen", "operator": "Gt", "value": "07"}]},
+     "Pod default/web (document): spec.tolerations[0].value: must be a decimal integer for operator Gt, got '07'"),
+    ({"tolerations": [{"key": "cpu-gen", "operator": "Lt", "value": "-0"}]},
+     "Pod default/web (document): spec.tolerations[0].value: must be a decimal integer for operator Lt"),
+    ({"tolerations": [{"key": "cpu-gen", "operator": "Lt", "value": str(2**63)}]},
+     "Pod default/web (document): spec.tolerations[0].value: must be a decimal integer for operator Lt"),
+    ({"tolerations": [{"key": "team/", "operator": "Exists"}]},
+     "Pod default/web (document): spec.tolerations[0].key: invalid key 'team/'"),
+])
+def test_pod_names_selectors_and_tolerations_follow_the_api_rules(tmp_path, kwargs, expected):
+    kwargs = {"name": "web", **kwargs}
+    path = write(tmp_path, "pods.yaml", [make_pod(kwargs.pop("name"), **kwargs)])
+    with pytest.raises(SnapshotError) as err:
+        load_pods(path)
+    assert str(err.value).startswith(f"{path}: {expected}")
+
+
+def test_what_the_api_accepts_is_accepted(tmp_path):
+    node = make_node("node-1.example.com", labels={"example.com/Gpu_Type": "A100.sxm-4", "empty": "", "x" * 63: "v" * 63},
+                     taints=[{"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoExecute"},
+                             {"key": "example.com/b", "value": "", "effect": "PreferNoSchedule"}])
+    # Annotation keys are checked case-insensitively; their values are free text.
+    node["metadata"]["annotations"] = {"Example.COM/Note": "any text: at all\n"}
+    pod = make_pod("web-0.v2", namespace="team-a", node_selector={"example.com/Gpu_Type": "A100.sxm-4"},
+                   tolerations=[{"operator": "Exists"},
+                                {"key": "a", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                                {"key": "a", "value": ""}, {"key": "gen", "operator": "Gt", "value": "-5"},
+                                {"key": "gen", "operator": "Lt", "value": "0"}])
+    snap = load_snapshot(write(tmp_path, "snap.yaml", [as_list([node, pod])]))
+    assert [n["metadata"]["name"] for n in snap.nodes] == ["node-1.example.com"]
+    assert [p["metadata"]["name"] for p in snap.pods] == ["web-0.v2"]
 
 
 def test_unreadable_yaml_and_wrong_kinds(tmp_path):

@@ -2,8 +2,9 @@
 
 Used where pysched reads objects that never went through an apiserver (``pysched simulate``'s
 snapshot and pod files), so that a file the cluster would reject is rejected here too, with the
-field named, instead of being scheduled. Each check returns ``None`` when the value is valid, or
-one sentence saying what is wrong with it.
+field named, instead of being scheduled; and for plugin args that kube-scheduler checks the same
+way (``topologyKey``, ignored resource names). Each check returns ``None`` when the value is
+valid, or one sentence saying what is wrong with it.
 
 The rules are those of apimachinery's ``IsQualifiedName``, ``IsValidLabelValue``,
 ``IsDNS1123Subdomain`` and ``IsDNS1123Label``.

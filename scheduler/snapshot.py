@@ -16,12 +16,13 @@ from pathlib import Path
 
 from .apinames import (dns1123_label_problem, dns1123_subdomain_problem, label_value_problem,
                        qualified_name_problem)
+from .model import parse_int
 from .quantity import QuantityError, resource_value
 from .yamlfile import YAMLFileError, read_yaml
 
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("", "Equal", "Exists", "Lt", "Gt")
-_INT64_RE = re.compile(r"0|-?[1-9][0-9]*")          # the apiserver's IsDecimalInteger (fullmatch)
+_INT64_RE = re.compile(r"0|-?[1-9][0-9]*")          # canonical decimal form, for fullmatch
 USED_KINDS = ("Namespace", "Service", "ReplicaSet", "StatefulSet", "ReplicationController",
               "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "PriorityClass")
 
@@ -222,7 +223,8 @@ def _toleration(path, obj, where, f, t) -> None:
         problem = label_value_problem(value)
         if problem:
             raise _fail(path, obj, where, f"{f}.value", f"invalid value {value!r}: {problem}")
-    if op in ("Lt", "Gt") and not (_INT64_RE.fullmatch(value) and -2**63 <= int(value) < 2**63):
+    # As the apiserver: canonical decimal form (IsDecimalInteger), then in int64 range (ParseInt).
+    if op in ("Lt", "Gt") and not (_INT64_RE.fullmatch(value) and parse_int(value) is not None):
         raise _fail(path, obj, where, f"{f}.value", f"must be a decimal integer for operator {op}, got {value!r}")
 
 

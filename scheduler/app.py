@@ -24,6 +24,7 @@ from .kubeauth import Credentials
 from .extender_client import HTTPExtender
 from .kopf_watch import KopfWatch, WatchSpec
 from .kubeclient import ApiError, KubeClient
+from .fence import WriteFence
 from .leader import LeaderElector
 from .server import LEADER_HEALTH_SLACK, SecureServer
 from .logs import kv
@@ -31,12 +32,13 @@ from .metrics import METRICS
 from .objectstore import KINDS as OBJECT_KINDS
 from .objectstore import ObjectStore
 from .queue import SchedulingQueue
-from .schedule_one import Scheduler
+from .schedule_one import Scheduler, max_binds_for
 from .shadow import ShadowRecorder
 
 log = logging.getLogger("scheduler.app")
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+EVENT_FLUSH_ON_SHUTDOWN = 1.0  # seconds of Event posting allowed between the last bind and the handover
 
 
 @dataclass
@@ -154,10 +156,18 @@ class SchedulerApp:
                                          renew_deadline=le.renew_deadline, retry_period=le.retry_period,
                                          on_stopped=self._on_lease_lost,
                                          on_new_leader=lambda h: log.info("new leader elected", extra=kv(leader=h)))
-            self.scheduler.can_bind = self.elector.is_fresh
             bind_timeout = max(1.0, le.lease_duration - le.renew_deadline)
             for fwk in self.frameworks.values():
                 fwk.handle.extra["bind_timeout"] = bind_timeout
+            self.fence = WriteFence(self.elector.is_fresh)
+            self.elector.on_renewed = self.fence.notify
+        else:
+            self.fence = WriteFence(lambda: True, description="process")  # open until shutdown
+        # Every write on the scheduler's behalf passes the fence right before it goes out.
+        for writer in (self.client, self.event_client, *self.extenders):
+            writer.fence = self.fence
+        self.scheduler.fence = self.fence
+        self.scheduler.max_binds_outstanding = max_binds_for(cc.qps, self.frameworks_bind_timeout())
         self.server: SecureServer | None = None
         self._shutting_down = False
         self._failed_seen: set[str] = set()
@@ -300,21 +310,33 @@ class SchedulerApp:
         return self.scheduler.traces.get(pod_key)
 
     def _on_lease_lost(self) -> None:
+        self.fence.close("leader election lost")
         if self._shutting_down:
             return
         log.error("leaderelection lost; exiting")
         self.exit_code = 1
         self.scheduler.stop()
+        self.scheduler.abort_pending(keep_in_flight=False)  # queued binds are cancelled and forgotten
         self.stopping.set()
+
+    def frameworks_bind_timeout(self) -> float:
+        """How long a bind that already went out may take (its request timeout)."""
+        first = next(iter(self.frameworks.values()))
+        return first.handle.extra.get("bind_timeout") or self.client.timeout
 
     def request_stop(self) -> None:
         log.info("shutting down")
         self.stopping.set()
 
     async def shutdown(self) -> None:
+        """Hand over quickly: cancel what was not sent, let what was sent finish, flush Events
+        briefly, close the fence, and only then release the Lease."""
         self._shutting_down = True
         self.scheduler.stop()
-        await self.scheduler.drain(timeout=10.0)
+        self.scheduler.abort_pending(keep_in_flight=True)
+        await self.scheduler.drain(timeout=float(self.frameworks_bind_timeout()))
+        await self.recorder.stop(drain=EVENT_FLUSH_ON_SHUTDOWN)
+        self.fence.close("shutting down")
         if self.elector is not None and self.exit_code == 0:
             await self.elector.release()
         for t in self.tasks:
@@ -324,7 +346,7 @@ class SchedulerApp:
                 await t
             except (asyncio.CancelledError, Exception):  # noqa: BLE001
                 pass
-        await self.recorder.stop()
+        await self.recorder.stop(drain=0)
         if self.kopf is not None:
             await asyncio.to_thread(self.kopf.stop)
         if self.server is not None:

@@ -132,6 +132,11 @@ class ControlPlane:
     """etcd + kube-apiserver on random loopback ports. Use as a context manager or call start/stop."""
 
     extra_apiserver_args: list[str] = field(default_factory=list)
+    # Extra static-token users (all in system:masters), e.g. one per replica so the audit log
+    # tells whose request it was; their kubeconfigs come from ``kubeconfig_for_user``.
+    extra_users: list[str] = field(default_factory=list)
+    # An audit policy (YAML text); the API server then writes a JSON audit log (``audit_events``).
+    audit_policy: str | None = None
     keep_dir: bool = False
     workdir: Path | None = None
     etcd_proc: subprocess.Popen | None = None
@@ -147,7 +152,8 @@ class ControlPlane:
         self.workdir = Path(tempfile.mkdtemp(prefix="pysched-cp-", dir=base))
         self.pki = _write_pki(self.workdir)
         (self.workdir / "tokens.csv").write_text(
-            f'{self.admin_token},admin,admin-uid,"system:masters"\n')
+            f'{self.admin_token},admin,admin-uid,"system:masters"\n'
+            + "".join(f'{self.user_token(u)},{u},{u}-uid,"system:masters"\n' for u in self.extra_users))
         self.kubeconfig = write_kubeconfig(self.workdir / "admin.kubeconfig", server="https://127.0.0.1:0",
                                            ca_file=self.pki["ca.crt"], token=self.admin_token)
         try:
@@ -181,6 +187,26 @@ class ControlPlane:
     @property
     def ca_file(self) -> Path:
         return self.pki["ca.crt"]
+
+    @staticmethod
+    def user_token(user: str) -> str:
+        return f"pysched-{user}-token"
+
+    def kubeconfig_for_user(self, user: str) -> Path:
+        """A kubeconfig for one of ``extra_users``."""
+        return self.kubeconfig_for_token(self.user_token(user), user)
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
+
+    def audit_events(self) -> list[dict]:
+        """The audit log written so far (one JSON event per line)."""
+        import json
+
+        if not self.audit_log.exists():
+            return []
+        return [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
 
     def kubeconfig_for_token(self, token: str, name: str) -> Path:
         return write_kubeconfig(self.workdir / f"{name}.kubeconfig", server=self.url,
@@ -286,6 +312,7 @@ class ControlPlane:
             "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
             "--profiling=false", "--v=0",
             f"--cert-dir={self.workdir / 'certs'}",
+            *self._audit_args(),
             *self.extra_apiserver_args,
         ]
         self.apiserver_proc = subprocess.Popen(args, stdout=self._log("kube-apiserver"),
@@ -294,6 +321,15 @@ class ControlPlane:
         _wait_http(f"{self.url}/readyz", timeout, self.apiserver_proc, "kube-apiserver",
                    self.workdir / "kube-apiserver.log", ssl_context=ctx, token=self.admin_token)
         write_kubeconfig(self.kubeconfig, server=self.url, ca_file=p["ca.crt"], token=self.admin_token)
+
+
+    def _audit_args(self) -> list[str]:
+        if not self.audit_policy:
+            return []
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(self.audit_policy)
+        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json", "--audit-log-mode=blocking"]
 
 
 def _terminate(proc: subprocess.Popen | None, grace: float = 10.0) -> None:

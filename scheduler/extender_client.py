@@ -13,7 +13,9 @@ Per ``extenders:`` entry (``pkg/scheduler/extender.go`` semantics):
 * prioritize: all extenders at once; each score 0-10 counts ``score x weight x 10``; errors are
   ignored, as upstream, but logged with the extender's name - and so are answers outside the
   contract (unknown hosts, scores outside 0-10), which kube-scheduler silently accepts.
-* bind: the first interested extender with ``bindVerb`` binds instead of our Bind plugins.
+* bind: the first interested extender with ``bindVerb`` binds instead of our Bind plugins. The
+  extender writes the binding on our behalf, so the call goes through the write fence
+  (``scheduler.fence``) like our own binds: checked after every wait, right before it is sent.
 * ``httpTimeout`` (default 5 s) bounds every call; ``enableHTTPS`` without a CA means an
   unverified connection, as upstream; ``tlsConfig`` supplies CA, client certificate (mTLS) and
   ``serverName``.
@@ -34,6 +36,7 @@ import aiohttp
 import orjson
 
 from .config import ExtenderConfig
+from .httppool import HTTPPool
 from .extender_wire import WireError, parse_filter_result, parse_priorities
 from .logs import kv
 from .metrics import METRICS
@@ -72,7 +75,9 @@ class HTTPExtender:
         self.ignorable = cfg.ignorable
         self.node_cache_capable = cfg.node_cache_capable
         self.timeout = cfg.http_timeout
+        self.fence = None  # a scheduler.fence.WriteFence, with leader election
         self._session: aiohttp.ClientSession | None = None
+        self._bind_pool: HTTPPool | None = None
         self._ssl = self._ssl_context()
 
     def _ssl_context(self):
@@ -110,6 +115,8 @@ class HTTPExtender:
     async def close(self) -> None:
         if self._session is not None and not self._session.closed:
             await self._session.close()
+        if self._bind_pool is not None:
+            await self._bind_pool.close()
 
     def is_interested(self, pod) -> bool:
         if not self.managed:
@@ -170,9 +177,40 @@ class HTTPExtender:
                         extra=kv(extender=self.name, pod=pod.key, problem=p))
         return scores
 
+    async def _send_fenced(self, verb: str, args: dict):
+        """POST a verb that writes on our behalf, through the lean pool so the fence is checked
+        immediately before the request is written."""
+        if self._bind_pool is None:
+            self._bind_pool = HTTPPool(self._base(), self._ssl, limit=8)
+        fence = self.fence
+        t0 = time.perf_counter()
+        status = "error"
+        try:
+            resp = await self._bind_pool.request(
+                "POST", f"/{verb}", {"Content-Type": "application/json", "Accept": "application/json"},
+                orjson.dumps(args), self.timeout, guard=fence.check if fence is not None else None,
+                on_sent=fence.sent if fence is not None else None)
+            status = str(resp.status)
+            if resp.status != 200:
+                raise ExtenderError(f"failed {verb} with extender at URL {self._base()}/{verb}, code {resp.status}")
+            try:
+                return orjson.loads(resp.body)
+            except orjson.JSONDecodeError as exc:
+                raise ExtenderError(f"extender {self.name!r} answered {verb} with invalid JSON: {exc}") from None
+        except asyncio.TimeoutError:
+            status = "timeout"
+            raise ExtenderError(f"extender {self.name!r} {verb}: no answer within {self.timeout:g}s") from None
+        except OSError as exc:
+            raise ExtenderError(f"extender {self.name!r} {verb}: {exc}") from None
+        finally:
+            if fence is not None:
+                fence.finished()
+            METRICS.extender_calls.labels(self.name, verb, status).inc()
+            METRICS.extender_duration.labels(self.name, verb).observe(time.perf_counter() - t0)
+
     async def bind(self, pod, node: str) -> None:
-        body = await self.send(self.bind_verb, {"PodName": pod.name, "PodNamespace": pod.namespace,
-                                                "PodUID": pod.uid, "Node": node})
+        body = await self._send_fenced(self.bind_verb, {"PodName": pod.name, "PodNamespace": pod.namespace,
+                                                        "PodUID": pod.uid, "Node": node})
         if not isinstance(body, dict):
             raise ExtenderError(f"extender {self.name!r} bind: ExtenderBindingResult must be an object")
         err = body.get("Error") or body.get("error")

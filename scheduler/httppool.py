@@ -11,6 +11,11 @@ Connections are reused while the server keeps them alive, dropped after ``idle_t
 idle (before the API server's own idle close), and never reused after an error. A request that
 finds its pooled connection closed by the server before any response byte arrived is retried once
 on a fresh connection if it is idempotent (GET, HEAD, PUT, DELETE, OPTIONS; never POST or PATCH).
+
+Each request has one deadline for everything (a free connection slot, connecting, the response),
+and an optional ``guard`` that runs synchronously after the last wait, immediately before the
+bytes are written: the scheduler's write fence (``scheduler.fence``) uses it, so a request that
+waited is only sent if this replica still leads at the moment it goes out.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import asyncio
 import ssl as _ssl
 import time
 from collections import deque
+from typing import Callable
 from urllib.parse import urlsplit
 
 IDEMPOTENT = frozenset(("GET", "HEAD", "PUT", "DELETE", "OPTIONS"))
@@ -244,20 +250,43 @@ class HTTPPool:
         return data + body if body else data
 
     async def request(self, method: str, path: str, headers: dict[str, str], body: bytes | None = None,
-                      timeout: float = 30.0) -> Response:
-        """Send one request; ``path`` is absolute (with any query string), below the URL prefix."""
+                      timeout: float = 30.0, *, deadline: float | None = None,
+                      guard: Callable[[], None] | None = None,
+                      on_sent: Callable[[], None] | None = None) -> Response:
+        """Send one request; ``path`` is absolute (with any query string), below the URL prefix.
+
+        ``deadline`` (event-loop time; default now + ``timeout``) bounds everything: waiting for a
+        free connection slot, connecting and the response. ``guard`` runs synchronously right
+        before the request bytes are written, after every wait, and may raise to stop the request
+        (the write fence); ``on_sent`` runs right after they were handed to the transport.
+        """
         if self.closed:
             raise HTTPError("pool is closed")
+        loop = asyncio.get_running_loop()
+        if deadline is None:
+            deadline = loop.time() + timeout
         data = self._encode(method, path, headers, body)
-        async with self._sem:
+        if self._sem.locked():
+            await asyncio.wait_for(self._sem.acquire(), _left(loop, deadline, "a free connection"))
+        else:
+            await self._sem.acquire()  # free slot: no suspension, no wait_for task
+        try:
             for attempt in (0, 1):
                 conn = self._pooled()
                 reused = conn is not None
                 if conn is None:
-                    conn = await asyncio.wait_for(self._connect(), timeout)
+                    conn = await asyncio.wait_for(self._connect(), _left(loop, deadline, "a connection"))
+                try:
+                    left = _left(loop, deadline, "a connection")
+                    if guard is not None:
+                        guard()
+                except BaseException:
+                    self._release(conn)
+                    raise
                 fut = conn.send(method, data)
-                loop = asyncio.get_running_loop()
-                timer = loop.call_later(timeout, _expire, conn, fut, timeout)
+                if on_sent is not None:
+                    on_sent()
+                timer = loop.call_later(left, _expire, conn, fut, left)
                 try:
                     resp = await fut
                 except ConnectionClosed as exc:
@@ -269,15 +298,30 @@ class HTTPPool:
                     raise
                 finally:
                     timer.cancel()
-                if not conn.closed and not self.closed:
-                    self._idle.append(conn)
+                self._release(conn)
                 return resp
+        finally:
+            self._sem.release()
         raise HTTPError("unreachable")
+
+    def _release(self, conn: _Connection) -> None:
+        """Return a connection with no request in flight to the idle list."""
+        if not conn.closed and not self.closed:
+            self._idle.append(conn)
+        else:
+            conn.close()
 
     async def close(self) -> None:
         self.closed = True
         while self._idle:
             self._idle.pop().close()
+
+
+def _left(loop: asyncio.AbstractEventLoop, deadline: float, what: str) -> float:
+    left = deadline - loop.time()
+    if left <= 0:
+        raise asyncio.TimeoutError(f"request deadline passed while waiting for {what}")
+    return left
 
 
 def _chunked(headers: dict[str, str]) -> bool:

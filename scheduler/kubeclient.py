@@ -65,9 +65,20 @@ class TokenBucket:
         self.tokens -= 1.0
         return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
 
-    async def acquire(self) -> None:
+    def refund(self) -> None:
+        """Give back a token taken by ``reserve`` that will not be used."""
+        if self.rate > 0:
+            self.tokens = min(self.capacity, self.tokens + 1.0)
+
+    async def acquire(self, max_wait: float | None = None) -> None:
+        """Wait for a token; with ``max_wait``, fail at once (TimeoutError, token given back) when
+        the wait would be longer, as client-go's limiter does for a request's context deadline."""
         wait = self.reserve()
         if wait > 0:
+            if max_wait is not None and wait > max_wait:
+                self.refund()
+                raise asyncio.TimeoutError(f"client rate limiter: a token is {wait:.3g}s away, "
+                                           f"beyond the request's {max(0.0, max_wait):.3g}s left")
             await asyncio.sleep(wait)
 
 
@@ -75,10 +86,17 @@ def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
 
 
+WRITE_METHODS = frozenset(("POST", "PUT", "PATCH", "DELETE"))
+
+
 class KubeClient:
+    """``fence`` (a ``scheduler.fence.WriteFence``), when set, is checked before every write goes out."""
+
     def __init__(self, creds: Credentials, *, qps: float = 50.0, burst: int = 100,
-                 timeout: float = 30.0, max_connections: int = 64, user_agent: str = USER_AGENT):
+                 timeout: float = 30.0, max_connections: int = 64, user_agent: str = USER_AGENT,
+                 fence=None):
         self.creds = creds
+        self.fence = fence
         self.base = creds.server.rstrip("/")
         self.limiter = TokenBucket(qps, burst)
         self.timeout = timeout
@@ -133,30 +151,45 @@ class KubeClient:
     async def request(self, method: str, path: str, *, params: dict | None = None, body: Any = None,
                       content_type: str = "application/json", timeout: float | None = None,
                       rate_limit: bool = True) -> Any:
+        """One API request. ``timeout`` bounds all of it - the rate limiter, a free connection,
+        the response - and a write is checked against the fence after each of those waits."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (timeout or self.timeout)
+        fence = self.fence if method in WRITE_METHODS else None
+        if fence is not None:
+            fence.check()  # fail fast: no token spent for a write that cannot go out
         if rate_limit:
-            await self.limiter.acquire()
+            await self.limiter.acquire(deadline - loop.time())
         if body is None or isinstance(body, bytes):
             data = body
         else:
             data = body.encode() if isinstance(body, str) else _dumps(body)
         target = f"{path}?{urlencode(params)}" if params else path
         pool = self.pool
-        for attempt in (0, 1):
-            self.requests_total += 1
-            resp = await pool.request(method, target, self._headers(content_type if data is not None else None),
-                                      data, timeout or self.timeout)
-            raw = resp.body
-            if resp.status == 401 and attempt == 0:
-                self.creds.invalidate()
-                continue
-            if resp.status >= 400:
-                raise _api_error(resp.status, raw)
-            if not raw:
-                return None
-            try:
-                return orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                return raw.decode(errors="replace")
+        guard = on_sent = None
+        if fence is not None:
+            guard, on_sent = fence.check, fence.sent
+        try:
+            for attempt in (0, 1):
+                self.requests_total += 1
+                resp = await pool.request(method, target,
+                                          self._headers(content_type if data is not None else None), data,
+                                          deadline=deadline, guard=guard, on_sent=on_sent)
+                raw = resp.body
+                if resp.status == 401 and attempt == 0:
+                    self.creds.invalidate()
+                    continue
+                if resp.status >= 400:
+                    raise _api_error(resp.status, raw)
+                if not raw:
+                    return None
+                try:
+                    return orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    return raw.decode(errors="replace")
+        finally:
+            if fence is not None:
+                fence.finished()
         raise ApiError(401, "Unauthorized", "credentials rejected twice")
 
     # -- verbs the scheduler uses ----------------------------------------------------------------

@@ -9,12 +9,14 @@
 * Every write is an update guarded by the Lease's ``resourceVersion`` (a create when it does not
   exist), so two candidates can never both win; ``leaseTransitions`` counts holder changes and
   ``acquireTime`` is kept while the same holder renews.
-* The leader renews every ``retryPeriod``; if renewals keep failing for ``renewDeadline`` the
-  lease is lost and ``on_stopped`` runs (the scheduler then exits, as kube-scheduler does).
-* ``is_fresh()`` is the fence checked before every bind: true only while the last successful
-  renewal is younger than ``renewDeadline``. Other candidates can take over at the earliest
-  ``leaseDuration`` after that renewal, so a bind started while fresh (with a request timeout
-  below ``leaseDuration - renewDeadline``) cannot land under a successor.
+* The leader renews every ``retryPeriod``. The lease is lost - ``on_stopped`` runs and the
+  scheduler exits, as kube-scheduler does - as soon as ``renewDeadline`` has passed since the
+  last successful renewal, or a read shows another holder (after a pause, say).
+* ``is_fresh()`` is what the write fence (``scheduler.fence``) checks immediately before every
+  write goes out: true only while this replica holds the lease and its last successful renewal
+  *started* less than ``renewDeadline`` ago. Other candidates can take over at the earliest
+  ``leaseDuration`` after they observed that renewal, which they cannot do before it started.
+  ``on_renewed`` runs after each successful write as holder.
 * ``release()`` (graceful shutdown, after in-flight binds finished) empties the holder and sets a
   1-second duration so a follower takes over at its next retry.
 """
@@ -52,6 +54,7 @@ class LeaderElector:
                  lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0,
                  on_started: Callable[[], None] | None = None, on_stopped: Callable[[], None] | None = None,
                  on_new_leader: Callable[[str], None] | None = None,
+                 on_renewed: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  sleep=asyncio.sleep):
         if not lease_duration > renew_deadline > JITTER_FACTOR * retry_period > 0:
@@ -66,6 +69,7 @@ class LeaderElector:
         self.on_started = on_started
         self.on_stopped = on_stopped
         self.on_new_leader = on_new_leader
+        self.on_renewed = on_renewed
         self.clock = clock
         self.wall = wall
         self.sleep = sleep
@@ -73,7 +77,7 @@ class LeaderElector:
         self._lease: dict | None = None          # last Lease object we read or wrote
         self._observed: dict | None = None       # last observed spec
         self._observed_time = float("-inf")      # monotonic time the spec last changed
-        self._last_renew = float("-inf")         # monotonic time of our last successful write as holder
+        self._last_renew = float("-inf")         # monotonic start time of our last successful write as holder
         self.reported_leader = ""
         self.stopped = asyncio.Event()
         self.leading = asyncio.Event()
@@ -134,16 +138,23 @@ class LeaderElector:
         body["spec"] = spec
         self._lease = await self.client.request("PUT", self.path, body=body, timeout=self.renew_deadline / 2)
 
+    def _renewed(self, started: float) -> bool:
+        # The start of the request, not its answer: the API server may have written the record
+        # (and a successor started its clock) any time after the request left.
+        self._last_renew = started
+        if self.on_renewed is not None:
+            self.on_renewed()
+        return True
+
     async def try_acquire_or_renew(self) -> bool:
-        now = self.clock()
+        now = started = self.clock()
         if self.is_leader() and self._lease_valid(now):
             old = self._observed or {}
             spec = self._record(old.get("leaseTransitions") or 0, old.get("acquireTime"))
             try:
                 await self._update(spec)
                 self._set_observed(spec)
-                self._last_renew = self.clock()
-                return True
+                return self._renewed(started)
             except (ApiError, OSError, asyncio.TimeoutError) as exc:
                 log.info("optimistic lease update failed; re-reading", extra=kv(lease=self.name, error=str(exc)))
         try:
@@ -159,8 +170,7 @@ class LeaderElector:
                 log.info("lease create failed", extra=kv(lease=self.name, error=str(exc)))
                 return False
             self._set_observed(spec)
-            self._last_renew = self.clock()
-            return True
+            return self._renewed(started)
         spec = lease.get("spec") or {}
         if spec != self._observed:
             self._set_observed(spec)
@@ -176,8 +186,7 @@ class LeaderElector:
             log.info("lease update failed", extra=kv(lease=self.name, error=str(exc)))
             return False
         self._set_observed(new)
-        self._last_renew = self.clock()
-        return True
+        return self._renewed(started)
 
     # -- loops ---------------------------------------------------------------------------------
 
@@ -197,22 +206,33 @@ class LeaderElector:
                 wait = min(self.retry_period / 2, max(0.01, expiry + 0.01))
             await self.sleep(wait)
 
+    def _held_by_other(self) -> bool:
+        holder = (self._observed or {}).get("holderIdentity")
+        return bool(holder) and holder != self.identity and self._lease_valid(self.clock())
+
     async def renew_loop(self) -> None:
+        """Renew every retryPeriod; return when the lease is lost."""
+        where = f"{self.namespace}/{self.name}"
         while True:
             await self.sleep(self.retry_period)
-            deadline = self.clock() + self.renew_deadline
             while True:
+                left = self._last_renew + self.renew_deadline - self.clock()
+                if left <= 0:
+                    log.error("failed to renew lease within renewDeadline; leader election lost",
+                              extra=kv(lease=where, renew_deadline=self.renew_deadline))
+                    return
                 try:
-                    ok = await asyncio.wait_for(self.try_acquire_or_renew(), max(0.01, deadline - self.clock()))
+                    ok = await asyncio.wait_for(self.try_acquire_or_renew(), left)
                 except asyncio.TimeoutError:
                     ok = False
                 if ok:
                     break
-                if self.clock() >= deadline:
-                    log.error("failed to renew lease within renewDeadline; leader election lost",
-                              extra=kv(lease=f"{self.namespace}/{self.name}", renew_deadline=self.renew_deadline))
+                if self._held_by_other():
+                    log.error("lease is held by another candidate; leader election lost",
+                              extra=kv(lease=where, holder=self._observed.get("holderIdentity")))
                     return
-                await self.sleep(min(self.retry_period, max(0.0, deadline - self.clock())))
+                left = self._last_renew + self.renew_deadline - self.clock()
+                await self.sleep(min(self.retry_period, max(0.0, left)))
 
     async def run(self) -> None:
         """Acquire, lead until the lease is lost (or the task is cancelled), then call on_stopped."""

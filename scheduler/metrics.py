@@ -73,6 +73,11 @@ class Metrics:
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. "
             "'name' is the string used to identify the lease. Please make sure to group by name.", ["name"], registry=r)
+        self.fenced_writes = Counter(
+            "pysched_fenced_writes_total",
+            "API writes this replica did not send because it could not prove it leads at that moment "
+            "(the leader lease was not fresh, lost, or being handed over), by what was written.",
+            ["kind"], registry=r)
         self.bind_conflicts = Counter(
             "pysched_bind_conflicts_total",
             "Binds answered 409 Conflict (the pod was already bound, typically by another scheduler).",

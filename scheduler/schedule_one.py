@@ -36,6 +36,7 @@ from .framework.interface import NodeBatch
 from .framework.runtime import TRACE_KEY, CycleTrace, Framework
 from .framework.status import Code, Status
 from .extender_client import ExtenderError
+from .fence import NotLeaderError, WriteFence
 from .framework.interface import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE
 from .framework.types import EXTENDER_NAME, Diagnosis, FitError, FrameworkError, NoNodesAvailable, truncate_message
 from .logs import kv
@@ -49,6 +50,8 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 FILTER_CHUNK_SLACK = 64  # extra nodes in the first filter chunk, and the smallest chunk
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
+MIN_BINDS_OUTSTANDING = 8
+MAX_BINDS_OUTSTANDING = 1000
 
 
 def num_feasible_nodes_to_find(percentage: int | None, global_pct: int, num_all: int) -> int:
@@ -64,6 +67,14 @@ def num_feasible_nodes_to_find(percentage: int | None, global_pct: int, num_all:
     return max(n, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+def max_binds_for(qps: float, bind_timeout: float) -> int:
+    """How many binds may be outstanding: half of what the client's rate limiter lets out within
+    one bind timeout (the waits count against it), the rest of the tokens left to status patches."""
+    if qps <= 0:
+        return MAX_BINDS_OUTSTANDING
+    return max(MIN_BINDS_OUTSTANDING, min(MAX_BINDS_OUTSTANDING, int(qps * bind_timeout / 2)))
+
+
 class ScheduleResult:
     __slots__ = ("host", "evaluated", "feasible")
 
@@ -76,7 +87,7 @@ class ScheduleResult:
 class Scheduler:
     def __init__(self, *, cache: SchedulerCache, queue: SchedulingQueue, frameworks: dict[str, Framework],
                  recorder: EventRecorder | None = None, client=None, percentage_of_nodes_to_score: int = 0,
-                 extenders=(), can_bind: Callable[[], bool] | None = None, bind_timeout: float = 30.0,
+                 extenders=(), fence: WriteFence | None = None,
                  seed: int | None = None, on_cluster_event: Callable | None = None):
         self.cache = cache
         self.queue = queue
@@ -85,8 +96,13 @@ class Scheduler:
         self.client = client
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.extenders = list(extenders)
-        self.can_bind = can_bind or (lambda: True)
-        self.bind_timeout = bind_timeout
+        self.fence = fence                         # with leader election: no write unless we lead
+        # Pods past Permit/PreBind whose bind is queued or in flight; the scheduling loop waits
+        # while there are this many (see ``max_binds_for``).
+        self.max_binds_outstanding = 1000
+        self._binds_outstanding = 0
+        self._bind_room: asyncio.Event | None = None
+        self._fenced_logged = False
         self.rng = random.Random(seed)             # tie-breaks only: a seed reproduces placements
         self._sample_rng = random.Random()         # plugin-metrics sampling, kept off the tie-break stream
         self.next_start_node_index = 0
@@ -107,6 +123,20 @@ class Scheduler:
     async def run(self) -> None:
         self.queue.update_metrics()
         while not self.stopped:
+            if self.fence is not None and not self.fence.allows():
+                # Nothing scheduled now could be bound: wait (without spinning) for a renewal, or
+                # for the fence to close (lease lost, shutting down) and the loop to stop.
+                if not await self.fence.wait_allowed():
+                    return
+                continue
+            if self._binds_outstanding >= self.max_binds_outstanding:
+                # Backpressure: binds wait for the client's rate limiter within their timeout, so
+                # the cycle does not run further ahead of them than they can be sent.
+                if self._bind_room is None:
+                    self._bind_room = asyncio.Event()
+                self._bind_room.clear()
+                await self._bind_room.wait()
+                continue
             qpi = await self.queue.pop()
             if qpi is None:
                 return
@@ -126,12 +156,37 @@ class Scheduler:
     def stop(self) -> None:
         self.stopped = True
         self.queue.close()
+        if self._bind_room is not None:
+            self._bind_room.set()
+
+    def abort_pending(self, *, keep_in_flight: bool) -> int:
+        """Cancel binding cycles and API calls (their pods are unreserved and forgotten).
+
+        With ``keep_in_flight`` the tasks whose write already went out (``fence.in_flight``) are
+        left to finish - a graceful handover waits for them - and only the ones still queued
+        (rate limiter, connection pool, Permit, PreBind) are cancelled. Returns how many were.
+        """
+        sent = self.fence.in_flight if (keep_in_flight and self.fence is not None) else ()
+        cancelled = 0
+        for task in (*self.binding_tasks, *self.api_tasks):
+            if task not in sent and not task.done():
+                task.cancel()
+                cancelled += 1
+        if cancelled:
+            log.info("cancelled binding cycles and API calls that had not been sent", extra=kv(count=cancelled))
+        return cancelled
 
     async def drain(self, timeout: float = 10.0) -> None:
-        """Wait for in-flight binds and API calls (graceful shutdown before releasing the lease)."""
+        """Wait for binding cycles and API calls to end (graceful shutdown, before the lease is
+        released); whatever is still running after ``timeout`` is cancelled."""
         pending = list(self.binding_tasks) + list(self.api_tasks)
-        if pending:
-            await asyncio.wait(pending, timeout=timeout)
+        if not pending:
+            return
+        _, late = await asyncio.wait(pending, timeout=timeout)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=1.0)
 
     # -- scheduling cycle ----------------------------------------------------------------------
 
@@ -475,6 +530,8 @@ class Scheduler:
                     return
             st = await fwk.run_pre_bind(state, assumed, host)
             if st is not None and not st.is_success():
+                if isinstance(st.error, NotLeaderError):
+                    raise st.error
                 self._binding_failed(fwk, state, qpi, assumed, host, st, start)
                 return
             if host not in self.cache.nodes:
@@ -484,19 +541,27 @@ class Scheduler:
                                      Status(Code.ERROR, f"node {host!r} was deleted before the pod could be bound"),
                                      start)
                 return
-            if not self.can_bind():
-                # Fencing: never bind without a fresh lease; the pod goes back to the queue.
-                fwk.run_unreserve(state, assumed, host)
-                self._forget(assumed)
-                log.warning("not binding: leader lease is not fresh", extra=kv(pod=assumed.key, node=host))
-                self.queue.requeue_in_flight(qpi)
-                return
-            st = await self.bind_with_extenders(fwk, state, assumed, host)
-            if st is not None and st.is_skip():
-                st = await fwk.run_bind(state, assumed, host)
+            if self.fence is not None and not self.fence.allows():
+                raise NotLeaderError(self.fence.closed_reason or "the leader lease is not fresh")
+            self._binds_outstanding += 1
+            try:
+                st = await self.bind_with_extenders(fwk, state, assumed, host)
+                if st is not None and st.is_skip():
+                    st = await fwk.run_bind(state, assumed, host)
+            finally:
+                self._binds_outstanding -= 1
+                if self._bind_room is not None and self._binds_outstanding < self.max_binds_outstanding:
+                    self._bind_room.set()
             if st is not None and not st.is_success():
+                if isinstance(st.error, NotLeaderError):
+                    raise st.error
                 self._binding_failed(fwk, state, qpi, assumed, host, st, start)
                 return
+        except NotLeaderError as exc:
+            # The write fence refused (lease not fresh, lost, or handing over): nothing was sent.
+            # The pod goes back to the queue quietly - no event, no condition: those are writes too.
+            self._fenced_out(fwk, state, qpi, assumed, host, exc)
+            return
         except asyncio.CancelledError:
             fwk.run_unreserve(state, assumed, host)
             self._forget(assumed)
@@ -525,6 +590,17 @@ class Scheduler:
         trace = state.get(TRACE_KEY)
         if trace is not None:
             self._publish_explanation(assumed, trace.to_dict())
+
+    def _fenced_out(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
+                    host: str, exc: NotLeaderError) -> None:
+        fwk.run_unreserve(state, assumed, host)
+        self._forget(assumed)
+        self.queue.requeue_in_flight(qpi)
+        METRICS.fenced_writes.labels("binding").inc()
+        if not self._fenced_logged:  # once: a backlog of thousands must not flood the log
+            self._fenced_logged = True
+            log.warning("not binding: this replica cannot prove it leads; pods go back to the queue",
+                        extra=kv(pod=assumed.key, node=host, reason=exc.message))
 
     def _binding_failed(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
                         host: str, st: Status, start: float) -> None:
@@ -616,6 +692,8 @@ class Scheduler:
     async def _send_patch(self, pod: PodInfo, patch: dict) -> None:
         try:
             await self.client.patch_pod_status(pod.namespace, pod.name, patch)
+        except NotLeaderError:
+            METRICS.fenced_writes.labels("pod_status").inc()
         except Exception as exc:  # noqa: BLE001
             if getattr(exc, "status", None) == 404:
                 return

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .. import metrics
+from ..fence import NotLeaderError
 from ..config import ConfigError, PluginSet, Profile, merged_plugin_sets
 from .cycle_state import CycleState
 from .interface import (EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, FilterPlugin,
@@ -498,6 +499,8 @@ class Framework:
         for pl in self.pre_bind:
             try:
                 st = await pl.pre_bind(state, pod, node)
+            except NotLeaderError as exc:  # the write fence: not a plugin failure, nothing was sent
+                st = Status.as_error(exc, pl.name)
             except Exception as exc:  # noqa: BLE001
                 log.exception("prebind plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
                 st = Status.as_error(exc, pl.name)
@@ -515,6 +518,8 @@ class Framework:
         for pl in self.bind:
             try:
                 st = await pl.bind(state, pod, node)
+            except NotLeaderError as exc:  # the write fence: not a plugin failure, nothing was sent
+                st = Status.as_error(exc, pl.name)
             except Exception as exc:  # noqa: BLE001
                 log.exception("bind plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
                 st = Status.as_error(exc, pl.name)

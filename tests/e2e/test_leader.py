@@ -86,3 +86,53 @@ def test_invalid_durations_rejected():
         LeaderElector(None, namespace="n", name="x", lease_duration=10, renew_deadline=10, retry_period=2)
     with pytest.raises(ValueError):
         LeaderElector(None, namespace="n", name="x", lease_duration=15, renew_deadline=2, retry_period=2)
+
+
+class SlowWrites:
+    """The real client, but each Lease write takes ``delay`` seconds on the elector's clock (a slow
+    API server, or a pause while the request is out)."""
+
+    def __init__(self, client, clock, delay):
+        self.client, self.clock, self.delay = client, clock, delay
+
+    async def request(self, method, path, **kw):
+        out = await self.client.request(method, path, **kw)
+        if method != "GET":
+            self.clock.t += self.delay
+        return out
+
+
+async def test_freshness_counts_from_when_the_renewal_was_sent_not_answered(admin):
+    c = Clock()
+    a = elector(admin, "a", c)
+    a.client = SlowWrites(admin, c, delay=9.0)
+    assert await a.try_acquire_or_renew()          # the write left at t and was answered at t+9
+    assert a.is_fresh()
+    c.t += 1.1
+    # The API server may have recorded it (and a successor started counting) right after t:
+    # 10.1s since it was sent is past renewDeadline, however recent the answer.
+    assert a.is_leader() and not a.is_fresh()
+
+
+async def test_renew_loop_gives_up_at_once_when_another_holder_is_seen(admin, caplog):
+    ca, cb = Clock(), Clock()
+    a, b = elector(admin, "a", ca), elector(admin, "b", cb)
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+    cb.t += 15.1                                   # a paused; b sees the record unchanged for leaseDuration
+    assert await b.try_acquire_or_renew()
+    attempts = []
+
+    async def no_sleep(seconds):                   # a resumes: its sleeps are over at once
+        ca.t += seconds
+
+    async def counted():
+        attempts.append(ca.t)
+        return await type(a).try_acquire_or_renew(a)
+
+    a.sleep = no_sleep
+    a.try_acquire_or_renew = counted
+    await a.renew_loop()                           # returns: the lease is lost
+    assert len(attempts) == 1, "a kept retrying a lease it saw held by b"
+    assert "held by another candidate" in caplog.text
+    assert not a.is_fresh()

@@ -182,3 +182,57 @@ async def test_tls_with_ca_verification_and_path_prefix(tmp_path):
         with pytest.raises(ssl.SSLCertVerificationError):
             await untrusted.request("GET", "/", {})
         await untrusted.close()
+
+
+class Refused(Exception):
+    pass
+
+
+def held_until(release: asyncio.Event):
+    """Answers each request once ``release`` is set (the connection slot stays busy until then)."""
+    async def handler(reader, writer, head, body):
+        await release.wait()
+        await reply(b"done")(reader, writer, head, body)
+    return handler
+
+
+async def test_guard_runs_after_waiting_for_a_connection_slot_and_can_stop_the_write():
+    release = asyncio.Event()
+    allowed = {"ok": True}
+
+    def guard():
+        if not allowed["ok"]:
+            raise Refused("fence closed")
+
+    async with Server(held_until(release)) as srv:
+        pool = HTTPPool(srv.url(), None, limit=1)
+        first = asyncio.create_task(pool.request("POST", "/bind/1", {}, b"{}", guard=guard))
+        await asyncio.sleep(0.05)
+        second = asyncio.create_task(pool.request("POST", "/bind/2", {}, b"{}", guard=guard))
+        await asyncio.sleep(0.05)
+        allowed["ok"] = False  # the fence closes while the second request waits for the only slot
+        release.set()
+        assert (await first).body == b"done"
+        with pytest.raises(Refused):
+            await second
+        await asyncio.sleep(0.05)
+        assert [r.split(b" ")[1] for r in srv.requests] == [b"/bind/1"]  # the second was never written
+        allowed["ok"] = True
+        assert (await pool.request("POST", "/bind/3", {}, b"{}", guard=guard)).body == b"done"
+        await pool.close()
+    assert srv.connections == 1  # the refused request gave its (idle) connection back
+
+
+async def test_waiting_for_a_connection_slot_counts_against_the_deadline():
+    release = asyncio.Event()
+    sent = []
+    async with Server(held_until(release)) as srv:
+        pool = HTTPPool(srv.url(), None, limit=1)
+        first = asyncio.create_task(pool.request("POST", "/a", {}, b"{}"))
+        await asyncio.sleep(0.05)
+        with pytest.raises(asyncio.TimeoutError):
+            await pool.request("POST", "/b", {}, b"{}", timeout=0.2, on_sent=lambda: sent.append("b"))
+        release.set()
+        await first
+        await pool.close()
+    assert sent == [] and len(srv.requests) == 1

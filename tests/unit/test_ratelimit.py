@@ -24,3 +24,17 @@ def test_burst_then_rate():
 def test_zero_qps_means_unlimited():
     b = TokenBucket(qps=0, burst=1, clock=Clock())
     assert all(b.reserve() == 0.0 for _ in range(100))
+
+
+async def test_a_wait_beyond_the_request_deadline_fails_at_once_and_gives_the_token_back():
+    import asyncio
+
+    import pytest
+
+    c = Clock()
+    b = TokenBucket(qps=10, burst=1, clock=c)
+    await b.acquire(max_wait=0.0)          # the burst token
+    with pytest.raises(asyncio.TimeoutError, match="rate limiter"):
+        await b.acquire(max_wait=0.05)     # the next token is 0.1s away
+    c.t += 0.1
+    assert b.reserve() == 0.0              # the refused request did not spend it

@@ -20,6 +20,8 @@ from .events import EventRecorder
 from .framework.registry import Registry, build_registry
 from .framework.runtime import Framework, Handle
 from .informer import Reflector, name_key, uid_key
+from .delegated_auth import AuthOptions, DelegatedAuth, ReviewError
+from .delegated_auth import build as build_auth
 from .kubeauth import Credentials
 from .extender_client import HTTPExtender
 from .kopf_watch import KopfWatch, WatchSpec
@@ -60,6 +62,7 @@ class Options:
     shadow: bool = False
     shadow_scheduler_names: list[str] = field(default_factory=lambda: ["default-scheduler"])
     kopf: bool = True
+    auth: AuthOptions = field(default_factory=AuthOptions)  # the secure port's delegated authn/authz
 
 
 def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache, client, recorder,
@@ -169,6 +172,7 @@ class SchedulerApp:
         self.scheduler.fence = self.fence
         self.scheduler.max_binds_outstanding = max_binds_for(cc.qps, self.frameworks_bind_timeout())
         self.server: SecureServer | None = None
+        self.auth: DelegatedAuth | None = None
         self._shutting_down = False
         self._failed_seen: set[str] = set()
         self.kopf = KopfWatch(creds, self.kopf_specs()) if options.kopf else None
@@ -259,7 +263,12 @@ class SchedulerApp:
                 pass
         try:
             if self.options.serve:
-                await self.start_server()
+                try:
+                    await self.start_server()
+                except ReviewError as exc:
+                    log.error("cannot set up delegated authentication", extra=kv(error=str(exc)))
+                    self.exit_code = 1
+                    return self.exit_code
             await self.start_informers()
             stop = asyncio.create_task(self.stopping.wait())
             if self.elector is not None:
@@ -284,9 +293,11 @@ class SchedulerApp:
 
     async def start_server(self) -> None:
         o = self.options
+        self.auth = await build_auth(o.auth, self.creds)
         self.server = SecureServer(address=o.bind_address, port=o.secure_port, cert_file=o.tls_cert_file,
                                    key_file=o.tls_private_key_file, cert_dir=o.cert_dir, ready=self.ready,
-                                   healthy=self.healthy, configz=self.configz, explain=self.explain)
+                                   healthy=self.healthy, configz=self.configz, explain=self.explain,
+                                   auth=self.auth)
         await self.server.start()
 
     def ready(self) -> tuple[bool, str]:
@@ -351,6 +362,8 @@ class SchedulerApp:
             await asyncio.to_thread(self.kopf.stop)
         if self.server is not None:
             await self.server.stop()
+        if self.auth is not None:
+            await self.auth.close()
         for e in self.extenders:
             await e.close()
         await self.client.close()

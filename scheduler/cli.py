@@ -28,6 +28,77 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-format", default="logfmt", choices=("logfmt", "json"))
 
 
+def _bool(text: str) -> bool:
+    """A pflag-style boolean value (``--flag``, ``--flag=true``, ``--flag=false``)."""
+    t = text.strip().lower()
+    if t in ("1", "t", "true", "yes"):
+        return True
+    if t in ("0", "f", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _duration(text: str) -> float:
+    try:
+        return configmod.parse_duration(text, "value")
+    except configmod.ConfigError:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (use forms like 10s, 1m, 500ms)") from None
+
+
+class _StringSlice(argparse.Action):
+    """pflag's StringSlice: comma-separated; the first use replaces the default, later uses append."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        seen = getattr(namespace, f"_{self.dest}_set", False)
+        setattr(namespace, self.dest, (getattr(namespace, self.dest) if seen else []) + items)
+        setattr(namespace, f"_{self.dest}_set", True)
+
+
+def _delegation_kubeconfigs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--authentication-kubeconfig", default=None, metavar="FILE",
+                   help="kubeconfig with rights to create tokenreviews.authentication.k8s.io "
+                        "(default: the scheduler's own credentials)")
+    p.add_argument("--authorization-kubeconfig", default=None, metavar="FILE",
+                   help="kubeconfig with rights to create subjectaccessreviews.authorization.k8s.io "
+                        "(default: the scheduler's own credentials)")
+
+
+def _auth_flags(p: argparse.ArgumentParser) -> None:
+    """kube-scheduler's delegated authentication/authorization flags for the secure port."""
+    _delegation_kubeconfigs(p)
+    p.add_argument("--authorization-always-allow-paths", action=_StringSlice, default=["/healthz", "/readyz", "/livez"],
+                   metavar="PATHS", help="comma-separated paths (a trailing * matches a prefix) served without "
+                                         "authorization (default: /healthz,/readyz,/livez)")
+    p.add_argument("--client-ca-file", default=None, help="CA bundle: a client certificate it signed authenticates "
+                   "as its CN (groups: O). Default: client-ca-file of configmap kube-system/extension-apiserver-authentication")
+    p.add_argument("--authentication-skip-lookup", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="do not look up the client CA in the cluster")
+    p.add_argument("--authentication-tolerate-lookup-failure", type=_bool, nargs="?", const=True, default=True,
+                   metavar="BOOL", help="a failed client CA lookup only disables client certificates (default true)")
+    p.add_argument("--authentication-token-webhook-cache-ttl", type=_duration, default=10.0, metavar="DURATION",
+                   help="how long TokenReview answers are cached (default 10s)")
+    p.add_argument("--authorization-webhook-cache-authorized-ttl", type=_duration, default=10.0, metavar="DURATION",
+                   help="how long allowed SubjectAccessReview answers are cached (default 10s)")
+    p.add_argument("--authorization-webhook-cache-unauthorized-ttl", type=_duration, default=10.0, metavar="DURATION",
+                   help="how long denied SubjectAccessReview answers are cached (default 10s)")
+    p.add_argument("--insecure-disable-auth", action="store_true",
+                   help="LAB ONLY: serve /metrics, /configz and /debug/explain to anyone, unauthenticated")
+
+
+def auth_options(args):
+    from .delegated_auth import AuthOptions
+    return AuthOptions(authentication_kubeconfig=args.authentication_kubeconfig,
+                       authorization_kubeconfig=args.authorization_kubeconfig,
+                       always_allow_paths=list(args.authorization_always_allow_paths),
+                       client_ca_file=args.client_ca_file, skip_lookup=args.authentication_skip_lookup,
+                       tolerate_lookup_failure=args.authentication_tolerate_lookup_failure,
+                       token_cache_ttl=args.authentication_token_webhook_cache_ttl,
+                       authorized_ttl=args.authorization_webhook_cache_authorized_ttl,
+                       unauthorized_ttl=args.authorization_webhook_cache_unauthorized_ttl,
+                       insecure_disable=args.insecure_disable_auth)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pysched", description="A secondary Kubernetes scheduler in Python.")
     sub = parser.add_subparsers(dest="command")
@@ -52,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="never bind: compute placements for pods of other schedulers and report agreement")
     run.add_argument("--shadow-scheduler-name", action="append", default=[], metavar="NAME",
                      help="schedulerName whose pods --shadow predicts (repeatable; default: default-scheduler)")
+    _auth_flags(run)
 
     ext = sub.add_parser("extender", help="serve the plugins as a kube-scheduler extender")
     _common(ext)
@@ -59,7 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--address", default="127.0.0.1")
     ext.add_argument("--tls-cert-file")
     ext.add_argument("--tls-private-key-file")
-    ext.add_argument("--client-ca-file")
+    ext.add_argument("--client-ca-file", help="require a client certificate from this CA (mTLS) on every verb; "
+                                              "its holders may bind and preempt")
+    _delegation_kubeconfigs(ext)
+    ext.add_argument("--insecure-allow-unauthenticated-bind", action="store_true",
+                     help="LAB ONLY: let anyone who reaches the port call bind and preempt")
     ext.add_argument("--profile", default=None, help="schedulerName of the profile to serve (default: the first)")
 
     sim = sub.add_parser("simulate", help="schedule pods onto a cluster snapshot without an API server")
@@ -120,13 +196,16 @@ def cmd_run(args) -> int:
                           tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
                           identity=args.identity,
                           explain_all=args.explain_all, shadow=args.shadow,
-                          shadow_scheduler_names=args.shadow_scheduler_name or ["default-scheduler"])
+                          shadow_scheduler_names=args.shadow_scheduler_name or ["default-scheduler"],
+                          auth=auth_options(args))
+        if options.serve:
+            options.auth.validate()
         creds = load(options.kubeconfig)
         app = SchedulerApp(cfg, options, creds, registry)
     except (configmod.ConfigError, RegistryError) as exc:
         print(f"pysched: invalid configuration: {exc}", file=sys.stderr)
         return 2
-    except CredentialsError as exc:
+    except (CredentialsError, ValueError) as exc:
         print(f"pysched: {exc}", file=sys.stderr)
         return 2
     return eventloop.run(app.run())

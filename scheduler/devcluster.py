@@ -212,8 +212,11 @@ class ControlPlane:
         return write_kubeconfig(self.workdir / f"{name}.kubeconfig", server=self.url,
                                 ca_file=self.ca_file, token=token, user=name)
 
-    def issue_cert(self, name: str, *, client: bool = False) -> tuple[Path, Path]:
-        """A certificate signed by this control plane's test CA (serving for 127.0.0.1, or client)."""
+    def issue_cert(self, name: str, *, client: bool = False, groups: tuple[str, ...] = ()) -> tuple[Path, Path]:
+        """A certificate signed by this control plane's test CA (serving for 127.0.0.1, or client).
+
+        The subject is CN=name plus one O per group: how Kubernetes names a certificate's user and groups.
+        """
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
@@ -224,7 +227,8 @@ class ControlPlane:
         now = datetime.datetime.now(datetime.timezone.utc)
         key = ec.generate_private_key(ec.SECP256R1())
         b = (x509.CertificateBuilder()
-             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+             .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
+                                     + [x509.NameAttribute(NameOID.COMMON_NAME, name)]))
              .issuer_name(ca_cert.subject).public_key(key.public_key())
              .serial_number(x509.random_serial_number())
              .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=2)))

@@ -14,6 +14,11 @@ extender verbs, over HTTP or HTTPS (``--tls-cert-file``/``--tls-private-key-file
 * ``POST /preempt``: keeps the candidate nodes on which the pod fits once the proposed victims
   are gone (evaluated on the cache, no API writes), with the same victims.
 
+``bind`` and ``preempt`` need an authenticated, authorized caller: a client certificate from
+``--client-ca-file`` (mTLS), or a bearer token that a TokenReview accepts and whose user a
+SubjectAccessReview allows to ``create pods/binding`` in the pod's namespace (``delegated_auth``);
+401 or 403 otherwise. ``--insecure-allow-unauthenticated-bind`` (lab only, warned) lifts this.
+
 A body that is not JSON, does not match the wire types, or exceeds ``--max-body-bytes`` gets HTTP
 400 with a message naming what is wrong; semantic failures come back in ``Error``. Answers are
 computed in memory from the informer cache - no API call per request except bind - so they
@@ -42,6 +47,7 @@ from .framework.types import Diagnosis, FrameworkError
 from . import eventloop
 from .extender_wire import WireError, filter_result, parse_args, parse_binding_args, parse_preemption_args
 from .kubeclient import ApiError
+from .delegated_auth import Attributes, AuthenticationFailed, DelegatedAuth, unauthorized_response, user_from_peercert
 from .logs import kv
 from .metrics import METRICS
 from .podinfo import PodInfo
@@ -49,6 +55,7 @@ from .podinfo import PodInfo
 log = logging.getLogger("scheduler.extender_server")
 DEFAULT_MAX_BODY = 10 * 1024 * 1024
 NOT_IN_CACHE = "node not found in the extender's cache"
+GUARDED_VERBS = ("bind", "preempt")   # they bind pods or plan evictions: callers must be authorized
 
 
 class BadRequest(Exception):
@@ -56,8 +63,11 @@ class BadRequest(Exception):
 
 
 class ExtenderServer:
-    def __init__(self, app, profile: str | None = None, *, max_body: int = DEFAULT_MAX_BODY):
+    def __init__(self, app, profile: str | None = None, *, max_body: int = DEFAULT_MAX_BODY,
+                 bind_auth: DelegatedAuth | None):
+        """``bind_auth``: who may call bind/preempt (None: anyone - --insecure-allow-unauthenticated-bind)."""
         self.app = app
+        self.bind_auth = bind_auth
         self.profile = profile or app.cfg.profiles[0].scheduler_name
         if self.profile not in app.frameworks:
             raise ValueError(f"--profile {self.profile!r}: no such profile (have {', '.join(app.frameworks)})")
@@ -106,7 +116,19 @@ class ExtenderServer:
             t0 = time.perf_counter()
             code = 200
             try:
+                user = None
+                if verb in GUARDED_VERBS and self.bind_auth is not None and not _mtls_client(request):
+                    try:
+                        user = await self.bind_auth.authenticate(request)
+                    except AuthenticationFailed:
+                        code = 401
+                        return unauthorized_response()
                 body = await self._body(request)
+                if user is not None:
+                    _, refusal = await self.bind_auth.check(request, binding_attributes(verb, body), user=user)
+                    if refusal is not None:
+                        code = refusal.status
+                        return refusal
                 result = fn(body) if not asyncio.iscoroutinefunction(fn) else await fn(body)
                 return web.Response(body=orjson.dumps(result), content_type="application/json")
             except BadRequest as exc:
@@ -245,6 +267,24 @@ class ExtenderServer:
         return {"NodeNameToMetaVictims": result}
 
 
+def _mtls_client(request: web.Request) -> bool:
+    """The caller presented a certificate that verified against --client-ca-file."""
+    transport = request.transport
+    return transport is not None and user_from_peercert(transport.get_extra_info("peercert")) is not None
+
+
+def binding_attributes(verb: str, body) -> Attributes:
+    """What bind/preempt amount to: ``create pods/binding`` on the pod, in its namespace."""
+    if verb == "bind":
+        args = parse_binding_args(body)
+        namespace, name = args["PodNamespace"], args["PodName"]
+    else:
+        meta = parse_preemption_args(body)[0].get("metadata") or {}
+        namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+    return Attributes(verb="create", group="", version="v1", resource="pods", subresource="binding",
+                      namespace=namespace, name=name)
+
+
 def server_ssl(cert: str | None, key: str | None, client_ca: str | None) -> ssl.SSLContext | None:
     if not cert and not key:
         if client_ca:
@@ -264,14 +304,27 @@ async def serve(args) -> int:
     from . import config as configmod
     from .app import Options, SchedulerApp
     from .framework.registry import build_registry
+    from .delegated_auth import AuthOptions
+    from .delegated_auth import build as build_auth
     from .kubeauth import load
 
     cfg = configmod.load_file(args.config) if args.config else configmod.default_config()
     registry = build_registry(args.plugin_module)
     creds = load(args.kubeconfig or cfg.client_connection.kubeconfig or None)
     app = SchedulerApp(cfg, Options(kubeconfig=args.kubeconfig, serve=False, leader_elect=False), creds, registry)
-    server = ExtenderServer(app, args.profile)
     ctx = server_ssl(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
+    bind_auth = None
+    if args.insecure_allow_unauthenticated_bind:
+        log.warning("--insecure-allow-unauthenticated-bind: anyone who can reach the port can bind pods and "
+                    "plan preemptions through this extender (lab use only)")
+    else:
+        bind_auth = await build_auth(AuthOptions(authentication_kubeconfig=args.authentication_kubeconfig,
+                                                 authorization_kubeconfig=args.authorization_kubeconfig,
+                                                 skip_lookup=True, always_allow_paths=[]), creds)
+        if ctx is None:
+            log.warning("bind and preempt accept bearer tokens over plain HTTP; serve HTTPS "
+                        "(--tls-cert-file/--tls-private-key-file) so tokens are not sent in the clear")
+    server = ExtenderServer(app, args.profile, bind_auth=bind_auth)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -286,6 +339,8 @@ async def serve(args) -> int:
     finally:
         await server.stop()
         await app.shutdown()
+        if bind_auth is not None:
+            await bind_auth.close()
     return 0
 
 

@@ -10,6 +10,11 @@ kube-scheduler does, a self-signed one written to ``--cert-dir`` on first start
   process is not shutting down; 503 with the failing check otherwise.
 * ``/metrics``: the Prometheus registry; ``/configz``: the effective configuration.
 * ``/debug/explain?pod=ns/name``: the last cycle's per-plugin trace for a pod (see ``explain``).
+
+Every request goes through delegated authentication and authorization (``delegated_auth``), as
+kube-scheduler's: only ``--authorization-always-allow-paths`` (the health paths) are open to
+anonymous callers. With a client CA known, the TLS handshake requests (not requires) a client
+certificate. ``--insecure-disable-auth`` (lab only, warned at start-up) serves everyone.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from .delegated_auth import DelegatedAuth
 from .logs import kv
 
 log = logging.getLogger("scheduler.server")
@@ -67,7 +73,7 @@ class SecureServer:
     def __init__(self, *, address: str, port: int, cert_file: str | None, key_file: str | None,
                  cert_dir: str | None, ready: Callable[[], tuple[bool, str]],
                  healthy: Callable[[], tuple[bool, str]], configz: Callable[[], dict],
-                 explain: Callable[[str], dict | None] | None = None):
+                 explain: Callable[[str], dict | None] | None = None, auth: DelegatedAuth | None = None):
         self.address = address
         self.port = port
         self.cert_file, self.key_file, self.cert_dir = cert_file, key_file, cert_dir
@@ -75,6 +81,7 @@ class SecureServer:
         self.healthy = healthy
         self.configz = configz
         self.explain = explain
+        self.auth = auth
         self._runner: web.AppRunner | None = None
         self.bound_port = 0
 
@@ -84,10 +91,13 @@ class SecureServer:
             cert, key = self_signed(self.cert_dir or "/tmp/pysched-certs")
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(cert, key)
+        if self.auth is not None and self.auth.client_ca_pem:
+            ctx.load_verify_locations(cadata=self.auth.client_ca_pem)
+            ctx.verify_mode = ssl.CERT_OPTIONAL   # request a client certificate, do not require one
         return ctx
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self.auth.middleware()] if self.auth is not None else [])
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/livez", self._healthz)
         app.router.add_get("/readyz", self._readyz)

@@ -57,6 +57,25 @@ def scheduler_config(**overrides) -> dict:
     return cfg
 
 
+ADMIN = object()   # SchedulerProcess.get's default credential: the control plane's admin token
+
+
+async def https_get(url: str, *, token: str | None = None, cert: tuple | None = None) -> tuple[int, str]:
+    """GET over HTTPS without verifying the server (self-signed), with a bearer token and/or client cert."""
+    import ssl
+
+    import aiohttp
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if cert:
+        ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with aiohttp.ClientSession() as s:
+        async with s.get(url, ssl=ctx, headers=headers, timeout=aiohttp.ClientTimeout(total=10)) as r:
+            return r.status, await r.text()
+
+
 class SchedulerProcess:
     """``python -m scheduler`` against the test control plane; output captured to a file."""
 
@@ -88,17 +107,14 @@ class SchedulerProcess:
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
-    async def get(self, path: str) -> tuple[int, str]:
-        """GET on the scheduler's secure port (self-signed certificate)."""
-        import ssl
+    async def get(self, path: str, *, token: str | None = ADMIN, cert: tuple | None = None) -> tuple[int, str]:
+        """GET on the scheduler's secure port (self-signed certificate).
 
-        import aiohttp
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        async with aiohttp.ClientSession() as s:
-            async with s.get(self.url + path, ssl=ctx, timeout=aiohttp.ClientTimeout(total=10)) as r:
-                return r.status, await r.text()
+        Authenticated by default as the control plane's admin (group system:masters), as a
+        Prometheus would with its token; ``token=None`` sends no credentials, ``cert=(crt, key)``
+        presents a client certificate.
+        """
+        return await https_get(self.url + path, token=self.cp.admin_token if token is ADMIN else token, cert=cert)
 
     async def metric(self, metric_name: str, **labels) -> float | None:
         from prometheus_client.parser import text_string_to_metric_families

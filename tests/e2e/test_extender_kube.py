@@ -40,7 +40,7 @@ EXTENDER_PROFILE = {
 
 
 class ExtenderProcess:
-    def __init__(self, cp, tmp_path, config: dict, https: bool = False, client_ca=None):
+    def __init__(self, cp, tmp_path, config: dict, https: bool = False, client_ca=None, insecure_bind: bool = False):
         self.cp = cp
         self.port = free_port()
         self.cfg_path = tmp_path / "extender-config.yaml"
@@ -54,6 +54,9 @@ class ExtenderProcess:
             self.args += ["--tls-cert-file", str(cert), "--tls-private-key-file", str(key)]
             if client_ca:
                 self.args += ["--client-ca-file", str(client_ca)]
+        self.client_cert = cp.issue_cert("extender-test-client", client=True) if client_ca else None
+        if insecure_bind:
+            self.args += ["--insecure-allow-unauthenticated-bind"]
         self.proc = None
 
     @property
@@ -85,6 +88,8 @@ class ExtenderProcess:
         import ssl
         import urllib.request
         ctx = ssl.create_default_context(cafile=str(self.cp.ca_file)) if self.https else None
+        if self.client_cert:
+            ctx.load_cert_chain(*map(str, self.client_cert))
         text = urllib.request.urlopen(f"{self.url}/metrics", context=ctx, timeout=10).read().decode()
         m = re.search(rf'pysched_extender_server_requests_total{{code="200",verb="{verb}"}} ([0-9.e+]+)', text)
         return int(float(m.group(1))) if m else 0
@@ -98,12 +103,19 @@ async def test_kube_scheduler_follows_our_scores_and_binds_through_us(control_pl
         make_node("n-m5", cpu="4", labels={IT: "m5.xlarge", CT: "spot"}),
         make_node("n-r5", cpu="4", labels={IT: "r5.xlarge", CT: "on-demand"}),
     ])
-    ext = ExtenderProcess(control_plane, tmp_path, EXTENDER_PROFILE, https=https).start()
+    # bind needs an authorized caller: over HTTPS kube-scheduler presents a client certificate from
+    # --client-ca-file (mTLS); over plain HTTP it cannot authenticate, so that lab setup needs the flag.
+    ext = ExtenderProcess(control_plane, tmp_path, EXTENDER_PROFILE, https=https,
+                          client_ca=control_plane.ca_file if https else None, insecure_bind=not https).start()
     await ext.wait_ready()
     extender = {"urlPrefix": ext.url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
                 "weight": 5, "nodeCacheCapable": node_cache_capable, "enableHTTPS": https}
     if https:
-        extender["tlsConfig"] = {"caFile": str(control_plane.ca_file)}
+        cert, key = control_plane.issue_cert("kube-scheduler", client=True)
+        extender["tlsConfig"] = {"caFile": str(control_plane.ca_file), "certFile": str(cert), "keyFile": str(key)}
+    else:
+        assert any("level=warning" in line and "--insecure-allow-unauthenticated-bind" in line
+                   for line in ext.log().splitlines()), "the lab flag must be loud"
     kube = KubeSchedulerProcess(control_plane, {"profiles": [{"schedulerName": "kube-ext"}],
                                                 "extenders": [extender]}).start()
     try:
@@ -131,7 +143,7 @@ async def test_hami_style_managed_gpu_resources_route_only_gpu_pods(control_plan
     await create_nodes(admin, [make_node("gpu-node", extended={"nvidia.com/gpu": "1"}), make_node("cpu-node")])
     cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
            "leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": "pysched"}]}
-    ext = ExtenderProcess(control_plane, tmp_path, cfg).start()
+    ext = ExtenderProcess(control_plane, tmp_path, cfg, insecure_bind=True).start()
     await ext.wait_ready()
     kube = KubeSchedulerProcess(control_plane, {"profiles": [{"schedulerName": "hami"}], "extenders": [{
         "urlPrefix": ext.url, "filterVerb": "filter", "bindVerb": "bind", "nodeCacheCapable": True, "weight": 1,

@@ -9,6 +9,8 @@ import pytest_asyncio
 
 from scheduler import config as configmod
 from scheduler.app import Options, SchedulerApp
+from scheduler.delegated_auth import AuthOptions
+from scheduler.delegated_auth import build as build_auth
 from scheduler.extender_server import NOT_IN_CACHE, ExtenderServer
 from scheduler.kubeauth import load_kubeconfig
 from scheduler.testkit import create_nodes, create_pods, make_node, make_pod
@@ -27,15 +29,19 @@ async def ext(control_plane, admin):
                                                            kopf=False, leader_elect=False),
                        load_kubeconfig(control_plane.kubeconfig))
     await app.start_informers()
-    server = ExtenderServer(app, max_body=64 * 1024)
+    auth = await build_auth(AuthOptions(skip_lookup=True), load_kubeconfig(control_plane.kubeconfig))
+    server = ExtenderServer(app, max_body=64 * 1024, bind_auth=auth)
     await server.start("127.0.0.1", 0, None)
-    session = aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.port}")
+    # bind/preempt need an authorized caller (test_delegated_auth): the admin's token
+    session = aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.port}",
+                                    headers={"Authorization": f"Bearer {control_plane.admin_token}"})
     try:
         yield app, session
     finally:
         await session.close()
         await server.stop()
         await app.shutdown()
+        await auth.close()
 
 
 def pod_obj(name="p", cpu="100m", **kw):

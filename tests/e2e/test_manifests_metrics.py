@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 import yaml
@@ -43,10 +44,12 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
             "PodDisruptionBudget", "ServiceMonitor"} <= kinds
     for o in objs:
         if o["kind"] in ("ClusterRoleBinding", "RoleBinding"):
-            assert not o["roleRef"]["name"].startswith("system:"), "no binding to system:kube-scheduler"
+            # no binding to system:kube-scheduler; system:auth-delegator is what delegated auth needs
+            assert not o["roleRef"]["name"].startswith("system:") or o["roleRef"]["name"] == "system:auth-delegator"
         if o["kind"] in ("ClusterRole", "Role"):
             for rule in o["rules"]:
-                assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+                assert "*" not in rule["verbs"] and "*" not in rule.get("resources", [])
+                assert not any("*" in url for url in rule.get("nonResourceURLs", []))
     dep = next(o for o in objs if o["kind"] == "Deployment")
     c = dep["spec"]["template"]["spec"]["containers"][0]
     assert dep["spec"]["replicas"] == 2
@@ -83,14 +86,44 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
         return evs if {"Scheduled", "FailedScheduling"} <= reasons else None
 
     await wait_for(events, 30, what="events recorded with the ServiceAccount")
+    # Prometheus' ServiceAccount, bound to the manifests' metrics-reader ClusterRole, scrapes /metrics;
+    # the scheduler checks its token and access as its own ServiceAccount (system:auth-delegator).
+    mon = next(o for o in objs if o["kind"] == "ServiceMonitor")
+    assert mon["spec"]["endpoints"][0]["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    await admin.request("POST", "/api/v1/namespaces/default/serviceaccounts", rate_limit=False,
+                        body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus"}})
+    prom = (await admin.request("POST", "/api/v1/namespaces/default/serviceaccounts/prometheus/token", rate_limit=False,
+                                body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                      "spec": {"expirationSeconds": 3600}}))["status"]["token"]
+    assert (await sched.get("/metrics", token=prom))[0] == 403
+    await admin.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", rate_limit=False, body={
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "prometheus"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "pysched-metrics-reader"},
+        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "default"}]})
+
+    async def scraped():
+        status, text = await sched.get("/metrics", token=prom)
+        return status == 200 and "scheduler_schedule_attempts_total" in text
+    await wait_for(scraped, 30, what="metrics scraped once the reader role is bound (after the 10s deny cache)")
+    assert (await sched.get("/configz", token=prom))[0] == 403       # the role grants /metrics only
+    # client certificates: the CA was read from kube-system/extension-apiserver-authentication
+    cert = control_plane.issue_cert("cert-user", client=True)
+    status, body = await sched.get("/metrics", token=None, cert=cert)
+    assert status == 403 and json.loads(body)["message"] == 'forbidden: User "cert-user" cannot get path "/metrics"'
+
     log = sched.log()
-    assert "403" not in log and "Forbidden" not in log and "cannot list" not in log, log[-3000:]
+    # (\b: ports and timestamps in the log may contain the digits 403)
+    assert not re.search(r"\b403\b", log) and "Forbidden" not in log and "cannot list" not in log, log[-3000:]
+    assert "cannot look up the client CA" not in log
 
     for verb, res, kw in [("create", "pods", {"subresource": "binding", "namespace": "default"}),
                           ("patch", "pods", {"subresource": "status", "namespace": "default"}),
                           ("watch", "nodes", {}), ("list", "persistentvolumeclaims", {}),
                           ("create", "events", {"group": "events.k8s.io", "namespace": "default"}),
-                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab", "name": "pysched"})]:
+                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab", "name": "pysched"}),
+                          ("create", "tokenreviews", {"group": "authentication.k8s.io"}),
+                          ("create", "subjectaccessreviews", {"group": "authorization.k8s.io"}),
+                          ("get", "configmaps", {"namespace": "kube-system", "name": "extension-apiserver-authentication"})]:
         assert await allowed(admin, verb, res, **kw), f"{verb} {res} {kw} should be allowed"
     for verb, res, kw in [("delete", "pods", {"namespace": "default"}), ("update", "pods", {"namespace": "default"}),
                           ("create", "pods", {"namespace": "default"}), ("get", "secrets", {"namespace": "default"}),
@@ -100,6 +133,8 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
                           ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab", "name": "other"}),
                           ("create", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system"}),
                           ("get", "configmaps", {"namespace": "kube-system"}),
+                          ("get", "configmaps", {"namespace": "kube-system", "name": "kubeadm-config"}),
+                          ("update", "configmaps", {"namespace": "kube-system", "name": "extension-apiserver-authentication"}),
                           ("create", "clusterrolebindings", {"group": "rbac.authorization.k8s.io"})]:
         assert not await allowed(admin, verb, res, **kw), f"{verb} {res} {kw} must not be granted"
     sched.terminate()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from .cache import SchedulerCache
 from .config import SchedulerConfig
 from .eventhandlers import EventHandlers, EventRegistry
-from .events import EventRecorder
+from .events import DEFAULT_LIMIT, EventRecorder
 from .framework.registry import Registry, build_registry
 from .framework.runtime import Framework, Handle
 from .informer import Reflector, name_key, uid_key
@@ -63,6 +63,7 @@ class Options:
     shadow_scheduler_names: list[str] = field(default_factory=lambda: ["default-scheduler"])
     kopf: bool = True
     auth: AuthOptions = field(default_factory=AuthOptions)  # the secure port's delegated authn/authz
+    event_backlog_limit: int | None = None  # None: events.DEFAULT_LIMIT
 
 
 def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache, client, recorder,
@@ -103,7 +104,7 @@ class SchedulerApp:
         cc = cfg.client_connection
         self.client = KubeClient(creds, qps=cc.qps, burst=cc.burst)
         self.event_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=8)
-        self.recorder = EventRecorder(self.event_client)
+        self.recorder = EventRecorder(self.event_client, limit=options.event_backlog_limit or DEFAULT_LIMIT)
         self.cache = SchedulerCache()
         self.objects = ObjectStore()
         self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,

@@ -99,6 +99,16 @@ def auth_options(args):
                        insecure_disable=args.insecure_disable_auth)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pysched", description="A secondary Kubernetes scheduler in Python.")
     sub = parser.add_subparsers(dest="command")
@@ -121,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--explain-all", action="store_true", help="keep a per-plugin trace of every cycle")
     run.add_argument("--shadow", action="store_true",
                      help="never bind: compute placements for pods of other schedulers and report agreement")
+    run.add_argument("--event-backlog-limit", type=_positive_int, default=None, metavar="N",
+                     help="distinct Events the recorder may hold unwritten or for series aggregation before it "
+                          "drops the least valuable (default: 100000)")
     run.add_argument("--shadow-scheduler-name", action="append", default=[], metavar="NAME",
                      help="schedulerName whose pods --shadow predicts (repeatable; default: default-scheduler)")
     _auth_flags(run)
@@ -194,7 +207,7 @@ def cmd_run(args) -> int:
                           leader_elect=args.leader_elect, secure_port=args.secure_port,
                           bind_address=args.bind_address, cert_dir=args.cert_dir, serve=not args.no_serve,
                           tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
-                          identity=args.identity,
+                          identity=args.identity, event_backlog_limit=args.event_backlog_limit,
                           explain_all=args.explain_all, shadow=args.shadow,
                           shadow_scheduler_names=args.shadow_scheduler_name or ["default-scheduler"],
                           auth=auth_options(args))

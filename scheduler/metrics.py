@@ -4,7 +4,7 @@ Names and buckets follow ``pkg/scheduler/metrics/metrics.go`` so existing kube-s
 dashboards work unchanged (set ``profile`` to our schedulerName; tell the schedulers apart by the
 ``job`` label). Metrics that only this scheduler has are prefixed ``pysched_``: bind conflicts
 (HTTP 409 from another binder), kubelet rejections of pods we bound (OutOfcpu, OutOfmemory, ...),
-dropped events and informer relists.
+the event recorder (written, aggregated into series, failed, dropped, backlog) and informer relists.
 
 Label children are cached because ``labels()`` costs more than ``observe()`` on the hot path.
 """
@@ -86,9 +86,24 @@ class Metrics:
             "pysched_kubelet_rejections_total",
             "Pods this scheduler bound that the kubelet then rejected at admission (status.reason such as "
             "OutOfcpu, OutOfmemory, OutOfpods, UnexpectedAdmissionError).", ["reason"], registry=r)
+        self.events_posted = Counter(
+            "pysched_events_posted_total", "Kubernetes Events written: 'create' a new Event object, 'series' "
+            "a new count on an existing one.", ["type", "reason", "operation"], registry=r)
+        self.events_aggregated = Counter(
+            "pysched_events_aggregated_total", "Event occurrences merged into the series of an isomorphic Event "
+            "recorded within six minutes instead of a new object.", ["type", "reason"], registry=r)
+        self.events_post_errors = Counter(
+            "pysched_events_post_errors_total", "Failed attempts to write an Event, by HTTP status or error "
+            "class; every retry counts.", ["code"], registry=r)
         self.events_dropped = Counter(
-            "pysched_events_dropped_total", "Kubernetes Events dropped because the recorder queue was full or "
-            "the API refused them.", ["reason"], registry=r)
+            "pysched_events_dropped_total", "Kubernetes Events (or series counts) never written: backlog_full, "
+            "rejected (a final 4xx), retries_exhausted, shutdown.", ["reason"], registry=r)
+        self.events_backlog = Gauge(
+            "pysched_events_backlog", "Events owed to the API: not created yet, series counts due, retries.",
+            registry=r)
+        self.events_tracked = Gauge(
+            "pysched_events_tracked", "Events the recorder holds for series aggregation, the backlog included.",
+            registry=r)
         self.informer_relists = Counter(
             "pysched_informer_relists_total", "Full LISTs done by the informers, by reason.",
             ["resource", "reason"], registry=r)

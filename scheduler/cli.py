@@ -28,6 +28,26 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-format", default="logfmt", choices=("logfmt", "json"))
 
 
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pysched", description="A secondary Kubernetes scheduler in Python.")
     sub = parser.add_subparsers(dest="command")
@@ -61,6 +81,16 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--tls-private-key-file")
     ext.add_argument("--client-ca-file")
     ext.add_argument("--profile", default=None, help="schedulerName of the profile to serve (default: the first)")
+    ext.add_argument("--bind-scheduler-name", action="append", default=[], metavar="NAME",
+                     help="bind only pods whose spec.schedulerName is NAME (repeatable; default: default-scheduler "
+                          "and the served profile's name - kube-scheduler calls bind for pods of its own profiles)")
+    ext.add_argument("--max-body-bytes", type=_positive_int, default=10 * 1024 * 1024,
+                     help="larger request bodies get 413 (default: 10 MiB)")
+    ext.add_argument("--header-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
+                     help="close a connection that has not sent a request's headers within this time of opening "
+                          "or of the previous response (default: 10)")
+    ext.add_argument("--body-timeout", type=_positive_float, default=30.0, metavar="SECONDS",
+                     help="answer 408 and close when a request body takes longer than this (default: 30)")
 
     sim = sub.add_parser("simulate", help="schedule pods onto a cluster snapshot without an API server")
     _common(sim)

@@ -270,7 +270,8 @@ class SchedulerApp:
                     log.error("cannot set up delegated authentication", extra=kv(error=str(exc)))
                     self.exit_code = 1
                     return self.exit_code
-            await self.start_informers()
+            if not await self.until_stopped(self.start_informers()):
+                return self.exit_code   # stopped while starting (e.g. the API server is unreachable)
             stop = asyncio.create_task(self.stopping.wait())
             if self.elector is not None:
                 self._spawn(self.elector.run(), "leader-election")
@@ -291,6 +292,28 @@ class SchedulerApp:
         finally:
             await self.shutdown()
         return self.exit_code
+
+    async def until_stopped(self, coro) -> bool:
+        """Run ``coro`` unless a stop is requested first (then cancel it). True if it completed.
+
+        Start-up can wait indefinitely - informers retry their first LIST until the API server
+        answers - and SIGTERM/SIGINT must end it all the same."""
+        work = asyncio.ensure_future(coro)
+        stop = asyncio.create_task(self.stopping.wait())
+        try:
+            await asyncio.wait([work, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not work.done():
+                work.cancel()
+                try:
+                    await work
+                except asyncio.CancelledError:
+                    pass
+        if work.cancelled():
+            return False
+        work.result()   # a start-up failure propagates
+        return True
 
     async def start_server(self) -> None:
         o = self.options

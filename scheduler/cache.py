@@ -23,6 +23,8 @@ awaiting, so a cycle reads one consistent state (the "snapshot").
 from __future__ import annotations
 
 import logging
+from contextlib import contextmanager
+from typing import Iterator
 
 import numpy as np
 
@@ -96,16 +98,20 @@ class SchedulerCache:
     # -- nodes ---------------------------------------------------------------------------------
 
     def upsert_node(self, spec: NodeSpec) -> tuple[str, NodeInfo]:
-        """Add or update a node. Returns ("added"|"updated"|"unchanged", info)."""
+        """Add or update a node. Returns ("added"|"updated"|"unchanged", info).
+
+        All or nothing: a spec the table cannot hold raises before anything changes."""
+        row = self.table.spec_row(spec)      # may raise; nothing is touched yet
         info = self.nodes.get(spec.name)
         if info is None:
             info = NodeInfo(spec, -1)
-            self._count_images(spec, 1)
-            parked = self.parked.pop(spec.name, {})
+            parked = self.parked.get(spec.name, {})
             for pod in parked.values():
                 info.add_pod(pod)
+            self.table.add(info, row)
+            self.parked.pop(spec.name, None)
             self.nodes[spec.name] = info
-            self.table.add(info)
+            self._count_images(spec, 1)
             for pod in parked.values():
                 self._track(pod, info.slot)
             self.generation += 1
@@ -118,10 +124,37 @@ class SchedulerCache:
         if old.images != spec.images:
             self._count_images(old, -1)
             self._count_images(spec, 1)
-        self.table.update_spec(info, old)
+        self.table.update_spec(info, old, row)
         info.generation += 1
         self.generation += 1
         return "updated", info
+
+    @contextmanager
+    def nodes_as_sent(self, specs: list[NodeSpec]) -> Iterator[None]:
+        """The nodes ``specs`` as given, for one synchronous evaluation (an extender request that
+        carries whole Node objects): unknown ones are added, known ones take the sent spec; the
+        pods the cache counts on them stay. On exit every node is as before - unknown ones removed,
+        known ones back to their informer spec - so nothing a request sends outlives it.
+
+        The caller must not await inside the ``with``: the informer and the scheduling cycle run on
+        the same event loop and must never see the request's nodes.
+        """
+        restore: list[tuple[str, NodeSpec | None]] = []
+        mark = self.table.vocabulary_mark()
+        try:
+            for spec in specs:
+                info = self.nodes.get(spec.name)
+                old_spec = info.spec if info is not None else None   # upsert replaces info.spec
+                self.upsert_node(spec)
+                restore.append((spec.name, old_spec))
+            yield
+        finally:
+            for name, old_spec in reversed(restore):
+                if old_spec is None:
+                    self.remove_node(name)
+                else:
+                    self.upsert_node(old_spec)
+            self.table.trim_vocabulary(mark)
 
     def remove_node(self, name: str) -> NodeInfo | None:
         info = self.nodes.pop(name, None)

@@ -101,12 +101,22 @@ def auth_options(args):
 
 def _positive_int(text: str) -> int:
     try:
-        n = int(text)
+        v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {n}")
-    return n
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number")
+    return v
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,6 +160,16 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--insecure-allow-unauthenticated-bind", action="store_true",
                      help="LAB ONLY: let anyone who reaches the port call bind and preempt")
     ext.add_argument("--profile", default=None, help="schedulerName of the profile to serve (default: the first)")
+    ext.add_argument("--bind-scheduler-name", action="append", default=[], metavar="NAME",
+                     help="bind only pods whose spec.schedulerName is NAME (repeatable; default: default-scheduler "
+                          "and the served profile's name - kube-scheduler calls bind for pods of its own profiles)")
+    ext.add_argument("--max-body-bytes", type=_positive_int, default=10 * 1024 * 1024,
+                     help="larger request bodies get 413 (default: 10 MiB)")
+    ext.add_argument("--header-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
+                     help="close a connection that has not sent a request's headers within this time of opening "
+                          "or of the previous response (default: 10)")
+    ext.add_argument("--body-timeout", type=_positive_float, default=30.0, metavar="SECONDS",
+                     help="answer 408 and close when a request body takes longer than this (default: 30)")
 
     sim = sub.add_parser("simulate", help="schedule pods onto a cluster snapshot without an API server")
     _common(sim)

@@ -69,29 +69,84 @@ class ConfigError(ValueError):
     """Invalid configuration; the message names the field."""
 
 
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# time.ParseDuration's units, in nanoseconds ("µs" is U+00B5 and "μs" U+03BC, both accepted).
+_DURATION_UNITS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6, "s": 10**9,
+                   "m": 60 * 10**9, "h": 3600 * 10**9}
+_MAX_DURATION = 2**63 - 1   # time.Duration is an int64 of nanoseconds
+
+
+def go_duration_ns(text: str) -> int:
+    """Nanoseconds in a Go duration string, by ``time.ParseDuration``'s grammar and limits:
+    ``[-+]?([0-9]*(\\.[0-9]*)?[a-z]+)+`` or ``0``; beyond int64 nanoseconds (~292 years) it is
+    invalid. Raises ``ValueError`` with Go's message."""
+    quoted = '"' + text + '"'
+    invalid = ValueError(f"time: invalid duration {quoted}")
+    s, neg = text, False
+    if s[:1] in ("-", "+"):
+        neg, s = s[0] == "-", s[1:]
+    if s == "0":
+        return 0
+    if not s:
+        raise invalid
+    total = 0
+    while s:
+        if not (s[0] == "." or s[0].isascii() and s[0].isdigit()):
+            raise invalid
+        i = 0
+        while i < len(s) and "0" <= s[i] <= "9":
+            i += 1
+        whole, s = s[:i], s[i:]
+        frac = ""
+        if s[:1] == ".":
+            j = 1
+            while j < len(s) and "0" <= s[j] <= "9":
+                j += 1
+            frac, s = s[1:j], s[j:]
+        if not whole and not frac:
+            raise invalid
+        j = 0
+        while j < len(s) and s[j] != "." and not ("0" <= s[j] <= "9"):
+            j += 1
+        if j == 0:
+            raise ValueError(f"time: missing unit in duration {quoted}")
+        unit, s = s[:j], s[j:]
+        scale = _DURATION_UNITS.get(unit)
+        if scale is None:
+            raise ValueError(f'time: unknown unit "{unit}" in duration {quoted}')
+        v = int(whole or "0")
+        if v > 2**63 // scale:
+            raise invalid
+        v *= scale
+        if frac:
+            v += int(int(frac) * scale // 10 ** len(frac))
+            if v > 2**63:
+                raise invalid
+        total += v
+        if total > 2**63:
+            raise invalid
+    if neg:
+        return -total
+    if total > _MAX_DURATION:
+        raise invalid
+    return total
 
 
 def parse_duration(value: Any, path: str) -> float:
-    """Go duration string ("15s", "1m30s", "500ms") to seconds."""
+    """A ``metav1.Duration`` ("15s", "1m30s", "500ms") to seconds; errors name the field."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ConfigError(f"{path}: expected a duration such as \"15s\", got {value!r}")
     if isinstance(value, (int, float)):
-        return float(value) / 1e9  # a bare number is nanoseconds in Go's JSON encoding
+        # A bare number is nanoseconds in Go's JSON encoding of time.Duration.
+        if not -(2**63) <= value <= _MAX_DURATION:
+            raise ConfigError(f"{path}: Invalid value: {value!r}: out of range for a duration (int64 nanoseconds)")
+        return float(value) / 1e9
     text = value.strip()
-    if text in ("0", ""):
+    if text == "":
         return 0.0
-    pos = 0
-    total = 0.0
-    for m in _DURATION_RE.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(text):
-        raise ConfigError(f"{path}: invalid duration {value!r} (use forms like \"15s\", \"1m30s\", \"500ms\")")
-    return total
+    try:
+        return go_duration_ns(text) / 1e9
+    except ValueError as exc:
+        raise ConfigError(f'{path}: Invalid value: "{text}": {exc}') from None
 
 
 def format_duration(seconds: float) -> str:
@@ -128,21 +183,30 @@ def _bool(raw: dict, key: str, path: str, default: bool) -> bool:
     return v
 
 
-def _int(raw: dict, key: str, path: str, default: int | None) -> int | None:
+def _int(raw: dict, key: str, path: str, default: int | None, bits: int = 64) -> int | None:
+    """An integer field of Go type int32/int64 (``bits``): a larger number fails to decode."""
     v = raw.get(key, default)
     if v is None:
         return default
     if isinstance(v, bool) or not isinstance(v, int):
         raise ConfigError(f"{path}{key}: expected an integer, got {v!r}")
+    if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
+        raise ConfigError(f"{path}{key}: Invalid value: {v}: cannot unmarshal number {v} into Go value of type int{bits}")
     return v
 
 
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
 def _float(raw: dict, key: str, path: str, default: float) -> float:
+    """A float32 field (``clientConnection.qps``)."""
     v = raw.get(key, default)
     if v is None:
         return default
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ConfigError(f"{path}{key}: expected a number, got {v!r}")
+    if not abs(v) <= _FLOAT32_MAX:
+        raise ConfigError(f"{path}{key}: Invalid value: {v!r}: cannot unmarshal number {v!r} into Go value of type float32")
     return float(v)
 
 
@@ -307,7 +371,7 @@ def parse(raw: Any) -> SchedulerConfig:
         raise ConfigError(f"kind: must be {KIND}, got {raw.get('kind')!r}")
 
     cfg = SchedulerConfig()
-    cfg.parallelism = _int(raw, "parallelism", "", 16)
+    cfg.parallelism = _int(raw, "parallelism", "", 16, bits=32)
     if cfg.parallelism <= 0:
         raise ConfigError(f"parallelism: should be an integer value greater than zero, got {cfg.parallelism}")
     cfg.enable_profiling = _bool(raw, "enableProfiling", "", False)
@@ -319,7 +383,7 @@ def parse(raw: Any) -> SchedulerConfig:
     cfg.leader_election = _parse_leader_election(raw.get("leaderElection"))
     cfg.client_connection = _parse_client_connection(raw.get("clientConnection"))
 
-    pct = _int(raw, "percentageOfNodesToScore", "", 0)
+    pct = _int(raw, "percentageOfNodesToScore", "", 0, bits=32)
     if not 0 <= pct <= 100:
         raise ConfigError(f"percentageOfNodesToScore: {pct} not in valid range [0-100]")
     cfg.percentage_of_nodes_to_score = pct
@@ -401,7 +465,7 @@ def _parse_client_connection(raw: Any) -> ClientConnection:
     cc.accept_content_types = _str(raw, "acceptContentTypes", path, "")
     cc.content_type = _str(raw, "contentType", path, "application/json")
     cc.qps = _float(raw, "qps", path, 50.0) or 50.0
-    cc.burst = _int(raw, "burst", path, 100) or 100
+    cc.burst = _int(raw, "burst", path, 100, bits=32) or 100
     if cc.qps < 0:
         raise ConfigError(f"{path}qps: must be positive, got {cc.qps}")
     if cc.burst < 0:
@@ -415,7 +479,7 @@ def _parse_profile(raw: Any, path: str, default_name: str | None) -> Profile:
     if not name or not isinstance(name, str):
         raise ConfigError(f"{path}.schedulerName: Required value")
     prof = Profile(scheduler_name=name, path=path)
-    pct = _int(raw, "percentageOfNodesToScore", path + ".", None)
+    pct = _int(raw, "percentageOfNodesToScore", path + ".", None, bits=32)
     if pct is not None and not 0 <= pct <= 100:
         raise ConfigError(f"{path}.percentageOfNodesToScore: {pct} not in valid range [0-100]")
     prof.percentage_of_nodes_to_score = pct
@@ -446,11 +510,9 @@ def _parse_plugin_set(raw: Any, path: str) -> PluginSet:
         name = p.get("name")
         if not name or not isinstance(name, str):
             raise ConfigError(f"{pp}.name: Required value")
-        weight = _int(p, "weight", pp + ".", 0)
+        weight = _int(p, "weight", pp + ".", 0, bits=32)   # v1 Plugin.Weight is *int32
         if weight < 0:
             raise ConfigError(f"{pp}.weight: must not be negative, got {weight}")
-        if weight * 100 > 2**63 - 1:
-            raise ConfigError(f"{pp}.weight: {weight} is too large (total score could overflow)")
         ps.enabled.append(PluginRef(name, weight))
     for i, p in enumerate(_list(raw, "disabled", path + ".")):
         pp = f"{path}.disabled[{i}]"

@@ -7,13 +7,19 @@ a bare ``[{"Host", "Score"}]`` list; ``PodName``/``PodNamespace``/``PodUID``/``N
 case-insensitively, so the parsers here do too (``pod`` is accepted as ``Pod``), while
 everything we send uses the exact Go names.
 
-``WireError`` messages name the offending field (``ExtenderArgs.Pod.metadata.name: required``);
-the server turns them into HTTP 400, the client into a logged, rejected answer.
+``WireError`` messages name the offending field (``ExtenderArgs.Pod.metadata.name: required``,
+``ExtenderArgs.Pod.spec.containers[0].resources.requests: expected an object, got list``): the
+pods and nodes in a request are checked field by field (``objectshape``) before anything parses
+them. The server turns these errors into HTTP 400, the client into a logged, rejected answer.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from .apinames import dns1123_label_problem, dns1123_subdomain_problem
+from .model import ObjectError, parse_label_selector
+from .objectshape import json_kind, node_problem, pod_problem
 
 MIN_EXTENDER_PRIORITY = 0
 MAX_EXTENDER_PRIORITY = 10
@@ -36,7 +42,7 @@ def field(obj: dict, name: str) -> Any:
 
 def _mapping(v: Any, where: str) -> dict:
     if not isinstance(v, dict):
-        raise WireError(f"{where}: expected an object, got {type(v).__name__}")
+        raise WireError(f"{where}: expected an object, got {json_kind(v)}")
     return v
 
 
@@ -47,8 +53,28 @@ def parse_pod(v: Any, where: str) -> dict:
         raise WireError(f"{where}.metadata.name: required")
     if not isinstance(pod.get("spec"), dict):
         raise WireError(f"{where}.spec: required")
+    problem = pod_problem(pod, where)
+    if problem:
+        raise WireError(problem)
+    # PodTopologySpread parses these selectors per cycle; a bad one is the pod's fault, said now.
+    for i, c in enumerate(pod["spec"].get("topologySpreadConstraints") or ()):
+        try:
+            parse_label_selector(c.get("labelSelector"), f"{where}.spec.topologySpreadConstraints[{i}].labelSelector")
+        except ObjectError as exc:
+            raise WireError(str(exc)) from None
     meta.setdefault("namespace", "default")
     return pod
+
+
+def parse_node(v: Any, where: str) -> dict:
+    node = _mapping(v, where)
+    meta = node.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        raise WireError(f"{where}.metadata.name: required")
+    problem = node_problem(node, where)
+    if problem:
+        raise WireError(problem)
+    return node
 
 
 def parse_args(body: Any) -> tuple[dict, list[str] | None, list[dict] | None]:
@@ -69,9 +95,12 @@ def parse_args(body: Any) -> tuple[dict, list[str] | None, list[dict] | None]:
             items = []
         if not isinstance(items, list):
             raise WireError("ExtenderArgs.Nodes.items: expected a list")
+        seen: dict[str, int] = {}
         for i, n in enumerate(items):
-            if not isinstance(n, dict) or not (n.get("metadata") or {}).get("name"):
-                raise WireError(f"ExtenderArgs.Nodes.items[{i}].metadata.name: required")
+            name = parse_node(n, f"ExtenderArgs.Nodes.items[{i}]")["metadata"]["name"]
+            if name in seen:
+                raise WireError(f"ExtenderArgs.Nodes.items[{i}].metadata.name: {name!r} duplicates items[{seen[name]}]")
+            seen[name] = i
         node_objs = items
     if node_names is None and node_objs is None:
         raise WireError("ExtenderArgs: one of Nodes or NodeNames is required")
@@ -79,37 +108,70 @@ def parse_args(body: Any) -> tuple[dict, list[str] | None, list[dict] | None]:
 
 
 def parse_binding_args(body: Any) -> dict:
+    """ExtenderBindingArgs -> {PodName, PodNamespace, PodUID, Node}, all required (kube-scheduler sends all)."""
     obj = _mapping(body, "ExtenderBindingArgs")
     out = {}
-    for key in ("PodName", "PodNamespace", "Node"):
+    for key in ("PodName", "PodNamespace", "PodUID", "Node"):
         v = field(obj, key)
-        if not isinstance(v, str) or not v:
+        if v is not None and not isinstance(v, str):
+            raise WireError(f"ExtenderBindingArgs.{key}: expected a string, got {json_kind(v)}")
+        if not v:
             raise WireError(f"ExtenderBindingArgs.{key}: required")
+        problem = _NAME_RULES.get(key, lambda _: None)(v)
+        if problem:
+            raise WireError(f"ExtenderBindingArgs.{key}: invalid name {v[:64]!r}: {problem}")
         out[key] = v
-    uid = field(obj, "PodUID")
-    if uid is not None and not isinstance(uid, str):
-        raise WireError("ExtenderBindingArgs.PodUID: expected a string")
-    out["PodUID"] = uid or ""
     return out
+
+
+# The names bind puts into API paths must be object names (no "/", no "..").
+_NAME_RULES = {"PodName": dns1123_subdomain_problem, "PodNamespace": dns1123_label_problem,
+               "Node": dns1123_subdomain_problem}
+
+
+def _victim_uids(v: Any, where: str, meta: bool) -> list[str]:
+    """UIDs in one node's Victims (full pods) or MetaVictims (``{"UID": ...}``)."""
+    victims = _mapping(v, where)
+    pods = field(victims, "Pods")
+    if pods is None:
+        pods = []
+    if not isinstance(pods, list):
+        raise WireError(f"{where}.Pods: expected a list, got {json_kind(pods)}")
+    n_pdb = field(victims, "NumPDBViolations")
+    if n_pdb is not None and (type(n_pdb) is not int or not -(2**63) <= n_pdb < 2**63):
+        raise WireError(f"{where}.NumPDBViolations: expected an integer")
+    uids = []
+    for i, p in enumerate(pods):
+        w = f"{where}.Pods[{i}]"
+        p = _mapping(p, w)
+        if meta:
+            uid = field(p, "UID")
+            w += ".UID"
+        else:
+            m = p.get("metadata")
+            if m is not None and not isinstance(m, dict):
+                raise WireError(f"{w}.metadata: expected an object, got {json_kind(m)}")
+            uid = (m or {}).get("uid")
+            w += ".metadata.uid"
+        if uid is not None and not isinstance(uid, str):
+            raise WireError(f"{w}: expected a string, got {json_kind(uid)}")
+        uids.append(uid or "")
+    return uids
 
 
 def parse_preemption_args(body: Any) -> tuple[dict, dict[str, list[str]]]:
     """ExtenderPreemptionArgs -> (pod, node -> victim UIDs)."""
     obj = _mapping(body, "ExtenderPreemptionArgs")
     pod = parse_pod(field(obj, "Pod"), "ExtenderPreemptionArgs.Pod")
-    out: dict[str, list[str]] = {}
     meta = field(obj, "NodeNameToMetaVictims")
     full = field(obj, "NodeNameToVictims")
     if meta is not None:
-        for node, v in _mapping(meta, "ExtenderPreemptionArgs.NodeNameToMetaVictims").items():
-            pods = field(_mapping(v, f"ExtenderPreemptionArgs.NodeNameToMetaVictims[{node}]"), "Pods") or []
-            out[node] = [str(field(p, "UID") or "") for p in pods]
+        where, victims, is_meta = "ExtenderPreemptionArgs.NodeNameToMetaVictims", meta, True
     elif full is not None:
-        for node, v in _mapping(full, "ExtenderPreemptionArgs.NodeNameToVictims").items():
-            pods = field(_mapping(v, f"ExtenderPreemptionArgs.NodeNameToVictims[{node}]"), "Pods") or []
-            out[node] = [str((p.get("metadata") or {}).get("uid") or "") for p in pods]
+        where, victims, is_meta = "ExtenderPreemptionArgs.NodeNameToVictims", full, False
     else:
         raise WireError("ExtenderPreemptionArgs: one of NodeNameToVictims or NodeNameToMetaVictims is required")
+    out = {node: _victim_uids(v, f"{where}[{node}]", is_meta) for node, v in _mapping(victims, where).items()}
     return pod, out
 
 

@@ -8,10 +8,14 @@ them. The same numbers are mirrored into ``NodeTable`` rows for vectorised filte
 
 from __future__ import annotations
 
+import logging
+
 from .model import parse_taints
+from .objectshape import node_problem
 from .podinfo import PodInfo
 from .quantity import resource_value
 
+log = logging.getLogger("scheduler.nodeinfo")
 ZONE_LABEL = "topology.kubernetes.io/zone"
 REGION_LABEL = "topology.kubernetes.io/region"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -25,6 +29,30 @@ class NodeSpec:
 
     @classmethod
     def from_dict(cls, obj: dict, *, keep_raw: bool = False) -> "NodeSpec":
+        """Parse ``obj``; a field of the wrong JSON type gives a node with nothing allocatable whose
+        ``parse_error`` names the field, never an exception."""
+        try:
+            return cls._parse(obj, keep_raw)
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+            problem = node_problem(obj)
+            if problem is None:  # well-typed, yet the parser failed: our bug, keep it visible
+                log.exception("cannot parse a well-typed node")
+                problem = f"cannot parse the node: {type(exc).__name__}: {exc}"
+            n = cls.__new__(cls)
+            meta = obj.get("metadata") if isinstance(obj, dict) else None
+            meta = meta if isinstance(meta, dict) else {}
+            name, uid, rv = (meta.get(k) for k in ("name", "uid", "resourceVersion"))
+            n.name = name if isinstance(name, str) else ""
+            n.uid = uid if isinstance(uid, str) else ""
+            n.resource_version = rv if isinstance(rv, str) else ""
+            n.labels, n.taints, n.unschedulable = {}, (), False
+            n.raw_alloc, n.allocatable, n.images = {}, {}, {}
+            n.raw = obj if keep_raw and isinstance(obj, dict) else None
+            n.parse_error = problem
+            return n
+
+    @classmethod
+    def _parse(cls, obj: dict, keep_raw: bool) -> "NodeSpec":
         n = cls.__new__(cls)
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}

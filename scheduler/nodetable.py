@@ -28,6 +28,7 @@ from .nodeinfo import REGION_LABEL, ZONE_LABEL, NodeInfo, NodeSpec
 from .podinfo import PodInfo
 
 FIXED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "pods")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class LabelColumn:
@@ -129,7 +130,23 @@ class NodeTable:
 
     # -- nodes ---------------------------------------------------------------------------------
 
-    def add(self, info: NodeInfo) -> int:
+    def spec_row(self, spec: NodeSpec) -> np.ndarray:
+        """``spec``'s allocatable as a row of the ``alloc`` matrix (adding columns for new resource
+        names). Raises ``OverflowError`` - before any slot is touched - for a value outside int64;
+        ``quantity`` saturates, so only a hand-built spec can carry one."""
+        for name, v in spec.allocatable.items():
+            if not INT64_MIN <= v <= INT64_MAX:
+                raise OverflowError(f"status.allocatable[{name}]: {v} does not fit in int64")
+        cols = [(self.resource_col(name, create=True), v) for name, v in spec.allocatable.items()]
+        row = np.zeros(len(self.res_names), dtype=np.int64)
+        for i, v in cols:
+            row[i] = v
+        return row
+
+    def add(self, info: NodeInfo, row: np.ndarray | None = None) -> int:
+        """Give ``info`` a slot. All or nothing: on any failure the slot is released unchanged."""
+        if row is None:
+            row = self.spec_row(info.spec)
         if self._free:
             slot = self._free.pop()
         else:
@@ -137,32 +154,41 @@ class NodeTable:
                 self._grow()
             slot = self._next
             self._next += 1
-        info.slot = slot
-        self.infos[slot] = info
-        self.slot_by_name[info.spec.name] = slot
-        self.alive[slot] = True
-        self._seq_counter += 1
-        self._seq[slot] = self._seq_counter
+        try:
+            info.slot = slot
+            self.infos[slot] = info
+            self.slot_by_name[info.spec.name] = slot
+            self.alive[slot] = True
+            self._seq_counter += 1
+            self._seq[slot] = self._seq_counter
+            self._write_spec(slot, info.spec, row)
+            self.req[slot] = 0
+            self.non0[slot] = 0
+            self.npods[slot] = 0
+            for pod in info.pods.values():
+                self.add_pod(slot, pod)
+        except BaseException:
+            self._clear(slot, info)
+            raise
         self.count += 1
-        self._write_spec(slot, info.spec)
-        self.req[slot] = 0
-        self.non0[slot] = 0
-        self.npods[slot] = 0
-        for pod in info.pods.values():
-            self.add_pod(slot, pod)
         self._order_dirty = True
         return slot
 
-    def update_spec(self, info: NodeInfo, old: NodeSpec) -> None:
+    def update_spec(self, info: NodeInfo, old: NodeSpec, row: np.ndarray | None = None) -> None:
         slot = info.slot
-        self._write_spec(slot, info.spec)
+        self._write_spec(slot, info.spec, self.spec_row(info.spec) if row is None else row)
         if _zone_key(old.labels) != _zone_key(info.spec.labels):
             self._order_dirty = True
 
     def remove(self, info: NodeInfo) -> None:
-        slot = info.slot
+        self.count -= 1
+        self._clear(info.slot, info)
+
+    def _clear(self, slot: int, info: NodeInfo) -> None:
+        """Empty ``slot`` and return it to the free list."""
         self.infos[slot] = None
-        self.slot_by_name.pop(info.spec.name, None)
+        if self.slot_by_name.get(info.spec.name) == slot:
+            del self.slot_by_name[info.spec.name]
         self.alive[slot] = False
         self.alloc[slot] = 0
         self.req[slot] = 0
@@ -173,17 +199,11 @@ class NodeTable:
         for col in self.columns.values():
             col.codes[slot] = -1
         self._free.append(slot)
-        self.count -= 1
         self._order_dirty = True
         self.version += 1
 
-    def _write_spec(self, slot: int, spec: NodeSpec) -> None:
-        row = np.zeros(len(self.res_names), dtype=np.int64)
-        for name, v in spec.allocatable.items():
-            i = self.resource_col(name, create=True)
-            if i >= len(row):
-                row = np.concatenate([row, np.zeros(i + 1 - len(row), dtype=np.int64)])
-            row[i] = v
+    def _write_spec(self, slot: int, spec: NodeSpec, row: np.ndarray) -> None:
+        self.alloc[slot] = 0
         self.alloc[slot, :len(row)] = row
         self.unsched[slot] = spec.unschedulable
         tid = self._taint_ids.get(spec.taints)
@@ -196,6 +216,43 @@ class NodeTable:
         for key, col in self.columns.items():
             col.codes[slot] = col.code(labels.get(key))
         self.version += 1
+
+    # -- vocabulary ----------------------------------------------------------------------------
+
+    def vocabulary_mark(self) -> tuple:
+        """Where the resource columns, taint lists and label values end now (see ``trim_vocabulary``)."""
+        return len(self.res_names), len(self.taint_sets), {k: len(c.values) for k, c in self.columns.items()}
+
+    def trim_vocabulary(self, mark: tuple) -> None:
+        """Forget resource columns, taint lists and label values added since ``mark`` that no live
+        slot uses any more - what nodes that were only visiting (one extender request) left behind.
+        These only ever grow otherwise."""
+        n_res, n_taints, label_lens = mark
+        live = self.alive[: self._next]
+        if len(self.res_names) > n_res and not self.alloc[:, n_res:].any() and not self.req[:, n_res:].any():
+            for name in self.res_names[n_res:]:
+                del self.res_index[name]
+            del self.res_names[n_res:]
+            self.alloc = np.ascontiguousarray(self.alloc[:, :n_res])
+            self.req = np.ascontiguousarray(self.req[:, :n_res])
+        if len(self.taint_sets) > n_taints and not (self.taint_class[: self._next][live] >= n_taints).any():
+            for taints in self.taint_sets[n_taints:]:
+                del self._taint_ids[taints]
+            del self.taint_sets[n_taints:]
+            self.memo.clear()   # memoised per-taint-class verdicts would outlive their class ids
+        for key in [k for k in self.columns if k not in label_lens]:
+            # Built during the visit: kept if every value in it belongs to a node still here (the
+            # usual case: visitors are the informer's nodes as sent), else rebuilt on next use.
+            col = self.columns[key]
+            used = col.codes[: self._next][live]
+            if len(np.unique(used[used >= 0])) != len(col.values):
+                del self.columns[key]
+        for key, n in label_lens.items():
+            col = self.columns[key]
+            if len(col.values) > n and not (col.codes[: self._next][live] >= n).any():
+                for v in col.values[n:]:
+                    del col.vocab[v]
+                del col.values[n:]
 
     # -- pods ----------------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 Built once per watch event from the raw JSON dict (never from generated client models). Every
 field a plugin needs is parsed here, so the scheduling cycle does no dictionary digging and no
 quantity parsing. A pod whose spec cannot be parsed keeps ``parse_error`` (naming the field) and
-is reported as a scheduling error instead of crashing the informer.
+is reported as a scheduling error instead of crashing the informer; so is one whose fields have
+the wrong JSON types (``objectshape`` names the first such field).
 
 Only pods this scheduler has to place keep their raw object (``raw``, with managedFields
 dropped): extenders and explanations need it. Pods already on a node keep only the parsed fields.
@@ -12,12 +13,15 @@ dropped): extenders and explanations need it. Pods already on a node keep only t
 from __future__ import annotations
 
 import datetime
+import logging
 
 from .model import (ObjectError, parse_node_selector, parse_preferred_terms, parse_tolerations)
+from .objectshape import pod_problem
 from .podaffinity import EMPTY as NO_AFFINITY
 from .podaffinity import parse_pod_affinity
 from .resources import pod_resource
 
+log = logging.getLogger("scheduler.podinfo")
 _EPOCH_CACHE: dict[str, float] = {}
 
 
@@ -60,6 +64,56 @@ class PodInfo:
 
     @classmethod
     def from_dict(cls, obj: dict, *, keep_raw: bool = False, use_status: bool | None = None) -> "PodInfo":
+        """Parse ``obj``; a field of the wrong JSON type gives an unschedulable PodInfo whose
+        ``parse_error`` names the field, never an exception."""
+        try:
+            return cls._parse(obj, keep_raw, use_status)
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+            problem = pod_problem(obj)
+            if problem is None:  # well-typed, yet the parser failed: our bug, keep it visible
+                log.exception("cannot parse a well-typed pod")
+                problem = f"cannot parse the pod: {type(exc).__name__}: {exc}"
+            return cls._unparsable(obj, problem, keep_raw)
+
+    @classmethod
+    def _unparsable(cls, obj, problem: str, keep_raw: bool) -> "PodInfo":
+        """What can be told about a pod whose fields have the wrong types: its identity, if that much
+        is well-formed, and the problem. It requests nothing and matches nothing."""
+        p = cls.__new__(cls)
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        meta = meta if isinstance(meta, dict) else {}
+        spec = obj.get("spec") if isinstance(obj, dict) else None
+        spec = spec if isinstance(spec, dict) else {}
+
+        def text(d, key, default=""):
+            v = d.get(key)
+            return v if isinstance(v, str) and v else default
+
+        p.namespace = text(meta, "namespace", "default")
+        p.name = text(meta, "name")
+        p.uid = text(meta, "uid", f"{p.namespace}/{p.name}")
+        p.key = f"{p.namespace}/{p.name}"
+        p.resource_version = text(meta, "resourceVersion")
+        p.generation = 0
+        p.scheduler_name = text(spec, "schedulerName", "default-scheduler")
+        p.node_name = text(spec, "nodeName")
+        p.phase = "Pending"
+        p.deleting = bool(meta.get("deletionTimestamp"))
+        p.labels, p.annotations = {}, {}
+        p.priority, p.created, p.nominated_node = 0, 0.0, ""
+        p.owner_kind = p.owner_name = p.owner_uid = ""
+        p.scheduled_condition = None
+        p.requests, p.non0_cpu, p.non0_mem = {}, 0, 0
+        p.host_ports, p.images, p.tolerations, p.gates, p.pvc_names, p.resource_claims = (), (), (), (), (), ()
+        p.node_selector = p.spread_constraints = p.pod_affinity = p.pod_anti_affinity = None
+        p.required_affinity, p.preferred_affinity, p.affinity_terms = None, (), NO_AFFINITY
+        p.raw = obj if keep_raw and isinstance(obj, dict) else None
+        p.spec_hash = None
+        p.parse_error = problem
+        return p
+
+    @classmethod
+    def _parse(cls, obj: dict, keep_raw: bool, use_status: bool | None) -> "PodInfo":
         p = cls.__new__(cls)
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}

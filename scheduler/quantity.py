@@ -2,6 +2,14 @@
 
 The scheduler keeps every resource as an int: CPU in millicores, everything else in base units,
 rounded up the way ``resource.Quantity.MilliValue()`` / ``Value()`` round (towards +infinity).
+
+Huge amounts saturate at ``MAX_AMOUNT`` (apimachinery's ``MaxMilliValue``, about 9.2e15): ``1E`` of
+cpu (10^21 millicores) becomes 9.2e15 millicores. The API server accepts such quantities on a Node,
+and apimachinery's parser caps binary-SI amounts at 2^63-1, but ``MilliValue()``/``Value()`` then
+overflow silently (0 on the int64 fast path, wrapped bits on the big-decimal path), so
+kube-scheduler sees a 1E-cpu node as having no cpu at all - and a pod requesting 1E cpu as
+requesting none. We keep the meaning of the number instead ("more than anything real"), with room
+left in int64 for the scheduler's sums and scores. No real node or pod comes near the bound.
 Parsed strings are memoised: a cluster uses a handful of distinct quantity strings, and this
 runs once per container per watch event.
 """
@@ -50,8 +58,19 @@ def parse_quantity(text: str | int | float) -> Fraction:
     return value
 
 
+# apimachinery's resource.MaxMilliValue, (2^63-1)/1000: the bound below which MilliValue() is exact.
+# Every amount saturates here (about 9.2e15: 9.2 trillion cores, 8 PiB), leaving a factor 1000 of
+# int64 headroom for what the scheduler computes from amounts: sums over a node's pods, x100 scores.
+MAX_AMOUNT = (2**63 - 1) // 1000
+
+
 def _ceil(v: Fraction) -> int:
     return -((-v.numerator) // v.denominator)
+
+
+def saturate(v: int) -> int:
+    """``v`` clamped into [-MAX_AMOUNT, MAX_AMOUNT]."""
+    return MAX_AMOUNT if v > MAX_AMOUNT else -MAX_AMOUNT if v < -MAX_AMOUNT else v
 
 
 def value(text: str | int | float) -> int:
@@ -60,7 +79,7 @@ def value(text: str | int | float) -> int:
         hit = _CACHE_VALUE.get(text)
         if hit is not None:
             return hit
-    v = _ceil(parse_quantity(text))
+    v = saturate(_ceil(parse_quantity(text)))
     if type(text) is str and len(_CACHE_VALUE) < _CACHE_LIMIT:
         _CACHE_VALUE[text] = v
     return v
@@ -72,7 +91,7 @@ def milli_value(text: str | int | float) -> int:
         hit = _CACHE_MILLI.get(text)
         if hit is not None:
             return hit
-    v = _ceil(parse_quantity(text) * 1000)
+    v = saturate(_ceil(parse_quantity(text) * 1000))
     if type(text) is str and len(_CACHE_MILLI) < _CACHE_LIMIT:
         _CACHE_MILLI[text] = v
     return v

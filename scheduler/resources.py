@@ -22,7 +22,7 @@ plugins use, exactly as upstream.
 
 from __future__ import annotations
 
-from .quantity import resource_value
+from .quantity import resource_value, saturate
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -153,7 +153,9 @@ def pod_resource(spec: dict, status: dict | None = None, *,
         non0 = pod_requests(spec, status, use_status=use_status, defaults=defaults)
     else:
         non0 = reqs
-    return reqs, non0.get(CPU, 0), non0.get(MEMORY, 0)
+    # Sums of saturated amounts saturate too: the node table and the scores work in int64.
+    return ({k: saturate(v) for k, v in reqs.items()}, saturate(non0.get(CPU, 0)),
+            saturate(non0.get(MEMORY, 0)))
 
 
 def _every_container_states(spec: dict, names: dict[str, int]) -> bool:

@@ -40,7 +40,8 @@ EXTENDER_PROFILE = {
 
 
 class ExtenderProcess:
-    def __init__(self, cp, tmp_path, config: dict, https: bool = False, client_ca=None, insecure_bind: bool = False):
+    def __init__(self, cp, tmp_path, config: dict, https: bool = False, client_ca=None, insecure_bind: bool = False,
+                 extra_args=()):
         self.cp = cp
         self.port = free_port()
         self.cfg_path = tmp_path / "extender-config.yaml"
@@ -48,7 +49,8 @@ class ExtenderProcess:
         self.log_path = tmp_path / "extender.log"
         self.https = https
         self.args = [sys.executable, "-m", "scheduler", "extender", "--config", str(self.cfg_path),
-                     "--kubeconfig", str(cp.kubeconfig), "--address", "127.0.0.1", "--port", str(self.port)]
+                     "--kubeconfig", str(cp.kubeconfig), "--address", "127.0.0.1", "--port", str(self.port),
+                     *extra_args]
         if https:
             cert, key = cp.issue_cert("extender")
             self.args += ["--tls-cert-file", str(cert), "--tls-private-key-file", str(key)]
@@ -105,8 +107,10 @@ async def test_kube_scheduler_follows_our_scores_and_binds_through_us(control_pl
     ])
     # bind needs an authorized caller: over HTTPS kube-scheduler presents a client certificate from
     # --client-ca-file (mTLS); over plain HTTP it cannot authenticate, so that lab setup needs the flag.
+    # kube-scheduler's profile is kube-ext: the extender must be told to bind its pods.
     ext = ExtenderProcess(control_plane, tmp_path, EXTENDER_PROFILE, https=https,
-                          client_ca=control_plane.ca_file if https else None, insecure_bind=not https).start()
+                          client_ca=control_plane.ca_file if https else None, insecure_bind=not https,
+                          extra_args=["--bind-scheduler-name", "kube-ext"]).start()
     await ext.wait_ready()
     extender = {"urlPrefix": ext.url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind",
                 "weight": 5, "nodeCacheCapable": node_cache_capable, "enableHTTPS": https}
@@ -143,7 +147,8 @@ async def test_hami_style_managed_gpu_resources_route_only_gpu_pods(control_plan
     await create_nodes(admin, [make_node("gpu-node", extended={"nvidia.com/gpu": "1"}), make_node("cpu-node")])
     cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
            "leaderElection": {"leaderElect": False}, "profiles": [{"schedulerName": "pysched"}]}
-    ext = ExtenderProcess(control_plane, tmp_path, cfg, insecure_bind=True).start()
+    ext = ExtenderProcess(control_plane, tmp_path, cfg, insecure_bind=True,
+                          extra_args=["--bind-scheduler-name", "hami"]).start()
     await ext.wait_ready()
     kube = KubeSchedulerProcess(control_plane, {"profiles": [{"schedulerName": "hami"}], "extenders": [{
         "urlPrefix": ext.url, "filterVerb": "filter", "bindVerb": "bind", "nodeCacheCapable": True, "weight": 1,

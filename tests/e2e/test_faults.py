@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
 
 from scheduler import config as configmod
+from scheduler.devcluster import free_port
 from scheduler.metrics import METRICS
 from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
 
@@ -129,6 +133,37 @@ def test_write_config_to_prints_effective_defaults(tmp_path):
     assert eff.leader_election.lease_duration == 15 and eff.profiles[0].scheduler_name == "pysched"
     text = out.read_text()
     assert "NodeResourcesFit" in text and "LeastAllocated" in text and "hardPodAffinityWeight: 1" in text
+
+
+@pytest.mark.parametrize("command", ["run", "extender"])
+def test_sigterm_while_the_api_server_is_unreachable_at_start_up(tmp_path, command):
+    """Informers retry their first LIST forever against a closed port; SIGTERM still ends the
+    process, with exit code 0 (a requested stop, not a failure)."""
+    kubeconfig = tmp_path / "unreachable.kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{free_port()}\n"
+        "    insecure-skip-tls-verify: true\n"
+        "users:\n- name: u\n  user:\n    token: t\n"
+        "contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump(scheduler_config()))
+    args = [sys.executable, "-m", "scheduler", command, "--config", str(cfg), "--kubeconfig", str(kubeconfig)]
+    args += ["--no-serve"] if command == "run" else ["--port", str(free_port())]
+    log_path = tmp_path / "out.log"
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(args, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "list failed; retrying" not in log_path.read_text(errors="replace"):
+            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text(errors="replace")
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log_path.read_text(errors="replace")   # liveness bound
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 async def _at_least(fn, n):

@@ -1,10 +1,12 @@
 """Cache accounting: assume/forget, informer confirmation, pods on unknown nodes, node removal."""
 
 import numpy as np
+import pytest
 
 from scheduler.cache import SchedulerCache
 from scheduler.nodeinfo import NodeSpec
 from scheduler.podinfo import PodInfo
+from scheduler.quantity import MAX_AMOUNT
 
 from .conftest import node, pod
 
@@ -119,3 +121,82 @@ def test_table_grows_beyond_initial_capacity():
         c.upsert_node(NodeSpec.from_dict(node(f"n{i}", cpu="2")))
     assert c.table.capacity >= 200
     assert int(np.sum(c.table.alloc[c.table.order(), 0])) == 200 * 2000
+
+
+def _table_state(c):
+    t = c.table
+    return (sorted(c.nodes), dict(t.slot_by_name), t.count, t.alive.copy(), t.alloc.copy(), t.req.copy(),
+            t.npods.copy(), list(t._free), c.dump(), {n: sorted(p) for n, p in c.parked.items()},
+            sorted(c.pods), sorted(c.with_affinity), list(t.res_names), list(t.taint_sets),
+            {k: list(col.values) for k, col in t.columns.items()}, t.taint_class.copy())
+
+
+def _same(a, b):
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray):
+            assert np.array_equal(x, y)
+        else:
+            assert x == y
+
+
+def test_huge_allocatable_saturates_and_the_node_registers():
+    c = SchedulerCache()
+    kind, info = c.upsert_node(NodeSpec.from_dict(node("big", cpu="1E", memory="10E")))
+    assert kind == "added" and info.allocatable["cpu"] == MAX_AMOUNT
+    cpu = c.table.res_index["cpu"]
+    assert c.table.alloc[info.slot, cpu] == MAX_AMOUNT and c.table.alive[info.slot]
+    c.upsert_pod(PodInfo.from_dict(pod("p", cpu="1E", node_name="big")))
+    assert c.table.req[info.slot, cpu] == MAX_AMOUNT
+
+
+def test_a_node_the_table_cannot_hold_leaves_no_half_registered_slot():
+    c = SchedulerCache()
+    c.upsert_node(NodeSpec.from_dict(node("gone", cpu="8")))
+    c.remove_node("gone")                       # its slot, with values written, goes to the free list
+    c.upsert_pod(PodInfo.from_dict(pod("parked", cpu="1", node_name="bad")))
+    before = _table_state(c)
+    bad = NodeSpec.from_dict(node("bad", cpu="2"))
+    bad.allocatable["cpu"] = 2**70              # beyond int64: only a hand-built spec can carry it
+    with pytest.raises(OverflowError):
+        c.upsert_node(bad)
+    _same(before, _table_state(c))              # nothing registered, the reused slot untouched
+    assert "bad" in c.parked
+    kind, info = c.upsert_node(NodeSpec.from_dict(node("bad", cpu="2")))
+    assert kind == "added" and c.table.alloc[info.slot, c.table.res_index["cpu"]] == 2000
+    assert c.nodes["bad"].requested["cpu"] == 1000 and c.table.npods[info.slot] == 1
+    before = _table_state(c)
+    with pytest.raises(OverflowError):          # an update is all or nothing too
+        c.upsert_node(bad)
+    _same(before, _table_state(c))
+    assert c.nodes["bad"].allocatable["cpu"] == 2000
+
+
+def test_nodes_as_sent_are_used_then_gone():
+    c = SchedulerCache()
+    c.upsert_node(NodeSpec.from_dict(node("n1", cpu="2")))
+    c.upsert_node(NodeSpec.from_dict(node("n2", cpu="2")))
+    c.upsert_pod(PodInfo.from_dict(pod("on-n1", cpu="1", node_name="n1", affinity={"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kubernetes.io/hostname"}]}})))
+    c.upsert_pod(PodInfo.from_dict(pod("on-ghost", cpu="1", node_name="ghost")))   # parked
+    c.remove_node("n2")
+    c.table.label_column("fake")
+    before = _table_state(c)
+    sent = [NodeSpec.from_dict(node("n1", cpu="64", labels={"fake": "yes", "fake2": "x"})),
+            NodeSpec.from_dict(node("ghost", cpu="4", extended={"example.com/gpu": "1"},
+                                    taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}]))]
+    with c.nodes_as_sent(sent):
+        c.table.label_column("fake2")  # a plugin's first use of a label key, during the request
+        assert c.nodes["n1"].allocatable["cpu"] == 64000 and c.nodes["n1"].requested["cpu"] == 1000
+        ghost = c.nodes["ghost"]
+        assert ghost.requested["cpu"] == 1000 and c.table.npods[ghost.slot] == 1   # the parked pod counts
+        assert c.table.alloc[c.nodes["n1"].slot, c.table.res_index["cpu"]] == 64000
+    _same(before, _table_state(c))   # no resource column, taint list or label value left behind
+    assert c.nodes["n1"].labels.get("fake") is None and "example.com/gpu" not in c.table.res_index
+    with pytest.raises(RuntimeError):
+        with c.nodes_as_sent(sent):
+            raise RuntimeError("evaluation failed")
+    _same(before, _table_state(c))
+    with c.nodes_as_sent([NodeSpec.from_dict(node("n1", cpu="2"))]):
+        c.table.label_column("kubernetes.io/hostname")   # only values of nodes that stay: kept
+    assert c.table.columns["kubernetes.io/hostname"].values == ["n1"]

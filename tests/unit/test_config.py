@@ -1,12 +1,16 @@
 """KubeSchedulerConfiguration parsing: defaults, and errors that name the field."""
 
+import re
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from scheduler.app import build_frameworks
 from scheduler.cache import SchedulerCache
-from scheduler.config import ConfigError, default_config, load_file, parse, parse_duration
+from scheduler.config import ConfigError, default_config, go_duration_ns, load_file, parse, parse_duration
 from scheduler.framework.registry import build_registry
 
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
@@ -29,8 +33,30 @@ def test_defaults():
 def test_durations():
     assert parse_duration("1m30s", "x") == 90
     assert parse_duration("500ms", "x") == 0.5
-    with pytest.raises(ConfigError, match="x: invalid duration"):
+    with pytest.raises(ConfigError, match='x: Invalid value: "15 seconds": time: unknown unit " seconds"'):
         parse_duration("15 seconds", "x")
+
+
+@pytest.mark.parametrize("text,ns", [
+    ("0", 0), ("-0", 0), ("1h2m3s4ms5us6ns", 3_723_004_005_006), (".5s", 500_000_000), ("5.s", 5 * 10**9),
+    ("-1.5h", -5_400 * 10**9), ("1\u00b5s", 1000), ("1\u03bcs", 1000),
+    ("2562047h47m16.854775807s", 2**63 - 1), ("-2562047h47m16.854775808s", -(2**63)),
+])
+def test_go_durations(text, ns):
+    assert go_duration_ns(text) == ns
+
+
+@pytest.mark.parametrize("text,message", [
+    ("99999999999999999999h", 'time: invalid duration "99999999999999999999h"'),   # time.ParseDuration overflow
+    ("2562047h47m16.854775808s", "time: invalid duration"),                       # one ns beyond int64
+    ("9223372036854775808ns", "time: invalid duration"),
+    ("1", 'time: missing unit in duration "1"'),
+    ("1x", 'time: unknown unit "x" in duration "1x"'),
+    (".s", "time: invalid duration"),
+])
+def test_go_duration_errors(text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        go_duration_ns(text)
 
 
 @pytest.mark.parametrize("raw,field", [
@@ -44,7 +70,14 @@ def test_durations():
     ({"podInitialBackoffSeconds": 5, "podMaxBackoffSeconds": 2}, "podMaxBackoffSeconds"),
     ({"leaderElection": {"leaseDuration": "5s", "renewDeadline": "10s"}}, "leaderElection.leaseDuration"),
     ({"leaderElection": {"resourceLock": "endpoints"}}, "leaderElection.resourceLock"),
-    ({"leaderElection": {"leaseDuration": "fifteen"}}, "leaderElection.leaseDuration: invalid duration"),
+    ({"leaderElection": {"leaseDuration": "fifteen"}}, "leaderElection.leaseDuration: Invalid value: \"fifteen\""),
+    ({"leaderElection": {"leaseDuration": "99999999999999999999h"}},
+     'leaderElection.leaseDuration: Invalid value: "99999999999999999999h": time: invalid duration'),
+    ({"profiles": [{"schedulerName": "a", "plugins": {"score": {"enabled": [{"name": "X", "weight": 2**31}]}}}]},
+     r"profiles\[0\].plugins.score.enabled\[0\].weight: Invalid value: 2147483648: .* int32"),
+    ({"parallelism": 2**31}, "parallelism: Invalid value: .* int32"),
+    ({"clientConnection": {"burst": 2**31}}, "clientConnection.burst: Invalid value: .* int32"),
+    ({"clientConnection": {"qps": 1e39}}, "clientConnection.qps: Invalid value: .* float32"),
     ({"clientConnection": {"qps": "fast"}}, "clientConnection.qps: expected a number"),
     ({"profiles": [{"schedulerName": "a", "plugins": {"scorez": {}}}]}, r"profiles\[0\].plugins.scorez: unknown field"),
     ({"extenders": [{"urlPrefix": "http://x", "prioritizeVerb": "p"}]}, r"extenders\[0\].weight"),
@@ -75,6 +108,32 @@ def test_malformed_yaml_file(tmp_path):
         load_file(p)
     with pytest.raises(ConfigError, match="No such file"):
         load_file(tmp_path / "missing.yaml")
+
+
+VALID_HEAD = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("content,expected", [
+    (("[" * 10000 + "]" * 10000).encode(), "nested deeper than 200 levels"),
+    ("".join("  " * i + "-\n" for i in range(10000)).encode(), "nested deeper than 200 levels"),
+    (VALID_HEAD.encode() + b"profiles:\n- schedulerName: caf\xe9\n", "not UTF-8 text: byte 0xe9 at offset"),
+    ((VALID_HEAD + "leaderElection:\n  leaseDuration: 99999999999999999999h\n").encode(),
+     'leaderElection.leaseDuration: Invalid value: "99999999999999999999h": time: invalid duration'),
+    ((VALID_HEAD + "profiles:\n- schedulerName: a\n  plugins:\n    score:\n      enabled:\n"
+      "      - name: ImageLocality\n        weight: 100000000000\n").encode(),
+     "profiles[0].plugins.score.enabled[0].weight: Invalid value: 100000000000"),
+])
+def test_malformed_config_exits_2_naming_the_problem(tmp_path, content, expected):
+    """As deployed: ``python -m scheduler --config bad.yaml`` exits 2 with one line, no traceback."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(content)
+    proc = subprocess.run([sys.executable, "-m", "scheduler", "--config", str(bad)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert expected in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    if "YAML" in expected or "UTF-8" in expected:
+        assert str(bad) in proc.stderr
 
 
 def frameworks(raw):

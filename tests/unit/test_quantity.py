@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduler.quantity import QuantityError, format_resource, milli_value, resource_value, value
+from scheduler.quantity import MAX_AMOUNT, QuantityError, format_resource, milli_value, resource_value, value
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -15,7 +15,7 @@ def test_milli_value(text, expected):
 
 @pytest.mark.parametrize("text,expected", [
     ("500Mi", 500 * 2**20), ("32Gi", 32 * 2**30), ("1Ki", 1024), ("1k", 1000), ("1M", 10**6),
-    ("110", 110), ("1.5Gi", 3 * 2**29), ("100m", 1), ("1e3", 1000), ("2E", 2 * 10**18), ("0.5", 1),
+    ("110", 110), ("1.5Gi", 3 * 2**29), ("100m", 1), ("1e3", 1000), ("2P", 2 * 10**15), ("0.5", 1),
 ])
 def test_value_rounds_up(text, expected):
     assert value(text) == expected
@@ -42,3 +42,19 @@ def test_format():
     assert format_resource("cpu", 1500) == "1500m"
     assert format_resource("cpu", 2000) == "2"
     assert format_resource("memory", 2 * 2**30) == "2Gi"
+
+
+@pytest.mark.parametrize("fn,text,expected", [
+    (milli_value, "1E", MAX_AMOUNT),          # 10^21 millicores
+    (milli_value, "9223372036854775807", MAX_AMOUNT),
+    (value, "10E", MAX_AMOUNT),
+    (value, "2E", MAX_AMOUNT),                 # Value() would give 2e18: beyond the bound we saturate
+    (value, "8Ei", MAX_AMOUNT),
+    (value, "-10E", -MAX_AMOUNT),
+    (milli_value, "9223372036854775m", 9223372036854775),   # at the bound: exact
+    (value, "9223372036854776", MAX_AMOUNT),
+])
+def test_huge_amounts_saturate(fn, text, expected):
+    """Amounts saturate at apimachinery's MaxMilliValue instead of overflowing the node table."""
+    assert MAX_AMOUNT == 9223372036854775
+    assert fn(text) == expected

@@ -56,7 +56,7 @@ async def ext(control_plane, admin):
                        load_kubeconfig(control_plane.kubeconfig))
     await app.start_informers()
     await wait_for(lambda: _now(len(app.cache.pods) == 2), 30, what="pods cached")
-    server = ExtenderServer(app, max_body=MAX_BODY)
+    server = ExtenderServer(app, max_body=MAX_BODY, bind_auth=None)  # auth: test_delegated_auth
     await server.start("127.0.0.1", 0, None)
     session = aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.port}")
     problems = Problems()
@@ -383,7 +383,7 @@ async def test_bind_refuses_before_writing(ext, admin):
     assert await bind("mine") == "" and await bind("kube") == ""
     assert [await node_of(n) for n in ("mine", "kube")] == ["n1", "n1"]
     # --bind-scheduler-name replaces the defaults
-    strict = ExtenderServer(app, bind_scheduler_names=["someone-else"])
+    strict = ExtenderServer(app, bind_scheduler_names=["someone-else"], bind_auth=None)
     await strict.start("127.0.0.1", 0, None)
     try:
         await create_pods(admin, [make_pod("mine2")])
@@ -439,7 +439,7 @@ async def test_slow_clients_are_cut_off(ext):
     """A client that sends nothing, stalls in its headers or stalls mid-body is disconnected after
     the configured time (408 for the body); the server keeps serving others."""
     app, s, _, problems = ext
-    slow = ExtenderServer(app, header_timeout=1.0, body_timeout=1.0)
+    slow = ExtenderServer(app, header_timeout=1.0, body_timeout=1.0, bind_auth=None)
     await slow.start("127.0.0.1", 0, None)
     try:
         async def stalled(first: bytes) -> bytes:

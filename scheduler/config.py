@@ -446,6 +446,11 @@ def _parse_leader_election(raw: Any) -> LeaderElection:
                           ("retryPeriod", "retry_period")):
             if getattr(le, attr) <= 0:
                 raise ConfigError(f"{path}{key}: must be greater than zero")
+        if le.lease_duration >= 2**31:
+            # The Lease stores whole seconds in an int32 (leaseDurationSeconds): a longer duration
+            # would be refused by the API server and leave this replica unable to ever lead.
+            raise ConfigError(f"{path}leaseDuration: must be less than 2147483648s (the Lease's int32 "
+                              f"leaseDurationSeconds), got {format_duration(le.lease_duration)}")
         if le.lease_duration <= le.renew_deadline:
             raise ConfigError(f"{path}leaseDuration: must be greater than `renewDeadline` "
                               f"({format_duration(le.lease_duration)} <= {format_duration(le.renew_deadline)})")

@@ -70,6 +70,7 @@ def test_go_duration_errors(text, message):
     ({"podInitialBackoffSeconds": 5, "podMaxBackoffSeconds": 2}, "podMaxBackoffSeconds"),
     ({"leaderElection": {"leaseDuration": "5s", "renewDeadline": "10s"}}, "leaderElection.leaseDuration"),
     ({"leaderElection": {"resourceLock": "endpoints"}}, "leaderElection.resourceLock"),
+    ({"leaderElection": {"leaseDuration": "2562047h"}}, "leaderElection.leaseDuration: must be less than 2147483648s"),
     ({"leaderElection": {"leaseDuration": "fifteen"}}, "leaderElection.leaseDuration: Invalid value: \"fifteen\""),
     ({"leaderElection": {"leaseDuration": "99999999999999999999h"}},
      'leaderElection.leaseDuration: Invalid value: "99999999999999999999h": time: invalid duration'),

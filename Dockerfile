@@ -4,7 +4,6 @@ FROM python:3.11-slim AS build
 WORKDIR /src
 COPY requirements.lock pyproject.toml README.md ./
 COPY scheduler ./scheduler
-COPY plugins ./plugins
 RUN pip install --no-cache-dir --upgrade pip \
  && pip wheel --no-cache-dir --no-deps -w /wheels -r requirements.lock \
  && pip wheel --no-cache-dir --no-deps -w /wheels .
@@ -13,7 +12,7 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-deps /wheels/*.whl && rm -rf /wheels \
- && python -c "import scheduler, plugins, kopf, numpy, orjson"
+ && python -c "import pysched, pysched.plugins, kopf, numpy, orjson"
 USER 65532:65532
 EXPOSE 10259
 ENTRYPOINT ["pysched"]

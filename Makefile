@@ -37,7 +37,7 @@ e2e: install control-plane
 		$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 demo: install control-plane
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m scheduler demo
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m pysched_dev.demo
 
 bench: install control-plane
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m bench.run $(BENCH_ARGS)

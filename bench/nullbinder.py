@@ -2,7 +2,7 @@
 
 ``python -m bench.nullbinder --kubeconfig K --scheduler-name NAME [--qps Q --burst B]`` watches
 pending pods with that ``schedulerName`` and binds each to the next node in round-robin order,
-with no filtering or scoring, through the same client (scheduler.kubeclient: its keep-alive pool,
+with no filtering or scoring, through the same client (pysched.client.rest: its keep-alive pool,
 orjson, token bucket) and bind concurrency as pysched. Whatever rate it reaches is what the API
 server and etcd on this machine allow; a real scheduler can only approach it.
 """
@@ -14,8 +14,8 @@ import asyncio
 import signal
 import sys
 
-from scheduler.kubeauth import load as load_credentials
-from scheduler.kubeclient import ApiError, KubeClient
+from pysched.client.auth import load as load_credentials
+from pysched.client.rest import ApiError, KubeClient
 
 
 async def run(args) -> None:

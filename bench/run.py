@@ -37,10 +37,10 @@ from pathlib import Path
 
 import yaml
 
-from scheduler.devcluster import ControlPlane, binaries_dir, free_port
-from scheduler.kubeauth import load_kubeconfig
-from scheduler.kubeclient import KubeClient
-from scheduler.testkit import create_nodes, create_pods, ensure_namespace
+from pysched_dev.devcluster import ControlPlane, binaries_dir, free_port
+from pysched.client.auth import load_kubeconfig
+from pysched.client.rest import KubeClient
+from pysched_dev.testkit import create_nodes, create_pods, ensure_namespace
 
 from . import procstat, stats, verify
 from .workloads import NAMESPACE, PHASE_LABEL, SMOKE, WORKLOADS, Workload
@@ -116,7 +116,7 @@ def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir:
                "profiles": [{"schedulerName": SCHEDULER_NAMES[PYSCHED]}]}
         path = rundir / "pysched-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        return Process([sys.executable, "-m", "scheduler", "run", "--config", str(path),
+        return Process([sys.executable, "-m", "pysched", "run", "--config", str(path),
                         "--kubeconfig", str(cp.kubeconfig), "--log-level", "warning",
                         "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
                         "--cert-dir", str(rundir / "pysched-certs")], rundir / "pysched.log")

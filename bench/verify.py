@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from scheduler.quantity import milli_value, value
+from pysched.apis.core.quantity import milli_value, value
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ import json
 import sys
 import time
 
-from scheduler.kubeauth import load as load_credentials
-from scheduler.kubeclient import ApiError, KubeClient
+from pysched.client.auth import load as load_credentials
+from pysched.client.rest import ApiError, KubeClient
 
 
 async def watch(args) -> dict:

@@ -1,4 +1,4 @@
-"""Measure the client-side CPU cost per API request: aiohttp vs scheduler.httppool.
+"""Measure the client-side CPU cost per API request: aiohttp vs pysched.client.httppool.
 
 Usage: PYSCHED_BIN_DIR=$(./hack/control-plane.sh) .venv/bin/python hack/http_client_cost.py [N]
 Starts a throwaway control plane, then issues N small GETs with 32 in flight through each client
@@ -12,9 +12,9 @@ import time
 
 import aiohttp
 
-from scheduler.devcluster import ControlPlane
-from scheduler.httppool import HTTPPool
-from scheduler.kubeauth import load_kubeconfig
+from pysched_dev.devcluster import ControlPlane
+from pysched.client.httppool import HTTPPool
+from pysched.client.auth import load_kubeconfig
 
 
 async def main(n: int) -> None:

@@ -33,12 +33,12 @@ from pathlib import Path
 
 from aiohttp import web
 
-from scheduler import config as configmod
-from scheduler.devcluster import ControlPlane, KubeSchedulerProcess, free_port
-from scheduler.kubeauth import load_kubeconfig
-from scheduler.kubeclient import KubeClient
-from scheduler.offline import OfflineScheduler
-from scheduler.testkit import create_node, create_pods, list_pods, make_node, make_pod
+from pysched.apis import config as configmod
+from pysched_dev.devcluster import ControlPlane, KubeSchedulerProcess, free_port
+from pysched.client.auth import load_kubeconfig
+from pysched.client.rest import KubeClient
+from pysched.tools.offline import OfflineScheduler
+from pysched_dev.testkit import create_node, create_pods, list_pods, make_node, make_pod
 
 Z = "topology.kubernetes.io/zone"
 H = "kubernetes.io/hostname"
@@ -332,7 +332,7 @@ async def _judge(cp, admin, names: set[str], who: str, pods=None) -> tuple[dict,
         path = cp.workdir / "ours-diff.yaml"
         path.write_text(yaml.safe_dump({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND, **common}))
         logf = open(cp.workdir / "ours-diff.log", "ab")
-        p = subprocess.Popen([sys.executable, "-m", "scheduler", "--config", str(path), "--kubeconfig", str(cp.kubeconfig),
+        p = subprocess.Popen([sys.executable, "-m", "pysched", "--config", str(path), "--kubeconfig", str(cp.kubeconfig),
                               "--no-serve"], stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
                              cwd=str(Path(__file__).resolve().parents[1]))
 

@@ -1,7 +1,7 @@
 """End-to-end fixtures: a real etcd + kube-apiserver per test, and the scheduler as a subprocess.
 
 Every test gets its own control plane (random loopback ports, a temp dir, processes killed at
-the end), so tests cannot see each other's nodes. The scheduler runs as ``python -m scheduler``
+the end), so tests cannot see each other's nodes. The scheduler runs as ``python -m pysched``
 exactly as deployed, so killing it with SIGKILL is a real crash.
 """
 
@@ -19,9 +19,9 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from scheduler.devcluster import ControlPlane, free_port
-from scheduler.kubeauth import load_kubeconfig
-from scheduler.kubeclient import KubeClient
+from pysched_dev.devcluster import ControlPlane, free_port
+from pysched.client.auth import load_kubeconfig
+from pysched.client.rest import KubeClient
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -77,7 +77,7 @@ async def https_get(url: str, *, token: str | None = None, cert: tuple | None = 
 
 
 class SchedulerProcess:
-    """``python -m scheduler`` against the test control plane; output captured to a file."""
+    """``python -m pysched`` against the test control plane; output captured to a file."""
 
     def __init__(self, cp: ControlPlane, tmp_path: Path, config: dict | None = None, name: str = "sched",
                  kubeconfig: Path | None = None, extra_args: list[str] | None = None):
@@ -97,7 +97,7 @@ class SchedulerProcess:
         self._log = open(self.log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "scheduler", "--config", str(self.config_path),
+            [sys.executable, "-m", "pysched", "--config", str(self.config_path),
              "--kubeconfig", str(self.kubeconfig), "--log-level", "info", "--bind-address", "127.0.0.1",
              "--secure-port", str(self.port), "--cert-dir", str(self.cert_dir), *self.extra_args],
             cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

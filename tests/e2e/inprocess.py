@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 
-from scheduler import config as configmod
-from scheduler.app import Options, SchedulerApp
-from scheduler.framework.interface import PreBindPlugin
-from scheduler.framework.registry import build_registry
-from scheduler.framework.status import Status
-from scheduler.kubeauth import load_kubeconfig
+from pysched.apis import config as configmod
+from pysched.app import Options, SchedulerApp
+from pysched.framework.interface import PreBindPlugin
+from pysched.framework.registry import build_registry
+from pysched.framework.status import Status
+from pysched.client.auth import load_kubeconfig
 
 
 class PauseBeforeBind(PreBindPlugin):

@@ -17,15 +17,15 @@ import aiohttp
 import orjson
 import pytest
 
-from scheduler import config as configmod
-from scheduler.app import Options, SchedulerApp
-from scheduler.delegated_auth import AuthOptions
-from scheduler.delegated_auth import build as build_auth
-from scheduler.devcluster import KubeSchedulerProcess, free_port
-from scheduler.extender_server import ExtenderServer, server_ssl
-from scheduler.kubeauth import load_kubeconfig
-from scheduler.kubeclient import ApiError
-from scheduler.testkit import create_nodes, create_pods, make_node, make_pod
+from pysched.apis import config as configmod
+from pysched.app import Options, SchedulerApp
+from pysched.server.delegated_auth import AuthOptions
+from pysched.server.delegated_auth import build as build_auth
+from pysched_dev.devcluster import KubeSchedulerProcess, free_port
+from pysched.extender.server import ExtenderServer, server_ssl
+from pysched.client.auth import load_kubeconfig
+from pysched.client.rest import ApiError
+from pysched_dev.testkit import create_nodes, create_pods, make_node, make_pod
 
 from . import kustomize
 from .conftest import REPO, https_get, wait_for
@@ -216,7 +216,7 @@ async def test_insecure_disable_auth_serves_everyone_and_warns(scheduler_factory
 
 
 def test_bad_always_allow_path_is_refused_naming_the_flag(control_plane, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "scheduler", "--kubeconfig", str(control_plane.kubeconfig),
+    proc = subprocess.run([sys.executable, "-m", "pysched", "--kubeconfig", str(control_plane.kubeconfig),
                            "--authorization-always-allow-paths=/a*b"], cwd=REPO, capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2

@@ -14,12 +14,12 @@ import contextlib
 
 import pytest
 
-from scheduler.events import EventRecorder
-from scheduler.kubeauth import load_kubeconfig
-from scheduler.kubeclient import KubeClient
-from scheduler.metrics import METRICS
-from scheduler.podinfo import PodInfo
-from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
+from pysched.client.events import EventRecorder
+from pysched.client.auth import load_kubeconfig
+from pysched.client.rest import KubeClient
+from pysched.metrics import METRICS
+from pysched.framework.podinfo import PodInfo
+from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
 
 from .conftest import scheduler_config, wait_for
 

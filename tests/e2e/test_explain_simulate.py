@@ -21,9 +21,9 @@ import sys
 import pytest
 import yaml
 
-from scheduler.devcluster import KubeSchedulerProcess
-from scheduler.framework.status import Code, Status
-from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
+from pysched_dev.devcluster import KubeSchedulerProcess
+from pysched.framework.status import Code, Status
+from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
 from .conftest import REPO, scheduler_config, wait_for
 from .inprocess import PauseBeforeBind, in_process_app, paused_profile
@@ -98,7 +98,7 @@ async def test_simulate_places_pods_where_the_live_scheduler_binds_them(control_
     snap, pods_file = tmp_path / "snapshot.yaml", tmp_path / "pods.yaml"
     await snapshot(admin, snap)
     pods_file.write_text(yaml.safe_dump_all(workload(None)))
-    proc = subprocess.run([sys.executable, "-m", "scheduler", "simulate", "--cluster", str(snap), "--pods", str(pods_file),
+    proc = subprocess.run([sys.executable, "-m", "pysched", "simulate", "--cluster", str(snap), "--pods", str(pods_file),
                            "--seed", "7", "--output", "json"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr  # too-big cannot be placed
     simulated = {p["pod"]: p["node"] for p in json.loads(proc.stdout)["placements"]}
@@ -258,7 +258,7 @@ async def test_simulate_report_renders_in_headless_chromium(tmp_path):
         pytest.skip("no Chromium (make test installs it via hack/chromium.sh)")
     examples = REPO / "examples"
     report = tmp_path / "report.html"
-    proc = subprocess.run([sys.executable, "-m", "scheduler", "simulate", "--cluster", str(examples / "snapshot.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "pysched", "simulate", "--cluster", str(examples / "snapshot.yaml"),
                            "--pods", str(examples / "pods.yaml"), "--config", str(examples / "scheduler-config.yaml"),
                            "--explain", "shop/web-0", "--report", str(report)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -8,8 +8,8 @@ import collections
 import pytest
 from aiohttp import web
 
-from scheduler.devcluster import free_port
-from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
+from pysched_dev.devcluster import free_port
+from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
 from .conftest import scheduler_config, wait_for
 from .test_scheduling import events_for

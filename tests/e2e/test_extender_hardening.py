@@ -12,13 +12,13 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from scheduler import config as configmod
-from scheduler import extender_server as extender_server_mod
-from scheduler.app import Options, SchedulerApp
-from scheduler.extender_server import NOT_IN_CACHE, ExtenderServer
-from scheduler.kubeauth import load_kubeconfig
-from scheduler.quantity import MAX_AMOUNT
-from scheduler.testkit import create_nodes, create_pods, make_node, make_pod
+from pysched.apis import config as configmod
+from pysched.extender import server as extender_server_mod
+from pysched.app import Options, SchedulerApp
+from pysched.extender.server import NOT_IN_CACHE, ExtenderServer
+from pysched.client.auth import load_kubeconfig
+from pysched.apis.core.quantity import MAX_AMOUNT
+from pysched_dev.testkit import create_nodes, create_pods, make_node, make_pod
 
 from .conftest import wait_for
 from .test_extender_server import post
@@ -60,11 +60,11 @@ async def ext(control_plane, admin):
     await server.start("127.0.0.1", 0, None)
     session = aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.port}")
     problems = Problems()
-    logging.getLogger("scheduler").addHandler(problems)
+    logging.getLogger("pysched").addHandler(problems)
     try:
         yield app, session, server, problems
     finally:
-        logging.getLogger("scheduler").removeHandler(problems)
+        logging.getLogger("pysched").removeHandler(problems)
         await session.close()
         await server.stop()
         await app.shutdown()

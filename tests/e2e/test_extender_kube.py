@@ -10,8 +10,8 @@ import sys
 import pytest
 import yaml
 
-from scheduler.devcluster import KubeSchedulerProcess, free_port
-from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
+from pysched_dev.devcluster import KubeSchedulerProcess, free_port
+from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
 from .conftest import REPO, wait_for
 
@@ -48,7 +48,7 @@ class ExtenderProcess:
         self.cfg_path.write_text(yaml.safe_dump(config))
         self.log_path = tmp_path / "extender.log"
         self.https = https
-        self.args = [sys.executable, "-m", "scheduler", "extender", "--config", str(self.cfg_path),
+        self.args = [sys.executable, "-m", "pysched", "extender", "--config", str(self.cfg_path),
                      "--kubeconfig", str(cp.kubeconfig), "--address", "127.0.0.1", "--port", str(self.port),
                      *extra_args]
         if https:

@@ -7,13 +7,13 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from scheduler import config as configmod
-from scheduler.app import Options, SchedulerApp
-from scheduler.delegated_auth import AuthOptions
-from scheduler.delegated_auth import build as build_auth
-from scheduler.extender_server import NOT_IN_CACHE, ExtenderServer
-from scheduler.kubeauth import load_kubeconfig
-from scheduler.testkit import create_nodes, create_pods, make_node, make_pod
+from pysched.apis import config as configmod
+from pysched.app import Options, SchedulerApp
+from pysched.server.delegated_auth import AuthOptions
+from pysched.server.delegated_auth import build as build_auth
+from pysched.extender.server import NOT_IN_CACHE, ExtenderServer
+from pysched.client.auth import load_kubeconfig
+from pysched_dev.testkit import create_nodes, create_pods, make_node, make_pod
 
 from .conftest import wait_for
 

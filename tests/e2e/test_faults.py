@@ -12,10 +12,10 @@ import time
 import pytest
 import yaml
 
-from scheduler import config as configmod
-from scheduler.devcluster import free_port
-from scheduler.metrics import METRICS
-from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
+from pysched.apis import config as configmod
+from pysched_dev.devcluster import free_port
+from pysched.metrics import METRICS
+from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
 
 from .conftest import REPO, scheduler_config, wait_for
 from .inprocess import PauseBeforeBind, in_process_app, paused_profile
@@ -85,7 +85,7 @@ async def test_bind_answered_409_drops_the_pod_without_retry(control_plane, admi
         # Another client binds the pod first.
         await admin.bind_pod("default", "p", qpi.pod.uid, "a")
         before = METRICS.bind_conflicts.labels("pysched", "already_bound")._value.get()
-        from scheduler.framework.cycle_state import CycleState
+        from pysched.framework.cycle_state import CycleState
         await app.scheduler.binding_cycle(fwk, CycleState(), qpi, assumed, "b", 0.0, False, 0.0)
         assert METRICS.bind_conflicts.labels("pysched", "already_bound")._value.get() == before + 1
         assert "p" not in [q.pod.name for q in app.queue.pending()]
@@ -118,7 +118,7 @@ def test_malformed_config_exits_nonzero_naming_the_field(tmp_path, case):
     path = tmp_path / "bad.yaml"
     head = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
     path.write_text(head + body if case != "not-yaml" else body)
-    proc = subprocess.run([sys.executable, "-m", "scheduler", "--config", str(path), "--kubeconfig", "/nonexistent"],
+    proc = subprocess.run([sys.executable, "-m", "pysched", "--config", str(path), "--kubeconfig", "/nonexistent"],
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
     assert expected in proc.stderr, proc.stderr
@@ -126,7 +126,7 @@ def test_malformed_config_exits_nonzero_naming_the_field(tmp_path, case):
 
 def test_write_config_to_prints_effective_defaults(tmp_path):
     out = tmp_path / "eff.yaml"
-    proc = subprocess.run([sys.executable, "-m", "scheduler", "--write-config-to", str(out)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "pysched", "--write-config-to", str(out)], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     eff = configmod.parse(yaml.safe_load(out.read_text()))
@@ -148,7 +148,7 @@ def test_sigterm_while_the_api_server_is_unreachable_at_start_up(tmp_path, comma
         "contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n")
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(scheduler_config()))
-    args = [sys.executable, "-m", "scheduler", command, "--config", str(cfg), "--kubeconfig", str(kubeconfig)]
+    args = [sys.executable, "-m", "pysched", command, "--config", str(cfg), "--kubeconfig", str(kubeconfig)]
     args += ["--no-serve"] if command == "run" else ["--port", str(free_port())]
     log_path = tmp_path / "out.log"
     with open(log_path, "wb") as out:

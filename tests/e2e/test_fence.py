@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from scheduler.devcluster import ControlPlane
-from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
+from pysched_dev.devcluster import ControlPlane
+from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
 
 from .conftest import scheduler_config, wait_for
 from .test_ha import LE, _at_least, _holder_is

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
+from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
 
 from .conftest import scheduler_config, wait_for
 from .test_scheduling import assert_no_overcommit

@@ -6,11 +6,11 @@ import asyncio
 
 import pytest
 
-from scheduler.devcluster import ControlPlane
-from scheduler.informer import Reflector, _Relist
-from scheduler.kubeauth import load_kubeconfig
-from scheduler.kubeclient import KubeClient
-from scheduler.testkit import create_pods, make_pod
+from pysched_dev.devcluster import ControlPlane
+from pysched.client.reflector import Reflector, _Relist
+from pysched.client.auth import load_kubeconfig
+from pysched.client.rest import KubeClient
+from pysched_dev.testkit import create_pods, make_pod
 
 from .conftest import wait_for
 

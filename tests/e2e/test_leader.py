@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.leader import LeaderElector
+from pysched.client.leaderelection import LeaderElector
 
 pytestmark = pytest.mark.e2e
 PATH = "/apis/coordination.k8s.io/v1/namespaces/default/leases/lock"

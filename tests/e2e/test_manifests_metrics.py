@@ -10,7 +10,7 @@ import re
 import pytest
 import yaml
 
-from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
+from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
 from . import kustomize
 from .conftest import REPO, wait_for

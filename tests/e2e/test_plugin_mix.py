@@ -10,7 +10,7 @@ import collections
 
 import pytest
 
-from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
+from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
 from .conftest import wait_for
 from .test_scheduling import assert_no_overcommit

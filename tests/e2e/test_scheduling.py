@@ -6,9 +6,9 @@ import collections
 
 import pytest
 
-from scheduler.quantity import resource_value
-from scheduler.resources import pod_requests
-from scheduler.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
+from pysched.apis.core.quantity import resource_value
+from pysched.apis.core.resources import pod_requests
+from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
 from .conftest import scheduler_config, wait_for
 

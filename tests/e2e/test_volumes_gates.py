@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.testkit import create_nodes, create_pods, make_node, make_pod, pod_scheduled_condition
+from pysched_dev.testkit import create_nodes, create_pods, make_node, make_pod, pod_scheduled_condition
 
 from .conftest import wait_for
 

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from scheduler import testkit
+from pysched_dev import testkit
 
 _uid = itertools.count(1)
 

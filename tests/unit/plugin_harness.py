@@ -2,14 +2,14 @@
 
 import numpy as np
 
-from scheduler.cache import SchedulerCache
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interface import NodeBatch
-from scheduler.framework.runtime import Handle
-from scheduler.framework.status import Code
-from scheduler.nodeinfo import NodeSpec
-from scheduler.objectstore import ObjectStore
-from scheduler.podinfo import PodInfo
+from pysched.backend.cache.cache import SchedulerCache
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.interface import NodeBatch
+from pysched.framework.runtime import Handle
+from pysched.framework.status import Code
+from pysched.framework.nodeinfo import NodeSpec
+from pysched.client.objectstore import ObjectStore
+from pysched.framework.podinfo import PodInfo
 
 
 class PluginHarness:

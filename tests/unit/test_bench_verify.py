@@ -2,7 +2,7 @@
 
 from bench import verify
 from bench.workloads import ZONE
-from scheduler.testkit import make_node, make_pod
+from pysched_dev.testkit import make_node, make_pod
 
 
 def bound(pod: dict, node: str) -> dict:

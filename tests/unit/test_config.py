@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.app import build_frameworks
-from scheduler.cache import SchedulerCache
-from scheduler.config import ConfigError, default_config, go_duration_ns, load_file, parse, parse_duration
-from scheduler.framework.registry import build_registry
+from pysched.app import build_frameworks
+from pysched.backend.cache.cache import SchedulerCache
+from pysched.apis.config import ConfigError, default_config, go_duration_ns, load_file, parse, parse_duration
+from pysched.framework.registry import build_registry
 
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 
@@ -126,10 +126,10 @@ REPO = Path(__file__).resolve().parents[2]
      "profiles[0].plugins.score.enabled[0].weight: Invalid value: 100000000000"),
 ])
 def test_malformed_config_exits_2_naming_the_problem(tmp_path, content, expected):
-    """As deployed: ``python -m scheduler --config bad.yaml`` exits 2 with one line, no traceback."""
+    """As deployed: ``python -m pysched --config bad.yaml`` exits 2 with one line, no traceback."""
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(content)
-    proc = subprocess.run([sys.executable, "-m", "scheduler", "--config", str(bad)], cwd=REPO,
+    proc = subprocess.run([sys.executable, "-m", "pysched", "--config", str(bad)], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert expected in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

@@ -9,12 +9,12 @@ import asyncio
 
 import pytest
 
-from scheduler import cli
-from scheduler.delegated_auth import (ANONYMOUS, Attributes, AuthenticationFailed, ExpiringCache, PathMatcher,
+from pysched import cli
+from pysched.server.delegated_auth import (ANONYMOUS, Attributes, AuthenticationFailed, ExpiringCache, PathMatcher,
                                       ReviewError, SubjectAccessReviewer, TokenReviewer, UserInfo, backoff_delays,
                                       bearer_token, create_review, forbidden_message, user_from_peercert,
                                       with_authenticated_group)
-from scheduler.kubeclient import ApiError
+from pysched.client.rest import ApiError
 
 
 class Clock:

@@ -7,13 +7,13 @@ import asyncio
 
 import pytest
 
-from scheduler import events
-from scheduler.app import Options, SchedulerApp
-from scheduler.cli import build_parser
-from scheduler.config import default_config
-from scheduler.eventseries import SERIES_WINDOW, EventBacklog, PendingEvent, event_name, isomorphic_key
-from scheduler.kubeauth import Credentials
-from scheduler.kubeclient import ApiError
+from pysched.client import events
+from pysched.app import Options, SchedulerApp
+from pysched.cli import build_parser
+from pysched.apis.config import default_config
+from pysched.client.eventseries import SERIES_WINDOW, EventBacklog, PendingEvent, event_name, isomorphic_key
+from pysched.client.auth import Credentials
+from pysched.client.rest import ApiError
 
 
 class Clock:

@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from scheduler.fence import NotLeaderError, WriteFence
-from scheduler.kubeclient import ApiError
+from pysched.client.fence import NotLeaderError, WriteFence
+from pysched.client.rest import ApiError
 
 
 def test_refuses_when_not_fresh_and_for_good_once_closed():

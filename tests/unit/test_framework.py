@@ -2,12 +2,12 @@
 
 import pytest
 
-from scheduler import config as configmod
-from scheduler.framework.interface import FilterPlugin, PreFilterPlugin, PreFilterResult, ScorePlugin
-from scheduler.framework.registry import Registry, build_registry
-from scheduler.framework.status import Code, Status
-from scheduler.framework.types import Diagnosis, FitError, truncate_message
-from scheduler.offline import OfflineScheduler
+from pysched.apis import config as configmod
+from pysched.framework.interface import FilterPlugin, PreFilterPlugin, PreFilterResult, ScorePlugin
+from pysched.framework.registry import Registry, build_registry
+from pysched.framework.status import Code, Status
+from pysched.framework.types import Diagnosis, FitError, truncate_message
+from pysched.tools.offline import OfflineScheduler
 
 from .conftest import node, pod
 

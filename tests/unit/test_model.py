@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduler.model import (LabelSelector, ObjectError, Taint, Toleration, find_untolerated_taint,
+from pysched.apis.core.model import (LabelSelector, ObjectError, Taint, Toleration, find_untolerated_taint,
                              parse_label_selector, parse_node_selector, parse_tolerations)
 
 T = Taint("dedicated", "gpu", "NoSchedule")

@@ -2,10 +2,10 @@
 
 import random
 
-from scheduler.cache import SchedulerCache
-from scheduler.model import parse_label_selector, parse_node_selector
-from scheduler.nodeinfo import NodeSpec
-from scheduler.nodeselect import label_selector_mask, labels_mask, node_selector_mask
+from pysched.backend.cache.cache import SchedulerCache
+from pysched.apis.core.model import parse_label_selector, parse_node_selector
+from pysched.framework.nodeinfo import NodeSpec
+from pysched.plugins.helper.nodeselect import label_selector_mask, labels_mask, node_selector_mask
 
 from .conftest import node
 

@@ -2,21 +2,21 @@
 
 import pytest
 
-from plugins.az_spread import AZSpread
-from plugins.balanced_allocation import NodeResourcesBalancedAllocation
-from plugins.capacity_type import CapacityType
-from plugins.dynamic_resources import DynamicResources
-from plugins.gpu import GPU
-from plugins.image_locality import ImageLocality
-from plugins.instance_type import InstanceType
-from plugins.node_ports import NodePorts
-from plugins.volume_binding import (REASON_BIND_CONFLICT, REASON_NODE_CONFLICT, REASON_PV_NOT_EXIST,
+from pysched.plugins.custom.az_spread import AZSpread
+from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from pysched.plugins.custom.capacity_type import CapacityType
+from pysched.plugins.dynamic_resources import DynamicResources
+from pysched.plugins.custom.gpu import GPU
+from pysched.plugins.image_locality import ImageLocality
+from pysched.plugins.custom.instance_type import InstanceType
+from pysched.plugins.node_ports import NodePorts
+from pysched.plugins.volume_binding import (REASON_BIND_CONFLICT, REASON_NODE_CONFLICT, REASON_PV_NOT_EXIST,
                                     UNBOUND_IMMEDIATE, VolumeBinding)
-from plugins.volume_zone import VolumeZone
-from scheduler.config import ConfigError
-from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.status import Code
-from scheduler.podinfo import PodInfo
+from pysched.plugins.volume_zone import VolumeZone
+from pysched.apis.config import ConfigError
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.status import Code
+from pysched.framework.podinfo import PodInfo
 
 from .conftest import node, pod
 from .plugin_harness import UAU, UNS, PluginHarness

@@ -2,8 +2,8 @@
 
 import pytest
 
-from plugins.node_resources_fit import NodeResourcesFit
-from scheduler.config import ConfigError
+from pysched.plugins.node_resources_fit import NodeResourcesFit
+from pysched.apis.config import ConfigError
 
 from .conftest import node, pod
 from .plugin_harness import UAU, UNS, PluginHarness

@@ -2,10 +2,10 @@
 
 import pytest
 
-from plugins.inter_pod_affinity import (REASON_AFFINITY, REASON_ANTI_AFFINITY, REASON_EXISTING_ANTI,
+from pysched.plugins.inter_pod_affinity import (REASON_AFFINITY, REASON_ANTI_AFFINITY, REASON_EXISTING_ANTI,
                                         InterPodAffinity)
-from plugins.pod_topology_spread import REASON, REASON_MISSING_LABEL, PodTopologySpread
-from scheduler.config import ConfigError
+from pysched.plugins.pod_topology_spread import REASON, REASON_MISSING_LABEL, PodTopologySpread
+from pysched.apis.config import ConfigError
 
 from .conftest import node, pod
 from .plugin_harness import UAU, UNS, PluginHarness
@@ -103,7 +103,7 @@ def test_match_label_keys():
 
 def test_assumed_pods_are_counted():
     hh = PluginHarness(PodTopologySpread, nodes=NODES[:4])
-    from scheduler.podinfo import PodInfo
+    from pysched.framework.podinfo import PodInfo
     hh.cache.assume(PodInfo.from_dict(pod("x", labels={"app": "web"})), "c1")
     r = hh.filter(pod("p", labels={"app": "web"}, spread=spread(1)))
     assert "c1" not in feasible(r) and feasible(r) == ["a1", "a2", "b1"]

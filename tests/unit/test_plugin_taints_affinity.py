@@ -2,14 +2,14 @@
 
 import pytest
 
-from plugins.node_affinity import ERR_REASON_CONFLICT, NodeAffinity
-from plugins.node_name import NodeName
-from plugins.node_unschedulable import NodeUnschedulable
-from plugins.queue_sort import PrioritySort
-from plugins.taint_toleration import TaintToleration
-from scheduler.config import ConfigError
-from scheduler.framework.cycle_state import CycleState
-from scheduler.podinfo import PodInfo
+from pysched.plugins.node_affinity import ERR_REASON_CONFLICT, NodeAffinity
+from pysched.plugins.node_name import NodeName
+from pysched.plugins.node_unschedulable import NodeUnschedulable
+from pysched.plugins.queue_sort import PrioritySort
+from pysched.plugins.taint_toleration import TaintToleration
+from pysched.apis.config import ConfigError
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.podinfo import PodInfo
 
 from .conftest import node, pod
 from .plugin_harness import UAU, PluginHarness

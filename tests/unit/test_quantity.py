@@ -2,7 +2,7 @@
 
 import pytest
 
-from scheduler.quantity import MAX_AMOUNT, QuantityError, format_resource, milli_value, resource_value, value
+from pysched.apis.core.quantity import MAX_AMOUNT, QuantityError, format_resource, milli_value, resource_value, value
 
 
 @pytest.mark.parametrize("text,expected", [

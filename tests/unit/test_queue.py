@@ -2,8 +2,8 @@
 
 import pytest
 
-from scheduler.podinfo import PodInfo
-from scheduler.queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
+from pysched.framework.podinfo import PodInfo
+from pysched.backend.queue.scheduling_queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
 
 from .conftest import pod
 
@@ -111,7 +111,7 @@ def test_leftover_flush_after_five_minutes():
 
 
 def test_gated_pod_waits_until_gate_removed():
-    from scheduler.framework.status import Code, Status
+    from pysched.framework.status import Code, Status
     gate = lambda p: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "gated") if p.gates else None
     q = mkq(Clock(), pre_enqueue=gate)
     raw = pod("g", gates=["example.com/wait"])

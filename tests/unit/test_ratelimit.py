@@ -1,6 +1,6 @@
 """client-go style token bucket: bursts up to ``burst``, then ``qps`` per second."""
 
-from scheduler.kubeclient import TokenBucket
+from pysched.client.rest import TokenBucket
 
 
 class Clock:

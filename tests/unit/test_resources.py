@@ -1,6 +1,6 @@
 """Effective pod requests follow the API's rules (component-helpers PodRequests)."""
 
-from scheduler.resources import is_extended_resource, is_scalar, pod_requests, pod_resource
+from pysched.apis.core.resources import is_extended_resource, is_scalar, pod_requests, pod_resource
 
 MI = 2**20
 

@@ -1,10 +1,10 @@
 """Shadow mode's bookkeeping: one prediction per pod, assumed until the real bind, then compared."""
 
-from scheduler.metrics import METRICS
-from scheduler.offline import OfflineScheduler
-from scheduler.podinfo import PodInfo
-from scheduler.queue import QueuedPodInfo
-from scheduler.shadow import Prediction, ShadowRecorder, classify
+from pysched.metrics import METRICS
+from pysched.tools.offline import OfflineScheduler
+from pysched.framework.podinfo import PodInfo
+from pysched.backend.queue.scheduling_queue import QueuedPodInfo
+from pysched.tools.shadow import Prediction, ShadowRecorder, classify
 
 from .conftest import node, pod
 

@@ -7,11 +7,12 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from scheduler import apidefaults, explain
-from scheduler.report import render
-from scheduler.simulate import Simulation, format_text, main
-from scheduler.snapshot import SnapshotError, load_pods, load_snapshot
-from scheduler.testkit import make_node, make_pod
+from pysched.apis.core import defaults as apidefaults
+from pysched import explanation as explain
+from pysched.tools.report import render
+from pysched.tools.simulate import Simulation, format_text, main
+from pysched.tools.snapshot import SnapshotError, load_pods, load_snapshot
+from pysched_dev.testkit import make_node, make_pod
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -303,7 +304,7 @@ def test_main_exit_codes_json_and_report(tmp_path, capsys):
 
 
 def test_report_escapes_user_text():
-    from scheduler.simulate import Placement, SimulationResult
+    from pysched.tools.simulate import Placement, SimulationResult
     res = SimulationResult("p", 0, [Placement("ns/<script>", None, "Unschedulable", "</script><b>x", "p")],
                            {"resources": [], "nodes": [], "zones": []}, {"resources": [], "nodes": [], "zones": []})
     page = render(res)

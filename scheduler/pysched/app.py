@@ -1,0 +1,396 @@
+"""The scheduler process: wires configuration, clients, informers, cache, queue and the loop.
+
+Start-up order, as kube-scheduler's: build every profile's framework (bad configuration fails
+here, before any API call) -> start the Node and Pod informers and wait until both have listed
+(so pods bound by anyone before we started are counted) -> (with leader election) wait for the
+Lease -> run the scheduling loop. Followers keep their informers warm and never bind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass, field
+
+from pysched.backend.cache.cache import SchedulerCache
+from pysched.apis.config import SchedulerConfig
+from pysched.eventhandlers import EventHandlers, EventRegistry
+from pysched.client.events import DEFAULT_LIMIT, EventRecorder
+from pysched.framework.registry import Registry, build_registry
+from pysched.framework.runtime import Framework, Handle
+from pysched.client.reflector import Reflector, name_key, uid_key
+from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewError
+from pysched.server.delegated_auth import build as build_auth
+from pysched.client.auth import Credentials
+from pysched.extender.client import HTTPExtender
+from pysched.client.kopf_watch import KopfWatch, WatchSpec
+from pysched.client.rest import ApiError, KubeClient
+from pysched.client.fence import WriteFence
+from pysched.client.leaderelection import LeaderElector
+from pysched.server.secure import LEADER_HEALTH_SLACK, SecureServer
+from pysched.util.logs import kv
+from pysched.metrics import METRICS
+from pysched.client.objectstore import KINDS as OBJECT_KINDS
+from pysched.client.objectstore import ObjectStore
+from pysched.backend.queue.scheduling_queue import SchedulingQueue
+from pysched.schedule_one import Scheduler, max_binds_for
+from pysched.tools.shadow import ShadowRecorder
+
+log = logging.getLogger("pysched.app")
+
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+EVENT_FLUSH_ON_SHUTDOWN = 1.0  # seconds of Event posting allowed between the last bind and the handover
+
+
+@dataclass
+class Options:
+    """Command-line settings that are not part of KubeSchedulerConfiguration."""
+    kubeconfig: str | None = None
+    plugin_modules: list[str] = field(default_factory=list)
+    resync_period: float = 300.0
+    seed: int | None = None
+    leader_elect: bool | None = None  # None: from the config file
+    secure_port: int = 10259
+    bind_address: str = "0.0.0.0"
+    cert_dir: str | None = None
+    tls_cert_file: str | None = None
+    tls_private_key_file: str | None = None
+    identity: str | None = None
+    serve: bool = True
+    explain_all: bool = False
+    shadow: bool = False
+    shadow_scheduler_names: list[str] = field(default_factory=lambda: ["default-scheduler"])
+    kopf: bool = True
+    auth: AuthOptions = field(default_factory=AuthOptions)  # the secure port's delegated authn/authz
+    event_backlog_limit: int | None = None  # None: events.DEFAULT_LIMIT
+
+
+def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache, client, recorder,
+                     extra: dict | None = None, objects: ObjectStore | None = None) -> dict[str, Framework]:
+    waiting: dict = {}
+    out = {}
+    objects = objects if objects is not None else ObjectStore()
+    for prof in cfg.profiles:
+        handle = Handle(cache=cache, client=client, recorder=recorder, waiting_pods=waiting,
+                        extra=dict(extra or {}), objects=objects)
+        out[prof.scheduler_name] = Framework(prof, registry, handle)
+    return out
+
+
+def ignored_extended_resources(cfg: SchedulerConfig) -> list[str]:
+    return [m.name for e in cfg.extenders for m in e.managed_resources if m.ignored_by_scheduler]
+
+
+def build_queue(cfg: SchedulerConfig, frameworks: dict[str, Framework]) -> SchedulingQueue:
+    first = next(iter(frameworks.values()))
+
+    def pre_enqueue(pod):
+        fwk = frameworks.get(pod.scheduler_name)
+        return fwk.run_pre_enqueue(pod) if fwk is not None else None
+
+    return SchedulingQueue(sort_key=first.queue_sort_key(), pre_enqueue=pre_enqueue,
+                           initial_backoff=float(cfg.pod_initial_backoff_seconds),
+                           max_backoff=float(cfg.pod_max_backoff_seconds))
+
+
+class SchedulerApp:
+    def __init__(self, cfg: SchedulerConfig, options: Options, creds: Credentials,
+                 registry: Registry | None = None):
+        self.cfg = cfg
+        self.options = options
+        self.creds = creds
+        self.registry = registry if registry is not None else build_registry(options.plugin_modules)
+        cc = cfg.client_connection
+        self.client = KubeClient(creds, qps=cc.qps, burst=cc.burst)
+        self.event_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=8)
+        self.recorder = EventRecorder(self.event_client, limit=options.event_backlog_limit or DEFAULT_LIMIT)
+        self.cache = SchedulerCache()
+        self.objects = ObjectStore()
+        self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,
+                                           recorder=self.recorder, objects=self.objects,
+                                           extra={"ignored_extended_resources": ignored_extended_resources(cfg)})
+        # Which framework handles a pod, by schedulerName: our profiles, or in shadow mode the
+        # first profile standing in for each shadowed scheduler.
+        if options.shadow:
+            first = next(iter(self.frameworks.values()))
+            first.percentage_of_nodes_to_score = 100  # compare against every node, not a sample
+            routing = {name: first for name in options.shadow_scheduler_names}
+        else:
+            routing = self.frameworks
+        self.queue = build_queue(cfg, routing)
+        self.handlers = EventHandlers(self.cache, self.queue, set(routing),
+                                      EventRegistry(self.frameworks.values()))
+        self.objects.listeners.append(self.handlers.object_event)
+        self.extenders = [HTTPExtender(e) for e in cfg.extenders]
+        self.handlers.keep_node_raw = any(not e.node_cache_capable for e in self.extenders)
+        shadow = options.shadow
+        self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=routing,
+                                   recorder=None if shadow else self.recorder, client=None if shadow else self.client,
+                                   percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
+                                   extenders=[] if shadow else self.extenders, seed=options.seed,
+                                   on_cluster_event=self.handlers._move)
+        self.scheduler.explain_all = options.explain_all
+        self.shadow: ShadowRecorder | None = None
+        if shadow:
+            # Never binds, patches or records: only predictions, metrics, logs and /debug/explain.
+            self.shadow = self.scheduler.shadow = ShadowRecorder(self.scheduler)
+            self.cache.expect_rebinding = True
+            self.handlers.on_assigned = self.shadow.observe_bound
+            self.handlers.skip_pending = self.shadow.seen
+            self.handlers.on_pod_deleted = self.shadow.observe_deleted
+        self.node_reflector = Reflector(self.client, name="nodes", path="/api/v1/nodes",
+                                        on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
+                                        key=name_key, resync_period=options.resync_period)
+        self.pod_reflector = Reflector(self.client, name="pods", path="/api/v1/pods",
+                                       on_upsert=self.handlers.pod_upsert, on_delete=self.handlers.pod_delete,
+                                       key=uid_key, params={"fieldSelector": POD_FIELD_SELECTOR},
+                                       resync_period=options.resync_period)
+        le = cfg.leader_election
+        self.leader_elect = le.leader_elect if options.leader_elect is None else options.leader_elect
+        if shadow:
+            self.leader_elect = False  # a shadow never binds, so it must not hold (or wait for) the Lease
+        self.elector: LeaderElector | None = None
+        if self.leader_elect:
+            # Its own client and rate limiter: lease renewals must never queue behind binds.
+            self.le_client = KubeClient(creds, qps=max(cc.qps, 5.0), burst=max(cc.burst, 10), max_connections=4,
+                                        timeout=le.renew_deadline / 2)
+            self.elector = LeaderElector(self.le_client, namespace=le.resource_namespace, name=le.resource_name,
+                                         identity=options.identity, lease_duration=le.lease_duration,
+                                         renew_deadline=le.renew_deadline, retry_period=le.retry_period,
+                                         on_stopped=self._on_lease_lost,
+                                         on_new_leader=lambda h: log.info("new leader elected", extra=kv(leader=h)))
+            bind_timeout = max(1.0, le.lease_duration - le.renew_deadline)
+            for fwk in self.frameworks.values():
+                fwk.handle.extra["bind_timeout"] = bind_timeout
+            self.fence = WriteFence(self.elector.is_fresh)
+            self.elector.on_renewed = self.fence.notify
+        else:
+            self.fence = WriteFence(lambda: True, description="process")  # open until shutdown
+        # Every write on the scheduler's behalf passes the fence right before it goes out.
+        for writer in (self.client, self.event_client, *self.extenders):
+            writer.fence = self.fence
+        self.scheduler.fence = self.fence
+        self.scheduler.max_binds_outstanding = max_binds_for(cc.qps, self.frameworks_bind_timeout())
+        self.server: SecureServer | None = None
+        self.auth: DelegatedAuth | None = None
+        self._shutting_down = False
+        self._failed_seen: set[str] = set()
+        self.kopf = KopfWatch(creds, self.kopf_specs()) if options.kopf else None
+        self.tasks: list[asyncio.Task] = []
+        self.stopping = asyncio.Event()
+        self.synced = asyncio.Event()
+        self.exit_code = 0
+
+    def kopf_specs(self) -> list[WatchSpec]:
+        """Low-volume streams kopf keeps for us."""
+        groups = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"), "storageclasses": ("storage.k8s.io", "v1")}
+        specs = [WatchSpec("", "v1", "pods", self._on_failed_pod, field_selector="status.phase=Failed")]
+        for plural in OBJECT_KINDS:
+            group, version = groups.get(plural, ("", "v1"))
+            specs.append(WatchSpec(group, version, plural, self.objects.handler(plural)))
+        return specs
+
+    def _on_failed_pod(self, typ: str | None, obj: dict) -> None:
+        uid = (obj.get("metadata") or {}).get("uid") or ""
+        if uid in self._failed_seen:
+            return
+        if len(self._failed_seen) > 50000:
+            self._failed_seen.clear()
+        self._failed_seen.add(uid)
+        if typ is None:
+            return  # failed before we started: not news
+        self.handlers._note_kubelet_rejection(obj)
+
+    async def wait_synced(self) -> None:
+        await self.node_reflector.synced.wait()
+        await self.pod_reflector.synced.wait()
+        self.synced.set()
+
+    def _spawn(self, coro, name: str) -> asyncio.Task:
+        t = asyncio.create_task(coro, name=name)
+        self.tasks.append(t)
+        return t
+
+    async def start_informers(self) -> None:
+        self.recorder.start()
+        if self.kopf is not None:
+            self.kopf.start()
+        self._spawn(self.node_reflector.run(), "node-informer")
+        self._spawn(self.pod_reflector.run(), "pod-informer")
+        self._spawn(self.queue.run_flush_loop(), "queue-flush")
+        self._spawn(self._cache_metrics_loop(), "cache-metrics")
+        if self.shadow is not None:
+            self._spawn(self.shadow.run_expiry(), "shadow-expiry")
+        await self.wait_synced()
+        await self.prefill_objects()
+        log.info("caches synced", extra=kv(nodes=len(self.cache.nodes), pods=len(self.cache.pods),
+                                            pending=len(self.queue)))
+
+    OBJECT_PATHS = {"namespaces": "/api/v1/namespaces", "services": "/api/v1/services",
+                    "replicasets": "/apis/apps/v1/replicasets", "statefulsets": "/apis/apps/v1/statefulsets",
+                    "replicationcontrollers": "/api/v1/replicationcontrollers",
+                    "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
+                    "persistentvolumes": "/api/v1/persistentvolumes",
+                    "storageclasses": "/apis/storage.k8s.io/v1/storageclasses"}
+
+    async def prefill_objects(self) -> None:
+        """One LIST of each low-volume kind before the first cycle; kopf keeps them current after."""
+        for plural, path in self.OBJECT_PATHS.items():
+            try:
+                items, _ = await self.client.list_all(path)
+            except ApiError as exc:
+                log.warning("cannot list; plugins that read it will see none", extra=kv(
+                    resource=plural, status=exc.status, error=exc.message))
+                continue
+            for obj in items:
+                self.objects.apply(plural, None, obj)
+            self.objects.synced.add(plural)
+
+    async def _cache_metrics_loop(self) -> None:
+        while True:
+            METRICS.cache_size.labels("nodes").set(len(self.cache.nodes))
+            METRICS.cache_size.labels("pods").set(len(self.cache.pods))
+            METRICS.cache_size.labels("assumed_pods").set(len(self.cache.assumed))
+            self.queue.update_metrics()
+            await asyncio.sleep(1.0)
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, self.request_stop)
+            except (NotImplementedError, RuntimeError):
+                pass
+        try:
+            if self.options.serve:
+                try:
+                    await self.start_server()
+                except ReviewError as exc:
+                    log.error("cannot set up delegated authentication", extra=kv(error=str(exc)))
+                    self.exit_code = 1
+                    return self.exit_code
+            if not await self.until_stopped(self.start_informers()):
+                return self.exit_code   # stopped while starting (e.g. the API server is unreachable)
+            stop = asyncio.create_task(self.stopping.wait())
+            if self.elector is not None:
+                self._spawn(self.elector.run(), "leader-election")
+                leading = asyncio.create_task(self.elector.leading.wait())
+                await asyncio.wait([leading, stop], return_when=asyncio.FIRST_COMPLETED)
+                leading.cancel()
+                if self.stopping.is_set():
+                    return self.exit_code
+                log.info("started leading; scheduling")
+            sched = self._spawn(self.scheduler.run(), "scheduling-loop")
+            watch = [sched, stop, self.tasks[0], self.tasks[1]]
+            done, _ = await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                if t is not stop and t.done() and not t.cancelled() and t.exception() is not None:
+                    log.error("component failed", extra=kv(task=t.get_name(), error=repr(t.exception())))
+                    self.exit_code = 1
+            stop.cancel()
+        finally:
+            await self.shutdown()
+        return self.exit_code
+
+    async def until_stopped(self, coro) -> bool:
+        """Run ``coro`` unless a stop is requested first (then cancel it). True if it completed.
+
+        Start-up can wait indefinitely - informers retry their first LIST until the API server
+        answers - and SIGTERM/SIGINT must end it all the same."""
+        work = asyncio.ensure_future(coro)
+        stop = asyncio.create_task(self.stopping.wait())
+        try:
+            await asyncio.wait([work, stop], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not work.done():
+                work.cancel()
+                try:
+                    await work
+                except asyncio.CancelledError:
+                    pass
+        if work.cancelled():
+            return False
+        work.result()   # a start-up failure propagates
+        return True
+
+    async def start_server(self) -> None:
+        o = self.options
+        self.auth = await build_auth(o.auth, self.creds)
+        self.server = SecureServer(address=o.bind_address, port=o.secure_port, cert_file=o.tls_cert_file,
+                                   key_file=o.tls_private_key_file, cert_dir=o.cert_dir, ready=self.ready,
+                                   healthy=self.healthy, configz=self.configz, explain=self.explain,
+                                   auth=self.auth)
+        await self.server.start()
+
+    def ready(self) -> tuple[bool, str]:
+        if self._shutting_down:
+            return False, "shutdown"
+        if not self.synced.is_set():
+            return False, "sched-handler-sync"
+        return True, ""
+
+    def healthy(self) -> tuple[bool, str]:
+        e = self.elector
+        if e is not None and e.is_leader() and e.lease_age() > e.lease_duration + LEADER_HEALTH_SLACK:
+            return False, "leaderElection"
+        return True, ""
+
+    def configz(self) -> dict:
+        from pysched.apis.config import to_dict
+        return {"componentconfig": to_dict(self.cfg, effective_plugins={n: f.plugin_sets for n, f in self.frameworks.items()})}
+
+    def explain(self, pod_key: str) -> dict | None:
+        return self.scheduler.traces.get(pod_key)
+
+    def _on_lease_lost(self) -> None:
+        self.fence.close("leader election lost")
+        if self._shutting_down:
+            return
+        log.error("leaderelection lost; exiting")
+        self.exit_code = 1
+        self.scheduler.stop()
+        self.scheduler.abort_pending(keep_in_flight=False)  # queued binds are cancelled and forgotten
+        self.stopping.set()
+
+    def frameworks_bind_timeout(self) -> float:
+        """How long a bind that already went out may take (its request timeout)."""
+        first = next(iter(self.frameworks.values()))
+        return first.handle.extra.get("bind_timeout") or self.client.timeout
+
+    def request_stop(self) -> None:
+        log.info("shutting down")
+        self.stopping.set()
+
+    async def shutdown(self) -> None:
+        """Hand over quickly: cancel what was not sent, let what was sent finish, flush Events
+        briefly, close the fence, and only then release the Lease."""
+        self._shutting_down = True
+        self.scheduler.stop()
+        self.scheduler.abort_pending(keep_in_flight=True)
+        await self.scheduler.drain(timeout=float(self.frameworks_bind_timeout()))
+        await self.recorder.stop(drain=EVENT_FLUSH_ON_SHUTDOWN)
+        self.fence.close("shutting down")
+        if self.elector is not None and self.exit_code == 0:
+            await self.elector.release()
+        for t in self.tasks:
+            t.cancel()
+        for t in self.tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001
+                pass
+        await self.recorder.stop(drain=0)
+        if self.kopf is not None:
+            await asyncio.to_thread(self.kopf.stop)
+        if self.server is not None:
+            await self.server.stop()
+        if self.auth is not None:
+            await self.auth.close()
+        for e in self.extenders:
+            await e.close()
+        await self.client.close()
+        await self.event_client.close()
+        if self.elector is not None:
+            await self.le_client.close()

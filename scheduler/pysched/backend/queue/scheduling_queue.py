@@ -1,0 +1,405 @@
+"""SchedulingQueue: activeQ, backoffQ and the unschedulable pool, as in kube-scheduler.
+
+* **activeQ** - a heap ordered by the QueueSort plugin (PrioritySort: higher ``priority`` first,
+  then earlier queue timestamp). ``pop()`` waits for it.
+* **backoffQ** - pods waiting out their backoff: ``initial * 2^(n-1)`` capped at ``max``
+  (1 s doubling to 10 s by default), where n counts unschedulable attempts (or consecutive
+  errors). Expired pods move to activeQ on a timer. When activeQ is empty, ``pop()`` takes the
+  next unschedulable-backoff pod early (``SchedulerPopFromBackoffQ``, on by default upstream).
+* **unschedulable pool** - pods no node could take. A cluster event (node added or changed,
+  assigned pod deleted, ...) moves the pods whose rejecting plugins registered that event back to
+  activeQ or backoffQ; pods left there for 5 minutes are flushed back every 30 s. Pods held by a
+  PreEnqueue plugin (scheduling gates) wait here as "gated" and enter activeQ when un-gated.
+
+The queue never loses a pod: every pending pod of our profiles is in exactly one of activeQ,
+backoffQ, the unschedulable pool, or "in flight" (popped and being scheduled or bound).
+All methods run on the event loop thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import time
+from typing import Callable, Iterable
+
+from pysched.metrics import METRICS
+from pysched.framework.podinfo import PodInfo
+
+log = logging.getLogger("pysched.backend.queue")
+
+ACTIVE, BACKOFF, UNSCHEDULABLE, IN_FLIGHT = "active", "backoff", "unschedulable", "inflight"
+DEFAULT_MAX_IN_UNSCHEDULABLE = 300.0
+FLUSH_UNSCHEDULABLE_INTERVAL = 30.0
+
+# Events (names follow kube-scheduler's framework.ClusterEvent labels)
+NODE_ADD = "NodeAdd"
+NODE_UPDATE = "NodeUpdate"
+ASSIGNED_POD_ADD = "AssignedPodAdd"
+ASSIGNED_POD_UPDATE = "AssignedPodUpdate"
+ASSIGNED_POD_DELETE = "AssignedPodDelete"
+UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
+POD_UPDATE = "PodUpdate"
+FORCE_ACTIVATE = "ForceActivate"
+SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
+BACKOFF_COMPLETE = "BackoffComplete"
+POP_FROM_BACKOFF = "PopFromBackoffQ"
+POD_ADD = "PodAdd"
+
+
+class QueuedPodInfo:
+    __slots__ = ("pod", "timestamp", "initial_attempt", "attempts", "unschedulable_count",
+                 "consecutive_errors", "unschedulable_plugins", "pending_plugins", "gated",
+                 "gating_plugin", "where", "seq", "backoff_expiry", "sort_key", "first_enqueued")
+
+    def __init__(self, pod: PodInfo, now: float):
+        self.pod = pod
+        self.timestamp = now
+        self.first_enqueued = now
+        self.initial_attempt = 0.0
+        self.attempts = 0
+        self.unschedulable_count = 0
+        self.consecutive_errors = 0
+        self.unschedulable_plugins: set[str] = set()
+        self.pending_plugins: set[str] = set()
+        self.gated = False
+        self.gating_plugin = ""
+        self.where = ""
+        self.seq = 0
+        self.backoff_expiry = 0.0
+        self.sort_key: tuple = ()
+
+    def __repr__(self) -> str:
+        return f"QueuedPodInfo({self.pod.key}, {self.where}, attempts={self.attempts})"
+
+
+class SchedulingQueue:
+    def __init__(self, *, sort_key: Callable[[QueuedPodInfo], tuple],
+                 pre_enqueue: Callable[[PodInfo], object] | None = None,
+                 initial_backoff: float = 1.0, max_backoff: float = 10.0,
+                 max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE,
+                 clock: Callable[[], float] = time.monotonic, pop_from_backoff: bool = True):
+        self._sort_key = sort_key
+        self._pre_enqueue = pre_enqueue
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_in_unschedulable = max_in_unschedulable
+        self._clock = clock
+        self._pop_from_backoff = pop_from_backoff
+        self._pods: dict[str, QueuedPodInfo] = {}
+        self._active: list[tuple] = []
+        self._backoff: list[tuple] = []
+        self._unsched: dict[str, QueuedPodInfo] = {}
+        self._seq = itertools.count()
+        self._wake: asyncio.Event | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")
+        self.scheduling_cycle = 0
+        self.counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, IN_FLIGHT: 0, "gated": 0}
+        self.closed = False
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+
+    def _set_where(self, qpi: QueuedPodInfo, where: str) -> None:
+        old = qpi.where
+        if old == where:
+            return
+        if old:
+            self.counts[old] -= 1
+            if old == UNSCHEDULABLE and qpi.gated:
+                self.counts["gated"] -= 1
+        if where:
+            self.counts[where] += 1
+            if where == UNSCHEDULABLE and qpi.gated:
+                self.counts["gated"] += 1
+        qpi.where = where
+
+    def update_metrics(self) -> None:
+        g = METRICS.pending_pods
+        g.labels("active").set(self.counts[ACTIVE])
+        g.labels("backoff").set(self.counts[BACKOFF])
+        g.labels("unschedulable").set(self.counts[UNSCHEDULABLE] - self.counts["gated"])
+        g.labels("gated").set(self.counts["gated"])
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def __contains__(self, uid: str) -> bool:
+        return uid in self._pods
+
+    def has_unschedulable(self) -> bool:
+        return bool(self._unsched)
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        return self._pods.get(uid)
+
+    def pending(self) -> list[QueuedPodInfo]:
+        return list(self._pods.values())
+
+    def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
+        qpi.seq = next(self._seq)
+        qpi.sort_key = self._sort_key(qpi)
+        heapq.heappush(self._active, (qpi.sort_key, qpi.seq, qpi))
+        self._set_where(qpi, ACTIVE)
+        METRICS.queue_incoming.labels("active", event).inc()
+        if self._wake is not None:
+            self._wake.set()
+
+    def _push_backoff(self, qpi: QueuedPodInfo, event: str) -> None:
+        qpi.seq = next(self._seq)
+        heapq.heappush(self._backoff, (qpi.backoff_expiry, qpi.sort_key or self._sort_key(qpi), qpi.seq, qpi))
+        self._set_where(qpi, BACKOFF)
+        METRICS.queue_incoming.labels("backoff", event).inc()
+        self._arm_timer(qpi.backoff_expiry)
+        if self._pop_from_backoff and self._wake is not None and qpi.consecutive_errors == 0:
+            self._wake.set()
+
+    def _push_unschedulable(self, qpi: QueuedPodInfo, event: str) -> None:
+        self._unsched[qpi.pod.uid] = qpi
+        self._set_where(qpi, UNSCHEDULABLE)
+        METRICS.queue_incoming.labels("unschedulable", event).inc()
+
+    def backoff_duration(self, qpi: QueuedPodInfo) -> float:
+        count = qpi.consecutive_errors or qpi.unschedulable_count
+        if count == 0 or self.max_backoff == 0:
+            return 0.0
+        d = self.initial_backoff * (2 ** (count - 1))
+        return min(d, self.max_backoff)
+
+    def _is_backing_off(self, qpi: QueuedPodInfo, now: float) -> bool:
+        return qpi.backoff_expiry > now
+
+    def _requeue(self, qpi: QueuedPodInfo, event: str) -> str:
+        now = self._clock()
+        if self._is_backing_off(qpi, now):
+            self._push_backoff(qpi, event)
+            return BACKOFF
+        self._push_active(qpi, event)
+        return ACTIVE
+
+    # -- timers ----------------------------------------------------------------------------------
+
+    def _arm_timer(self, when: float) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if when >= self._timer_at and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay = max(0.0, when - self._clock())
+        self._timer_at = when
+        self._timer = loop.call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = float("inf")
+        self.flush_backoff_completed()
+        if self._backoff:
+            self._arm_timer(self._backoff[0][0])
+
+    def flush_backoff_completed(self) -> int:
+        now = self._clock()
+        moved = 0
+        while self._backoff and self._backoff[0][0] <= now:
+            _, _, seq, qpi = heapq.heappop(self._backoff)
+            if qpi.where != BACKOFF or qpi.seq != seq:
+                continue
+            self._push_active(qpi, BACKOFF_COMPLETE)
+            moved += 1
+        return moved
+
+    def flush_unschedulable_leftover(self) -> int:
+        now = self._clock()
+        stale = [q for q in self._unsched.values()
+                 if not q.gated and now - q.timestamp > self.max_in_unschedulable]
+        for q in stale:
+            del self._unsched[q.pod.uid]
+            self._requeue(q, UNSCHEDULABLE_TIMEOUT)
+        return len(stale)
+
+    async def run_flush_loop(self, interval: float = FLUSH_UNSCHEDULABLE_INTERVAL) -> None:
+        while not self.closed:
+            await asyncio.sleep(interval)
+            self.flush_unschedulable_leftover()
+            self.update_metrics()
+
+    # -- informer side ---------------------------------------------------------------------------
+
+    def add(self, pod: PodInfo) -> None:
+        """A new pending pod of one of our profiles."""
+        if pod.uid in self._pods:
+            self.update(pod)
+            return
+        now = self._clock()
+        qpi = QueuedPodInfo(pod, now)
+        self._pods[pod.uid] = qpi
+        if self._gate(qpi):
+            self._push_unschedulable(qpi, POD_ADD)
+            return
+        self._push_active(qpi, POD_ADD)
+
+    def _gate(self, qpi: QueuedPodInfo) -> bool:
+        if self._pre_enqueue is None:
+            return False
+        st = self._pre_enqueue(qpi.pod)
+        if st is None or getattr(st, "is_success", lambda: True)():
+            qpi.gated = False
+            qpi.gating_plugin = ""
+            return False
+        qpi.gated = True
+        qpi.gating_plugin = getattr(st, "plugin", "")
+        return True
+
+    def update(self, pod: PodInfo) -> None:
+        qpi = self._pods.get(pod.uid)
+        if qpi is None:
+            self.add(pod)
+            return
+        old = qpi.pod
+        qpi.pod = pod
+        if qpi.where == UNSCHEDULABLE:
+            if qpi.gated:
+                self._set_where(qpi, "")
+                del self._unsched[pod.uid]
+                if self._gate(qpi):
+                    self._push_unschedulable(qpi, POD_UPDATE)
+                    return
+                qpi.timestamp = self._clock()
+                self._push_active(qpi, POD_UPDATE)
+                return
+            if _spec_changed(old, pod):
+                del self._unsched[pod.uid]
+                self._requeue(qpi, POD_UPDATE)
+        elif qpi.where == ACTIVE:
+            key = self._sort_key(qpi)
+            if key != qpi.sort_key:
+                self._push_active(qpi, POD_UPDATE)
+
+    def delete(self, uid: str) -> QueuedPodInfo | None:
+        qpi = self._pods.pop(uid, None)
+        if qpi is None:
+            return None
+        if qpi.where == UNSCHEDULABLE:
+            self._unsched.pop(uid, None)
+        self._set_where(qpi, "")
+        qpi.seq = -1  # lazily dropped from the heaps
+        return qpi
+
+    def move_all(self, event: str, interested: Callable[[QueuedPodInfo], bool] | None = None) -> int:
+        """A cluster event: move the unschedulable pods it may help to activeQ/backoffQ."""
+        if not self._unsched:
+            return 0
+        moved = [uid for uid, qpi in self._unsched.items()
+                 if not qpi.gated and (interested is None or interested(qpi))]
+        for uid in moved:
+            qpi = self._unsched.pop(uid)
+            self._requeue(qpi, event)
+        return len(moved)
+
+    def activate(self, uids: Iterable[str]) -> None:
+        for uid in uids:
+            qpi = self._pods.get(uid)
+            if qpi is None or qpi.where not in (UNSCHEDULABLE, BACKOFF) or qpi.gated:
+                continue
+            if qpi.where == UNSCHEDULABLE:
+                del self._unsched[uid]
+            self._push_active(qpi, FORCE_ACTIVATE)
+
+    # -- scheduler side --------------------------------------------------------------------------
+
+    def _pop_now(self) -> QueuedPodInfo | None:
+        while self._active:
+            _, seq, qpi = heapq.heappop(self._active)
+            if qpi.where == ACTIVE and qpi.seq == seq:
+                return qpi
+        if self._pop_from_backoff:
+            skipped = []
+            found = None
+            while self._backoff:
+                item = heapq.heappop(self._backoff)
+                qpi = item[3]
+                if qpi.where != BACKOFF or qpi.seq != item[2]:
+                    continue
+                if qpi.consecutive_errors:
+                    skipped.append(item)  # error backoff is never cut short
+                    continue
+                METRICS.queue_incoming.labels("active", POP_FROM_BACKOFF).inc()
+                found = qpi
+                break
+            for item in skipped:
+                heapq.heappush(self._backoff, item)
+            return found
+        return None
+
+    def pop_nowait(self) -> QueuedPodInfo | None:
+        qpi = self._pop_now()
+        if qpi is None:
+            return None
+        self._set_where(qpi, IN_FLIGHT)
+        qpi.attempts += 1
+        if qpi.attempts == 1:
+            qpi.initial_attempt = self._clock()
+        qpi.unschedulable_plugins = set()
+        qpi.pending_plugins = set()
+        self.scheduling_cycle += 1
+        return qpi
+
+    async def pop(self) -> QueuedPodInfo | None:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        while not self.closed:
+            qpi = self.pop_nowait()
+            if qpi is not None:
+                return qpi
+            self._wake.clear()
+            await self._wake.wait()
+        return None
+
+    def add_unschedulable_if_not_present(self, qpi: QueuedPodInfo) -> str:
+        """After a failed attempt: unschedulable pool, or backoffQ for errors."""
+        if qpi.pod.uid not in self._pods or qpi.where != IN_FLIGHT:
+            return ""  # deleted (or re-added) meanwhile
+        if not qpi.unschedulable_plugins and not qpi.pending_plugins:
+            qpi.consecutive_errors += 1
+        else:
+            qpi.unschedulable_count += 1
+            qpi.consecutive_errors = 0
+        qpi.timestamp = self._clock()
+        qpi.backoff_expiry = qpi.timestamp + self.backoff_duration(qpi)
+        if not qpi.unschedulable_plugins and not qpi.pending_plugins:
+            self._push_backoff(qpi, SCHEDULE_ATTEMPT_FAILURE)
+            return BACKOFF
+        self._push_unschedulable(qpi, SCHEDULE_ATTEMPT_FAILURE)
+        return UNSCHEDULABLE
+
+    def done(self, uid: str) -> None:
+        """The pod was scheduled (bound or handed to a binder): it leaves the queue."""
+        qpi = self._pods.get(uid)
+        if qpi is not None and qpi.where == IN_FLIGHT:
+            self._pods.pop(uid)
+            self._set_where(qpi, "")
+
+    def requeue_in_flight(self, qpi: QueuedPodInfo, event: str = FORCE_ACTIVATE) -> None:
+        """Put an in-flight pod straight back (e.g. the leader lost its lease mid-cycle)."""
+        if self._pods.get(qpi.pod.uid) is qpi and qpi.where == IN_FLIGHT:
+            self._push_active(qpi, event)
+
+    def close(self) -> None:
+        self.closed = True
+        if self._wake is not None:
+            self._wake.set()
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def _spec_changed(old: PodInfo, new: PodInfo) -> bool:
+    """Whether an update of a pending pod can change its scheduling result."""
+    if old.labels != new.labels or old.requests != new.requests or old.tolerations != new.tolerations:
+        return True
+    if old.raw is not None and new.raw is not None:
+        return (old.raw.get("spec") or {}) != (new.raw.get("spec") or {})
+    return False

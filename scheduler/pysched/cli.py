@@ -1,0 +1,261 @@
+"""Command line: ``pysched [run] --config FILE --kubeconfig FILE`` and the other subcommands.
+
+Exit codes: 0 after a clean shutdown, 1 when the scheduler stopped because of an error (lost
+lease, fatal component failure), 2 for bad configuration or flags (the message names the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import yaml
+
+from pysched.apis import config as configmod
+from pysched.util import eventloop
+from pysched.util import logs
+
+log = logging.getLogger("pysched.cli")
+SUBCOMMANDS = ("run", "extender", "simulate")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1)")
+    p.add_argument("--kubeconfig", help="kubeconfig file; default: in-cluster, then $KUBECONFIG")
+    p.add_argument("--plugin-module", action="append", default=[], metavar="MODULE",
+                   help="import MODULE to register out-of-tree plugins (repeatable)")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    p.add_argument("--log-format", default="logfmt", choices=("logfmt", "json"))
+
+
+def _bool(text: str) -> bool:
+    """A pflag-style boolean value (``--flag``, ``--flag=true``, ``--flag=false``)."""
+    t = text.strip().lower()
+    if t in ("1", "t", "true", "yes"):
+        return True
+    if t in ("0", "f", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _duration(text: str) -> float:
+    try:
+        return configmod.parse_duration(text, "value")
+    except configmod.ConfigError:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r} (use forms like 10s, 1m, 500ms)") from None
+
+
+class _StringSlice(argparse.Action):
+    """pflag's StringSlice: comma-separated; the first use replaces the default, later uses append."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        seen = getattr(namespace, f"_{self.dest}_set", False)
+        setattr(namespace, self.dest, (getattr(namespace, self.dest) if seen else []) + items)
+        setattr(namespace, f"_{self.dest}_set", True)
+
+
+def _delegation_kubeconfigs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--authentication-kubeconfig", default=None, metavar="FILE",
+                   help="kubeconfig with rights to create tokenreviews.authentication.k8s.io "
+                        "(default: the scheduler's own credentials)")
+    p.add_argument("--authorization-kubeconfig", default=None, metavar="FILE",
+                   help="kubeconfig with rights to create subjectaccessreviews.authorization.k8s.io "
+                        "(default: the scheduler's own credentials)")
+
+
+def _auth_flags(p: argparse.ArgumentParser) -> None:
+    """kube-scheduler's delegated authentication/authorization flags for the secure port."""
+    _delegation_kubeconfigs(p)
+    p.add_argument("--authorization-always-allow-paths", action=_StringSlice, default=["/healthz", "/readyz", "/livez"],
+                   metavar="PATHS", help="comma-separated paths (a trailing * matches a prefix) served without "
+                                         "authorization (default: /healthz,/readyz,/livez)")
+    p.add_argument("--client-ca-file", default=None, help="CA bundle: a client certificate it signed authenticates "
+                   "as its CN (groups: O). Default: client-ca-file of configmap kube-system/extension-apiserver-authentication")
+    p.add_argument("--authentication-skip-lookup", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="do not look up the client CA in the cluster")
+    p.add_argument("--authentication-tolerate-lookup-failure", type=_bool, nargs="?", const=True, default=True,
+                   metavar="BOOL", help="a failed client CA lookup only disables client certificates (default true)")
+    p.add_argument("--authentication-token-webhook-cache-ttl", type=_duration, default=10.0, metavar="DURATION",
+                   help="how long TokenReview answers are cached (default 10s)")
+    p.add_argument("--authorization-webhook-cache-authorized-ttl", type=_duration, default=10.0, metavar="DURATION",
+                   help="how long allowed SubjectAccessReview answers are cached (default 10s)")
+    p.add_argument("--authorization-webhook-cache-unauthorized-ttl", type=_duration, default=10.0, metavar="DURATION",
+                   help="how long denied SubjectAccessReview answers are cached (default 10s)")
+    p.add_argument("--insecure-disable-auth", action="store_true",
+                   help="LAB ONLY: serve /metrics, /configz and /debug/explain to anyone, unauthenticated")
+
+
+def auth_options(args):
+    from pysched.server.delegated_auth import AuthOptions
+    return AuthOptions(authentication_kubeconfig=args.authentication_kubeconfig,
+                       authorization_kubeconfig=args.authorization_kubeconfig,
+                       always_allow_paths=list(args.authorization_always_allow_paths),
+                       client_ca_file=args.client_ca_file, skip_lookup=args.authentication_skip_lookup,
+                       tolerate_lookup_failure=args.authentication_tolerate_lookup_failure,
+                       token_cache_ttl=args.authentication_token_webhook_cache_ttl,
+                       authorized_ttl=args.authorization_webhook_cache_authorized_ttl,
+                       unauthorized_ttl=args.authorization_webhook_cache_unauthorized_ttl,
+                       insecure_disable=args.insecure_disable_auth)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be greater than zero")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pysched", description="A secondary Kubernetes scheduler in Python.")
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="run the scheduler (default)")
+    _common(run)
+    run.add_argument("--write-config-to", metavar="FILE",
+                     help="write the effective configuration (defaults applied) to FILE ('-' for stdout) and exit")
+    run.add_argument("--secure-port", type=int, default=10259, help="HTTPS port for /healthz, /readyz, /metrics")
+    run.add_argument("--bind-address", default="0.0.0.0")
+    run.add_argument("--cert-dir", default=None, help="where the self-signed serving certificate is written")
+    run.add_argument("--tls-cert-file", default=None)
+    run.add_argument("--tls-private-key-file", default=None)
+    run.add_argument("--identity", default=None, help="leader election identity (default: $POD_NAME or hostname + uuid)")
+    run.add_argument("--no-serve", action="store_true", help="do not open the secure port")
+    run.add_argument("--leader-elect", dest="leader_elect", default=None,
+                     type=lambda s: s.lower() in ("1", "true", "yes"), help="override leaderElection.leaderElect")
+    run.add_argument("--resync-period", type=float, default=300.0, help="seconds between informer relists")
+    run.add_argument("--seed", type=int, default=None, help="tie-break random seed (reproducible placements)")
+    run.add_argument("--explain-all", action="store_true", help="keep a per-plugin trace of every cycle")
+    run.add_argument("--shadow", action="store_true",
+                     help="never bind: compute placements for pods of other schedulers and report agreement")
+    run.add_argument("--event-backlog-limit", type=_positive_int, default=None, metavar="N",
+                     help="distinct Events the recorder may hold unwritten or for series aggregation before it "
+                          "drops the least valuable (default: 100000)")
+    run.add_argument("--shadow-scheduler-name", action="append", default=[], metavar="NAME",
+                     help="schedulerName whose pods --shadow predicts (repeatable; default: default-scheduler)")
+    _auth_flags(run)
+
+    ext = sub.add_parser("extender", help="serve the plugins as a kube-scheduler extender")
+    _common(ext)
+    ext.add_argument("--port", type=int, default=8888)
+    ext.add_argument("--address", default="127.0.0.1")
+    ext.add_argument("--tls-cert-file")
+    ext.add_argument("--tls-private-key-file")
+    ext.add_argument("--client-ca-file", help="require a client certificate from this CA (mTLS) on every verb; "
+                                              "its holders may bind and preempt")
+    _delegation_kubeconfigs(ext)
+    ext.add_argument("--insecure-allow-unauthenticated-bind", action="store_true",
+                     help="LAB ONLY: let anyone who reaches the port call bind and preempt")
+    ext.add_argument("--profile", default=None, help="schedulerName of the profile to serve (default: the first)")
+    ext.add_argument("--bind-scheduler-name", action="append", default=[], metavar="NAME",
+                     help="bind only pods whose spec.schedulerName is NAME (repeatable; default: default-scheduler "
+                          "and the served profile's name - kube-scheduler calls bind for pods of its own profiles)")
+    ext.add_argument("--max-body-bytes", type=_positive_int, default=10 * 1024 * 1024,
+                     help="larger request bodies get 413 (default: 10 MiB)")
+    ext.add_argument("--header-timeout", type=_positive_float, default=10.0, metavar="SECONDS",
+                     help="close a connection that has not sent a request's headers within this time of opening "
+                          "or of the previous response (default: 10)")
+    ext.add_argument("--body-timeout", type=_positive_float, default=30.0, metavar="SECONDS",
+                     help="answer 408 and close when a request body takes longer than this (default: 30)")
+
+    sim = sub.add_parser("simulate", help="schedule pods onto a cluster snapshot without an API server")
+    _common(sim)
+    sim.add_argument("--cluster", required=True, help="snapshot (kubectl get nodes,pods -A -o yaml)")
+    sim.add_argument("--pods", required=True, help="pods to schedule (YAML, one or many documents)")
+    sim.add_argument("--explain", action="append", default=[], metavar="NS/NAME")
+    sim.add_argument("--report", metavar="OUT.html")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--output", default="text", choices=("text", "json"))
+
+    return parser
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    if not argv or argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help"):
+        argv = ["run", *argv]
+    return build_parser().parse_args(argv)
+
+
+def load_config(path: str | None) -> configmod.SchedulerConfig:
+    if path:
+        return configmod.load_file(path)
+    return configmod.default_config()
+
+
+def cmd_run(args) -> int:
+    from pysched.app import Options, SchedulerApp
+    from pysched.framework.registry import RegistryError, build_registry
+    from pysched.client.auth import CredentialsError, load
+
+    try:
+        from pysched.app import build_frameworks
+        from pysched.backend.cache.cache import SchedulerCache
+        cfg = load_config(args.config)
+        registry = build_registry(args.plugin_module)
+        # Build every profile once before touching the cluster: bad plugins/args fail here.
+        fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None)
+        if args.write_config_to:
+            args_out = {name: {pn: (a.to_dict() if a is not None and hasattr(a, "to_dict") else {})
+                               for pn, a in fw.plugin_args.items() if a is not None}
+                        for name, fw in fws.items()}
+            eff = {name: fw.plugin_sets for name, fw in fws.items()}
+            text = yaml.safe_dump(configmod.to_dict(cfg, args_out, eff), sort_keys=False)
+            if args.write_config_to == "-":
+                sys.stdout.write(text)
+            else:
+                with open(args.write_config_to, "w") as f:
+                    f.write(text)
+            return 0
+        options = Options(kubeconfig=args.kubeconfig or cfg.client_connection.kubeconfig or None,
+                          plugin_modules=args.plugin_module, resync_period=args.resync_period, seed=args.seed,
+                          leader_elect=args.leader_elect, secure_port=args.secure_port,
+                          bind_address=args.bind_address, cert_dir=args.cert_dir, serve=not args.no_serve,
+                          tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,
+                          identity=args.identity, event_backlog_limit=args.event_backlog_limit,
+                          explain_all=args.explain_all, shadow=args.shadow,
+                          shadow_scheduler_names=args.shadow_scheduler_name or ["default-scheduler"],
+                          auth=auth_options(args))
+        if options.serve:
+            options.auth.validate()
+        creds = load(options.kubeconfig)
+        app = SchedulerApp(cfg, options, creds, registry)
+    except (configmod.ConfigError, RegistryError) as exc:
+        print(f"pysched: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    except (CredentialsError, ValueError) as exc:
+        print(f"pysched: {exc}", file=sys.stderr)
+        return 2
+    return eventloop.run(app.run())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    logs.setup(getattr(args, "log_level", "info"), getattr(args, "log_format", "logfmt"))
+    cmd = args.command or "run"
+    if cmd == "run":
+        return cmd_run(args)
+    if cmd == "extender":
+        from pysched.extender.server import main as ext_main
+        return ext_main(args)
+    if cmd == "simulate":
+        from pysched.tools.simulate import main as sim_main
+        return sim_main(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""ObjectStore: the low-volume objects some plugins read, kept current by kopf watches.
+
+* Namespaces (labels) - InterPodAffinity's ``namespaceSelector``;
+* Services, ReplicaSets, StatefulSets, ReplicationControllers - PodTopologySpread's system default
+  constraints select "the pods of the same workload" from them (``helper.DefaultSelector``);
+* PersistentVolumeClaims, PersistentVolumes, StorageClasses - VolumeBinding and VolumeZone.
+
+Objects are kept as trimmed API dicts keyed by ``namespace/name`` (or ``name``). Waiters can
+await a change of a given object (VolumeBinding's PreBind waits for claims to be bound).
+Offline (``simulate``) the same store is filled from the snapshot file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable
+
+from pysched.apis.core.model import LabelSelector, parse_label_selector
+
+KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
+         "persistentvolumeclaims", "persistentvolumes", "storageclasses")
+NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims"}
+KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet": "replicasets",
+                  "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
+                  "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
+                  "StorageClass": "storageclasses"}
+
+
+def _key(plural: str, obj: dict) -> str:
+    meta = obj.get("metadata") or {}
+    if plural in NAMESPACED:
+        return f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+    return meta.get("name", "")
+
+
+class ObjectStore:
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, dict]] = {k: {} for k in KINDS}
+        self.version = 0
+        self._waiters: list[asyncio.Future] = []
+        self.listeners: list[Callable[[str, str | None, dict], None]] = []
+        self.synced: set[str] = set()
+
+    # -- writes --------------------------------------------------------------------------------
+
+    def handler(self, plural: str) -> Callable[[str | None, dict], None]:
+        def on_event(typ: str | None, obj: dict) -> None:
+            self.apply(plural, typ, obj)
+        return on_event
+
+    def apply(self, plural: str, typ: str | None, obj: dict) -> None:
+        meta = obj.get("metadata") or {}
+        meta.pop("managedFields", None)
+        key = _key(plural, obj)
+        if typ == "DELETED":
+            self.objects[plural].pop(key, None)
+        else:
+            self.objects[plural][key] = obj
+        self.version += 1
+        for fn in self.listeners:
+            fn(plural, typ, obj)
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
+    def add(self, obj: dict) -> bool:
+        plural = KIND_TO_PLURAL.get(obj.get("kind", ""))
+        if plural is None:
+            return False
+        self.apply(plural, "ADDED", obj)
+        return True
+
+    async def changed(self, timeout: float) -> bool:
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def get(self, plural: str, key: str) -> dict | None:
+        return self.objects[plural].get(key)
+
+    def namespace_labels(self, name: str) -> dict:
+        ns = self.objects["namespaces"].get(name)
+        return ((ns or {}).get("metadata") or {}).get("labels") or {}
+
+    def namespaces_matching(self, selector: LabelSelector) -> list[str]:
+        return [name for name, ns in self.objects["namespaces"].items()
+                if selector.matches((ns.get("metadata") or {}).get("labels") or {})]
+
+    def default_selector(self, pod) -> LabelSelector | None:
+        """``helper.DefaultSelector``: services selecting the pod, plus its controller's selector."""
+        reqs = []
+        merged: dict[str, str] = {}
+        for key, svc in self.objects["services"].items():
+            if not key.startswith(pod.namespace + "/"):
+                continue
+            sel = (svc.get("spec") or {}).get("selector") or {}
+            if sel and all(pod.labels.get(k) == v for k, v in sel.items()):
+                merged.update(sel)
+        from pysched.apis.core.model import selector_from_labels
+        base = selector_from_labels(merged).requirements
+        reqs.extend(base)
+        kind = pod.owner_kind
+        owner_key = f"{pod.namespace}/{pod.owner_name}"
+        if kind == "ReplicationController":
+            rc = self.objects["replicationcontrollers"].get(owner_key)
+            if rc is not None:
+                merged.update((rc.get("spec") or {}).get("selector") or {})
+                reqs = list(selector_from_labels(merged).requirements)
+        elif kind in ("ReplicaSet", "StatefulSet"):
+            store = self.objects["replicasets" if kind == "ReplicaSet" else "statefulsets"]
+            owner = store.get(owner_key)
+            if owner is not None:
+                try:
+                    other = parse_label_selector((owner.get("spec") or {}).get("selector"), "selector")
+                except ValueError:
+                    other = None
+                if other is not None:
+                    reqs.extend(other.requirements)
+        if not reqs:
+            return None
+        return LabelSelector(tuple(reqs))

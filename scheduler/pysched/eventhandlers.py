@@ -1,0 +1,236 @@
+"""Informer event handlers: route Pod and Node events into the cache and the scheduling queue.
+
+* A pod with ``spec.nodeName`` (bound by us or by anyone else) is counted in the cache; if it was
+  waiting in our queue it leaves it; if we had assumed it, the assumption is confirmed.
+* A pod without ``spec.nodeName`` whose ``schedulerName`` is one of our profiles goes to the
+  queue; other schedulers' pending pods are ignored. Updates of a pod we assumed but whose bind
+  is still in flight are ignored (the binding cycle owns it).
+* Deletes (or pods turning Succeeded/Failed) free capacity and are cluster events.
+* Cluster events (node added/changed, assigned pod added/changed/deleted) move unschedulable
+  pods back to the active or backoff queue when a plugin that rejected them registered the event.
+
+Handlers run on the event loop, between scheduling cycles; they do no I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+from pysched.backend.cache.cache import SchedulerCache
+from pysched.framework.types import EXTENDER_NAME
+from pysched.util.logs import kv
+from pysched.metrics import METRICS
+from pysched.framework.nodeinfo import NodeSpec
+from pysched.framework.podinfo import PodInfo
+from pysched.backend.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+
+log = logging.getLogger("pysched.eventhandlers")
+
+KUBELET_REJECTION_REASONS = ("OutOfcpu", "OutOfmemory", "OutOfpods", "OutOfephemeral-storage",
+                             "UnexpectedAdmissionError", "NodeAffinity", "Evicted")
+
+
+def node_update_actions(old: NodeSpec, new: NodeSpec) -> set[str]:
+    actions = set()
+    if old.raw_alloc != new.raw_alloc:
+        actions.add("UpdateNodeAllocatable")
+    if old.labels != new.labels:
+        actions.add("UpdateNodeLabel")
+    if old.taints != new.taints or old.unschedulable != new.unschedulable:
+        actions.add("UpdateNodeTaint")
+    if old.images != new.images:
+        actions.add("UpdateNodeImage")
+    return actions
+
+
+def pod_update_actions(old: PodInfo, new: PodInfo) -> set[str]:
+    actions = set()
+    if old.labels != new.labels:
+        actions.add("UpdatePodLabel")
+    for k, v in old.requests.items():
+        if new.requests.get(k, 0) < v:
+            actions.add("UpdatePodScaleDown")
+            break
+    if old.tolerations != new.tolerations:
+        actions.add("UpdatePodToleration")
+    return actions
+
+
+class EventRegistry:
+    """Which plugin wants which cluster events (from ``EnqueueExtensions.events_to_register``)."""
+
+    def __init__(self, frameworks) -> None:
+        self.by_plugin: dict[str, list] = {}
+        self.wildcard_plugins: set[str] = set()
+        for fwk in frameworks:
+            for name, pl in fwk.plugins.items():
+                fn = getattr(pl, "events_to_register", None)
+                if fn is None:
+                    self.wildcard_plugins.add(name)
+                    continue
+                self.by_plugin[name] = list(fn())
+
+    def interested(self, qpi: QueuedPodInfo, resource: str, actions: set[str], old, new) -> bool:
+        plugins = qpi.unschedulable_plugins | qpi.pending_plugins
+        if not plugins or EXTENDER_NAME in plugins:
+            return True
+        for p in plugins:
+            regs = self.by_plugin.get(p)
+            if regs is None:
+                return True
+            for reg in regs:
+                ev = reg.event
+                if ev.resource not in (resource, "*"):
+                    continue
+                if ev.action != "*" and ev.action not in actions and not (
+                        ev.action == "Update" and any(a.startswith("Update") for a in actions)):
+                    continue
+                if reg.hint is None:
+                    return True
+                try:
+                    if reg.hint(qpi.pod, old, new):
+                        return True
+                except Exception:  # noqa: BLE001 - a failing hint means "requeue", as upstream
+                    log.exception("queueing hint failed", extra=kv(plugin=p, pod=qpi.pod.key))
+                    return True
+        return False
+
+
+class EventHandlers:
+    def __init__(self, cache: SchedulerCache, queue: SchedulingQueue, scheduler_names: set[str],
+                 registry: EventRegistry | None = None, *, on_bound: Callable[[PodInfo], None] | None = None):
+        self.cache = cache
+        self.queue = queue
+        self.scheduler_names = scheduler_names
+        self.registry = registry
+        self.on_bound = on_bound
+        self.keep_node_raw = False  # extenders that are not nodeCacheCapable need whole Node objects
+        # Shadow mode's hooks: a pod seen bound for the first time (by anyone), a pending pod that
+        # must not be queued again, a pod deleted.
+        self.on_assigned: Callable[[PodInfo], None] | None = None
+        self.skip_pending: Callable[[str], bool] | None = None
+        self.on_pod_deleted: Callable[[str], None] | None = None
+
+    def _move(self, resource: str, actions: set[str], old=None, new=None) -> None:
+        if not actions or not self.queue.has_unschedulable():
+            return
+        label = "AssignedPod" if resource == "Pod" else resource
+        event = f"{label}{'|'.join(sorted(actions))}"
+        reg = self.registry
+        if reg is None:
+            self.queue.move_all(event)
+        else:
+            self.queue.move_all(event, lambda qpi: reg.interested(qpi, resource, actions, old, new))
+
+    # -- pods ----------------------------------------------------------------------------------
+
+    def pod_upsert(self, obj: dict) -> None:
+        status = obj.get("status") or {}
+        phase = status.get("phase")
+        meta = obj.get("metadata") or {}
+        uid = meta.get("uid") or ""
+        if phase in ("Succeeded", "Failed"):
+            self.pod_delete(uid, obj)
+            return
+        spec = obj.get("spec") or {}
+        if spec.get("nodeName"):
+            pod = PodInfo.from_dict(obj)
+            old, confirmed = self.cache.upsert_pod(pod)
+            if self.on_assigned is not None and (old is None or confirmed):
+                self.on_assigned(pod)
+            if uid in self.queue:
+                qpi = self.queue.get(uid)
+                if qpi is not None and qpi.where != "inflight":
+                    self.queue.delete(uid)
+            if confirmed and self.on_bound is not None:
+                self.on_bound(pod)
+            if old is None:
+                if not confirmed:
+                    self._move("Pod", {"Add"}, None, pod)
+            elif old.node_name == pod.node_name:
+                self._move("Pod", pod_update_actions(old, pod), old, pod)
+            else:
+                self._move("Pod", {"Delete"}, old, None)
+                self._move("Pod", {"Add"}, None, pod)
+            return
+        # Unbound pod.
+        if self.cache.is_assumed(uid):
+            return  # our bind is in flight; the binding cycle owns the pod
+        if uid in self.cache.pods:
+            # It was bound and is now reported unbound: impossible through the API (nodeName is
+            # immutable once set), but a recreated object with a reused UID must not double count.
+            self.cache.remove_pod(uid)
+        sched_name = spec.get("schedulerName") or "default-scheduler"
+        if sched_name not in self.scheduler_names:
+            return
+        if meta.get("deletionTimestamp"):
+            self.queue.delete(uid)
+            return
+        if self.skip_pending is not None and self.skip_pending(uid):
+            return
+        pod = PodInfo.from_dict(obj, keep_raw=True)
+        if uid in self.queue:
+            self.queue.update(pod)
+        else:
+            self.queue.add(pod)
+
+    def pod_delete(self, key: str, obj: dict | None) -> None:
+        uid = key
+        if self.on_pod_deleted is not None:
+            self.on_pod_deleted(uid)
+        if obj is not None:
+            self._note_kubelet_rejection(obj)
+        removed = self.cache.remove_pod(uid)
+        qpi = self.queue.get(uid)
+        if qpi is not None:
+            self.queue.delete(uid)
+        if removed is not None:
+            self._move("Pod", {"Delete"}, removed, None)
+
+    def _note_kubelet_rejection(self, obj: dict) -> None:
+        status = obj.get("status") or {}
+        if status.get("phase") != "Failed":
+            return
+        spec = obj.get("spec") or {}
+        if (spec.get("schedulerName") or "default-scheduler") not in self.scheduler_names:
+            return
+        reason = status.get("reason") or ""
+        if reason.startswith("OutOf") or reason in KUBELET_REJECTION_REASONS:
+            METRICS.kubelet_rejections.labels(reason).inc()
+            meta = obj.get("metadata") or {}
+            log.warning("kubelet rejected a pod we bound", extra=kv(
+                pod=f"{meta.get('namespace')}/{meta.get('name')}", node=spec.get("nodeName"), reason=reason,
+                message=status.get("message", "")))
+
+    # -- other objects (namespaces, PVCs, PVs, StorageClasses, workloads) ----------------------
+
+    OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persistentvolumes": "PersistentVolume",
+                        "storageclasses": "StorageClass", "namespaces": "Namespace", "services": "Service",
+                        "replicasets": "ReplicaSet", "statefulsets": "StatefulSet",
+                        "replicationcontrollers": "ReplicationController"}
+
+    def object_event(self, plural: str, typ: str | None, obj: dict) -> None:
+        resource = self.OBJECT_RESOURCES.get(plural)
+        if resource is None:
+            return
+        action = {"DELETED": "Delete", "MODIFIED": "Update"}.get(typ or "", "Add")
+        self._move(resource, {action}, None, obj)
+
+    # -- nodes ---------------------------------------------------------------------------------
+
+    def node_upsert(self, obj: dict) -> None:
+        spec = NodeSpec.from_dict(obj, keep_raw=self.keep_node_raw)
+        if spec.parse_error:
+            log.warning("node has invalid fields; unparsable resources are ignored",
+                        extra=kv(node=spec.name, error=spec.parse_error))
+        old = self.cache.nodes.get(spec.name)
+        old_spec = old.spec if old is not None else None
+        kind, info = self.cache.upsert_node(spec)
+        if kind == "added":
+            self._move("Node", {"Add"}, None, spec)
+        elif kind == "updated" and old_spec is not None:
+            self._move("Node", node_update_actions(old_spec, spec), old_spec, spec)
+
+    def node_delete(self, key: str, obj: dict | None) -> None:
+        self.cache.remove_node(key)

@@ -1,0 +1,232 @@
+"""PodInfo: the slim, pre-parsed view of a Pod that the cache, queue and plugins share.
+
+Built once per watch event from the raw JSON dict (never from generated client models). Every
+field a plugin needs is parsed here, so the scheduling cycle does no dictionary digging and no
+quantity parsing. A pod whose spec cannot be parsed keeps ``parse_error`` (naming the field) and
+is reported as a scheduling error instead of crashing the informer; so is one whose fields have
+the wrong JSON types (``objectshape`` names the first such field).
+
+Only pods this scheduler has to place keep their raw object (``raw``, with managedFields
+dropped): extenders and explanations need it. Pods already on a node keep only the parsed fields.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+
+from pysched.apis.core.model import (ObjectError, parse_node_selector, parse_preferred_terms, parse_tolerations)
+from pysched.apis.core.objectshape import pod_problem
+from pysched.framework.affinity import EMPTY as NO_AFFINITY
+from pysched.framework.affinity import parse_pod_affinity
+from pysched.apis.core.resources import pod_resource
+
+log = logging.getLogger("pysched.framework.podinfo")
+_EPOCH_CACHE: dict[str, float] = {}
+
+
+def parse_time(text: str | None) -> float:
+    """RFC 3339 timestamp to epoch seconds (0.0 when absent or invalid)."""
+    if not text:
+        return 0.0
+    hit = _EPOCH_CACHE.get(text)
+    if hit is not None:
+        return hit
+    try:
+        v = datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        v = 0.0
+    if len(_EPOCH_CACHE) > 8192:
+        _EPOCH_CACHE.clear()
+    _EPOCH_CACHE[text] = v
+    return v
+
+
+class PodInfo:
+    """Parsed pod. Treat as immutable except for ``node_name`` while assumed."""
+
+    __slots__ = (
+        "uid", "namespace", "name", "key", "resource_version", "generation", "scheduler_name",
+        "node_name", "phase", "deleting", "labels", "annotations", "priority", "created",
+        "requests", "non0_cpu", "non0_mem", "host_ports", "tolerations", "node_selector",
+        "required_affinity", "preferred_affinity", "pod_affinity", "pod_anti_affinity",
+        "spread_constraints", "gates", "owner_kind", "owner_name", "owner_uid", "images",
+        "pvc_names", "resource_claims", "scheduled_condition", "nominated_node", "raw",
+        "parse_error", "spec_hash", "affinity_terms",
+    )
+
+    def __repr__(self) -> str:
+        return f"PodInfo({self.key}, node={self.node_name or '-'})"
+
+    @property
+    def assigned(self) -> bool:
+        return bool(self.node_name)
+
+    @classmethod
+    def from_dict(cls, obj: dict, *, keep_raw: bool = False, use_status: bool | None = None) -> "PodInfo":
+        """Parse ``obj``; a field of the wrong JSON type gives an unschedulable PodInfo whose
+        ``parse_error`` names the field, never an exception."""
+        try:
+            return cls._parse(obj, keep_raw, use_status)
+        except (AttributeError, TypeError, ValueError, KeyError, IndexError, OverflowError) as exc:
+            problem = pod_problem(obj)
+            if problem is None:  # well-typed, yet the parser failed: our bug, keep it visible
+                log.exception("cannot parse a well-typed pod")
+                problem = f"cannot parse the pod: {type(exc).__name__}: {exc}"
+            return cls._unparsable(obj, problem, keep_raw)
+
+    @classmethod
+    def _unparsable(cls, obj, problem: str, keep_raw: bool) -> "PodInfo":
+        """What can be told about a pod whose fields have the wrong types: its identity, if that much
+        is well-formed, and the problem. It requests nothing and matches nothing."""
+        p = cls.__new__(cls)
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        meta = meta if isinstance(meta, dict) else {}
+        spec = obj.get("spec") if isinstance(obj, dict) else None
+        spec = spec if isinstance(spec, dict) else {}
+
+        def text(d, key, default=""):
+            v = d.get(key)
+            return v if isinstance(v, str) and v else default
+
+        p.namespace = text(meta, "namespace", "default")
+        p.name = text(meta, "name")
+        p.uid = text(meta, "uid", f"{p.namespace}/{p.name}")
+        p.key = f"{p.namespace}/{p.name}"
+        p.resource_version = text(meta, "resourceVersion")
+        p.generation = 0
+        p.scheduler_name = text(spec, "schedulerName", "default-scheduler")
+        p.node_name = text(spec, "nodeName")
+        p.phase = "Pending"
+        p.deleting = bool(meta.get("deletionTimestamp"))
+        p.labels, p.annotations = {}, {}
+        p.priority, p.created, p.nominated_node = 0, 0.0, ""
+        p.owner_kind = p.owner_name = p.owner_uid = ""
+        p.scheduled_condition = None
+        p.requests, p.non0_cpu, p.non0_mem = {}, 0, 0
+        p.host_ports, p.images, p.tolerations, p.gates, p.pvc_names, p.resource_claims = (), (), (), (), (), ()
+        p.node_selector = p.spread_constraints = p.pod_affinity = p.pod_anti_affinity = None
+        p.required_affinity, p.preferred_affinity, p.affinity_terms = None, (), NO_AFFINITY
+        p.raw = obj if keep_raw and isinstance(obj, dict) else None
+        p.spec_hash = None
+        p.parse_error = problem
+        return p
+
+    @classmethod
+    def _parse(cls, obj: dict, keep_raw: bool, use_status: bool | None) -> "PodInfo":
+        p = cls.__new__(cls)
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        p.uid = meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        p.namespace = meta.get("namespace") or "default"
+        p.name = meta.get("name") or ""
+        p.key = f"{p.namespace}/{p.name}"
+        p.resource_version = meta.get("resourceVersion") or ""
+        p.generation = meta.get("generation") or 0
+        p.scheduler_name = spec.get("schedulerName") or "default-scheduler"
+        p.node_name = spec.get("nodeName") or ""
+        p.phase = status.get("phase") or "Pending"
+        p.deleting = bool(meta.get("deletionTimestamp"))
+        p.labels = meta.get("labels") or {}
+        p.annotations = meta.get("annotations") or {}
+        p.priority = spec.get("priority") or 0
+        p.created = parse_time(meta.get("creationTimestamp"))
+        p.nominated_node = status.get("nominatedNodeName") or ""
+        p.parse_error = None
+        owner = None
+        for ref in meta.get("ownerReferences") or ():
+            if ref.get("controller"):
+                owner = ref
+                break
+        p.owner_kind = owner.get("kind", "") if owner else ""
+        p.owner_name = owner.get("name", "") if owner else ""
+        p.owner_uid = owner.get("uid", "") if owner else ""
+        p.scheduled_condition = None
+        for cond in status.get("conditions") or ():
+            if cond.get("type") == "PodScheduled":
+                p.scheduled_condition = (cond.get("status"), cond.get("reason") or "", cond.get("message") or "")
+                break
+
+        if use_status is None:
+            use_status = bool(p.node_name)
+        try:
+            p.requests, p.non0_cpu, p.non0_mem = pod_resource(spec, status, use_status=use_status)
+        except ValueError as exc:
+            p.requests, p.non0_cpu, p.non0_mem = {}, 0, 0
+            p.parse_error = f"spec.containers resources: {exc}"
+
+        ports = []
+        images = []
+        for c in spec.get("containers") or ():
+            img = c.get("image")
+            if img:
+                images.append(img)
+            for port in c.get("ports") or ():
+                hp = port.get("hostPort") or 0
+                if hp > 0:
+                    ports.append((port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", hp))
+        for c in spec.get("initContainers") or ():
+            img = c.get("image")
+            if img:
+                images.append(img)
+            if c.get("restartPolicy") == "Always":
+                for port in c.get("ports") or ():
+                    hp = port.get("hostPort") or 0
+                    if hp > 0:
+                        ports.append((port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", hp))
+        p.host_ports = tuple(ports)
+        p.images = tuple(images)
+        p.tolerations = parse_tolerations(spec.get("tolerations"))
+        p.node_selector = spec.get("nodeSelector") or None
+        p.gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())
+        p.spread_constraints = spec.get("topologySpreadConstraints") or None
+        claims = []
+        for v in spec.get("volumes") or ():
+            if v.get("persistentVolumeClaim"):
+                claims.append((v["persistentVolumeClaim"].get("claimName", ""), False))
+            elif v.get("ephemeral"):
+                claims.append((f"{p.name}-{v.get('name', '')}", True))
+        p.pvc_names = tuple(claims)
+        p.resource_claims = tuple(spec.get("resourceClaims") or ())
+
+        affinity = spec.get("affinity") or {}
+        node_aff = affinity.get("nodeAffinity") or {}
+        p.required_affinity = None
+        p.preferred_affinity = ()
+        if node_aff:
+            try:
+                p.required_affinity = parse_node_selector(
+                    node_aff.get("requiredDuringSchedulingIgnoredDuringExecution"),
+                    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution")
+                p.preferred_affinity = parse_preferred_terms(
+                    node_aff.get("preferredDuringSchedulingIgnoredDuringExecution"),
+                    "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution")
+            except ObjectError as exc:
+                p.parse_error = str(exc)
+        p.pod_affinity = affinity.get("podAffinity") or None
+        p.pod_anti_affinity = affinity.get("podAntiAffinity") or None
+        if p.pod_affinity or p.pod_anti_affinity:
+            try:
+                p.affinity_terms = parse_pod_affinity(p.pod_affinity, p.pod_anti_affinity, p.namespace)
+            except ObjectError as exc:
+                p.affinity_terms = NO_AFFINITY
+                p.parse_error = str(exc)
+        else:
+            p.affinity_terms = NO_AFFINITY
+
+        if keep_raw:
+            meta.pop("managedFields", None)
+            p.raw = obj
+        else:
+            p.raw = None
+        p.spec_hash = None
+        return p
+
+    def with_node(self, node_name: str) -> "PodInfo":
+        """A copy placed on ``node_name`` (the assumed pod)."""
+        c = PodInfo.__new__(PodInfo)
+        for s in PodInfo.__slots__:
+            setattr(c, s, getattr(self, s))
+        c.node_name = node_name
+        return c

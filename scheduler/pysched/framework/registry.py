@@ -1,0 +1,72 @@
+"""Registry: plugin name -> plugin class.
+
+The in-tree set comes from ``plugins.IN_TREE``. Out-of-tree plugins are added without touching
+the core, either through the ``pysched.plugins`` entry-point group (each entry point
+names a plugin class) or with ``--plugin-module mypackage.plugins``, a module whose import calls
+``register()`` or that exposes a ``PLUGINS`` list of classes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from typing import Iterable
+
+from pysched.framework.interface import Plugin
+
+ENTRY_POINT_GROUP = "pysched.plugins"
+
+
+class RegistryError(ValueError):
+    pass
+
+
+class Registry(dict):
+    def register(self, cls: type[Plugin], name: str | None = None) -> type[Plugin]:
+        name = name or getattr(cls, "name", "")
+        if not name:
+            raise RegistryError(f"plugin class {cls.__qualname__} has no name")
+        if not (isinstance(cls, type) and issubclass(cls, Plugin)):
+            raise RegistryError(f"{name}: {cls!r} is not a Plugin subclass")
+        if name in self and self[name] is not cls:
+            raise RegistryError(f"a plugin named {name!r} already exists")
+        self[name] = cls
+        return cls
+
+    def merge(self, classes: Iterable[type[Plugin]]) -> None:
+        for cls in classes:
+            self.register(cls)
+
+
+_EXTRA = Registry()
+
+
+def register(cls: type[Plugin]) -> type[Plugin]:
+    """Decorator for out-of-tree plugins: ``@register`` on the class."""
+    return _EXTRA.register(cls)
+
+
+def load_module(module: str) -> None:
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        raise RegistryError(f"--plugin-module {module}: {exc}") from None
+    for cls in getattr(mod, "PLUGINS", ()):
+        _EXTRA.register(cls)
+
+
+def build_registry(modules: Iterable[str] = ()) -> Registry:
+    from pysched.plugins import IN_TREE
+
+    reg = Registry()
+    reg.merge(IN_TREE)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            reg.register(ep.load(), ep.name)
+        except Exception as exc:  # noqa: BLE001 - name the broken entry point
+            raise RegistryError(f"entry point {ep.name} ({ep.value}): {exc}") from None
+    for m in modules:
+        load_module(m)
+    for name, cls in _EXTRA.items():
+        reg.register(cls, name)
+    return reg

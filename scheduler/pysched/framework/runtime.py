@@ -1,0 +1,542 @@
+"""Framework: one profile's plugins wired into the extension points, and the code that runs them.
+
+Built from a profile of the configuration the way kube-scheduler builds ``frameworkImpl``:
+default MultiPoint plugins merged with the profile's (``merged_plugin_sets``), MultiPoint
+expanded into every extension point a plugin implements (specific extension point settings
+win), one instance per plugin shared by all its extension points, score weights defaulting to 1.
+
+Filters run in order over the whole candidate batch; each node's status is that of the first
+filter that rejects it, as upstream's per-node loop would give. Batch-capable plugins get the
+batch at once, the others are called per node. Scores are computed per plugin, normalised,
+range-checked (0..100) and weighted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from pysched import metrics
+from pysched.client.fence import NotLeaderError
+from pysched.apis.config import ConfigError, PluginSet, Profile, merged_plugin_sets
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.interface import (EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, FilterPlugin,
+                        FilterResult, NodeBatch, PermitPlugin, Plugin, PostBindPlugin,
+                        PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
+                        PreFilterResult, PreScorePlugin, QueueSortPlugin, ReservePlugin,
+                        ScorePlugin, WaitingPod)
+from pysched.framework.status import Code, Status
+from pysched.framework.types import Diagnosis, FrameworkError
+
+log = logging.getLogger("pysched.framework.runtime")
+
+TRACE_KEY = "pysched/trace"
+
+
+class CycleTrace:
+    """Per-plugin, per-node record of one cycle (for --explain and /debug/explain)."""
+
+    def __init__(self) -> None:
+        self.pre_filter: list[tuple[str, str]] = []
+        self.filters: list[tuple[str, dict[str, str]]] = []  # plugin -> {node: "passed"|reason}
+        self.scores: dict[str, dict[str, dict[str, int]]] = {}  # plugin -> node -> raw/normalized/weighted
+        self.totals: dict[str, int] = {}
+        self.extenders: list[dict] = []
+        self.selected: str = ""
+        self.feasible: list[str] = []
+        self.error: str = ""
+
+    def to_dict(self) -> dict:
+        return {"preFilter": [{"plugin": p, "status": s} for p, s in self.pre_filter],
+                "filter": [{"plugin": p, "nodes": n} for p, n in self.filters],
+                "score": self.scores, "totalScores": self.totals, "extenders": self.extenders,
+                "feasibleNodes": self.feasible, "selectedNode": self.selected, "error": self.error}
+
+
+class Handle:
+    """What plugins can reach: the cache (snapshot), the API client, the event recorder."""
+
+    def __init__(self, *, cache=None, client=None, recorder=None, profile_name: str = "",
+                 waiting_pods: dict | None = None, extra: dict | None = None, objects=None):
+        self.cache = cache
+        self.objects = objects
+        self.client = client
+        self.recorder = recorder
+        self.profile_name = profile_name
+        self.waiting_pods: dict[str, WaitingPod] = waiting_pods if waiting_pods is not None else {}
+        self.extra = extra or {}
+
+    @property
+    def table(self):
+        return self.cache.table
+
+    def node_info(self, name: str):
+        return self.cache.nodes.get(name)
+
+
+def _implements(plugin: Plugin, ep: str) -> bool:
+    return isinstance(plugin, EXTENSION_POINTS[ep])
+
+
+class Framework:
+    def __init__(self, profile: Profile, registry: dict[str, type[Plugin]], handle: Handle):
+        self.profile = profile
+        self.profile_name = profile.scheduler_name
+        self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
+        self.handle = handle
+        handle.profile_name = profile.scheduler_name
+        path = profile.path
+        sets = merged_plugin_sets(profile, set(registry))
+        self.plugin_sets = sets
+
+        needed: dict[str, str] = {}
+        for ep, ps in sets.items():
+            for i, ref in enumerate(ps.enabled):
+                if ref.name not in registry:
+                    raise ConfigError(f"{path}.plugins.{ep}.enabled[{i}]: plugin {ref.name!r} does not exist "
+                                      f"(known: {', '.join(sorted(registry))})")
+                needed.setdefault(ref.name, f"{path}.plugins.{ep}.enabled[{i}]")
+        names = list(profile.plugin_config)
+        for i, name in enumerate(names):
+            if name not in registry:
+                raise ConfigError(f"{path}.pluginConfig[{i}].name: plugin {name!r} does not exist")
+
+        self.plugins: dict[str, Plugin] = {}
+        self.plugin_args: dict[str, Any] = {}
+        for name in needed:
+            cls = registry[name]
+            raw_args = profile.plugin_config.get(name)
+            apath = f"{path}.pluginConfig[{names.index(name)}].args" if name in names else f"{path}.pluginConfig[{name}].args"
+            args = None
+            if cls.Args is not None:
+                args = cls.Args.from_dict(raw_args or {}, apath)
+            elif raw_args:
+                raise ConfigError(f"{apath}: plugin {name} takes no arguments")
+            try:
+                self.plugins[name] = cls(args, handle)
+            except ConfigError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a plugin's constructor rejected its args
+                raise ConfigError(f"{apath}: {name}: {exc}") from None
+            self.plugin_args[name] = args
+
+        self.weights: dict[str, int] = {}
+        ordered = {ep: self._expand(ep, sets) for ep in EXTENSION_POINTS}
+        self.pre_enqueue: list[PreEnqueuePlugin] = ordered["preEnqueue"]
+        self.queue_sort: list[QueueSortPlugin] = ordered["queueSort"]
+        self.pre_filter: list[PreFilterPlugin] = ordered["preFilter"]
+        self.filter: list[FilterPlugin] = ordered["filter"]
+        self.post_filter: list[PostFilterPlugin] = ordered["postFilter"]
+        self.pre_score: list[PreScorePlugin] = ordered["preScore"]
+        self.score: list[ScorePlugin] = ordered["score"]
+        self.reserve: list[ReservePlugin] = ordered["reserve"]
+        self.permit: list[PermitPlugin] = ordered["permit"]
+        self.pre_bind: list[PreBindPlugin] = ordered["preBind"]
+        self.bind: list[BindPlugin] = ordered["bind"]
+        self.post_bind: list[PostBindPlugin] = ordered["postBind"]
+        if len(self.queue_sort) != 1:
+            raise ConfigError(f"{path}.plugins.queueSort: only one queue sort plugin can be enabled, "
+                              f"got {len(self.queue_sort)}")
+        if not self.bind:
+            raise ConfigError(f"{path}.plugins.bind: at least one bind plugin is needed")
+        total = 0
+        for pl in self.score:
+            w = self.weights.get(pl.name) or 1
+            self.weights[pl.name] = w
+            total += w * MAX_NODE_SCORE
+            if total > 2**63 - 1:
+                raise ConfigError(f"{path}.plugins.score: total score of Score plugins could overflow")
+        self._batch_filter = {pl.name: getattr(pl, "filter_nodes", None) for pl in self.filter}
+        self._batch_score = {pl.name: getattr(pl, "score_nodes", None) for pl in self.score}
+
+    # -- construction --------------------------------------------------------------------------
+
+    def _expand(self, ep: str, sets: dict[str, PluginSet]) -> list:
+        specific = sets.get(ep, PluginSet())
+        enabled_names = [r.name for r in specific.enabled]
+        for r in specific.enabled:
+            pl = self.plugins[r.name]
+            if not _implements(pl, ep):
+                raise ConfigError(f"{self.profile.path}.plugins.{ep}: plugin {r.name!r} does not implement {ep}")
+            if ep == "score" and r.weight:
+                self.weights[r.name] = r.weight
+        disabled = set(specific.disabled)
+        if "*" in disabled:
+            return [self.plugins[n] for n in enabled_names]
+        multi_enabled: list[str] = []
+        overrides: list[str] = []
+        for r in sets.get("multiPoint", PluginSet()).enabled:
+            pl = self.plugins[r.name]
+            if not _implements(pl, ep) or r.name in disabled:
+                continue
+            if r.name in enabled_names:
+                overrides.append(r.name)
+                continue
+            if r.name in multi_enabled:
+                raise ConfigError(f"{self.profile.path}.plugins.multiPoint: plugin {r.name!r} already registered as {ep}")
+            multi_enabled.append(r.name)
+            if ep == "score" and r.name not in self.weights and r.weight:
+                self.weights[r.name] = r.weight
+        out = [n for n in enabled_names if n in overrides]
+        out += multi_enabled
+        out += [n for n in enabled_names if n not in overrides]
+        return [self.plugins[n] for n in out]
+
+    def has_filter_plugins(self) -> bool:
+        return bool(self.filter)
+
+    def has_score_plugins(self) -> bool:
+        return bool(self.score)
+
+    # -- queue side ----------------------------------------------------------------------------
+
+    def run_pre_enqueue(self, pod) -> Status | None:
+        for pl in self.pre_enqueue:
+            st = pl.pre_enqueue(pod)
+            if st is not None and not st.is_success():
+                return st.with_plugin(pl.name)
+        return None
+
+    # -- scheduling cycle ----------------------------------------------------------------------
+
+    def run_pre_filter(self, state: CycleState, pod, nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None, set[str]]:
+        """As ``RunPreFilterPlugins``: (node restriction, status, plugins that restricted nodes)."""
+        t0 = time.perf_counter()
+        result: PreFilterResult | None = None
+        with_nodes: set[str] = set()
+        status: Status | None = None
+        trace = state.get(TRACE_KEY)
+        try:
+            for pl in self.pre_filter:
+                tp = time.perf_counter()
+                try:
+                    res, st = pl.pre_filter(state, pod, nodes)
+                except Exception as exc:  # noqa: BLE001 - a plugin bug must not kill the scheduler
+                    log.exception("prefilter plugin failed plugin=%s pod=%s", pl.name, pod.key)
+                    res, st = None, Status.as_error(exc)
+                if state.record_plugin_metrics:
+                    metrics.plugin_duration(pl.name, "PreFilter", st, time.perf_counter() - tp)
+                if trace is not None:
+                    trace.pre_filter.append((pl.name, "Skip" if st is not None and st.is_skip() else
+                                             (st.message() if st is not None and not st.is_success() else "passed")))
+                if st is not None and st.is_skip():
+                    state.skip_filter_plugins.add(pl.name)
+                    continue
+                if st is not None and not st.is_success():
+                    st.with_plugin(pl.name)
+                    if st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                        status = st
+                        return None, st, set()
+                    if st.code in (Code.UNSCHEDULABLE, Code.PENDING):
+                        status = st
+                        continue
+                    status = Status(Code.ERROR, f"running PreFilter plugin {pl.name!r}: {st.message()}", plugin=pl.name)
+                    return None, status, set()
+                if res is not None and not res.all_nodes():
+                    with_nodes.add(pl.name)
+                result = res if result is None else result.merge(res)
+                if result is not None and not result.all_nodes() and not result.node_names:
+                    names = sorted(with_nodes)
+                    msg = (f"node(s) didn't satisfy plugin {names[0]}" if len(names) == 1 else
+                           f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously")
+                    status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg)
+                    return result, status, with_nodes
+            return result, status, with_nodes
+        finally:
+            metrics.extension_point("PreFilter", status, self.profile_name, time.perf_counter() - t0)
+
+    def run_filters(self, state: CycleState, pod, batch: NodeBatch, diagnosis: Diagnosis | None) -> np.ndarray:
+        """Boolean mask over ``batch``: nodes that pass every filter."""
+        t0 = time.perf_counter()
+        n = len(batch)
+        keep_idx = np.arange(n)
+        cur = batch
+        trace = state.get(TRACE_KEY)
+        record = state.record_plugin_metrics
+        code = Code.SUCCESS
+        try:
+            for pl in self.filter:
+                if not len(cur):
+                    break
+                if pl.name in state.skip_filter_plugins:
+                    continue
+                tp = time.perf_counter() if record else 0.0
+                fn = self._batch_filter[pl.name]
+                if fn is not None:
+                    try:
+                        res = fn(state, pod, cur)
+                    except FrameworkError:
+                        raise
+                    except Exception as exc:  # noqa: BLE001
+                        log.exception("filter plugin failed plugin=%s pod=%s", pl.name, pod.key)
+                        raise FrameworkError(Status.as_error(exc, pl.name)) from exc
+                else:
+                    res = self._loop_filter(pl, state, pod, cur)
+                if record:
+                    metrics.plugin_duration(pl.name, "Filter", None, time.perf_counter() - tp)
+                if trace is not None:
+                    names = cur.names
+                    trace.filters.append((pl.name, {names[i]: ("passed" if res.passed[i] else res.status_at(i).message())
+                                                    for i in range(len(names))}))
+                if not res.passed.all():
+                    if diagnosis is not None:
+                        diagnosis.add_batch(pl.name, (lambda b=cur: b.names), res)
+                    cur = cur.subset(res.passed)
+                    keep_idx = keep_idx[res.passed]
+        except FrameworkError:
+            code = Code.ERROR
+            raise
+        finally:
+            metrics.extension_point_code("Filter", code, self.profile_name, time.perf_counter() - t0)
+        mask = np.zeros(n, dtype=bool)
+        mask[keep_idx] = True
+        return mask
+
+    def _loop_filter(self, pl: FilterPlugin, state: CycleState, pod, batch: NodeBatch) -> FilterResult:
+        passed = np.ones(len(batch), dtype=bool)
+        groups: dict[tuple[Code, str], list[int]] = {}
+        for i, info in enumerate(batch.infos):
+            try:
+                st = pl.filter(state, pod, info)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("filter plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, info.name)
+                raise FrameworkError(Status.as_error(exc, pl.name)) from exc
+            if st is None or st.is_success():
+                continue
+            if st.code == Code.ERROR:
+                raise FrameworkError(st.with_plugin(pl.name))
+            passed[i] = False
+            for r in st.reasons or ("",):
+                groups.setdefault((st.code, r), []).append(i)
+        failures = []
+        for (c, r), idx in groups.items():
+            m = np.zeros(len(batch), dtype=bool)
+            m[idx] = True
+            failures.append((c, r, m))
+        return FilterResult(passed, failures)
+
+    def run_filters_on_node(self, state: CycleState, pod, info) -> Status | None:
+        """Scalar path: every filter on one node, stopping at the first rejection."""
+        for pl in self.filter:
+            if pl.name in state.skip_filter_plugins:
+                continue
+            st = pl.filter(state, pod, info)
+            if st is not None and not st.is_success():
+                return st.with_plugin(pl.name)
+        return None
+
+    def run_post_filter(self, state: CycleState, pod, diagnosis: Diagnosis):
+        t0 = time.perf_counter()
+        status = Status(Code.UNSCHEDULABLE)
+        result = None
+        reasons = []
+        for pl in self.post_filter:
+            try:
+                r, st = pl.post_filter(state, pod, diagnosis)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("postfilter plugin failed plugin=%s pod=%s", pl.name, pod.key)
+                r, st = None, Status.as_error(exc, pl.name)
+            if st is None or st.is_success():
+                result, status = r, None
+                break
+            if st.code != Code.UNSCHEDULABLE:
+                status = st.with_plugin(pl.name)
+                break
+            if st.reasons:
+                reasons.append(st.message())
+            result = r
+        if status is not None and status.code == Code.UNSCHEDULABLE and reasons:
+            status = Status(Code.UNSCHEDULABLE, *reasons)
+        metrics.extension_point("PostFilter", status, self.profile_name, time.perf_counter() - t0)
+        return result, status
+
+    def run_pre_score(self, state: CycleState, pod, batch: NodeBatch) -> Status | None:
+        t0 = time.perf_counter()
+        status = None
+        for pl in self.pre_score:
+            try:
+                st = pl.pre_score(state, pod, batch)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("prescore plugin failed plugin=%s pod=%s", pl.name, pod.key)
+                st = Status.as_error(exc, pl.name)
+            if st is not None and st.is_skip():
+                state.skip_score_plugins.add(pl.name)
+                continue
+            if st is not None and not st.is_success():
+                status = st.with_plugin(pl.name)
+                break
+        metrics.extension_point("PreScore", status, self.profile_name, time.perf_counter() - t0)
+        return status
+
+    def run_score(self, state: CycleState, pod, batch: NodeBatch) -> np.ndarray:
+        """Weighted total per node of ``batch`` (int64). Raises FrameworkError on a plugin error."""
+        t0 = time.perf_counter()
+        n = len(batch)
+        total = np.zeros(n, dtype=np.int64)
+        trace = state.get(TRACE_KEY)
+        record = state.record_plugin_metrics
+        code = Code.SUCCESS
+        try:
+            for pl in self.score:
+                if pl.name in state.skip_score_plugins:
+                    continue
+                tp = time.perf_counter() if record else 0.0
+                fn = self._batch_score[pl.name]
+                try:
+                    if fn is not None:
+                        scores = np.asarray(fn(state, pod, batch), dtype=np.int64)
+                    else:
+                        scores = self._loop_score(pl, state, pod, batch)
+                    raw = scores.copy() if trace is not None else None
+                    norm = getattr(pl, "normalize_score", None)
+                    if norm is not None:
+                        st = norm(state, pod, batch, scores)
+                        if st is not None and not st.is_success():
+                            raise FrameworkError(st.with_plugin(pl.name))
+                except FrameworkError:
+                    raise
+                except Exception as exc:  # noqa: BLE001
+                    log.exception("score plugin failed plugin=%s pod=%s", pl.name, pod.key)
+                    raise FrameworkError(Status.as_error(exc, pl.name)) from exc
+                if n and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
+                    bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
+                    raise FrameworkError(Status(Code.ERROR, f"plugin {pl.name!r} returns an invalid score {bad}, "
+                                                f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                                                plugin=pl.name))
+                w = self.weights[pl.name]
+                total += scores * w
+                if record:
+                    metrics.plugin_duration(pl.name, "Score", None, time.perf_counter() - tp)
+                if trace is not None:
+                    names = batch.names
+                    trace.scores[pl.name] = {names[i]: {"raw": int(raw[i]), "normalized": int(scores[i]),
+                                                        "weighted": int(scores[i] * w)} for i in range(n)}
+        except FrameworkError:
+            code = Code.ERROR
+            raise
+        finally:
+            metrics.extension_point_code("Score", code, self.profile_name, time.perf_counter() - t0)
+        return total
+
+    def _loop_score(self, pl: ScorePlugin, state: CycleState, pod, batch: NodeBatch) -> np.ndarray:
+        out = np.zeros(len(batch), dtype=np.int64)
+        for i, info in enumerate(batch.infos):
+            r = pl.score(state, pod, info)
+            if isinstance(r, tuple):
+                r, st = r
+                if st is not None and not st.is_success():
+                    raise FrameworkError(st.with_plugin(pl.name))
+            out[i] = int(r)
+        return out
+
+    def run_reserve(self, state: CycleState, pod, node: str) -> Status | None:
+        t0 = time.perf_counter()
+        status = None
+        for pl in self.reserve:
+            try:
+                st = pl.reserve(state, pod, node)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("reserve plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
+                st = Status.as_error(exc, pl.name)
+            if st is not None and not st.is_success():
+                status = st.with_plugin(pl.name)
+                break
+        metrics.extension_point("Reserve", status, self.profile_name, time.perf_counter() - t0)
+        return status
+
+    def run_unreserve(self, state: CycleState, pod, node: str) -> None:
+        for pl in reversed(self.reserve):
+            try:
+                pl.unreserve(state, pod, node)
+            except Exception:  # noqa: BLE001
+                log.exception("unreserve plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
+
+    def run_permit(self, state: CycleState, pod, node: str) -> tuple[Status | None, float]:
+        wait_plugins: dict[str, float] = {}
+        for pl in self.permit:
+            try:
+                st, timeout = pl.permit(state, pod, node)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("permit plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
+                return Status.as_error(exc, pl.name), 0.0
+            if st is None or st.is_success():
+                continue
+            if st.is_wait():
+                wait_plugins[pl.name] = max(0.0, min(float(timeout or 0.0), 900.0))
+                continue
+            return st.with_plugin(pl.name), 0.0
+        if wait_plugins:
+            wp = WaitingPod(pod=pod, pending=set(wait_plugins))
+            self.handle.waiting_pods[pod.uid] = wp
+            return Status(Code.WAIT, "waiting on permit", plugin=",".join(sorted(wait_plugins))), min(wait_plugins.values())
+        return None, 0.0
+
+    async def wait_on_permit(self, pod, timeout: float) -> Status | None:
+        import asyncio
+
+        wp = self.handle.waiting_pods.get(pod.uid)
+        if wp is None:
+            return None
+        loop = asyncio.get_running_loop()
+        wp.future = loop.create_future()
+        if not wp.pending:
+            wp.future.set_result(None)
+        try:
+            res = await asyncio.wait_for(wp.future, timeout)
+        except asyncio.TimeoutError:
+            res = Status(Code.UNSCHEDULABLE, f"rejected due to timeout after waiting {timeout:g}s at plugin(s) "
+                                             f"{', '.join(sorted(wp.pending))}")
+        finally:
+            self.handle.waiting_pods.pop(pod.uid, None)
+        return res
+
+    async def run_pre_bind(self, state: CycleState, pod, node: str) -> Status | None:
+        t0 = time.perf_counter()
+        status = None
+        for pl in self.pre_bind:
+            try:
+                st = await pl.pre_bind(state, pod, node)
+            except NotLeaderError as exc:  # the write fence: not a plugin failure, nothing was sent
+                st = Status.as_error(exc, pl.name)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("prebind plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
+                st = Status.as_error(exc, pl.name)
+            if st is not None and st.is_skip():
+                continue
+            if st is not None and not st.is_success():
+                status = st.with_plugin(pl.name)
+                break
+        metrics.extension_point("PreBind", status, self.profile_name, time.perf_counter() - t0)
+        return status
+
+    async def run_bind(self, state: CycleState, pod, node: str) -> Status | None:
+        t0 = time.perf_counter()
+        status: Status | None = Status(Code.SKIP)
+        for pl in self.bind:
+            try:
+                st = await pl.bind(state, pod, node)
+            except NotLeaderError as exc:  # the write fence: not a plugin failure, nothing was sent
+                st = Status.as_error(exc, pl.name)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("bind plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
+                st = Status.as_error(exc, pl.name)
+            if st is not None and st.is_skip():
+                continue
+            status = st.with_plugin(pl.name) if st is not None else None
+            break
+        metrics.extension_point("Bind", status, self.profile_name, time.perf_counter() - t0)
+        return status
+
+    def run_post_bind(self, state: CycleState, pod, node: str) -> None:
+        for pl in self.post_bind:
+            try:
+                pl.post_bind(state, pod, node)
+            except Exception:  # noqa: BLE001
+                log.exception("postbind plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
+
+    def queue_sort_key(self):
+        pl = self.queue_sort[0]
+        return pl.sort_key

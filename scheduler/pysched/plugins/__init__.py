@@ -1,0 +1,59 @@
+"""The plugin set: kube-scheduler's in-tree plugins re-implemented in Python, plus our own.
+
+``IN_TREE`` is the registry's starting point (name -> class). Each plugin lives in its own module
+with a docstring saying what it checks and what it reads. Out-of-tree plugins register through
+the ``pysched.plugins`` entry point group or ``--plugin-module`` (see
+``scheduler.framework.registry``); nothing here needs to change for them.
+
+Upstream semantics (kube-scheduler 1.35): SchedulingGates, PrioritySort, NodeUnschedulable,
+NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding, VolumeZone,
+PodTopologySpread, InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality,
+DefaultBinder; DynamicResources refuses DRA pods explicitly. The brief's own scores: GPU,
+AZSpread, CapacityType, InstanceType.
+"""
+
+from pysched.plugins.custom.az_spread import AZSpread
+from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from pysched.plugins.custom.capacity_type import CapacityType
+from pysched.plugins.default_binder import DefaultBinder
+from pysched.plugins.dynamic_resources import DynamicResources
+from pysched.plugins.custom.gpu import GPU
+from pysched.plugins.image_locality import ImageLocality
+from pysched.plugins.custom.instance_type import InstanceType
+from pysched.plugins.inter_pod_affinity import InterPodAffinity
+from pysched.plugins.node_affinity import NodeAffinity
+from pysched.plugins.node_name import NodeName
+from pysched.plugins.node_ports import NodePorts
+from pysched.plugins.node_resources_fit import NodeResourcesFit
+from pysched.plugins.node_unschedulable import NodeUnschedulable
+from pysched.plugins.pod_topology_spread import PodTopologySpread
+from pysched.plugins.queue_sort import PrioritySort
+from pysched.plugins.scheduling_gates import SchedulingGates
+from pysched.plugins.taint_toleration import TaintToleration
+from pysched.plugins.volume_binding import VolumeBinding
+from pysched.plugins.volume_zone import VolumeZone
+
+IN_TREE = [
+    SchedulingGates,
+    PrioritySort,
+    NodeUnschedulable,
+    NodeName,
+    TaintToleration,
+    NodeAffinity,
+    NodePorts,
+    NodeResourcesFit,
+    VolumeBinding,
+    VolumeZone,
+    PodTopologySpread,
+    InterPodAffinity,
+    DynamicResources,
+    NodeResourcesBalancedAllocation,
+    ImageLocality,
+    GPU,
+    AZSpread,
+    CapacityType,
+    InstanceType,
+    DefaultBinder,
+]
+
+__all__ = ["IN_TREE"]

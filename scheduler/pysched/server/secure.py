@@ -1,0 +1,141 @@
+"""The secure port (10259, as kube-scheduler): /healthz, /livez, /readyz, /metrics, /configz.
+
+HTTPS with a certificate from ``--tls-cert-file``/``--tls-private-key-file`` or, as
+kube-scheduler does, a self-signed one written to ``--cert-dir`` on first start
+(``pysched.crt``/``pysched.key``; the directory must be writable, e.g. an emptyDir).
+
+* ``/livez``, ``/healthz``: the event loop answers, and a leader's lease was renewed within
+  ``leaseDuration`` + 20 s (client-go's leader-election health adaptor).
+* ``/readyz``: the Node and Pod informers have listed (the cache reflects the cluster) and the
+  process is not shutting down; 503 with the failing check otherwise.
+* ``/metrics``: the Prometheus registry; ``/configz``: the effective configuration.
+* ``/debug/explain?pod=ns/name``: the last cycle's per-plugin trace for a pod (see ``explain``).
+
+Every request goes through delegated authentication and authorization (``delegated_auth``), as
+kube-scheduler's: only ``--authorization-always-allow-paths`` (the health paths) are open to
+anonymous callers. With a client CA known, the TLS handshake requests (not requires) a client
+certificate. ``--insecure-disable-auth`` (lab only, warned at start-up) serves everyone.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import logging
+import os
+import socket
+import ssl
+from pathlib import Path
+from typing import Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+
+from pysched.server.delegated_auth import DelegatedAuth
+from pysched.util.logs import kv
+
+log = logging.getLogger("pysched.server.secure")
+LEADER_HEALTH_SLACK = 20.0
+
+
+def self_signed(cert_dir: str, name: str = "pysched") -> tuple[str, str]:
+    """Create (once) a self-signed serving certificate in ``cert_dir``; return (cert, key) paths."""
+    d = Path(cert_dir)
+    cert, key = d / f"{name}.crt", d / f"{name}.key"
+    if cert.exists() and key.exists():
+        return str(cert), str(key)
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    d.mkdir(parents=True, exist_ok=True)
+    host = socket.gethostname()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    k = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}@{int(now.timestamp())}")])
+    sans = [x509.DNSName("localhost"), x509.DNSName(host), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    c = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject).public_key(k.public_key())
+         .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
+         .not_valid_after(now + datetime.timedelta(days=365))
+         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+         .sign(k, hashes.SHA256()))
+    key.write_bytes(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()))
+    os.chmod(key, 0o600)
+    cert.write_bytes(c.public_bytes(serialization.Encoding.PEM))
+    log.info("generated self-signed serving certificate", extra=kv(cert=str(cert)))
+    return str(cert), str(key)
+
+
+class SecureServer:
+    def __init__(self, *, address: str, port: int, cert_file: str | None, key_file: str | None,
+                 cert_dir: str | None, ready: Callable[[], tuple[bool, str]],
+                 healthy: Callable[[], tuple[bool, str]], configz: Callable[[], dict],
+                 explain: Callable[[str], dict | None] | None = None, auth: DelegatedAuth | None = None):
+        self.address = address
+        self.port = port
+        self.cert_file, self.key_file, self.cert_dir = cert_file, key_file, cert_dir
+        self.ready = ready
+        self.healthy = healthy
+        self.configz = configz
+        self.explain = explain
+        self.auth = auth
+        self._runner: web.AppRunner | None = None
+        self.bound_port = 0
+
+    def _ssl(self) -> ssl.SSLContext:
+        cert, key = self.cert_file, self.key_file
+        if not (cert and key):
+            cert, key = self_signed(self.cert_dir or "/tmp/pysched-certs")
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cert, key)
+        if self.auth is not None and self.auth.client_ca_pem:
+            ctx.load_verify_locations(cadata=self.auth.client_ca_pem)
+            ctx.verify_mode = ssl.CERT_OPTIONAL   # request a client certificate, do not require one
+        return ctx
+
+    async def start(self) -> None:
+        app = web.Application(middlewares=[self.auth.middleware()] if self.auth is not None else [])
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/livez", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/configz", self._configz)
+        app.router.add_get("/debug/explain", self._explain)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.address, self.port, ssl_context=self._ssl())
+        await site.start()
+        server = site._server  # noqa: SLF001 - the bound port when port 0 was asked for
+        self.bound_port = server.sockets[0].getsockname()[1] if server and server.sockets else self.port
+        log.info("serving securely", extra=kv(address=self.address, port=self.bound_port))
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _healthz(self, request):
+        ok, why = self.healthy()
+        return web.Response(status=200 if ok else 503, text="ok" if ok else f"[-]{why} failed\nhealthz check failed")
+
+    async def _readyz(self, request):
+        ok, why = self.ready()
+        return web.Response(status=200 if ok else 503, text="ok" if ok else f"[-]{why} failed\nreadyz check failed")
+
+    async def _metrics(self, request):
+        return web.Response(body=generate_latest(REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _configz(self, request):
+        return web.Response(text=json.dumps(self.configz(), indent=2), content_type="application/json")
+
+    async def _explain(self, request):
+        key = request.query.get("pod", "")
+        if "/" not in key:
+            return web.Response(status=400, text="query parameter pod=<namespace>/<name> is required")
+        got = self.explain(key) if self.explain is not None else None
+        if got is None:
+            return web.Response(status=404, text=f"no scheduling cycle recorded for pod {key}: annotate the pod "
+                                                  f"pysched.io/explain=true or run with --explain-all")
+        return web.Response(text=json.dumps(got, indent=2), content_type="application/json")

@@ -1,0 +1,121 @@
+"""OfflineScheduler: the real engine (cache, frameworks, scheduling cycle) without an API server.
+
+Nodes and pods are fed as API dictionaries through the same event handlers the informers use;
+``schedule()`` runs one scheduling cycle and, on success, assumes the pod exactly as the live
+scheduler does before binding. Used by ``pysched simulate``, the unit tests and the differential
+checks, so all of them exercise the production code path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pysched.apis import config as configmod
+from pysched.app import build_frameworks, build_queue, ignored_extended_resources
+from pysched.backend.cache.cache import SchedulerCache
+from pysched.eventhandlers import EventHandlers, EventRegistry
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.registry import Registry, build_registry
+from pysched.framework.runtime import TRACE_KEY, CycleTrace
+from pysched.framework.status import Code, Status
+from pysched.framework.types import FitError, FrameworkError, NoNodesAvailable
+from pysched.client.objectstore import ObjectStore
+from pysched.framework.podinfo import PodInfo
+from pysched.schedule_one import Scheduler
+
+
+@dataclass
+class Outcome:
+    pod: str
+    node: str | None
+    message: str = ""
+    code: str = "Scheduled"
+    trace: dict | None = None
+
+
+class OfflineScheduler:
+    def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, registry: Registry | None = None,
+                 seed: int | None = 0):
+        self.cfg = cfg or configmod.default_config()
+        self.registry = registry if registry is not None else build_registry()
+        self.cache = SchedulerCache()
+        self.objects = ObjectStore()
+        self.frameworks = build_frameworks(self.cfg, self.registry, cache=self.cache, client=None, recorder=None,
+                                           objects=self.objects,
+                                           extra={"ignored_extended_resources": ignored_extended_resources(self.cfg)})
+        self.queue = build_queue(self.cfg, self.frameworks)
+        self.handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names,
+                                      EventRegistry(self.frameworks.values()))
+        self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=self.frameworks,
+                                   percentage_of_nodes_to_score=self.cfg.percentage_of_nodes_to_score, seed=seed)
+
+    @property
+    def profile(self) -> str:
+        return self.cfg.profiles[0].scheduler_name
+
+    def add_node(self, node: dict) -> None:
+        self.handlers.node_upsert(node)
+
+    def remove_node(self, name: str) -> None:
+        self.handlers.node_delete(name, None)
+
+    def add_pod(self, pod: dict) -> None:
+        """An existing pod (bound ones are counted on their node)."""
+        self.handlers.pod_upsert(pod)
+
+    def add_object(self, obj: dict) -> bool:
+        """A Namespace, Service, ReplicaSet, StatefulSet, ReplicationController, PVC, PV or StorageClass."""
+        return self.objects.add(obj)
+
+    def remove_pod(self, uid: str) -> None:
+        self.handlers.pod_delete(uid, None)
+
+    def schedule(self, pod: dict | PodInfo, *, assume: bool = True, explain: bool = False) -> Outcome:
+        info = pod if isinstance(pod, PodInfo) else PodInfo.from_dict(pod, keep_raw=True)
+        fwk = self.frameworks.get(info.scheduler_name) or self.frameworks[self.profile]
+        state = CycleState()
+        trace = CycleTrace() if explain else None
+        if trace is not None:
+            state.write(TRACE_KEY, trace)
+        if info.parse_error:
+            return Outcome(info.key, None, f"invalid pod: {info.parse_error}", "SchedulerError")
+        try:
+            result = self.scheduler.schedule_pod(fwk, state, info, trace)
+        except FitError as fe:
+            if fwk.post_filter:
+                _, st = fwk.run_post_filter(state, info, fe.diagnosis)
+                if st is not None and st.message():
+                    fe.diagnosis.post_filter_msg = st.message()
+            if trace is not None:
+                trace.error = fe.message()
+            return Outcome(info.key, None, fe.message(), "Unschedulable", trace.to_dict() if trace else None)
+        except (NoNodesAvailable, FrameworkError) as exc:
+            return Outcome(info.key, None, str(exc), "SchedulerError", trace.to_dict() if trace else None)
+        if trace is not None:
+            trace.selected = result.host
+        if assume:
+            assumed = self.cache.assume(info, result.host)
+            st = fwk.run_reserve(state, assumed, result.host)
+            if st is not None and not st.is_success():
+                fwk.run_unreserve(state, assumed, result.host)
+                self.cache.forget(assumed)
+                return Outcome(info.key, None, st.message(),
+                               "Unschedulable" if st.is_rejected() else "SchedulerError")
+            # Offline there is no bind: the assumed pod stands for the bound one.
+            self.cache.assumed.pop(info.uid, None)
+        return Outcome(info.key, result.host, "", "Scheduled", trace.to_dict() if trace else None)
+
+    def filter_status(self, pod: dict, node_name: str) -> Status | None:
+        """Every filter on one node (scalar path), for checks and explanations."""
+        info = PodInfo.from_dict(pod)
+        fwk = self.frameworks.get(info.scheduler_name) or self.frameworks[self.profile]
+        state = CycleState()
+        from pysched.framework.interface import NodeBatch
+        table = self.cache.table
+        _, st, _ = fwk.run_pre_filter(state, info, NodeBatch(table, table.order()))
+        if st is not None and not st.is_success():
+            return st
+        node = self.cache.nodes.get(node_name)
+        if node is None:
+            return Status(Code.ERROR, f"node {node_name} not found")
+        return fwk.run_filters_on_node(state, info, node)

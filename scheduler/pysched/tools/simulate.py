@@ -1,0 +1,283 @@
+"""``pysched simulate``: the real profiles and plugins over a cluster snapshot, no API server.
+
+The snapshot's nodes, bound pods and supporting objects are loaded into an OfflineScheduler (the
+production cache, frameworks and scheduling cycle); the pods from ``--pods`` get the API server's
+create-time defaulting (``apidefaults``) and are scheduled in queue order - priority, then file
+order - each assumed on its node exactly as the live scheduler assumes before binding. Pods left
+unschedulable are retried while a pass places at least one pod (a later pod can satisfy an
+earlier pod's affinity or spread, as the live queue retries on Pod/Add events).
+
+Output: each pod's node or the scheduler's reason, per-node and per-zone utilisation before and
+after; ``--explain ns/name`` adds every plugin's filter verdict per node and the raw, normalised
+and weighted scores; ``--output json`` prints all of it as JSON; ``--report out.html`` writes a
+self-contained page with utilisation charts (``report.py``). Exit status: 0 when every pod was
+placed, 1 when some were not, 2 for a bad configuration, snapshot or pod file.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+
+from pysched.apis.core import defaults as apidefaults
+from pysched.apis import config as configmod
+from pysched.framework.registry import RegistryError, build_registry
+from pysched.tools.offline import OfflineScheduler, Outcome
+from pysched.apis.core.quantity import format_resource
+from pysched.tools.snapshot import Snapshot, SnapshotError, load_pods, load_snapshot
+
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+BASE_RESOURCES = ("cpu", "memory", "pods")
+MAX_RETRY_PASSES = 10
+
+
+@dataclass
+class Placement:
+    pod: str
+    node: str | None
+    code: str
+    message: str
+    scheduler_name: str
+
+    def as_dict(self) -> dict:
+        return {"pod": self.pod, "node": self.node, "result": self.code, "message": self.message,
+                "schedulerName": self.scheduler_name}
+
+
+@dataclass
+class SimulationResult:
+    profile: str
+    seed: int
+    placements: list[Placement]
+    before: dict
+    after: dict
+    explain: dict[str, dict] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def all_placed(self) -> bool:
+        return all(p.node for p in self.placements)
+
+    def as_dict(self) -> dict:
+        return {"profile": self.profile, "seed": self.seed, "placements": [p.as_dict() for p in self.placements],
+                "utilisation": {"before": self.before, "after": self.after}, "explain": self.explain,
+                "notes": self.notes}
+
+
+def zone_of(labels: dict) -> str:
+    for key in ZONE_LABELS:
+        if labels.get(key):
+            return labels[key]
+    return ""
+
+
+def utilisation(sim: OfflineScheduler, resources: list[str]) -> dict:
+    """Requested vs allocatable per node and per zone (requests of every pod counted on the node)."""
+    nodes, zones = [], {}
+    for name in sorted(sim.cache.nodes):
+        info = sim.cache.nodes[name]
+        row = {"node": name, "zone": zone_of(info.labels), "allocatable": {}, "requested": {}}
+        for r in resources:
+            alloc = info.allocatable.get(r, 0)
+            used = len(info.pods) if r == "pods" else info.requested.get(r, 0)
+            row["allocatable"][r] = alloc
+            row["requested"][r] = used
+            z = zones.setdefault(row["zone"], {"zone": row["zone"], "nodes": 0, "allocatable": {}, "requested": {}})
+            z["allocatable"][r] = z["allocatable"].get(r, 0) + alloc
+            z["requested"][r] = z["requested"].get(r, 0) + used
+        zones[row["zone"]]["nodes"] += 1
+        nodes.append(row)
+    return {"resources": resources, "nodes": nodes, "zones": [zones[k] for k in sorted(zones)]}
+
+
+def _resources_of(snapshot: Snapshot) -> list[str]:
+    extra = set()
+    for n in snapshot.nodes:
+        for name, q in ((n.get("status") or {}).get("allocatable") or {}).items():
+            if name not in BASE_RESOURCES and "/" in name and str(q) not in ("0", ""):
+                extra.add(name)
+    return list(BASE_RESOURCES) + sorted(extra)
+
+
+class Simulation:
+    def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, seed: int = 0, plugin_modules=()):
+        self.cfg = cfg or configmod.default_config()
+        self.seed = seed
+        self.sim = OfflineScheduler(self.cfg, registry=build_registry(plugin_modules), seed=seed)
+
+    def load(self, snapshot: Snapshot) -> list[str]:
+        notes = []
+        for obj in snapshot.objects:
+            self.sim.add_object(obj)
+        for node in snapshot.nodes:
+            self.sim.add_node(node)
+        pending = missing = 0
+        for i, pod in enumerate(snapshot.pods):
+            pod = dict(pod, metadata=dict(pod["metadata"]))
+            pod["metadata"].setdefault("uid", f"snapshot-{i:06d}")
+            phase = (pod.get("status") or {}).get("phase")
+            if phase in ("Succeeded", "Failed"):
+                continue
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node:
+                pending += 1
+                continue
+            if node not in self.sim.cache.nodes:
+                missing += 1
+            self.sim.add_pod(pod)
+        if pending:
+            notes.append(f"{pending} pending pod(s) in the snapshot are not counted (they hold no node)")
+        if missing:
+            notes.append(f"{missing} pod(s) in the snapshot are bound to nodes it does not contain")
+        if snapshot.ignored:
+            kinds = ", ".join(f"{k} ({n})" for k, n in sorted(snapshot.ignored.items()))
+            notes.append(f"ignored objects of kinds that do not affect scheduling: {kinds}")
+        return notes
+
+    def run(self, snapshot: Snapshot, pods: list[dict], explain: set[str] = frozenset()) -> SimulationResult:
+        notes = self.load(snapshot)
+        resources = _resources_of(snapshot)
+        before = utilisation(self.sim, resources)
+        classes, global_default = apidefaults.priority_classes(snapshot.objects)
+        profile = self.sim.profile
+        created = [apidefaults.apply(p, default_scheduler=profile, classes=classes,
+                                     global_default=global_default, seq=i) for i, p in enumerate(pods)]
+        order = sorted(range(len(created)), key=lambda i: (-(created[i]["spec"].get("priority") or 0), i))
+        outcomes: dict[int, Outcome] = {}
+        traces: dict[str, dict] = {}
+        todo = order
+        for _ in range(MAX_RETRY_PASSES):
+            failed = []
+            for i in todo:
+                pod = created[i]
+                name = pod["spec"]["schedulerName"]
+                key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+                if name not in self.sim.frameworks:
+                    outcomes[i] = Outcome(key, None, f"no profile for schedulerName {name!r} "
+                                          f"(profiles: {', '.join(sorted(self.sim.frameworks))})", "NotHandled")
+                    continue
+                out = self.sim.schedule(pod, explain=key in explain)
+                outcomes[i] = out
+                if out.trace is not None:
+                    traces[key] = dict(out.trace, pod=key, result=out.code, message=out.message)
+                if not out.node and out.code == "Unschedulable":
+                    failed.append(i)
+            if not failed or len(failed) == len(todo):
+                break
+            todo = failed
+        placements = [Placement(outcomes[i].pod, outcomes[i].node, outcomes[i].code, outcomes[i].message,
+                                created[i]["spec"]["schedulerName"]) for i in range(len(created))]
+        missing = sorted(set(explain) - set(traces))
+        for key in missing:
+            notes.append(f"--explain {key}: no such pod in --pods")
+        return SimulationResult(profile, self.seed, placements, before, utilisation(self.sim, resources),
+                                traces, notes)
+
+
+# -- text output ------------------------------------------------------------------------------
+
+def _pct(used: int, alloc: int) -> str:
+    return f"{used * 100 // alloc}%" if alloc else "-"
+
+
+def _amount(r: str, v: int) -> str:
+    return str(v) if r == "pods" else format_resource(r, v)
+
+
+def _pct_change(r: str, b: dict, a: dict) -> str:
+    return f"{_pct(b['requested'][r], b['allocatable'][r])} -> {_pct(a['requested'][r], a['allocatable'][r])}"
+
+
+def _change(r: str, b: dict, a: dict) -> str:
+    if not a["allocatable"][r] and not a["requested"][r]:
+        return "-"
+    return f"{_pct_change(r, b, a)} ({_amount(r, a['requested'][r])}/{_amount(r, a['allocatable'][r])})"
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def format_text(res: SimulationResult) -> str:
+    out = [f"profile {res.profile}, seed {res.seed}: {sum(1 for p in res.placements if p.node)}/"
+           f"{len(res.placements)} pods placed", ""]
+    rows = [["POD", "NODE / REASON"]]
+    for p in res.placements:
+        rows.append([p.pod, p.node if p.node else f"{p.code}: {p.message}"])
+    out += [_table(rows), ""]
+    resources = res.before["resources"]
+    out.append("Utilisation by node, requested/allocatable (before -> after):")
+    rows = [["NODE", "ZONE", *[r.upper() if r in BASE_RESOURCES else r for r in resources]]]
+    for b, a in zip(res.before["nodes"], res.after["nodes"]):
+        rows.append([b["node"], b["zone"] or "-"] + [_change(r, b, a) for r in resources])
+    out += [_table(rows), "", "Utilisation by zone (before -> after):"]
+    rows = [["ZONE", "NODES", *[r.upper() if r in BASE_RESOURCES else r for r in resources]]]
+    for b, a in zip(res.before["zones"], res.after["zones"]):
+        rows.append([b["zone"] or "(no zone)", str(b["nodes"])] + [_pct_change(r, b, a) for r in resources])
+    out.append(_table(rows))
+    for key, trace in res.explain.items():
+        out += ["", format_explain(trace)]
+    if res.notes:
+        out += [""] + [f"note: {n}" for n in res.notes]
+    return "\n".join(out)
+
+
+def format_explain(trace: dict) -> str:
+    """One pod's cycle: PreFilter statuses, each node's filter verdicts, the score breakdown."""
+    head = trace.get("selectedNode") or f"{trace.get('result', 'Unschedulable')}: {trace.get('message') or trace.get('error')}"
+    out = [f"Explain {trace.get('pod', '')}: {head}"]
+    for pf in trace.get("preFilter") or ():
+        out.append(f"  PreFilter {pf['plugin']}: {pf['status']}")
+    verdicts: dict[str, list[str]] = {}
+    plugins = []
+    for f in trace.get("filter") or ():
+        plugins.append(f["plugin"])
+        for node, v in f["nodes"].items():
+            verdicts.setdefault(node, []).append(f"{f['plugin']}: {v}")
+    if verdicts:
+        out.append("  Filter (each plugin's verdict; a node stops at its first failure):")
+        rows = [["    NODE", "VERDICTS"]]
+        for node in sorted(verdicts):
+            failed = [v for v in verdicts[node] if not v.endswith(": passed")]
+            rows.append([f"    {node}", "; ".join(failed) if failed else f"passed {len(verdicts[node])} filter(s)"])
+        out.append(_table(rows))
+    scores = trace.get("score") or {}
+    totals = trace.get("totalScores") or {}
+    if scores:
+        out.append("  Score (raw / normalised / weighted):")
+        names = list(scores)
+        rows = [["    NODE", "TOTAL", *names]]
+        for node in sorted(totals, key=lambda n: (-totals[n], n)):
+            rows.append([f"    {node}", str(totals[node])] + [
+                "{raw}/{normalized}/{weighted}".format(**scores[p][node]) if node in scores[p] else "-" for p in names])
+        out.append(_table(rows))
+    return "\n".join(out)
+
+
+# -- entry point ------------------------------------------------------------------------------
+
+def main(args) -> int:
+    try:
+        cfg = configmod.load_file(args.config) if args.config else configmod.default_config()
+        snapshot = load_snapshot(args.cluster)
+        pods = load_pods(args.pods)
+        simulation = Simulation(cfg, seed=args.seed, plugin_modules=args.plugin_module)
+        result = simulation.run(snapshot, pods, explain=set(args.explain))
+    except (configmod.ConfigError, RegistryError) as exc:
+        print(f"pysched simulate: invalid configuration: {exc}", file=sys.stderr)
+        return 2
+    except (SnapshotError, apidefaults.AdmissionError) as exc:
+        print(f"pysched simulate: {exc}", file=sys.stderr)
+        return 2
+    if args.output == "json":
+        print(json.dumps(result.as_dict(), indent=2))
+    else:
+        print(format_text(result))
+    if args.report:
+        from pysched.tools.report import write_report
+        write_report(result, args.report)
+        if args.output != "json":
+            print(f"\nreport: {args.report}")
+    return 0 if result.all_placed else 1

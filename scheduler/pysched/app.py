@@ -17,8 +17,8 @@ from pysched.backend.cache.cache import SchedulerCache
 from pysched.apis.config import SchedulerConfig
 from pysched.eventhandlers import EventHandlers, EventRegistry
 from pysched.client.events import DEFAULT_LIMIT, EventRecorder
-from pysched.framework.registry import Registry, build_registry
-from pysched.framework.runtime import Framework, Handle
+from pysched.framework.registry import Registry
+from pysched.profile import build_frameworks, build_queue, default_registry, ignored_extended_resources
 from pysched.client.reflector import Reflector, name_key, uid_key
 from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewError
 from pysched.server.delegated_auth import build as build_auth
@@ -33,7 +33,6 @@ from pysched.util.logs import kv
 from pysched.metrics import METRICS
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
 from pysched.client.objectstore import ObjectStore
-from pysched.backend.queue.scheduling_queue import SchedulingQueue
 from pysched.schedule_one import Scheduler, max_binds_for
 from pysched.tools.shadow import ShadowRecorder
 
@@ -66,41 +65,13 @@ class Options:
     event_backlog_limit: int | None = None  # None: events.DEFAULT_LIMIT
 
 
-def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache, client, recorder,
-                     extra: dict | None = None, objects: ObjectStore | None = None) -> dict[str, Framework]:
-    waiting: dict = {}
-    out = {}
-    objects = objects if objects is not None else ObjectStore()
-    for prof in cfg.profiles:
-        handle = Handle(cache=cache, client=client, recorder=recorder, waiting_pods=waiting,
-                        extra=dict(extra or {}), objects=objects)
-        out[prof.scheduler_name] = Framework(prof, registry, handle)
-    return out
-
-
-def ignored_extended_resources(cfg: SchedulerConfig) -> list[str]:
-    return [m.name for e in cfg.extenders for m in e.managed_resources if m.ignored_by_scheduler]
-
-
-def build_queue(cfg: SchedulerConfig, frameworks: dict[str, Framework]) -> SchedulingQueue:
-    first = next(iter(frameworks.values()))
-
-    def pre_enqueue(pod):
-        fwk = frameworks.get(pod.scheduler_name)
-        return fwk.run_pre_enqueue(pod) if fwk is not None else None
-
-    return SchedulingQueue(sort_key=first.queue_sort_key(), pre_enqueue=pre_enqueue,
-                           initial_backoff=float(cfg.pod_initial_backoff_seconds),
-                           max_backoff=float(cfg.pod_max_backoff_seconds))
-
-
 class SchedulerApp:
     def __init__(self, cfg: SchedulerConfig, options: Options, creds: Credentials,
                  registry: Registry | None = None):
         self.cfg = cfg
         self.options = options
         self.creds = creds
-        self.registry = registry if registry is not None else build_registry(options.plugin_modules)
+        self.registry = registry if registry is not None else default_registry(options.plugin_modules)
         cc = cfg.client_connection
         self.client = KubeClient(creds, qps=cc.qps, burst=cc.burst)
         self.event_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=8)

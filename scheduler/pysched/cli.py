@@ -198,14 +198,15 @@ def load_config(path: str | None) -> configmod.SchedulerConfig:
 
 def cmd_run(args) -> int:
     from pysched.app import Options, SchedulerApp
-    from pysched.framework.registry import RegistryError, build_registry
+    from pysched.framework.registry import RegistryError
+    from pysched.profile import default_registry
     from pysched.client.auth import CredentialsError, load
 
     try:
-        from pysched.app import build_frameworks
+        from pysched.profile import build_frameworks
         from pysched.backend.cache.cache import SchedulerCache
         cfg = load_config(args.config)
-        registry = build_registry(args.plugin_module)
+        registry = default_registry(args.plugin_module)
         # Build every profile once before touching the cluster: bad plugins/args fail here.
         fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None)
         if args.write_config_to:

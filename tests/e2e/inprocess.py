@@ -8,7 +8,8 @@ import asyncio
 from pysched.apis import config as configmod
 from pysched.app import Options, SchedulerApp
 from pysched.framework.interface import PreBindPlugin
-from pysched.framework.registry import build_registry
+
+from pysched.profile import default_registry
 from pysched.framework.status import Status
 from pysched.client.auth import load_kubeconfig
 
@@ -40,7 +41,7 @@ def paused_profile(**profile) -> dict:
 async def in_process_app(control_plane, cfg_raw: dict, *, pause: bool = False) -> SchedulerApp:
     registry = None
     if pause:
-        registry = build_registry()
+        registry = default_registry()
         registry.register(PauseBeforeBind)
     cfg = configmod.parse(cfg_raw)
     return SchedulerApp(cfg, Options(kubeconfig=str(control_plane.kubeconfig), serve=False, kopf=False, seed=1),

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pysched.app import build_frameworks
+from pysched.profile import build_frameworks
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.apis.config import ConfigError, default_config, go_duration_ns, load_file, parse, parse_duration
-from pysched.framework.registry import build_registry
+
+from pysched.profile import default_registry
 
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 
@@ -138,7 +139,7 @@ def test_malformed_config_exits_2_naming_the_problem(tmp_path, content, expected
 
 
 def frameworks(raw):
-    return build_frameworks(cfg(**raw), build_registry(), cache=SchedulerCache(), client=None, recorder=None)
+    return build_frameworks(cfg(**raw), default_registry(), cache=SchedulerCache(), client=None, recorder=None)
 
 
 def test_unknown_plugin_and_plugin_config_errors():

@@ -4,7 +4,8 @@ import pytest
 
 from pysched.apis import config as configmod
 from pysched.framework.interface import FilterPlugin, PreFilterPlugin, PreFilterResult, ScorePlugin
-from pysched.framework.registry import Registry, build_registry
+from pysched.framework.registry import Registry
+from pysched.profile import default_registry
 from pysched.framework.status import Code, Status
 from pysched.framework.types import Diagnosis, FitError, truncate_message
 from pysched.tools.offline import OfflineScheduler
@@ -71,7 +72,7 @@ class OnlyNode(PreFilterPlugin):
 
 
 def offline(plugins, extra_registry):
-    reg = build_registry()
+    reg = default_registry()
     for cls in extra_registry:
         reg.register(cls)
     cfg = configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,

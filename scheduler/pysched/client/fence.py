@@ -23,11 +23,13 @@ from __future__ import annotations
 import asyncio
 from typing import Callable
 
-from pysched.client.rest import ApiError
+from pysched.apis.core.errors import ApiError
 
 
 class NotLeaderError(ApiError):
     """A write was refused by this process's own fence: it cannot prove it leads right now."""
+
+    local = True
 
     def __init__(self, why: str):
         super().__init__(0, "NotLeader", f"not written: {why}")

@@ -21,28 +21,12 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import orjson
 
+from pysched.apis.core.errors import ApiError
 from pysched.client.httppool import HTTPPool
 from pysched.client.auth import Credentials
 
 log = logging.getLogger("pysched.client.rest")
 USER_AGENT = "pysched/0.1"
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, reason: str = "", message: str = "", body: Any = None):
-        self.status = status
-        self.reason = reason
-        self.message = message or reason or f"HTTP {status}"
-        self.body = body
-        super().__init__(f"{status} {reason}: {self.message}")
-
-    @property
-    def conflict(self) -> bool:
-        return self.status == 409
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
 
 
 class TokenBucket:

@@ -477,13 +477,14 @@ def server_ssl(cert: str | None, key: str | None, client_ca: str | None) -> ssl.
 async def serve(args) -> int:
     from pysched.apis import config as configmod
     from pysched.app import Options, SchedulerApp
-    from pysched.framework.registry import build_registry
+    
+    from pysched.profile import default_registry
     from pysched.server.delegated_auth import AuthOptions
     from pysched.server.delegated_auth import build as build_auth
     from pysched.client.auth import load
 
     cfg = configmod.load_file(args.config) if args.config else configmod.default_config()
-    registry = build_registry(args.plugin_module)
+    registry = default_registry(args.plugin_module)
     creds = load(args.kubeconfig or cfg.client_connection.kubeconfig or None)
     app = SchedulerApp(cfg, Options(kubeconfig=args.kubeconfig, serve=False, leader_elect=False), creds, registry)
     ctx = server_ssl(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)

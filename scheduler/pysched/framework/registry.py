@@ -1,6 +1,7 @@
 """Registry: plugin name -> plugin class.
 
-The in-tree set comes from ``plugins.IN_TREE``. Out-of-tree plugins are added without touching
+The caller hands over the in-tree set (``pysched.profile.default_registry`` passes
+``pysched.plugins.IN_TREE``: the framework imports no plugin). Out-of-tree plugins are added without touching
 the core, either through the ``pysched.plugins`` entry-point group (each entry point
 names a plugin class) or with ``--plugin-module mypackage.plugins``, a module whose import calls
 ``register()`` or that exposes a ``PLUGINS`` list of classes.
@@ -55,11 +56,10 @@ def load_module(module: str) -> None:
         _EXTRA.register(cls)
 
 
-def build_registry(modules: Iterable[str] = ()) -> Registry:
-    from pysched.plugins import IN_TREE
-
+def build_registry(modules: Iterable[str] = (), *, in_tree: Iterable[type[Plugin]] = ()) -> Registry:
+    """``in_tree`` classes, then the ``pysched.plugins`` entry points, then ``modules``."""
     reg = Registry()
-    reg.merge(IN_TREE)
+    reg.merge(in_tree)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             reg.register(ep.load(), ep.name)

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from pysched import metrics
-from pysched.client.fence import NotLeaderError
+from pysched.util.logs import kv
+from pysched.apis.core.errors import ApiError
 from pysched.apis.config import ConfigError, PluginSet, Profile, merged_plugin_sets
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interface import (EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, FilterPlugin,
@@ -499,7 +500,9 @@ class Framework:
         for pl in self.pre_bind:
             try:
                 st = await pl.pre_bind(state, pod, node)
-            except NotLeaderError as exc:  # the write fence: not a plugin failure, nothing was sent
+            except ApiError as exc:  # an API answer (or the write fence), not a bug in the plugin
+                if not exc.local:
+                    log.warning("API request failed", extra=kv(plugin=pl.name, pod=pod.key, node=node, error=str(exc)))
                 st = Status.as_error(exc, pl.name)
             except Exception as exc:  # noqa: BLE001
                 log.exception("prebind plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
@@ -518,7 +521,9 @@ class Framework:
         for pl in self.bind:
             try:
                 st = await pl.bind(state, pod, node)
-            except NotLeaderError as exc:  # the write fence: not a plugin failure, nothing was sent
+            except ApiError as exc:  # an API answer (or the write fence), not a bug in the plugin
+                if not exc.local:
+                    log.warning("API request failed", extra=kv(plugin=pl.name, pod=pod.key, node=node, error=str(exc)))
                 st = Status.as_error(exc, pl.name)
             except Exception as exc:  # noqa: BLE001
                 log.exception("bind plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)

@@ -13,7 +13,7 @@ import aiohttp
 
 from pysched.framework.interface import BindPlugin
 from pysched.framework.status import Code, Status
-from pysched.client.rest import ApiError
+from pysched.apis.core.errors import ApiError
 
 ALREADY_BOUND = "already bound"
 POD_GONE = "pod not found"

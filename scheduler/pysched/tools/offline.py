@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pysched.apis import config as configmod
-from pysched.app import build_frameworks, build_queue, ignored_extended_resources
+from pysched.profile import build_frameworks, build_queue, default_registry, ignored_extended_resources
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.eventhandlers import EventHandlers, EventRegistry
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.registry import Registry, build_registry
+from pysched.framework.registry import Registry
 from pysched.framework.runtime import TRACE_KEY, CycleTrace
 from pysched.framework.status import Code, Status
 from pysched.framework.types import FitError, FrameworkError, NoNodesAvailable
@@ -37,7 +37,7 @@ class OfflineScheduler:
     def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, registry: Registry | None = None,
                  seed: int | None = 0):
         self.cfg = cfg or configmod.default_config()
-        self.registry = registry if registry is not None else build_registry()
+        self.registry = registry if registry is not None else default_registry()
         self.cache = SchedulerCache()
         self.objects = ObjectStore()
         self.frameworks = build_frameworks(self.cfg, self.registry, cache=self.cache, client=None, recorder=None,

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 from pysched.apis.core import defaults as apidefaults
 from pysched.apis import config as configmod
-from pysched.framework.registry import RegistryError, build_registry
+from pysched.framework.registry import RegistryError
+from pysched.profile import default_registry
 from pysched.tools.offline import OfflineScheduler, Outcome
 from pysched.apis.core.quantity import format_resource
 from pysched.tools.snapshot import Snapshot, SnapshotError, load_pods, load_snapshot
@@ -104,7 +105,7 @@ class Simulation:
     def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, seed: int = 0, plugin_modules=()):
         self.cfg = cfg or configmod.default_config()
         self.seed = seed
-        self.sim = OfflineScheduler(self.cfg, registry=build_registry(plugin_modules), seed=seed)
+        self.sim = OfflineScheduler(self.cfg, registry=default_registry(plugin_modules), seed=seed)
 
     def load(self, snapshot: Snapshot) -> list[str]:
         notes = []

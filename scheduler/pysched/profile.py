@@ -1,0 +1,51 @@
+"""Profiles: the registry, one framework per profile, and the scheduling queue, built from configuration.
+
+The live scheduler (``app``), the offline engine behind ``pysched simulate`` (``tools.offline``)
+and the extender server all build their frameworks here, so the three run the same plugins with
+the same arguments. The in-tree plugin set (``pysched.plugins``) is handed to the registry here:
+the framework itself knows no plugin.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from pysched.apis.config import SchedulerConfig
+from pysched.backend.queue.scheduling_queue import SchedulingQueue
+from pysched.client.objectstore import ObjectStore
+from pysched.framework.registry import Registry, build_registry
+from pysched.framework.runtime import Framework, Handle
+from pysched.plugins import IN_TREE
+
+
+def default_registry(plugin_modules: Iterable[str] = ()) -> Registry:
+    """The in-tree plugins, entry points of group ``pysched.plugins``, and ``--plugin-module`` modules."""
+    return build_registry(plugin_modules, in_tree=IN_TREE)
+
+
+def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache, client, recorder,
+                     extra: dict | None = None, objects: ObjectStore | None = None) -> dict[str, Framework]:
+    waiting: dict = {}
+    out = {}
+    objects = objects if objects is not None else ObjectStore()
+    for prof in cfg.profiles:
+        handle = Handle(cache=cache, client=client, recorder=recorder, waiting_pods=waiting,
+                        extra=dict(extra or {}), objects=objects)
+        out[prof.scheduler_name] = Framework(prof, registry, handle)
+    return out
+
+
+def ignored_extended_resources(cfg: SchedulerConfig) -> list[str]:
+    return [m.name for e in cfg.extenders for m in e.managed_resources if m.ignored_by_scheduler]
+
+
+def build_queue(cfg: SchedulerConfig, frameworks: dict[str, Framework]) -> SchedulingQueue:
+    first = next(iter(frameworks.values()))
+
+    def pre_enqueue(pod):
+        fwk = frameworks.get(pod.scheduler_name)
+        return fwk.run_pre_enqueue(pod) if fwk is not None else None
+
+    return SchedulingQueue(sort_key=first.queue_sort_key(), pre_enqueue=pre_enqueue,
+                           initial_backoff=float(cfg.pod_initial_backoff_seconds),
+                           max_backoff=float(cfg.pod_max_backoff_seconds))

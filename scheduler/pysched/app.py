@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.apis.config import SchedulerConfig
-from pysched.eventhandlers import EventHandlers, EventRegistry
+from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
 from pysched.client.events import DEFAULT_LIMIT, EventRecorder
 from pysched.framework.registry import Registry
-from pysched.profile import build_frameworks, build_queue, default_registry, ignored_extended_resources
+from pysched.profile import build_frameworks, build_queue, default_registry
 from pysched.client.reflector import Reflector, name_key, uid_key
 from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewError
 from pysched.server.delegated_auth import build as build_auth
@@ -73,55 +73,13 @@ class SchedulerApp:
         self.creds = creds
         self.registry = registry if registry is not None else default_registry(options.plugin_modules)
         cc = cfg.client_connection
-        self.client = KubeClient(creds, qps=cc.qps, burst=cc.burst)
-        self.event_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=8)
-        self.recorder = EventRecorder(self.event_client, limit=options.event_backlog_limit or DEFAULT_LIMIT)
-        self.cache = SchedulerCache()
-        self.objects = ObjectStore()
-        self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,
-                                           recorder=self.recorder, objects=self.objects,
-                                           extra={"ignored_extended_resources": ignored_extended_resources(cfg)})
-        # Which framework handles a pod, by schedulerName: our profiles, or in shadow mode the
-        # first profile standing in for each shadowed scheduler.
-        if options.shadow:
-            first = next(iter(self.frameworks.values()))
-            first.percentage_of_nodes_to_score = 100  # compare against every node, not a sample
-            routing = {name: first for name in options.shadow_scheduler_names}
-        else:
-            routing = self.frameworks
-        self.queue = build_queue(cfg, routing)
-        self.handlers = EventHandlers(self.cache, self.queue, set(routing),
-                                      EventRegistry(self.frameworks.values()))
-        self.objects.listeners.append(self.handlers.object_event)
-        self.extenders = [HTTPExtender(e) for e in cfg.extenders]
-        self.handlers.keep_node_raw = any(not e.node_cache_capable for e in self.extenders)
         shadow = options.shadow
-        self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=routing,
-                                   recorder=None if shadow else self.recorder, client=None if shadow else self.client,
-                                   percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
-                                   extenders=[] if shadow else self.extenders, seed=options.seed,
-                                   on_cluster_event=self.handlers._move)
-        self.scheduler.explain_all = options.explain_all
-        self.shadow: ShadowRecorder | None = None
-        if shadow:
-            # Never binds, patches or records: only predictions, metrics, logs and /debug/explain.
-            self.shadow = self.scheduler.shadow = ShadowRecorder(self.scheduler)
-            self.cache.expect_rebinding = True
-            self.handlers.on_assigned = self.shadow.observe_bound
-            self.handlers.skip_pending = self.shadow.seen
-            self.handlers.on_pod_deleted = self.shadow.observe_deleted
-        self.node_reflector = Reflector(self.client, name="nodes", path="/api/v1/nodes",
-                                        on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
-                                        key=name_key, resync_period=options.resync_period)
-        self.pod_reflector = Reflector(self.client, name="pods", path="/api/v1/pods",
-                                       on_upsert=self.handlers.pod_upsert, on_delete=self.handlers.pod_delete,
-                                       key=uid_key, params={"fieldSelector": POD_FIELD_SELECTOR},
-                                       resync_period=options.resync_period)
         le = cfg.leader_election
-        self.leader_elect = le.leader_elect if options.leader_elect is None else options.leader_elect
-        if shadow:
-            self.leader_elect = False  # a shadow never binds, so it must not hold (or wait for) the Lease
+        leader_elect = le.leader_elect if options.leader_elect is None else options.leader_elect
+        # A shadow never binds, so it must not hold (or wait for) the Lease.
+        self.leader_elect = leader_elect and not shadow
         self.elector: LeaderElector | None = None
+        bind_timeout: float | None = None
         if self.leader_elect:
             # Its own client and rate limiter: lease renewals must never queue behind binds.
             self.le_client = KubeClient(creds, qps=max(cc.qps, 5.0), burst=max(cc.burst, 10), max_connections=4,
@@ -131,18 +89,49 @@ class SchedulerApp:
                                          renew_deadline=le.renew_deadline, retry_period=le.retry_period,
                                          on_stopped=self._on_lease_lost,
                                          on_new_leader=lambda h: log.info("new leader elected", extra=kv(leader=h)))
+            self.fence = self.elector.fence
             bind_timeout = max(1.0, le.lease_duration - le.renew_deadline)
-            for fwk in self.frameworks.values():
-                fwk.handle.extra["bind_timeout"] = bind_timeout
-            self.fence = WriteFence(self.elector.is_fresh)
-            self.elector.on_renewed = self.fence.notify
         else:
             self.fence = WriteFence(lambda: True, description="process")  # open until shutdown
         # Every write on the scheduler's behalf passes the fence right before it goes out.
-        for writer in (self.client, self.event_client, *self.extenders):
-            writer.fence = self.fence
-        self.scheduler.fence = self.fence
-        self.scheduler.max_binds_outstanding = max_binds_for(cc.qps, self.frameworks_bind_timeout())
+        self.client = KubeClient(creds, qps=cc.qps, burst=cc.burst, fence=self.fence)
+        self.event_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=8, fence=self.fence)
+        self.recorder = EventRecorder(self.event_client, limit=options.event_backlog_limit or DEFAULT_LIMIT)
+        self.cache = SchedulerCache(expect_rebinding=shadow)  # a shadow's assumptions are only predictions
+        self.objects = ObjectStore()
+        self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,
+                                           recorder=self.recorder, objects=self.objects, bind_timeout=bind_timeout)
+        # Which framework handles a pod, by schedulerName: our profiles, or in shadow mode the
+        # first profile standing in for each shadowed scheduler.
+        if shadow:
+            first = next(iter(self.frameworks.values()))
+            first.percentage_of_nodes_to_score = 100  # compare against every node, not a sample
+            routing = {name: first for name in options.shadow_scheduler_names}
+        else:
+            routing = self.frameworks
+        self.queue = build_queue(cfg, routing)
+        self.cluster_events = ClusterEvents(self.queue, EventRegistry(self.frameworks.values()))
+        self.objects.subscribe(self.cluster_events.object_event)
+        self.extenders = [HTTPExtender(e, fence=self.fence) for e in cfg.extenders]
+        self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=routing,
+                                   recorder=None if shadow else self.recorder, client=None if shadow else self.client,
+                                   percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
+                                   extenders=[] if shadow else self.extenders, seed=options.seed,
+                                   fence=self.fence, explain_all=options.explain_all,
+                                   max_binds_outstanding=max_binds_for(cc.qps, bind_timeout or self.client.timeout),
+                                   on_cluster_event=self.cluster_events.move)
+        # Shadow mode never binds, patches or records: only predictions, metrics, logs and /debug/explain.
+        self.shadow = ShadowRecorder(self.scheduler) if shadow else None
+        self.handlers = EventHandlers(self.cache, self.queue, set(routing), self.cluster_events,
+                                      keep_node_raw=any(not e.node_cache_capable for e in self.extenders),
+                                      observer=self.shadow)
+        self.node_reflector = Reflector(self.client, name="nodes", path="/api/v1/nodes",
+                                        on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
+                                        key=name_key, resync_period=options.resync_period)
+        self.pod_reflector = Reflector(self.client, name="pods", path="/api/v1/pods",
+                                       on_upsert=self.handlers.pod_upsert, on_delete=self.handlers.pod_delete,
+                                       key=uid_key, params={"fieldSelector": POD_FIELD_SELECTOR},
+                                       resync_period=options.resync_period)
         self.server: SecureServer | None = None
         self.auth: DelegatedAuth | None = None
         self._shutting_down = False
@@ -171,7 +160,7 @@ class SchedulerApp:
         self._failed_seen.add(uid)
         if typ is None:
             return  # failed before we started: not news
-        self.handlers._note_kubelet_rejection(obj)
+        self.handlers.note_kubelet_rejection(obj)
 
     async def wait_synced(self) -> None:
         await self.node_reflector.synced.wait()
@@ -252,7 +241,8 @@ class SchedulerApp:
                 if self.stopping.is_set():
                     return self.exit_code
                 log.info("started leading; scheduling")
-            sched = self._spawn(self.scheduler.run(), "scheduling-loop")
+            loop = self.shadow.run() if self.shadow is not None else self.scheduler.run()
+            sched = self._spawn(loop, "scheduling-loop")
             watch = [sched, stop, self.tasks[0], self.tasks[1]]
             done, _ = await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
@@ -328,7 +318,7 @@ class SchedulerApp:
     def frameworks_bind_timeout(self) -> float:
         """How long a bind that already went out may take (its request timeout)."""
         first = next(iter(self.frameworks.values()))
-        return first.handle.extra.get("bind_timeout") or self.client.timeout
+        return first.handle.bind_timeout or self.client.timeout
 
     def request_stop(self) -> None:
         log.info("shutting down")

@@ -203,6 +203,7 @@ def cmd_run(args) -> int:
     from pysched.client.auth import CredentialsError, load
 
     try:
+        from pysched.framework.args import dump_args
         from pysched.profile import build_frameworks
         from pysched.backend.cache.cache import SchedulerCache
         cfg = load_config(args.config)
@@ -210,7 +211,7 @@ def cmd_run(args) -> int:
         # Build every profile once before touching the cluster: bad plugins/args fail here.
         fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None)
         if args.write_config_to:
-            args_out = {name: {pn: (a.to_dict() if a is not None and hasattr(a, "to_dict") else {})
+            args_out = {name: {pn: dump_args(a)
                                for pn, a in fw.plugin_args.items() if a is not None}
                         for name, fw in fws.items()}
             eff = {name: fw.plugin_sets for name, fw in fws.items()}

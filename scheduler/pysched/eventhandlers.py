@@ -15,7 +15,7 @@ Handlers run on the event loop, between scheduling cycles; they do no I/O.
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Callable, Protocol
 
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.framework.types import EXTENDER_NAME
@@ -97,22 +97,30 @@ class EventRegistry:
         return False
 
 
-class EventHandlers:
-    def __init__(self, cache: SchedulerCache, queue: SchedulingQueue, scheduler_names: set[str],
-                 registry: EventRegistry | None = None, *, on_bound: Callable[[PodInfo], None] | None = None):
-        self.cache = cache
-        self.queue = queue
-        self.scheduler_names = scheduler_names
-        self.registry = registry
-        self.on_bound = on_bound
-        self.keep_node_raw = False  # extenders that are not nodeCacheCapable need whole Node objects
-        # Shadow mode's hooks: a pod seen bound for the first time (by anyone), a pending pod that
-        # must not be queued again, a pod deleted.
-        self.on_assigned: Callable[[PodInfo], None] | None = None
-        self.skip_pending: Callable[[str], bool] | None = None
-        self.on_pod_deleted: Callable[[str], None] | None = None
+class PodObserver(Protocol):
+    """Hooks for a mode that watches pods beside the cache (shadow mode): a pod seen bound for the
+    first time (by anyone), whether a pending pod must not be queued again, a pod deleted."""
 
-    def _move(self, resource: str, actions: set[str], old=None, new=None) -> None:
+    def observe_bound(self, pod: PodInfo) -> None: ...
+    def seen(self, uid: str) -> bool: ...
+    def observe_deleted(self, uid: str) -> None: ...
+
+
+OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persistentvolumes": "PersistentVolume",
+                    "storageclasses": "StorageClass", "namespaces": "Namespace", "services": "Service",
+                    "replicasets": "ReplicaSet", "statefulsets": "StatefulSet",
+                    "replicationcontrollers": "ReplicationController"}
+
+
+class ClusterEvents:
+    """Cluster events -> requeue: moves unschedulable pods that a registered plugin cares about
+    back to the active or backoff queue (QueueingHints when the plugin gave one)."""
+
+    def __init__(self, queue: SchedulingQueue, registry: EventRegistry | None = None):
+        self.queue = queue
+        self.registry = registry
+
+    def move(self, resource: str, actions: set[str], old=None, new=None) -> None:
         if not actions or not self.queue.has_unschedulable():
             return
         label = "AssignedPod" if resource == "Pod" else resource
@@ -122,6 +130,32 @@ class EventHandlers:
             self.queue.move_all(event)
         else:
             self.queue.move_all(event, lambda qpi: reg.interested(qpi, resource, actions, old, new))
+
+    def object_event(self, plural: str, typ: str | None, obj: dict) -> None:
+        """An ObjectStore change (namespaces, PVCs, PVs, StorageClasses, workloads)."""
+        resource = OBJECT_RESOURCES.get(plural)
+        if resource is None:
+            return
+        action = {"DELETED": "Delete", "MODIFIED": "Update"}.get(typ or "", "Add")
+        self.move(resource, {action}, None, obj)
+
+
+class EventHandlers:
+    def __init__(self, cache: SchedulerCache, queue: SchedulingQueue, scheduler_names: set[str],
+                 events: ClusterEvents, *, keep_node_raw: bool = False,
+                 on_bound: Callable[[PodInfo], None] | None = None, observer: PodObserver | None = None):
+        """``keep_node_raw``: keep whole Node objects (extenders that are not nodeCacheCapable need
+        them); ``on_bound``: a pod we assumed was confirmed bound; ``observer``: shadow mode's hooks."""
+        self.cache = cache
+        self.queue = queue
+        self.scheduler_names = scheduler_names
+        self.events = events
+        self.on_bound = on_bound
+        self.keep_node_raw = keep_node_raw
+        self.observer = observer
+
+    def _move(self, resource: str, actions: set[str], old=None, new=None) -> None:
+        self.events.move(resource, actions, old, new)
 
     # -- pods ----------------------------------------------------------------------------------
 
@@ -137,8 +171,8 @@ class EventHandlers:
         if spec.get("nodeName"):
             pod = PodInfo.from_dict(obj)
             old, confirmed = self.cache.upsert_pod(pod)
-            if self.on_assigned is not None and (old is None or confirmed):
-                self.on_assigned(pod)
+            if self.observer is not None and (old is None or confirmed):
+                self.observer.observe_bound(pod)
             if uid in self.queue:
                 qpi = self.queue.get(uid)
                 if qpi is not None and qpi.where != "inflight":
@@ -167,7 +201,7 @@ class EventHandlers:
         if meta.get("deletionTimestamp"):
             self.queue.delete(uid)
             return
-        if self.skip_pending is not None and self.skip_pending(uid):
+        if self.observer is not None and self.observer.seen(uid):
             return
         pod = PodInfo.from_dict(obj, keep_raw=True)
         if uid in self.queue:
@@ -177,10 +211,10 @@ class EventHandlers:
 
     def pod_delete(self, key: str, obj: dict | None) -> None:
         uid = key
-        if self.on_pod_deleted is not None:
-            self.on_pod_deleted(uid)
+        if self.observer is not None:
+            self.observer.observe_deleted(uid)
         if obj is not None:
-            self._note_kubelet_rejection(obj)
+            self.note_kubelet_rejection(obj)
         removed = self.cache.remove_pod(uid)
         qpi = self.queue.get(uid)
         if qpi is not None:
@@ -188,7 +222,7 @@ class EventHandlers:
         if removed is not None:
             self._move("Pod", {"Delete"}, removed, None)
 
-    def _note_kubelet_rejection(self, obj: dict) -> None:
+    def note_kubelet_rejection(self, obj: dict) -> None:
         status = obj.get("status") or {}
         if status.get("phase") != "Failed":
             return
@@ -202,20 +236,6 @@ class EventHandlers:
             log.warning("kubelet rejected a pod we bound", extra=kv(
                 pod=f"{meta.get('namespace')}/{meta.get('name')}", node=spec.get("nodeName"), reason=reason,
                 message=status.get("message", "")))
-
-    # -- other objects (namespaces, PVCs, PVs, StorageClasses, workloads) ----------------------
-
-    OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persistentvolumes": "PersistentVolume",
-                        "storageclasses": "StorageClass", "namespaces": "Namespace", "services": "Service",
-                        "replicasets": "ReplicaSet", "statefulsets": "StatefulSet",
-                        "replicationcontrollers": "ReplicationController"}
-
-    def object_event(self, plural: str, typ: str | None, obj: dict) -> None:
-        resource = self.OBJECT_RESOURCES.get(plural)
-        if resource is None:
-            return
-        action = {"DELETED": "Delete", "MODIFIED": "Update"}.get(typ or "", "Add")
-        self._move(resource, {action}, None, obj)
 
     # -- nodes ---------------------------------------------------------------------------------
 

@@ -14,7 +14,8 @@ from pysched.apis.config import SchedulerConfig
 from pysched.backend.queue.scheduling_queue import SchedulingQueue
 from pysched.client.objectstore import ObjectStore
 from pysched.framework.registry import Registry, build_registry
-from pysched.framework.runtime import Framework, Handle
+from pysched.framework.handle import APIClient, EventRecorder, Handle, SnapshotView
+from pysched.framework.runtime import Framework
 from pysched.plugins import IN_TREE
 
 
@@ -23,14 +24,18 @@ def default_registry(plugin_modules: Iterable[str] = ()) -> Registry:
     return build_registry(plugin_modules, in_tree=IN_TREE)
 
 
-def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache, client, recorder,
-                     extra: dict | None = None, objects: ObjectStore | None = None) -> dict[str, Framework]:
+def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache: SnapshotView, client: APIClient | None,
+                     recorder: EventRecorder | None, objects: ObjectStore | None = None,
+                     bind_timeout: float | None = None) -> dict[str, Framework]:
+    """One framework per profile; all share the snapshot, the object store and the Permit waiting room."""
     waiting: dict = {}
     out = {}
     objects = objects if objects is not None else ObjectStore()
+    ignored = frozenset(ignored_extended_resources(cfg))
     for prof in cfg.profiles:
-        handle = Handle(cache=cache, client=client, recorder=recorder, waiting_pods=waiting,
-                        extra=dict(extra or {}), objects=objects)
+        handle = Handle(snapshot=cache, objects=objects, client=client, recorder=recorder,
+                        profile_name=prof.scheduler_name, waiting_pods=waiting, bind_timeout=bind_timeout,
+                        ignored_extended_resources=ignored)
         out[prof.scheduler_name] = Framework(prof, registry, handle)
     return out
 

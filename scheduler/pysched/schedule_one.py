@@ -87,8 +87,11 @@ class ScheduleResult:
 class Scheduler:
     def __init__(self, *, cache: SchedulerCache, queue: SchedulingQueue, frameworks: dict[str, Framework],
                  recorder: EventRecorder | None = None, client=None, percentage_of_nodes_to_score: int = 0,
-                 extenders=(), fence: WriteFence | None = None,
-                 seed: int | None = None, on_cluster_event: Callable | None = None):
+                 extenders=(), fence: WriteFence | None = None, max_binds_outstanding: int = MAX_BINDS_OUTSTANDING,
+                 explain_all: bool = False, seed: int | None = None, on_cluster_event: Callable | None = None):
+        """``fence``: writes only while this replica leads (``client.fence``); ``max_binds_outstanding``:
+        backpressure (``max_binds_for``); ``explain_all``: trace every cycle for /debug/explain;
+        ``on_cluster_event``: where capacity freed by a forgotten pod is reported (requeue)."""
         self.cache = cache
         self.queue = queue
         self.frameworks = frameworks
@@ -99,7 +102,7 @@ class Scheduler:
         self.fence = fence                         # with leader election: no write unless we lead
         # Pods past Permit/PreBind whose bind is queued or in flight; the scheduling loop waits
         # while there are this many (see ``max_binds_for``).
-        self.max_binds_outstanding = 1000
+        self.max_binds_outstanding = max_binds_outstanding
         self._binds_outstanding = 0
         self._bind_room: asyncio.Event | None = None
         self._fenced_logged = False
@@ -109,10 +112,9 @@ class Scheduler:
         self.on_cluster_event = on_cluster_event
         self.binding_tasks: set[asyncio.Task] = set()
         self.api_tasks: set[asyncio.Task] = set()
-        self.explain_all = False
+        self.explain_all = explain_all
         self.traces: dict[str, dict] = {}
         self._explained: dict[str, str] = {}       # uid -> explanation annotation last written
-        self.shadow = None                         # a ShadowRecorder: predict, never bind
         self.trace_limit = 2000
         self.last_results: dict[str, dict] = {}
         self.scheduled = 0
@@ -141,9 +143,7 @@ class Scheduler:
             if qpi is None:
                 return
             try:
-                if self.shadow is not None:
-                    self.shadow.predict(qpi)
-                elif self.extenders:
+                if self.extenders:
                     await self.schedule_one_async(qpi)
                 else:
                     self.schedule_one(qpi)

@@ -19,7 +19,7 @@ from pysched.framework.status import Code
 from pysched.framework.podinfo import PodInfo
 
 from .conftest import node, pod
-from .plugin_harness import UAU, UNS, PluginHarness
+from pysched.testing import UAU, UNS, PluginTester
 
 Z = "topology.kubernetes.io/zone"
 
@@ -28,7 +28,7 @@ def test_node_ports_conflicts():
     used = pod("web", node_name="n1", host_ports=[8080])
     udp = pod("dns", node_name="n2")
     udp["spec"]["containers"][0]["ports"] = [{"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"}]
-    hh = PluginHarness(NodePorts, nodes=[node("n1"), node("n2"), node("n3")], pods=[used, udp])
+    hh = PluginTester(NodePorts, nodes=[node("n1"), node("n2"), node("n3")], pods=[used, udp])
     r = hh.filter(pod("p", host_ports=[8080]))
     assert r["n1"] == (UNS, ("node(s) didn't have free ports for the requested pod ports",))
     assert r["n2"] is None and r["n3"] is None
@@ -43,7 +43,7 @@ def test_node_ports_conflicts():
 
 
 def test_balanced_allocation():
-    hh = PluginHarness(NodeResourcesBalancedAllocation,
+    hh = PluginTester(NodeResourcesBalancedAllocation,
                        nodes=[node("n", cpu="4", memory="8Gi"), node("m", cpu="4", memory="4Gi")])
     s = hh.score(pod("p", cpu="2", memory="2Gi"))
     # n: cpu 0.5, mem 0.25 -> std 0.125 -> 87 ; m: 0.5, 0.5 -> 100
@@ -59,7 +59,7 @@ def test_image_locality():
         return n
     mb = 2**20
     nodes = [imaged("has", [("registry.k8s.io/pause:3.10", 500 * mb)]), imaged("none", [])]
-    hh = PluginHarness(ImageLocality, nodes=nodes)
+    hh = PluginTester(ImageLocality, nodes=nodes)
     s = hh.score(pod("p"))
     # 500MB * (1/2 nodes) = 250MB -> (250-23)/(1000-23)*100 = 23
     assert s["has"] == 100 * (250 * mb - 23 * mb) // (1000 * mb - 23 * mb) and s["none"] == 0
@@ -106,7 +106,7 @@ NODES = [node("n1", labels={Z: "a"}), node("n2", labels={Z: "b"})]
 
 
 def vb(objects):
-    return PluginHarness(VolumeBinding, nodes=NODES, objects=objects)
+    return PluginTester(VolumeBinding, nodes=NODES, objects=objects)
 
 
 def test_volume_binding_prefilter_rejections():
@@ -141,11 +141,11 @@ def test_wait_for_first_consumer_static_and_provisioned():
 
 
 def test_volume_zone():
-    hh = PluginHarness(VolumeZone, nodes=NODES + [node("nozone")],
+    hh = PluginTester(VolumeZone, nodes=NODES + [node("nozone")],
                        objects=[pvc("c", volume="pv1", phase="Bound"), pv("pv1", zone="b", claim="c")])
     r = hh.filter(vpod("c"))
     assert r == {"n1": (UAU, ("node(s) had no available volume zone",)), "n2": None, "nozone": None}
-    multi = PluginHarness(VolumeZone, nodes=NODES, objects=[pvc("c", volume="pv1", phase="Bound"),
+    multi = PluginTester(VolumeZone, nodes=NODES, objects=[pvc("c", volume="pv1", phase="Bound"),
                                                             pv("pv1", zone="a__b", claim="c")])
     assert multi.filter(vpod("c")) == {"n1": None, "n2": None}
 
@@ -153,7 +153,7 @@ def test_volume_zone():
 def test_dynamic_resources_are_refused():
     p = pod("dra")
     p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "my-claim"}]
-    hh = PluginHarness(DynamicResources, nodes=NODES)
+    hh = PluginTester(DynamicResources, nodes=NODES)
     st = hh.pre_filter(p)
     assert st.code == UAU and "spec.resourceClaims" in st.message()
     assert hh.pre_filter(pod("plain")).is_skip()
@@ -161,7 +161,7 @@ def test_dynamic_resources_are_refused():
 
 def test_gpu_scores():
     nodes = [node("gpu", extended={"nvidia.com/gpu": "4"}), node("cpu")]
-    hh = PluginHarness(GPU, nodes=nodes)
+    hh = PluginTester(GPU, nodes=nodes)
     assert hh.score(pod("trainer", extended={"nvidia.com/gpu": "1"})) == {"gpu": 50, "cpu": 50}
     assert hh.score(pod("web")) == {"gpu": 0, "cpu": 100}
     # limits-only request counts; a zero request is no demand
@@ -171,7 +171,7 @@ def test_gpu_scores():
     assert hh.score(zero) == {"gpu": 0, "cpu": 100}
     init = pod("init", init_containers=[{"name": "i", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}])
     assert hh.score(init)["cpu"] == 50
-    custom = PluginHarness(GPU, {"resourceNames": ["amd.com/gpu"]}, nodes=[node("amd", extended={"amd.com/gpu": "1"}), node("x")])
+    custom = PluginTester(GPU, {"resourceNames": ["amd.com/gpu"]}, nodes=[node("amd", extended={"amd.com/gpu": "1"}), node("x")])
     assert custom.score(pod("w")) == {"amd": 0, "x": 100}
     with pytest.raises(ConfigError, match=r"resourceNames\[0\]"):
         GPU.Args.from_dict({"resourceNames": ["gpu"]}, "args")
@@ -185,7 +185,7 @@ def test_capacity_type():
              node("eks-od", labels={"eks.amazonaws.com/capacityType": "ON_DEMAND"}),
              node("legacy", labels={"node.kubernetes.io/lifecycle": "spot"}),
              node("plain")]
-    hh = PluginHarness(CapacityType, nodes=nodes)
+    hh = PluginTester(CapacityType, nodes=nodes)
     spot = hh.score(pod("s", labels={"lifecycle-preference": "spot"}))
     assert spot == {"k-spot": 100, "k-od": 0, "k-res": 0, "eks-spot": 100, "eks-od": 0, "legacy": 50, "plain": 50}
     od = hh.score(pod("o", labels={"lifecycle-preference": "on-demand"}))
@@ -200,9 +200,9 @@ def test_instance_type():
     it = "node.kubernetes.io/instance-type"
     nodes = [node("c", labels={it: "c5.xlarge"}), node("m", labels={it: "m5.large"}), node("r", labels={it: "r5.2xlarge"}),
              node("metal", labels={it: "c5.metal"}), node("p", labels={it: "p3.2xlarge"}), node("none")]
-    hh = PluginHarness(InstanceType, args, nodes=nodes)
+    hh = PluginTester(InstanceType, args, nodes=nodes)
     assert hh.score(pod("x")) == {"c": 100, "m": 50, "r": 30, "metal": 5, "p": 10, "none": 10}
-    assert set(PluginHarness(InstanceType, nodes=nodes).score(pod("y")).values()) == {0}
+    assert set(PluginTester(InstanceType, nodes=nodes).score(pod("y")).values()) == {0}
     with pytest.raises(ConfigError, match=r"preferences\[0\].score"):
         InstanceType.Args.from_dict({"preferences": [{"prefix": "c5", "score": 101}]}, "args")
     with pytest.raises(ConfigError, match=r"preferences\[0\]: exactly one"):
@@ -218,7 +218,7 @@ def az_nodes():
 
 def test_az_spread_formula_counts_assumed_and_empty_zones():
     pods = [pod(f"w{i}", node_name=n, owner=OWNER) for i, n in enumerate(["a1", "a2", "b1"])]
-    hh = PluginHarness(AZSpread, nodes=az_nodes(), pods=pods)
+    hh = PluginTester(AZSpread, nodes=az_nodes(), pods=pods)
     s = hh.score(pod("new", owner=OWNER))
     # counts a=2 b=1 c=0, max 2: a 0, b 50, c 100
     assert s == {"a1": 0, "b1": 50, "c1": 100, "a2": 0, "b2": 50, "c2": 100}
@@ -232,16 +232,16 @@ def test_az_spread_formula_counts_assumed_and_empty_zones():
 def test_az_spread_label_selector_and_keys():
     pods = [pod("x1", node_name="a1", labels={"team": "t", "app": "api"}),
             pod("x2", node_name="b1", labels={"team": "t", "app": "web"})]
-    by_sel = PluginHarness(AZSpread, {"labelSelector": {"matchLabels": {"team": "t"}}}, nodes=az_nodes(), pods=pods)
+    by_sel = PluginTester(AZSpread, {"labelSelector": {"matchLabels": {"team": "t"}}}, nodes=az_nodes(), pods=pods)
     assert by_sel.score(pod("p"))["c1"] == 100 and by_sel.score(pod("p"))["a1"] == 0
-    by_keys = PluginHarness(AZSpread, {"workloadLabelKeys": ["app"]}, nodes=az_nodes(), pods=pods)
+    by_keys = PluginTester(AZSpread, {"workloadLabelKeys": ["app"]}, nodes=az_nodes(), pods=pods)
     s = by_keys.score(pod("q", labels={"app": "api"}))
     assert s["a1"] == 0 and s["b1"] == 100
 
 
 def test_az_spread_node_without_zone_is_an_error():
-    hh = PluginHarness(AZSpread, nodes=az_nodes() + [node("nozone")])
-    st = hh.plugin.pre_score(CycleState(), PodInfo.from_dict(pod("p", owner=OWNER)), hh.batch())
+    hh = PluginTester(AZSpread, nodes=az_nodes() + [node("nozone")])
+    st = hh.plugin.pre_score(CycleState(), PodInfo.from_dict(pod("p", owner=OWNER)), hh.nodes())
     assert st.code == Code.ERROR and "nozone" in st.message()
-    zoneless = PluginHarness(AZSpread, nodes=[node("x"), node("y")])
-    assert zoneless.plugin.pre_score(CycleState(), PodInfo.from_dict(pod("p")), zoneless.batch()).is_skip()
+    zoneless = PluginTester(AZSpread, nodes=[node("x"), node("y")])
+    assert zoneless.plugin.pre_score(CycleState(), PodInfo.from_dict(pod("p")), zoneless.nodes()).is_skip()

@@ -6,13 +6,13 @@ from pysched.plugins.node_resources_fit import NodeResourcesFit
 from pysched.apis.config import ConfigError
 
 from .conftest import node, pod
-from .plugin_harness import UAU, UNS, PluginHarness
+from pysched.testing import UAU, UNS, PluginTester
 
 GI = 2**30
 
 
-def h(nodes, pods=(), args=None, extra=None):
-    return PluginHarness(NodeResourcesFit, args, nodes, pods, extra)
+def h(nodes, pods=(), args=None, ignored=()):
+    return PluginTester(NodeResourcesFit, args, nodes=nodes, pods=pods, ignored_extended_resources=ignored)
 
 
 def test_fits_and_insufficient_reasons():
@@ -53,7 +53,7 @@ def test_ignored_resources_and_groups():
     args = {"ignoredResources": ["example.com/foo"], "ignoredResourceGroups": ["vendor.io"]}
     assert h(n, args=args).filter(p)["cpu-only"] is None
     # extenders' managedResources with ignoredByScheduler arrive through the handle
-    hh = h(n, args={"ignoredResources": ["example.com/foo"]}, extra={"ignored_extended_resources": ["vendor.io/bar"]})
+    hh = h(n, args={"ignoredResources": ["example.com/foo"]}, ignored=["vendor.io/bar"])
     assert hh.filter(p)["cpu-only"] is None
 
 

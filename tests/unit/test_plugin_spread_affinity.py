@@ -8,7 +8,7 @@ from pysched.plugins.pod_topology_spread import REASON, REASON_MISSING_LABEL, Po
 from pysched.apis.config import ConfigError
 
 from .conftest import node, pod
-from .plugin_harness import UAU, UNS, PluginHarness
+from pysched.testing import UAU, UNS, PluginTester
 
 Z = "topology.kubernetes.io/zone"
 H = "kubernetes.io/hostname"
@@ -41,7 +41,7 @@ def feasible(result):
 
 def test_hard_spread_max_skew():
     pods = [existing("w1", "a1"), existing("w2", "a2"), existing("w3", "b1")]
-    hh = PluginHarness(PodTopologySpread, nodes=NODES, pods=pods)
+    hh = PluginTester(PodTopologySpread, nodes=NODES, pods=pods)
     r = hh.filter(pod("p", labels={"app": "web"}, spread=spread(1)))
     # counts a=2 b=1 c=0 -> min 0; a: 2+1-0 > 1, b: 1+1 > 1, c: 0+1 ok
     assert feasible(r) == ["c1"]
@@ -53,7 +53,7 @@ def test_hard_spread_max_skew():
 def test_self_match_and_terminating_pods_ignored():
     pods = [existing("w1", "a1"), existing("gone", "b1")]
     pods[1]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    hh = PluginHarness(PodTopologySpread, nodes=NODES[:4], pods=pods)
+    hh = PluginTester(PodTopologySpread, nodes=NODES[:4], pods=pods)
     # the incoming pod does not match its own selector: selfMatch 0 -> skew a = 1 - 0 = 1 ok
     r = hh.filter(pod("other", labels={"app": "db"}, spread=spread(1)))
     assert feasible(r) == ["a1", "a2", "b1", "c1"]
@@ -63,7 +63,7 @@ def test_self_match_and_terminating_pods_ignored():
 
 def test_min_domains():
     pods = [existing("w1", "a1"), existing("w2", "b1")]
-    hh = PluginHarness(PodTopologySpread, nodes=[zn("a1", "a"), zn("b1", "b")], pods=pods)
+    hh = PluginTester(PodTopologySpread, nodes=[zn("a1", "a"), zn("b1", "b")], pods=pods)
     r = hh.filter(pod("p", labels={"app": "web"}, spread=spread(1)))
     assert feasible(r) == ["a1", "b1"]
     # with minDomains 3 and only 2 domains the global minimum is treated as 0
@@ -73,7 +73,7 @@ def test_min_domains():
 
 def test_node_affinity_policy():
     pods = [existing("w1", "a1"), existing("w2", "a2")]
-    hh = PluginHarness(PodTopologySpread, nodes=NODES[:4], pods=pods)
+    hh = PluginTester(PodTopologySpread, nodes=NODES[:4], pods=pods)
     sel = {Z: "a"}
     # Honor (default): only zone a is a domain -> min 2, a: 2+1-2=1 ok
     r = hh.filter(pod("p", labels={"app": "web"}, node_selector=sel, spread=spread(1)))
@@ -85,7 +85,7 @@ def test_node_affinity_policy():
 
 def test_node_taints_policy():
     nodes = [zn("a1", "a"), zn("b1", "b", taints=[{"key": "x", "effect": "NoSchedule"}])]
-    hh = PluginHarness(PodTopologySpread, nodes=nodes, pods=[existing("w1", "a1")])
+    hh = PluginTester(PodTopologySpread, nodes=nodes, pods=[existing("w1", "a1")])
     r = hh.filter(pod("p", labels={"app": "web"}, spread=spread(1)))
     assert feasible(r) == ["b1"]   # Ignore (default): tainted b counts, min 0
     r = hh.filter(pod("q", labels={"app": "web"}, spread=spread(1, nodeTaintsPolicy="Honor")))
@@ -95,14 +95,14 @@ def test_node_taints_policy():
 def test_match_label_keys():
     pods = [existing("v1a", "a1", {"app": "web", "rev": "1"}), existing("v1b", "a2", {"app": "web", "rev": "1"}),
             existing("v2", "b1", {"app": "web", "rev": "2"})]
-    hh = PluginHarness(PodTopologySpread, nodes=NODES[:4], pods=pods)
+    hh = PluginTester(PodTopologySpread, nodes=NODES[:4], pods=pods)
     r = hh.filter(pod("p", labels={"app": "web", "rev": "2"}, spread=spread(1, matchLabelKeys=["rev"])))
     # only rev=2 pods counted: a=0, b=1, c=0 -> b fails
     assert feasible(r) == ["a1", "a2", "c1"]
 
 
 def test_assumed_pods_are_counted():
-    hh = PluginHarness(PodTopologySpread, nodes=NODES[:4])
+    hh = PluginTester(PodTopologySpread, nodes=NODES[:4])
     from pysched.framework.podinfo import PodInfo
     hh.cache.assume(PodInfo.from_dict(pod("x", labels={"app": "web"})), "c1")
     r = hh.filter(pod("p", labels={"app": "web"}, spread=spread(1)))
@@ -111,7 +111,7 @@ def test_assumed_pods_are_counted():
 
 def test_hostname_spread_and_soft_scores():
     pods = [existing("w1", "a1"), existing("w2", "a1"), existing("w3", "b1")]
-    hh = PluginHarness(PodTopologySpread, nodes=NODES[:4], pods=pods)
+    hh = PluginTester(PodTopologySpread, nodes=NODES[:4], pods=pods)
     s = hh.score(pod("p", labels={"app": "web"}, spread=spread(1, key=H, when="ScheduleAnyway")))
     assert s["a2"] == 100 and s["c1"] == 100 and s["a1"] < s["b1"] < 100
     z = hh.score(pod("q", labels={"app": "web"}, spread=spread(1, when="ScheduleAnyway")))
@@ -123,7 +123,7 @@ def test_system_default_spreading_uses_the_workload():
           "spec": {"selector": {"matchLabels": {"app": "web"}}}}
     owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "rs-uid", "controller": True}
     pods = [existing("w1", "a1", owner=owner), existing("w2", "a2", owner=owner)]
-    hh = PluginHarness(PodTopologySpread, nodes=NODES[:4], pods=pods, objects=[rs])
+    hh = PluginTester(PodTopologySpread, nodes=NODES[:4], pods=pods, objects=[rs])
     s = hh.score(pod("p", labels={"app": "web"}, owner=owner))
     assert s["b1"] == s["c1"] == 100 and s["a1"] < 100
     # without a controller or a Service, no default constraints apply
@@ -155,7 +155,7 @@ def aff(required=(), anti=(), pref=(), pref_anti=()):
 
 def test_required_affinity():
     pods = [existing("db", "a1", {"app": "db"})]
-    hh = PluginHarness(InterPodAffinity, nodes=NODES, pods=pods)
+    hh = PluginTester(InterPodAffinity, nodes=NODES, pods=pods)
     r = hh.filter(pod("p", affinity=aff(required=[term()])))
     assert feasible(r) == ["a1", "a2"]
     assert r["b1"] == (UAU, (REASON_AFFINITY,)) and r["nozone"] == (UAU, (REASON_AFFINITY,))
@@ -165,7 +165,7 @@ def test_required_affinity():
 
 
 def test_first_pod_of_a_group_may_match_itself():
-    hh = PluginHarness(InterPodAffinity, nodes=NODES)
+    hh = PluginTester(InterPodAffinity, nodes=NODES)
     r = hh.filter(pod("first", labels={"app": "db"}, affinity=aff(required=[term()])))
     assert feasible(r) == ["a1", "a2", "b1", "c1"]   # nozone still fails: the key is missing
     r = hh.filter(pod("other", labels={"app": "x"}, affinity=aff(required=[term()])))
@@ -174,7 +174,7 @@ def test_first_pod_of_a_group_may_match_itself():
 
 def test_required_anti_affinity_and_namespaces():
     pods = [existing("db", "a1", {"app": "db"}), existing("db-other-ns", "b1", {"app": "db"}, ns="prod")]
-    hh = PluginHarness(InterPodAffinity, nodes=NODES, pods=pods,
+    hh = PluginTester(InterPodAffinity, nodes=NODES, pods=pods,
                        objects=[{"kind": "Namespace", "metadata": {"name": "prod", "labels": {"env": "prod"}}},
                                 {"kind": "Namespace", "metadata": {"name": "default"}}])
     r = hh.filter(pod("p", affinity=aff(anti=[term()])))
@@ -189,7 +189,7 @@ def test_required_anti_affinity_and_namespaces():
 
 def test_existing_pods_anti_affinity():
     guard = existing("guard", "b1", {"app": "guard"}, affinity=aff(anti=[term(key=H, selector={"matchLabels": {"app": "web"}})]))
-    hh = PluginHarness(InterPodAffinity, nodes=NODES, pods=[guard])
+    hh = PluginTester(InterPodAffinity, nodes=NODES, pods=[guard])
     r = hh.filter(pod("web", labels={"app": "web"}))
     assert r["b1"] == (UNS, (REASON_EXISTING_ANTI,)) and feasible(r) == ["a1", "a2", "c1", "nozone"]
     assert feasible(hh.filter(pod("db", labels={"app": "db"}))) == ["a1", "a2", "b1", "c1", "nozone"]
@@ -197,7 +197,7 @@ def test_existing_pods_anti_affinity():
 
 def test_preferred_affinity_scores():
     pods = [existing("db1", "a1", {"app": "db"}), existing("db2", "a2", {"app": "db"}), existing("db3", "b1", {"app": "db"})]
-    hh = PluginHarness(InterPodAffinity, nodes=NODES[:4], pods=pods)
+    hh = PluginTester(InterPodAffinity, nodes=NODES[:4], pods=pods)
     s = hh.score(pod("p", affinity=aff(pref=[{"weight": 10, "podAffinityTerm": term()}])))
     assert s == {"a1": 100, "b1": 50, "c1": 0, "a2": 100}
     s = hh.score(pod("q", affinity=aff(pref_anti=[{"weight": 5, "podAffinityTerm": term()}])))
@@ -206,7 +206,7 @@ def test_preferred_affinity_scores():
 
 def test_existing_required_affinity_counts_with_hard_weight():
     e = existing("e", "c1", {"app": "x"}, affinity=aff(required=[term(selector={"matchLabels": {"app": "web"}})]))
-    hh = PluginHarness(InterPodAffinity, nodes=NODES[:4], pods=[e])
+    hh = PluginTester(InterPodAffinity, nodes=NODES[:4], pods=[e])
     s = hh.score(pod("web", labels={"app": "web"}))
     assert s["c1"] == 100 and s["a1"] == 0
 
@@ -215,7 +215,7 @@ def test_existing_anti_affinity_follows_pod_and_node_lifecycle():
     """The per-term index behind existing pods' anti-affinity is kept exact as pods and nodes go."""
     guard_term = aff(anti=[term(key=Z, selector={"matchLabels": {"app": "web"}})])
     guards = [existing(f"g{i}", n, {"app": "guard"}, affinity=guard_term) for i, n in enumerate(("a1", "a2", "b1"))]
-    hh = PluginHarness(InterPodAffinity, nodes=NODES, pods=guards)
+    hh = PluginTester(InterPodAffinity, nodes=NODES, pods=guards)
     web = pod("web", labels={"app": "web"})
     assert feasible(hh.filter(web)) == ["c1", "nozone"]
     assert len(hh.cache.terms.required_anti) == 1  # three pods, one distinct term
@@ -234,11 +234,11 @@ def test_existing_pods_preferred_terms_score_the_incoming_pod():
     near = [existing(f"near{i}", "b1", {"app": "cache"},
                      affinity=aff(pref=[{"weight": 3, "podAffinityTerm": term(selector={"matchLabels": {"app": "web"}})}]))
             for i in range(2)]
-    hh = PluginHarness(InterPodAffinity, nodes=NODES[:4], pods=[avoid, *near])
+    hh = PluginTester(InterPodAffinity, nodes=NODES[:4], pods=[avoid, *near])
     s = hh.score(pod("web", labels={"app": "web"}))
     # zone a: -7, zone b: +6 (two pods x 3), zone c: 0 -> normalised between -7 and 6.
     assert s == {"a1": 0, "a2": 0, "b1": 100, "c1": 53}
-    hh2 = PluginHarness(InterPodAffinity, args={"ignorePreferredTermsOfExistingPods": True},
+    hh2 = PluginTester(InterPodAffinity, args={"ignorePreferredTermsOfExistingPods": True},
                         nodes=NODES[:4], pods=[avoid, *near])
     assert hh2.score(pod("web2", labels={"app": "web"})) == {"a1": 0, "a2": 0, "b1": 0, "c1": 0}
 

@@ -12,7 +12,7 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.podinfo import PodInfo
 
 from .conftest import node, pod
-from .plugin_harness import UAU, PluginHarness
+from pysched.testing import UAU, PluginTester
 
 GPU_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 NODES = [
@@ -26,7 +26,7 @@ NODES = [
 
 
 def test_taint_filter():
-    hh = PluginHarness(TaintToleration, nodes=NODES)
+    hh = PluginTester(TaintToleration, nodes=NODES)
     r = hh.filter(pod("p"))
     assert r["plain"] is None and r["prefer"] is None
     assert r["gpu"] == (UAU, ("node(s) had untolerated taint(s)",))
@@ -37,7 +37,7 @@ def test_taint_filter():
 
 
 def test_taint_score_prefers_fewer_untolerated_prefer_no_schedule():
-    hh = PluginHarness(TaintToleration, nodes=NODES)
+    hh = PluginTester(TaintToleration, nodes=NODES)
     s = hh.score(pod("p"))
     assert s["plain"] == 100 and s["prefer2"] == 0 and s["prefer"] == 50
     tol = [{"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"}]
@@ -57,7 +57,7 @@ def aff(*terms):
 
 
 def test_node_selector_and_affinity_filter():
-    hh = PluginHarness(NodeAffinity, nodes=ZN)
+    hh = PluginTester(NodeAffinity, nodes=ZN)
     r = hh.filter(pod("p", node_selector={"zone": "a"}))
     assert [n for n, v in r.items() if v is None] == ["n-a-1", "n-a-2"]
     assert r["n-b-1"] == (UAU, ("node(s) didn't match Pod's node affinity/selector",))
@@ -73,24 +73,24 @@ def test_node_selector_and_affinity_filter():
 
 
 def test_prefilter_match_fields_and_conflict():
-    hh = PluginHarness(NodeAffinity, nodes=ZN)
+    hh = PluginTester(NodeAffinity, nodes=ZN)
     p = PodInfo.from_dict(pod("p", affinity=aff({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n-b-1"]}]})))
-    res, st = hh.plugin.pre_filter(CycleState(), p, hh.batch())
+    res, st = hh.plugin.pre_filter(CycleState(), p, hh.nodes())
     assert st is None and res.node_names == {"n-b-1"}
     conflict = PodInfo.from_dict(pod("c", affinity=aff({"matchFields": [
         {"key": "metadata.name", "operator": "In", "values": ["n-b-1"]},
         {"key": "metadata.name", "operator": "In", "values": ["n-c-1"]}]})))
-    res, st = hh.plugin.pre_filter(CycleState(), conflict, hh.batch())
+    res, st = hh.plugin.pre_filter(CycleState(), conflict, hh.nodes())
     assert st.code == UAU and st.reasons == (ERR_REASON_CONFLICT,)
     plain = PodInfo.from_dict(pod("x"))
-    _, st = hh.plugin.pre_filter(CycleState(), plain, hh.batch())
+    _, st = hh.plugin.pre_filter(CycleState(), plain, hh.nodes())
     assert st.is_skip()
 
 
 def test_added_affinity_from_args():
     args = {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["c"]}]}]}}}
-    hh = PluginHarness(NodeAffinity, args=args, nodes=ZN)
+    hh = PluginTester(NodeAffinity, args=args, nodes=ZN)
     r = hh.filter(pod("p"))
     assert r["n-c-1"] is None
     assert r["n-a-1"] == (UAU, ("node(s) didn't match scheduler-enforced node affinity",))
@@ -100,7 +100,7 @@ def test_added_affinity_from_args():
 
 
 def test_preferred_affinity_score():
-    hh = PluginHarness(NodeAffinity, nodes=ZN)
+    hh = PluginTester(NodeAffinity, nodes=ZN)
     p = pod("p", affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 10, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}},
         {"weight": 30, "preference": {"matchExpressions": [{"key": "cores", "operator": "Gt", "values": ["10"]}]}},
@@ -110,7 +110,7 @@ def test_preferred_affinity_score():
 
 
 def test_node_unschedulable():
-    hh = PluginHarness(NodeUnschedulable, nodes=[node("ok"), node("cordoned", unschedulable=True)])
+    hh = PluginTester(NodeUnschedulable, nodes=[node("ok"), node("cordoned", unschedulable=True)])
     r = hh.filter(pod("p"))
     assert r == {"ok": None, "cordoned": (UAU, ("node(s) were unschedulable",))}
     tol = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
@@ -118,7 +118,7 @@ def test_node_unschedulable():
 
 
 def test_node_name():
-    hh = PluginHarness(NodeName, nodes=[node("a"), node("b")])
+    hh = PluginTester(NodeName, nodes=[node("a"), node("b")])
     r = hh.filter(pod("p", node_name="a"))
     assert r["a"] is None and r["b"] == (UAU, ("node(s) didn't match the requested node name",))
     assert hh.filter(pod("q"))["b"] is None

@@ -57,7 +57,7 @@ def test_prediction_is_assumed_then_replaced_by_the_real_bind():
     assert s.cache.is_assumed(info.uid) and s.cache.nodes["big"].requested["cpu"] == 900
     assert shadow.seen(info.uid)
     before = METRICS.shadow_placements.labels("feasible_node")._value.get()
-    s.handlers.on_assigned = shadow.observe_bound
+    s.handlers.observer = shadow
     s.add_pod(bound(raw, "small"))  # the other scheduler chose differently
     assert METRICS.shadow_placements.labels("feasible_node")._value.get() == before + 1
     assert shadow.counts["feasible_node"] == 1 and not shadow.seen(info.uid)
@@ -68,7 +68,7 @@ def test_prediction_is_assumed_then_replaced_by_the_real_bind():
 def test_agreement_ratio_and_unschedulable_predictions():
     s, shadow, _ = setup([node("a", cpu="2"), node("b", cpu="2")])
     s.scheduler.frameworks = {"default-scheduler": s.frameworks[s.profile]}
-    s.handlers.on_assigned = shadow.observe_bound
+    s.handlers.observer = shadow
     raws = [pod(f"p{i}", cpu="100m", scheduler="default-scheduler") for i in range(3)]
     for raw in raws:
         info = predict(shadow, raw)
@@ -84,7 +84,7 @@ def test_agreement_ratio_and_unschedulable_predictions():
 def test_expired_assumption_is_forgotten_but_still_compared():
     s, shadow, clock = setup([node("a", cpu="1")])
     s.scheduler.frameworks = {"default-scheduler": s.frameworks[s.profile]}
-    s.handlers.on_assigned = shadow.observe_bound
+    s.handlers.observer = shadow
     raw = pod("slow", cpu="600m", scheduler="default-scheduler")
     info = predict(shadow, raw)
     clock.t += 10

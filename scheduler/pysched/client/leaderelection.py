@@ -16,7 +16,7 @@
   write goes out: true only while this replica holds the lease and its last successful renewal
   *started* less than ``renewDeadline`` ago. Other candidates can take over at the earliest
   ``leaseDuration`` after they observed that renewal, which they cannot do before it started.
-  ``on_renewed`` runs after each successful write as holder.
+  ``fence`` is this elector's ``WriteFence``, woken after each successful write as holder.
 * ``release()`` (graceful shutdown, after in-flight binds finished) empties the holder and sets a
   1-second duration so a follower takes over at its next retry.
 """
@@ -33,6 +33,7 @@ import time
 import uuid
 from typing import Callable
 
+from pysched.client.fence import WriteFence
 from pysched.client.rest import ApiError, KubeClient
 from pysched.util.logs import kv
 from pysched.metrics import METRICS
@@ -54,7 +55,6 @@ class LeaderElector:
                  lease_duration: float = 15.0, renew_deadline: float = 10.0, retry_period: float = 2.0,
                  on_started: Callable[[], None] | None = None, on_stopped: Callable[[], None] | None = None,
                  on_new_leader: Callable[[str], None] | None = None,
-                 on_renewed: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  sleep=asyncio.sleep):
         if not lease_duration > renew_deadline > JITTER_FACTOR * retry_period > 0:
@@ -69,7 +69,7 @@ class LeaderElector:
         self.on_started = on_started
         self.on_stopped = on_stopped
         self.on_new_leader = on_new_leader
-        self.on_renewed = on_renewed
+        self.fence = WriteFence(self.is_fresh)      # what this replica's writes must pass
         self.clock = clock
         self.wall = wall
         self.sleep = sleep
@@ -142,8 +142,7 @@ class LeaderElector:
         # The start of the request, not its answer: the API server may have written the record
         # (and a successor started its clock) any time after the request left.
         self._last_renew = started
-        if self.on_renewed is not None:
-            self.on_renewed()
+        self.fence.notify()
         return True
 
     async def try_acquire_or_renew(self) -> bool:

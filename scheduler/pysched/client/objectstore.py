@@ -43,6 +43,10 @@ class ObjectStore:
 
     # -- writes --------------------------------------------------------------------------------
 
+
+    def subscribe(self, listener: Callable[[str, str | None, dict], None]) -> None:
+        """Call ``listener(plural, event type, object)`` on every change (None type: initial list)."""
+        self.listeners.append(listener)
     def handler(self, plural: str) -> Callable[[str | None, dict], None]:
         def on_event(typ: str | None, obj: dict) -> None:
             self.apply(plural, typ, obj)

@@ -62,7 +62,8 @@ def _material(path: str, data: str, suffix: str) -> str | None:
 
 
 class HTTPExtender:
-    def __init__(self, cfg: ExtenderConfig):
+    def __init__(self, cfg: ExtenderConfig, *, fence=None):
+        """``fence``: a ``client.fence.WriteFence`` the bind verb must pass (with leader election)."""
         self.cfg = cfg
         self.url = cfg.url_prefix.rstrip("/")
         self.name = self.url
@@ -75,7 +76,7 @@ class HTTPExtender:
         self.ignorable = cfg.ignorable
         self.node_cache_capable = cfg.node_cache_capable
         self.timeout = cfg.http_timeout
-        self.fence = None  # a scheduler.fence.WriteFence, with leader election
+        self.fence = fence
         self._session: aiohttp.ClientSession | None = None
         self._bind_pool: HTTPPool | None = None
         self._ssl = self._ssl_context()

@@ -16,17 +16,18 @@ extender server. Both forms must agree; the in-tree plugins have tests that chec
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Protocol
 
 import numpy as np
 
 from pysched.framework.status import Code, Status
 
+from pysched.apis.core.model import Taint
+
 if TYPE_CHECKING:
-    from pysched.framework.nodeinfo import NodeInfo
-    from pysched.backend.cache.nodetable import NodeTable
-    from pysched.framework.podinfo import PodInfo
     from pysched.framework.cycle_state import CycleState
+    from pysched.framework.nodeinfo import NodeInfo
+    from pysched.framework.podinfo import PodInfo
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0
@@ -35,21 +36,101 @@ MIN_EXTENDER_PRIORITY = 0
 MAX_TOTAL_SCORE = 2**63 - 1
 
 
+class LabelColumnView(Protocol):
+    """One label key over the whole node table (see ``NodeBatch.label``)."""
+    codes: np.ndarray
+    vocab: dict[str, int]
+    values: list[str]
+
+    def codes_of(self, values: Iterable[str]) -> np.ndarray: ...
+    def ints(self) -> np.ndarray: ...
+
+
+class NodeColumns(Protocol):
+    """What a NodeBatch reads from the cache's node table (``backend.cache.nodetable``): the
+    framework depends on this shape, not on the backend."""
+    infos: list[Any]
+    res_index: dict[str, int]
+    alloc: np.ndarray
+    req: np.ndarray
+    non0: np.ndarray
+    npods: np.ndarray
+    unsched: np.ndarray
+    taint_class: np.ndarray
+    taint_sets: list[tuple[Taint, ...]]
+    slot_by_name: dict[str, int]
+    memo: dict
+
+    def label_column(self, key: str) -> LabelColumnView: ...
+    def order(self) -> np.ndarray: ...
+
+
+class LabelValues:
+    """A label key's values on the nodes of a batch, as integer codes (-1: label absent).
+
+    Compare codes instead of strings: ``isin(values)``, ``equals(value)``, ``exists()``, or
+    ``ints()`` for ``Gt``/``Lt`` (NaN where absent or not an integer). ``value_of(code)`` maps back.
+    """
+
+    __slots__ = ("codes", "_col")
+
+    def __init__(self, col: LabelColumnView, codes: np.ndarray):
+        self._col = col
+        self.codes = codes
+
+    def code(self, value: str) -> int:
+        """The code of ``value`` (-2, matching no node, when no node has it)."""
+        return self._col.vocab.get(value, -2)
+
+    def value_of(self, code: int) -> str | None:
+        return self._col.values[code] if code >= 0 else None
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """Every value any node has (index = code)."""
+        return self._col.values
+
+    def exists(self) -> np.ndarray:
+        return self.codes >= 0
+
+    def equals(self, value: str) -> np.ndarray:
+        return self.codes == self.code(value)
+
+    def isin(self, values: Iterable[str]) -> np.ndarray:
+        wanted = self._col.codes_of(values)
+        if not len(wanted):
+            return np.zeros(len(self.codes), dtype=bool)
+        return np.isin(self.codes, wanted)
+
+    def ints(self) -> np.ndarray:
+        return self._col.ints()[self.codes]  # code -1 picks the trailing NaN
+
+
 class NodeBatch:
-    """A set of candidate nodes: ``slots`` index the NodeTable arrays."""
+    """Candidate nodes for one extension point call: a view over the cache's node table.
+
+    Plugins read nodes through the accessors - ``allocatable(res)``, ``requested(res)``,
+    ``non_zero_requested()``, ``pod_count()``, ``unschedulable()``, ``label(key)``,
+    ``taint_classes()`` - which return numpy arrays aligned with the batch (index i is the
+    i-th node), or per node through ``infos`` (``NodeInfo``) and ``names``. ``slots`` and
+    ``table`` are the engine's; plugins do not need them.
+    """
 
     __slots__ = ("slots", "table", "_infos")
 
-    def __init__(self, table: "NodeTable", slots: np.ndarray):
+    def __init__(self, table: NodeColumns, slots: np.ndarray):
         self.table = table
         self.slots = slots
-        self._infos = None
+        self._infos: list[NodeInfo] | None = None
 
     def __len__(self) -> int:
         return len(self.slots)
 
+    def __iter__(self) -> Iterator[NodeInfo]:
+        return iter(self.infos)
+
     @property
-    def infos(self) -> list["NodeInfo"]:
+    def infos(self) -> list[NodeInfo]:
         if self._infos is None:
             tinfos = self.table.infos
             self._infos = [tinfos[s] for s in self.slots.tolist()]
@@ -59,8 +140,65 @@ class NodeBatch:
     def names(self) -> list[str]:
         return [i.spec.name for i in self.infos]
 
-    def subset(self, mask: np.ndarray) -> "NodeBatch":
+    def subset(self, mask: np.ndarray) -> NodeBatch:
         return NodeBatch(self.table, self.slots[mask])
+
+    # -- accessors -----------------------------------------------------------------------------
+
+    def has_resource(self, resource: str) -> bool:
+        """Whether any node (or pod) of the cluster has ever named ``resource``."""
+        return resource in self.table.res_index
+
+    def allocatable(self, resource: str) -> np.ndarray:
+        """int64 allocatable of ``resource`` per node (cpu in millicores; 0 where absent)."""
+        i = self.table.res_index.get(resource)
+        if i is None:
+            return np.zeros(len(self.slots), dtype=np.int64)
+        return self.table.alloc[self.slots, i]
+
+    def requested(self, resource: str) -> np.ndarray:
+        """int64 sum of the requests of the pods on each node (bound or assumed)."""
+        i = self.table.res_index.get(resource)
+        if i is None:
+            return np.zeros(len(self.slots), dtype=np.int64)
+        return self.table.req[self.slots, i]
+
+    def non_zero_requested(self) -> tuple[np.ndarray, np.ndarray]:
+        """(cpu millicores, memory bytes) requested per node, counting 100m / 200Mi for containers
+        that request nothing (kube-scheduler's non-zero requests, used by scores)."""
+        non0 = self.table.non0[self.slots]
+        return non0[:, 0], non0[:, 1]
+
+    def pod_count(self) -> np.ndarray:
+        return self.table.npods[self.slots]
+
+    def unschedulable(self) -> np.ndarray:
+        """``spec.unschedulable`` per node."""
+        return self.table.unsched[self.slots]
+
+    def label(self, key: str) -> LabelValues:
+        col = self.table.label_column(key)
+        return LabelValues(col, col.codes[self.slots])
+
+    def taint_classes(self) -> tuple[np.ndarray, list[tuple[Taint, ...]]]:
+        """(class id per node, taint list per class id): nodes with the same taints share a class,
+        so a toleration check runs once per distinct taint list."""
+        return self.table.taint_class[self.slots], self.table.taint_sets
+
+    def index_of(self, node_name: str) -> int:
+        """Position of ``node_name`` in the batch, -1 when it is not there."""
+        slot = self.table.slot_by_name.get(node_name, -1)
+        hits = np.flatnonzero(self.slots == slot) if slot >= 0 else ()
+        return int(hits[0]) if len(hits) else -1
+
+    def take(self, per_slot: np.ndarray) -> np.ndarray:
+        """An array indexed by table slot (what snapshot queries return), aligned with the batch."""
+        return per_slot[self.slots]
+
+    @property
+    def memo(self) -> dict:
+        """A per-snapshot dict for plugins to memoise results across cycles (keys: plugin-prefixed)."""
+        return self.table.memo
 
 
 class FilterResult:
@@ -85,6 +223,30 @@ class FilterResult:
         if passed.all():
             return cls(passed)
         return cls(passed, [(code, reason, ~passed)])
+
+    @classmethod
+    def each(cls, nodes: NodeBatch, check: Callable[[NodeInfo], Status | None]) -> FilterResult:
+        """Per-node logic as a batch result: ``check(node)`` returns None to pass, or the
+        rejecting Status. An Error status aborts the cycle (raises FrameworkError)."""
+        from pysched.framework.types import FrameworkError
+
+        passed = np.ones(len(nodes), dtype=bool)
+        groups: dict[tuple[Code, str], list[int]] = {}
+        for i, info in enumerate(nodes.infos):
+            st = check(info)
+            if st is None or st.is_success():
+                continue
+            if st.code == Code.ERROR:
+                raise FrameworkError(st)
+            passed[i] = False
+            for r in st.reasons or ("",):
+                groups.setdefault((st.code, r), []).append(i)
+        failures = []
+        for (c, r), idx in groups.items():
+            m = np.zeros(len(nodes), dtype=bool)
+            m[idx] = True
+            failures.append((c, r, m))
+        return cls(passed, failures)
 
     def status_at(self, i: int, plugin: str = "") -> Status | None:
         if self.passed[i]:

@@ -23,7 +23,9 @@ from pysched import metrics
 from pysched.util.logs import kv
 from pysched.apis.core.errors import ApiError
 from pysched.apis.config import ConfigError, PluginSet, Profile, merged_plugin_sets
+from pysched.framework.args import load_args
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.handle import Handle
 from pysched.framework.interface import (EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, FilterPlugin,
                         FilterResult, NodeBatch, PermitPlugin, Plugin, PostBindPlugin,
                         PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
@@ -57,27 +59,6 @@ class CycleTrace:
                 "feasibleNodes": self.feasible, "selectedNode": self.selected, "error": self.error}
 
 
-class Handle:
-    """What plugins can reach: the cache (snapshot), the API client, the event recorder."""
-
-    def __init__(self, *, cache=None, client=None, recorder=None, profile_name: str = "",
-                 waiting_pods: dict | None = None, extra: dict | None = None, objects=None):
-        self.cache = cache
-        self.objects = objects
-        self.client = client
-        self.recorder = recorder
-        self.profile_name = profile_name
-        self.waiting_pods: dict[str, WaitingPod] = waiting_pods if waiting_pods is not None else {}
-        self.extra = extra or {}
-
-    @property
-    def table(self):
-        return self.cache.table
-
-    def node_info(self, name: str):
-        return self.cache.nodes.get(name)
-
-
 def _implements(plugin: Plugin, ep: str) -> bool:
     return isinstance(plugin, EXTENSION_POINTS[ep])
 
@@ -88,7 +69,6 @@ class Framework:
         self.profile_name = profile.scheduler_name
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
         self.handle = handle
-        handle.profile_name = profile.scheduler_name
         path = profile.path
         sets = merged_plugin_sets(profile, set(registry))
         self.plugin_sets = sets
@@ -113,7 +93,7 @@ class Framework:
             apath = f"{path}.pluginConfig[{names.index(name)}].args" if name in names else f"{path}.pluginConfig[{name}].args"
             args = None
             if cls.Args is not None:
-                args = cls.Args.from_dict(raw_args or {}, apath)
+                args = load_args(cls.Args, raw_args, apath)
             elif raw_args:
                 raise ConfigError(f"{apath}: plugin {name} takes no arguments")
             try:
@@ -150,8 +130,9 @@ class Framework:
             total += w * MAX_NODE_SCORE
             if total > 2**63 - 1:
                 raise ConfigError(f"{path}.plugins.score: total score of Score plugins could overflow")
-        self._batch_filter = {pl.name: getattr(pl, "filter_nodes", None) for pl in self.filter}
-        self._batch_score = {pl.name: getattr(pl, "score_nodes", None) for pl in self.score}
+        # TODO(layout): legacy filter_nodes/score_nodes until every in-tree plugin is converted
+        self._batch_filter = {pl.name: getattr(pl, "filter_nodes", None) or pl.filter for pl in self.filter}
+        self._batch_score = {pl.name: getattr(pl, "score_nodes", None) or pl.score for pl in self.score}
 
     # -- construction --------------------------------------------------------------------------
 
@@ -265,17 +246,14 @@ class Framework:
                 if pl.name in state.skip_filter_plugins:
                     continue
                 tp = time.perf_counter() if record else 0.0
-                fn = self._batch_filter[pl.name]
-                if fn is not None:
-                    try:
-                        res = fn(state, pod, cur)
-                    except FrameworkError:
-                        raise
-                    except Exception as exc:  # noqa: BLE001
-                        log.exception("filter plugin failed plugin=%s pod=%s", pl.name, pod.key)
-                        raise FrameworkError(Status.as_error(exc, pl.name)) from exc
-                else:
-                    res = self._loop_filter(pl, state, pod, cur)
+                try:
+                    res = self._batch_filter[pl.name](state, pod, cur)
+                except FrameworkError as exc:
+                    exc.status.with_plugin(pl.name)
+                    raise
+                except Exception as exc:  # noqa: BLE001
+                    log.exception("filter plugin failed plugin=%s pod=%s", pl.name, pod.key)
+                    raise FrameworkError(Status.as_error(exc, pl.name)) from exc
                 if record:
                     metrics.plugin_duration(pl.name, "Filter", None, time.perf_counter() - tp)
                 if trace is not None:
@@ -296,37 +274,15 @@ class Framework:
         mask[keep_idx] = True
         return mask
 
-    def _loop_filter(self, pl: FilterPlugin, state: CycleState, pod, batch: NodeBatch) -> FilterResult:
-        passed = np.ones(len(batch), dtype=bool)
-        groups: dict[tuple[Code, str], list[int]] = {}
-        for i, info in enumerate(batch.infos):
-            try:
-                st = pl.filter(state, pod, info)
-            except Exception as exc:  # noqa: BLE001
-                log.exception("filter plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, info.name)
-                raise FrameworkError(Status.as_error(exc, pl.name)) from exc
-            if st is None or st.is_success():
-                continue
-            if st.code == Code.ERROR:
-                raise FrameworkError(st.with_plugin(pl.name))
-            passed[i] = False
-            for r in st.reasons or ("",):
-                groups.setdefault((st.code, r), []).append(i)
-        failures = []
-        for (c, r), idx in groups.items():
-            m = np.zeros(len(batch), dtype=bool)
-            m[idx] = True
-            failures.append((c, r, m))
-        return FilterResult(passed, failures)
-
-    def run_filters_on_node(self, state: CycleState, pod, info) -> Status | None:
-        """Scalar path: every filter on one node, stopping at the first rejection."""
+    def run_filters_on_node(self, state: CycleState, pod, nodes: NodeBatch) -> Status | None:
+        """Every filter on a batch of one node, stopping at the first rejection (its Status)."""
         for pl in self.filter:
             if pl.name in state.skip_filter_plugins:
                 continue
-            st = pl.filter(state, pod, info)
-            if st is not None and not st.is_success():
-                return st.with_plugin(pl.name)
+            res = self._batch_filter[pl.name](state, pod, nodes)
+            st = res.status_at(0, pl.name)
+            if st is not None:
+                return st
         return None
 
     def run_post_filter(self, state: CycleState, pod, diagnosis: Diagnosis):
@@ -385,19 +341,16 @@ class Framework:
                 if pl.name in state.skip_score_plugins:
                     continue
                 tp = time.perf_counter() if record else 0.0
-                fn = self._batch_score[pl.name]
                 try:
-                    if fn is not None:
-                        scores = np.asarray(fn(state, pod, batch), dtype=np.int64)
-                    else:
-                        scores = self._loop_score(pl, state, pod, batch)
+                    scores = np.asarray(self._batch_score[pl.name](state, pod, batch), dtype=np.int64)
                     raw = scores.copy() if trace is not None else None
                     norm = getattr(pl, "normalize_score", None)
                     if norm is not None:
                         st = norm(state, pod, batch, scores)
                         if st is not None and not st.is_success():
                             raise FrameworkError(st.with_plugin(pl.name))
-                except FrameworkError:
+                except FrameworkError as exc:
+                    exc.status.with_plugin(pl.name)
                     raise
                 except Exception as exc:  # noqa: BLE001
                     log.exception("score plugin failed plugin=%s pod=%s", pl.name, pod.key)
@@ -421,17 +374,6 @@ class Framework:
         finally:
             metrics.extension_point_code("Score", code, self.profile_name, time.perf_counter() - t0)
         return total
-
-    def _loop_score(self, pl: ScorePlugin, state: CycleState, pod, batch: NodeBatch) -> np.ndarray:
-        out = np.zeros(len(batch), dtype=np.int64)
-        for i, info in enumerate(batch.infos):
-            r = pl.score(state, pod, info)
-            if isinstance(r, tuple):
-                r, st = r
-                if st is not None and not st.is_success():
-                    raise FrameworkError(st.with_plugin(pl.name))
-            out[i] = int(r)
-        return out
 
     def run_reserve(self, state: CycleState, pod, node: str) -> Status | None:
         t0 = time.perf_counter()

@@ -26,7 +26,7 @@ class DefaultBinder(BindPlugin):
         client = self.handle.client
         try:
             await client.bind_pod(pod.namespace, pod.name, pod.uid, node_name,
-                                  timeout=self.handle.extra.get("bind_timeout"))
+                                  timeout=self.handle.bind_timeout)
         except ApiError as exc:
             if exc.status == 409:
                 return Status(Code.ERROR, f"{ALREADY_BOUND}: {exc.message}", error=exc)

@@ -33,7 +33,7 @@ from pysched.framework.interface import (MAX_NODE_SCORE, ClusterEvent, ClusterEv
                                            PreFilterPlugin, PreScorePlugin, ScorePlugin)
 from pysched.framework.status import Code, Status
 from pysched.framework.affinity import AffinityTerm
-from pysched.backend.cache.podindex import MatcherTerm, PodMatcher
+from pysched.framework.matchers import MatcherTerm, PodMatcher
 from pysched.backend.cache.termindex import domain_counts
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"

@@ -9,7 +9,7 @@ Reason: ``node(s) didn't have free ports for the requested pod ports`` (Unschedu
 
 from __future__ import annotations
 
-from pysched.framework.interface import (ClusterEvent, ClusterEventWithHint, EnqueueExtensions, FilterPlugin,
+from pysched.framework.interface import (FilterResult, ClusterEvent, ClusterEventWithHint, EnqueueExtensions, FilterPlugin,
                                            PreFilterPlugin)
 from pysched.framework.status import Code, Status
 
@@ -38,7 +38,12 @@ class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             return None, Status(Code.SKIP)
         return None, None
 
-    def filter(self, state, pod, node):
+    def filter(self, state, pod, nodes):
+        if not pod.host_ports:
+            return FilterResult.all_pass(len(nodes))
+        return FilterResult.each(nodes, lambda node: self._filter_node(state, pod, node))
+
+    def _filter_node(self, state, pod, node):
         if pod.host_ports and not fits_ports(pod.host_ports, node.used_ports):
             return Status(Code.UNSCHEDULABLE, REASON)
         return None

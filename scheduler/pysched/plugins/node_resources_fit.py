@@ -155,7 +155,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     def __init__(self, args=None, handle=None):
         super().__init__(args or NodeResourcesFitArgs(), handle)
         a = self.args
-        extra = (handle.extra.get("ignored_extended_resources") if handle is not None else None) or ()
+        extra = handle.ignored_extended_resources if handle is not None else ()
         self.ignored = set(a.ignored_resources) | set(extra)
         self.ignored_groups = set(a.ignored_groups)
 

@@ -38,7 +38,7 @@ from pysched.framework.interface import (MAX_NODE_SCORE, ClusterEvent, ClusterEv
 from pysched.framework.status import Code, Status
 from pysched.apis.core.model import LabelSelector, ObjectError, Requirement, parse_label_selector
 from pysched.plugins.helper.nodeselect import has_labels_mask, pod_required_affinity_mask
-from pysched.backend.cache.podindex import MatcherTerm, PodMatcher
+from pysched.framework.matchers import MatcherTerm, PodMatcher
 
 from pysched.plugins.taint_toleration import untolerated_mask
 

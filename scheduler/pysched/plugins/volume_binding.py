@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 
 from pysched.framework.args import get_int, strict
-from pysched.framework.interface import (ClusterEvent, ClusterEventWithHint, EnqueueExtensions, FilterPlugin,
+from pysched.framework.interface import (FilterResult, ClusterEvent, ClusterEventWithHint, EnqueueExtensions, FilterPlugin,
                                            PreBindPlugin, PreFilterPlugin, ReservePlugin)
 from pysched.framework.status import Code, Status
 from pysched.apis.core.model import ObjectError, parse_label_selector, parse_node_selector
@@ -155,7 +155,12 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
         state.write(KEY, claims)
         return None, None
 
-    def filter(self, state, pod, node):
+    def filter(self, state, pod, nodes):
+        if state.get(KEY) is None:
+            return FilterResult.all_pass(len(nodes))
+        return FilterResult.each(nodes, lambda node: self._filter_node(state, pod, node))
+
+    def _filter_node(self, state, pod, node):
         claims: _Claims | None = state.get(KEY)
         if claims is None:
             return None

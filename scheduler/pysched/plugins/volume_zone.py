@@ -10,7 +10,7 @@ StorageClasses from the ObjectStore; node labels.
 
 from __future__ import annotations
 
-from pysched.framework.interface import EnqueueExtensions, FilterPlugin, PreFilterPlugin
+from pysched.framework.interface import FilterResult, EnqueueExtensions, FilterPlugin, PreFilterPlugin
 from pysched.framework.status import Code, Status
 
 from pysched.plugins.volume_binding import VOLUME_EVENTS, claim_class
@@ -66,7 +66,12 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         state.write(KEY, topologies)
         return None, None
 
-    def filter(self, state, pod, node):
+    def filter(self, state, pod, nodes):
+        if not state.get(KEY):
+            return FilterResult.all_pass(len(nodes))
+        return FilterResult.each(nodes, lambda node: self._filter_node(state, pod, node))
+
+    def _filter_node(self, state, pod, node):
         topologies = state.get(KEY)
         if not topologies:
             return None

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from pysched.apis import config as configmod
-from pysched.profile import build_frameworks, build_queue, default_registry, ignored_extended_resources
+from pysched.profile import build_frameworks, build_queue, default_registry
 from pysched.backend.cache.cache import SchedulerCache
-from pysched.eventhandlers import EventHandlers, EventRegistry
+from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.registry import Registry
 from pysched.framework.runtime import TRACE_KEY, CycleTrace
@@ -35,19 +37,20 @@ class Outcome:
 
 class OfflineScheduler:
     def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, registry: Registry | None = None,
-                 seed: int | None = 0):
+                 seed: int | None = 0, observer=None):
         self.cfg = cfg or configmod.default_config()
         self.registry = registry if registry is not None else default_registry()
         self.cache = SchedulerCache()
         self.objects = ObjectStore()
         self.frameworks = build_frameworks(self.cfg, self.registry, cache=self.cache, client=None, recorder=None,
-                                           objects=self.objects,
-                                           extra={"ignored_extended_resources": ignored_extended_resources(self.cfg)})
+                                           objects=self.objects)
         self.queue = build_queue(self.cfg, self.frameworks)
-        self.handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names,
-                                      EventRegistry(self.frameworks.values()))
+        self.events = ClusterEvents(self.queue, EventRegistry(self.frameworks.values()))
+        self.handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names, self.events,
+                                      observer=observer)
         self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=self.frameworks,
-                                   percentage_of_nodes_to_score=self.cfg.percentage_of_nodes_to_score, seed=seed)
+                                   percentage_of_nodes_to_score=self.cfg.percentage_of_nodes_to_score, seed=seed,
+                                   on_cluster_event=self.events.move)
 
     @property
     def profile(self) -> str:
@@ -118,4 +121,4 @@ class OfflineScheduler:
         node = self.cache.nodes.get(node_name)
         if node is None:
             return Status(Code.ERROR, f"node {node_name} not found")
-        return fwk.run_filters_on_node(state, info, node)
+        return fwk.run_filters_on_node(state, info, NodeBatch(table, np.array([node.slot], dtype=np.int64)))

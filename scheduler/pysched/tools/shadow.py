@@ -62,6 +62,19 @@ class ShadowRecorder:
 
     # -- the cycle -----------------------------------------------------------------------------
 
+    async def run(self) -> None:
+        """The shadow's loop, in place of the scheduler's: predict each queued pod, bind nothing."""
+        queue = self.scheduler.queue
+        while True:
+            qpi = await queue.pop()
+            if qpi is None:
+                return
+            try:
+                self.predict(qpi)
+            except Exception:  # noqa: BLE001 - never let one pod stop the loop
+                log.exception("shadow: prediction crashed", extra=kv(pod=qpi.pod.key))
+            await asyncio.sleep(0)
+
     def predict(self, qpi) -> None:
         sched = self.scheduler
         pod = qpi.pod

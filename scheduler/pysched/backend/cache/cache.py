@@ -38,14 +38,15 @@ log = logging.getLogger("pysched.backend.cache")
 
 
 class SchedulerCache:
-    def __init__(self) -> None:
+    def __init__(self, *, expect_rebinding: bool = False) -> None:
+        """``expect_rebinding``: shadow mode - assumptions are predictions, others bind elsewhere."""
         self.table = NodeTable()
         self.nodes: dict[str, NodeInfo] = {}
         self.pods: dict[str, PodInfo] = {}          # uid -> pod counted on a node (added or assumed)
         self.assumed: dict[str, PodInfo] = {}       # uid -> assumed pod
         self.parked: dict[str, dict[str, PodInfo]] = {}  # node name -> pods bound to an unknown node
         self.generation = 0
-        self.expect_rebinding = False  # shadow mode: assumptions are predictions, others bind elsewhere
+        self.expect_rebinding = expect_rebinding
         self.index = PodCountIndex(self)
         self.terms = TermIndex(self.table)
         # Pods (on known nodes) with any pod affinity term / with required anti-affinity terms.

@@ -10,36 +10,9 @@ evicted (LRU). Counts are numpy arrays indexed by NodeTable slot.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import NamedTuple
-
 import numpy as np
 
-from pysched.apis.core.model import LabelSelector
-
-
-class MatcherTerm(NamedTuple):
-    namespaces: frozenset | None   # None: every namespace
-    selector: LabelSelector
-
-
-class PodMatcher(NamedTuple):
-    """Pods matching every term (ANDed); ``skip_deleting`` ignores terminating pods;
-    ``owner_uid`` restricts to pods of one controller."""
-    terms: tuple[MatcherTerm, ...]
-    skip_deleting: bool = False
-    owner_uid: str = ""
-
-    def matches(self, pod) -> bool:
-        if self.skip_deleting and pod.deleting:
-            return False
-        if self.owner_uid and pod.owner_uid != self.owner_uid:
-            return False
-        for t in self.terms:
-            if t.namespaces is not None and pod.namespace not in t.namespaces:
-                return False
-            if not t.selector.matches(pod.labels):
-                return False
-        return True
+from pysched.framework.matchers import PodMatcher
 
 
 class PodCountIndex:

@@ -25,7 +25,7 @@ from pysched.framework.args import get_str, get_str_list, strict
 from pysched.framework.interface import MAX_NODE_SCORE, PreScorePlugin, ScorePlugin
 from pysched.framework.status import Code, Status
 from pysched.apis.core.model import LabelSelector, ObjectError, Requirement, parse_label_selector
-from pysched.backend.cache.podindex import MatcherTerm, PodMatcher
+from pysched.framework.matchers import MatcherTerm, PodMatcher
 
 ZONE = "topology.kubernetes.io/zone"
 KEY = "AZSpread/preScore"

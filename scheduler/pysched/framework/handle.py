@@ -1,0 +1,91 @@
+"""Handle: what a plugin can reach - a read-only view of the snapshot, the low-volume object store,
+the API client and the event recorder - with typed accessors.
+
+The snapshot is the scheduler cache as one scheduling cycle sees it (``backend.cache``); plugins
+read it through this Handle and ``NodeBatch`` accessors, never by writing to it. The protocols
+below are the shape the framework relies on; the engine's cache, object store, client and
+recorder implement them, and the framework testing helpers build small real ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Mapping, Protocol
+
+import numpy as np
+
+from pysched.framework.interface import NodeBatch, NodeColumns, WaitingPod
+from pysched.framework.matchers import PodMatcher
+from pysched.framework.nodeinfo import NodeInfo
+from pysched.framework.podinfo import PodInfo
+
+
+class PodCounts(Protocol):
+    def counts(self, matcher: PodMatcher) -> np.ndarray: ...
+
+
+class SnapshotView(Protocol):
+    """The scheduler cache, read-only: nodes with their pods (bound or assumed) and indices."""
+    nodes: Mapping[str, NodeInfo]
+    pods: Mapping[str, PodInfo]
+    table: NodeColumns
+    index: PodCounts
+    terms: Any
+    image_nodes: Mapping[str, int]
+    with_affinity: Mapping[str, PodInfo]
+    with_required_anti: Mapping[str, PodInfo]
+
+    def image_sizes(self, name: str) -> np.ndarray: ...
+
+
+class ObjectLister(Protocol):
+    """Namespaces, Services, controllers, PVCs, PVs, StorageClasses... as API dicts."""
+
+    def get(self, kind: str, key: str) -> dict | None: ...
+    def list(self, kind: str) -> list[dict]: ...
+    def changed(self, timeout: float) -> Awaitable[bool]: ...
+
+
+class APIClient(Protocol):
+    """The scheduler's own API client (writes pass the leader fence)."""
+
+    async def request(self, method: str, path: str, *, params: dict | None = None, body: Any = None,
+                      content_type: str = ..., timeout: float | None = None,
+                      rate_limit: bool = True) -> Any: ...
+
+    async def bind_pod(self, namespace: str, name: str, uid: str, node: str,
+                       timeout: float | None = None) -> None: ...
+
+
+class EventRecorder(Protocol):
+    def record(self, pod: PodInfo, *, controller: str, type_: str, reason: str, action: str,
+               note: str) -> None: ...
+
+
+@dataclass
+class Handle:
+    snapshot: SnapshotView
+    objects: ObjectLister
+    client: APIClient | None = None
+    recorder: EventRecorder | None = None
+    profile_name: str = ""
+    waiting_pods: dict[str, WaitingPod] = field(default_factory=dict)
+    bind_timeout: float | None = None          # seconds a bind may take (None: the client's timeout)
+    ignored_extended_resources: frozenset[str] = frozenset()  # extenders' ignoredByScheduler resources
+
+    def node_info(self, name: str) -> NodeInfo | None:
+        return self.snapshot.nodes.get(name)
+
+    def all_nodes(self) -> NodeBatch:
+        """Every node of the snapshot, in the cache's node-tree order (zones interleaved)."""
+        table = self.snapshot.table
+        return NodeBatch(table, table.order())
+
+    def pod_counts(self, matcher: PodMatcher, nodes: NodeBatch) -> np.ndarray:
+        """How many pods (bound or assumed) matching ``matcher`` run on each node of ``nodes``."""
+        return nodes.take(self.snapshot.index.counts(matcher))
+
+    # The engine's name for the snapshot; kept so plugins written against it keep working.
+    @property
+    def cache(self) -> SnapshotView:
+        return self.snapshot

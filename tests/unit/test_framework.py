@@ -3,7 +3,8 @@
 import pytest
 
 from pysched.apis import config as configmod
-from pysched.framework.interface import FilterPlugin, PreFilterPlugin, PreFilterResult, ScorePlugin
+from pysched.framework.interface import (FilterPlugin, FilterResult, PreFilterPlugin, PreFilterResult, ScorePlugin,
+                                        scores_each)
 from pysched.framework.registry import Registry
 from pysched.profile import default_registry
 from pysched.framework.status import Code, Status
@@ -45,23 +46,25 @@ def test_reasons_counted_from_first_failing_plugin_end_to_end():
 
 
 class PerNodeLabel(FilterPlugin, ScorePlugin):
-    """A user plugin written only in the per-node form."""
+    """A user plugin with per-node logic, through FilterResult.each and scores_each."""
     name = "PerNodeLabel"
 
-    def filter(self, state, pod, node):
-        if node.labels.get("team") != "blue":
-            return Status(Code.UNSCHEDULABLE, "node(s) not blue")
-        return None
+    def filter(self, state, pod, nodes):
+        def check(node):
+            if node.labels.get("team") != "blue":
+                return Status(Code.UNSCHEDULABLE, "node(s) not blue")
+            return None
+        return FilterResult.each(nodes, check)
 
-    def score(self, state, pod, node):
-        return int(node.labels.get("rank", "0"))
+    def score(self, state, pod, nodes):
+        return scores_each(nodes, lambda node: int(node.labels.get("rank", "0")))
 
 
 class BadScore(ScorePlugin):
     name = "BadScore"
 
-    def score(self, state, pod, node):
-        return 101
+    def score(self, state, pod, nodes):
+        return [101] * len(nodes)
 
 
 class OnlyNode(PreFilterPlugin):

@@ -1,1 +1,37 @@
-"""TODO docstring"""
+"""The scheduling framework: extension points, CycleState, Status, the Handle, and the runtime
+that runs a profile's plugins - the API a plugin is written against.
+
+Everything a plugin needs is importable from here::
+
+    from pysched.framework import FilterPlugin, FilterResult, NodeBatch, ScorePlugin, Status, Code
+
+Modules: ``interface`` (extension points, NodeBatch and its accessors, FilterResult),
+``status``, ``cycle_state``, ``handle`` (the typed Handle and the snapshot protocols),
+``podinfo``/``nodeinfo`` (parsed pods and nodes), ``matchers`` (pod matchers for per-node pod
+counts), ``args`` (declarative plugin Args: dataclasses and one strict decoder), ``api`` (the
+object model: selectors, taints, resources), ``registry`` and ``runtime`` (the engine's side).
+"""
+
+from pysched.framework.args import arg, decode_args, encode_args
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.handle import Handle
+from pysched.framework.interface import (MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, ClusterEvent,
+                                         ClusterEventWithHint, EnqueueExtensions, FilterPlugin, FilterResult,
+                                         LabelValues, NodeBatch, PermitPlugin, Plugin, PostBindPlugin,
+                                         PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin,
+                                         PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueSortPlugin,
+                                         ReservePlugin, ScorePlugin, WaitingPod, scores_each)
+from pysched.framework.matchers import MatcherTerm, PodMatcher
+from pysched.framework.nodeinfo import NodeInfo
+from pysched.framework.podinfo import PodInfo
+from pysched.framework.status import Code, Status
+from pysched.framework.types import FrameworkError
+
+__all__ = [
+    "MAX_NODE_SCORE", "MIN_NODE_SCORE", "BindPlugin", "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState",
+    "EnqueueExtensions", "FilterPlugin", "FilterResult", "FrameworkError", "Handle", "LabelValues", "MatcherTerm",
+    "NodeBatch", "NodeInfo", "PermitPlugin", "Plugin", "PodInfo", "PodMatcher", "PostBindPlugin", "PostFilterPlugin",
+    "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin", "PreFilterPlugin", "PreFilterResult", "PreScorePlugin",
+    "QueueSortPlugin", "ReservePlugin", "ScorePlugin", "Status", "WaitingPod", "arg", "decode_args", "encode_args",
+    "scores_each",
+]

@@ -6,17 +6,17 @@ Constructor: ``Plugin(args, handle)`` where ``args`` is the plugin's typed argum
 class built from ``pluginConfig``) and ``handle`` gives access to the snapshot, the client and
 the event recorder.
 
-Filter and Score have two forms. The per-node form (``filter``/``score``) is all a plugin author
-must write. A plugin may also implement the batch form (``filter_nodes``/``score_nodes``), which
-receives every candidate node at once as a ``NodeBatch`` over the ``NodeTable`` columns; the
-framework then uses it on the hot path and keeps the per-node form for explanations and for the
-extender server. Both forms must agree; the in-tree plugins have tests that check they do.
+Filter and Score have one form: they receive every candidate node at once as a ``NodeBatch``
+and answer for all of them (a ``FilterResult``, an array of scores). Vector logic reads the
+batch's accessors (``allocatable(res)``, ``requested(res)``, ``label(key)``...); per-node logic
+goes through ``FilterResult.each`` / ``scores_each``. The same method serves the hot path, the
+explanations (a batch of one node) and the extender server.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
@@ -261,6 +261,11 @@ class FilterResult:
         return Status(code, *reasons, plugin=plugin)
 
 
+def scores_each(nodes: NodeBatch, score: Callable[[NodeInfo], int]) -> np.ndarray:
+    """Per-node scoring logic as a batch result: ``score(node)`` for each node, as int64."""
+    return np.fromiter((score(info) for info in nodes.infos), dtype=np.int64, count=len(nodes))
+
+
 @dataclass
 class PreFilterResult:
     """Restricts the nodes to evaluate (``None`` = all nodes)."""
@@ -332,11 +337,10 @@ class PreFilterPlugin(Plugin):
 
 
 class FilterPlugin(Plugin):
-    def filter(self, state: "CycleState", pod: "PodInfo", node: "NodeInfo") -> Status | None:
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
+        """Which of ``nodes`` can run ``pod``: vector checks over the batch's accessors, or
+        ``FilterResult.each(nodes, check)`` for per-node logic."""
         raise NotImplementedError
-
-    # Optional fast path; the default loops over ``filter``.
-    filter_nodes: Callable[..., FilterResult] | None = None
 
 
 class PostFilterPlugin(Plugin):
@@ -351,11 +355,12 @@ class PreScorePlugin(Plugin):
 
 
 class ScorePlugin(Plugin):
-    def score(self, state: "CycleState", pod: "PodInfo", node: "NodeInfo") -> int | tuple[int, Status | None]:
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray | Sequence[int]:
+        """A score per node of ``nodes`` (0..100 once normalised), aligned with the batch; or
+        ``scores_each(nodes, fn)`` for per-node logic. Raise ``FrameworkError(Status(Code.ERROR,
+        ...))`` to fail the cycle."""
         raise NotImplementedError
 
-    # Optional fast path returning an int64 array aligned with ``nodes``.
-    score_nodes: Callable[..., np.ndarray] | None = None
     # Optional ScoreExtensions.NormalizeScore: adjust ``scores`` in place (0..100 afterwards).
     normalize_score: Callable[..., Status | None] | None = None
 

@@ -8,7 +8,7 @@ tolerations, resource names and quantities, object name rules, and the API's err
 from pysched.apis.config.types import ConfigError
 from pysched.apis.core.errors import ApiError
 from pysched.apis.core.model import (NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, FieldRequirement, LabelSelector,
-                                     NodeSelector, NodeSelectorTerm, ObjectError, Requirement, Taint,
+                                     NodeSelector, NodeSelectorTerm, ObjectError, Requirement, Taint, Toleration,
                                      find_untolerated_taint, parse_label_selector, parse_node_selector,
                                      parse_preferred_terms, tolerates_taint)
 from pysched.apis.core.names import qualified_name_problem
@@ -17,7 +17,7 @@ from pysched.apis.core.resources import CPU, MEMORY, is_extended_resource, is_sc
 
 __all__ = [
     "ApiError", "CPU", "ConfigError", "FieldRequirement", "LabelSelector", "MEMORY", "NO_EXECUTE", "NO_SCHEDULE",
-    "NodeSelector", "NodeSelectorTerm", "ObjectError", "PREFER_NO_SCHEDULE", "Requirement", "Taint",
+    "NodeSelector", "NodeSelectorTerm", "ObjectError", "PREFER_NO_SCHEDULE", "Requirement", "Taint", "Toleration",
     "find_untolerated_taint", "is_extended_resource", "is_scalar", "parse_label_selector", "parse_node_selector",
     "parse_preferred_terms", "qualified_name_problem", "quantity_value", "tolerates_taint",
 ]

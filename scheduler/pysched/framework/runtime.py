@@ -27,7 +27,7 @@ from pysched.framework.args import load_args
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.handle import Handle
 from pysched.framework.interface import (EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, FilterPlugin,
-                        FilterResult, NodeBatch, PermitPlugin, Plugin, PostBindPlugin,
+                        NodeBatch, PermitPlugin, Plugin, PostBindPlugin,
                         PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
                         PreFilterResult, PreScorePlugin, QueueSortPlugin, ReservePlugin,
                         ScorePlugin, WaitingPod)

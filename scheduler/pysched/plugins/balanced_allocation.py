@@ -17,7 +17,7 @@ from pysched.framework.interface import MAX_NODE_SCORE, PreScorePlugin, ScorePlu
 from pysched.framework.status import Code, Status
 from pysched.apis.core.resources import is_scalar
 
-from pysched.plugins.node_resources_fit import parse_resource_specs
+from pysched.plugins.helper.resources import parse_resource_specs
 
 KEY = "NodeResourcesBalancedAllocation/preScore"
 

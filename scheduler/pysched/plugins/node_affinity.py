@@ -29,7 +29,7 @@ from pysched.framework.status import Code, Status
 from pysched.apis.core.model import ObjectError, parse_node_selector, parse_preferred_terms
 from pysched.plugins.helper.nodeselect import labels_mask, node_selector_mask, term_mask
 
-from pysched.plugins.taint_toleration import default_normalize
+from pysched.plugins.helper.normalize import default_normalize
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
@@ -130,15 +130,15 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
         failures = []
         added = self.args.added_required
         if added is not None:
-            ok = node_selector_mask(table, slots, added)
+            ok = node_selector_mask(nodes, added)
             if not ok.all():
                 failures.append((Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_ENFORCED, ~ok))
                 passed &= ok
         ok = np.ones(n, dtype=bool)
         if pod.node_selector:
-            ok &= labels_mask(table, slots, pod.node_selector)
+            ok &= labels_mask(nodes, pod.node_selector)
         if pod.required_affinity is not None:
-            ok &= node_selector_mask(table, slots, pod.required_affinity)
+            ok &= node_selector_mask(nodes, pod.required_affinity)
         bad = passed & ~ok
         if bad.any():
             failures.append((Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_POD, bad))
@@ -159,7 +159,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
     def score_nodes(self, state, pod, nodes):
         out = np.zeros(len(nodes), dtype=np.int64)
         for t in tuple(self.args.added_preferred) + tuple(pod.preferred_affinity):
-            out += term_mask(nodes.table, nodes.slots, t.term).astype(np.int64) * t.weight
+            out += term_mask(nodes, t.term).astype(np.int64) * t.weight
         return out
 
     def normalize_score(self, state, pod, nodes, scores):

@@ -37,6 +37,7 @@ from pysched.framework.interface import (MAX_NODE_SCORE, ClusterEvent, ClusterEv
                                            EnqueueExtensions, FilterPlugin, FilterResult,
                                            PreFilterPlugin, PreScorePlugin, ScorePlugin)
 from pysched.framework.status import Code, Status
+from pysched.plugins.helper.resources import parse_resource_specs
 from pysched.apis.core.resources import CPU, MEMORY, is_extended_resource, is_scalar
 
 LEAST_ALLOCATED = "LeastAllocated"
@@ -46,27 +47,6 @@ STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, REQUESTED_TO_CAPACITY_RATIO)
 MAX_UTILIZATION = 100
 MAX_CUSTOM_PRIORITY_SCORE = 10
 TOO_MANY_PODS = "Too many pods"
-
-
-def parse_resource_specs(raw_list: list, path: str, *, default: list[tuple[str, int]],
-                         weight_range: tuple[int, int] = (1, 100)) -> list[tuple[str, int]]:
-    out = []
-    seen = set()
-    for i, r in enumerate(raw_list):
-        rp = f"{path}[{i}]"
-        r = strict(r, rp, ("name", "weight"))
-        name = get_str(r, "name", rp, "")
-        if not name:
-            raise ConfigError(f"{rp}.name: Required value")
-        if name in seen:
-            raise ConfigError(f"{rp}.name: Duplicate value: {name!r}")
-        seen.add(name)
-        w = get_int(r, "weight", rp, 1) or 1
-        lo, hi = weight_range
-        if not lo <= w <= hi:
-            raise ConfigError(f"{rp}.weight: {w}: resource weight of {name} not in valid range ({lo - 1}, {hi}]")
-        out.append((name, w))
-    return out or list(default)
 
 
 class NodeResourcesFitArgs:

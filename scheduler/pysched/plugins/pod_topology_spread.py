@@ -35,12 +35,13 @@ from pysched.framework.args import get_list, get_str, strict
 from pysched.framework.interface import (MAX_NODE_SCORE, ClusterEvent, ClusterEventWithHint,
                                            EnqueueExtensions, FilterPlugin, FilterResult,
                                            PreFilterPlugin, PreScorePlugin, ScorePlugin)
+from pysched.framework import NodeBatch
 from pysched.framework.status import Code, Status
 from pysched.apis.core.model import LabelSelector, ObjectError, Requirement, parse_label_selector
 from pysched.plugins.helper.nodeselect import has_labels_mask, pod_required_affinity_mask
 from pysched.framework.matchers import MatcherTerm, PodMatcher
 
-from pysched.plugins.taint_toleration import untolerated_mask
+from pysched.plugins.helper.taints import untolerated_mask
 
 REASON = "node(s) didn't match pod topology spread constraints"
 REASON_MISSING_LABEL = REASON + " (missing required label)"
@@ -184,9 +185,9 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         if not cons:
             return None, Status(Code.SKIP)
         table, slots = nodes.table, nodes.slots
-        has_all = has_labels_mask(table, slots, [c.key for c in cons])
-        aff = pod_required_affinity_mask(table, slots, pod)
-        untol = untolerated_mask(table, slots, pod.tolerations)
+        has_all = has_labels_mask(nodes, [c.key for c in cons])
+        aff = pod_required_affinity_mask(nodes, pod)
+        untol = untolerated_mask(nodes, pod.tolerations)
         dom_counts, mins, selfs = [], [], []
         for c in cons:
             col = table.label_column(c.key)
@@ -262,11 +263,12 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             return Status(Code.SKIP)
         require_all = bool(pod.spread_constraints) or not self.system_defaulted
         filt = nodes.slots
-        ignored = ~has_labels_mask(table, filt, [c.key for c in cons]) if require_all else np.zeros(len(filt), bool)
-        all_slots = table.order()
-        all_ok = has_labels_mask(table, all_slots, [c.key for c in cons]) if require_all else np.ones(len(all_slots), bool)
-        aff = pod_required_affinity_mask(table, all_slots, pod)
-        untol = untolerated_mask(table, all_slots, pod.tolerations)
+        ignored = ~has_labels_mask(nodes, [c.key for c in cons]) if require_all else np.zeros(len(filt), bool)
+        every = NodeBatch(table, table.order())
+        all_slots = every.slots
+        all_ok = has_labels_mask(every, [c.key for c in cons]) if require_all else np.ones(len(all_slots), bool)
+        aff = pod_required_affinity_mask(every, pod)
+        untol = untolerated_mask(every, pod.tolerations)
         score = np.zeros(len(filt), dtype=np.float64)
         for c in cons:
             col = table.label_column(c.key)

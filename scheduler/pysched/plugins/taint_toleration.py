@@ -20,14 +20,16 @@ from __future__ import annotations
 import numpy as np
 
 from pysched.framework.args import get_bool, strict
-from pysched.framework.interface import (MAX_NODE_SCORE, ClusterEvent, ClusterEventWithHint,
+from pysched.framework.interface import (ClusterEvent, ClusterEventWithHint,
                                            EnqueueExtensions, FilterPlugin, FilterResult,
                                            PreScorePlugin, ScorePlugin)
 from pysched.framework.status import Code, Status
-from pysched.apis.core.model import NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, find_untolerated_taint, tolerates_taint
+from pysched.apis.core.model import PREFER_NO_SCHEDULE, find_untolerated_taint, tolerates_taint
+
+from pysched.plugins.helper.normalize import default_normalize
+from pysched.plugins.helper.taints import FILTER_EFFECTS, per_taint_class, untolerated_mask
 
 REASON = "node(s) had untolerated taint(s)"
-_FILTER_EFFECTS = (NO_SCHEDULE, NO_EXECUTE)
 
 
 class TaintTolerationArgs:
@@ -43,45 +45,6 @@ class TaintTolerationArgs:
         return {"comparisonOperators": self.comparison_operators}
 
 
-def default_normalize(scores: np.ndarray, reverse: bool) -> None:
-    """``helper.DefaultNormalizeScore`` with MaxNodeScore, in place."""
-    if not len(scores):
-        return
-    mx = int(scores.max())
-    if mx <= 0:
-        if reverse:
-            scores[:] = MAX_NODE_SCORE
-        return
-    np.floor_divide(scores * MAX_NODE_SCORE, mx, out=scores)
-    if reverse:
-        np.subtract(MAX_NODE_SCORE, scores, out=scores)
-
-
-def per_taint_class(table, kind: str, comparison_operators: bool, tolerations, fn, dtype) -> np.ndarray:
-    """``fn(taints)`` for every distinct taint list of the table, memoised per tolerations."""
-    memo = table.memo.setdefault((f"TaintToleration/{kind}", comparison_operators), {})
-    cached = memo.get(tolerations)
-    n = len(table.taint_sets)
-    if cached is None or len(cached) < n:
-        cached = cached or []
-        for taints in table.taint_sets[len(cached):]:
-            cached.append(fn(taints))
-        if len(memo) > 1024:
-            memo.clear()
-        memo[tolerations] = cached
-    return np.fromiter(cached, dtype=dtype, count=n)
-
-
-def untolerated_mask(table, slots, tolerations, comparison_operators: bool = False) -> np.ndarray:
-    """True where the node has a NoSchedule/NoExecute taint the tolerations do not tolerate."""
-    if len(table.taint_sets) == 1:
-        return np.zeros(len(slots), dtype=bool)
-    ok = per_taint_class(table, "filter", comparison_operators, tolerations,
-                         lambda taints: find_untolerated_taint(taints, tolerations, _FILTER_EFFECTS,
-                                                               comparison_operators) is None, bool)
-    return ~ok[table.taint_class[slots]]
-
-
 class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
     name = "TaintToleration"
     Args = TaintTolerationArgs
@@ -93,13 +56,13 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
     # -- filter --------------------------------------------------------------------------------
 
     def filter(self, state, pod, node):
-        taint = find_untolerated_taint(node.taints, pod.tolerations, _FILTER_EFFECTS, self.cmp)
+        taint = find_untolerated_taint(node.taints, pod.tolerations, FILTER_EFFECTS, self.cmp)
         if taint is not None:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
         return None
 
     def filter_nodes(self, state, pod, nodes):
-        ok = ~untolerated_mask(nodes.table, nodes.slots, pod.tolerations, self.cmp)
+        ok = ~untolerated_mask(nodes, pod.tolerations, self.cmp)
         return FilterResult.from_mask(ok, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
 
     # -- score ---------------------------------------------------------------------------------
@@ -120,13 +83,13 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         return self._count(node.taints, tolerations)
 
     def score_nodes(self, state, pod, nodes):
-        table = nodes.table
-        if len(table.taint_sets) == 1:
+        classes, taint_sets = nodes.taint_classes()
+        if len(taint_sets) == 1:
             return np.zeros(len(nodes), dtype=np.int64)
         tolerations = state.get("TaintToleration/preScore") or ()
-        per_class = per_taint_class(table, "score", self.cmp, tolerations,
+        per_class = per_taint_class(nodes, "score", self.cmp, tolerations,
                                     lambda taints: self._count(taints, tolerations), np.int64)
-        return per_class[table.taint_class[nodes.slots]]
+        return per_class[classes]
 
     def normalize_score(self, state, pod, nodes, scores):
         default_normalize(scores, reverse=True)

@@ -26,9 +26,10 @@ from __future__ import annotations
 import time
 
 from pysched.framework.args import get_int, strict
-from pysched.framework.interface import (FilterResult, ClusterEvent, ClusterEventWithHint, EnqueueExtensions, FilterPlugin,
+from pysched.framework.interface import (FilterResult, EnqueueExtensions, FilterPlugin,
                                            PreBindPlugin, PreFilterPlugin, ReservePlugin)
 from pysched.framework.status import Code, Status
+from pysched.plugins.helper.volumes import VOLUME_EVENTS, claim_class
 from pysched.apis.core.model import ObjectError, parse_label_selector, parse_node_selector
 from pysched.apis.core.quantity import value as qvalue
 
@@ -40,13 +41,6 @@ SELECTED_NODE = "volume.kubernetes.io/selected-node"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 KEY = "VolumeBinding/state"
-VOLUME_EVENTS = (ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "*")),
-                 ClusterEventWithHint(ClusterEvent("PersistentVolume", "*")),
-                 ClusterEventWithHint(ClusterEvent("StorageClass", "*")),
-                 ClusterEventWithHint(ClusterEvent("Node", "Add")),
-                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")))
-
-
 class VolumeBindingArgs:
     def __init__(self, bind_timeout_seconds: int = 600):
         self.bind_timeout_seconds = bind_timeout_seconds
@@ -58,14 +52,6 @@ class VolumeBindingArgs:
 
     def to_dict(self) -> dict:
         return {"bindTimeoutSeconds": self.bind_timeout_seconds}
-
-
-def claim_class(pvc: dict) -> str:
-    ann = (pvc.get("metadata") or {}).get("annotations") or {}
-    cls = ann.get("volume.beta.kubernetes.io/storage-class")
-    if cls is not None:
-        return cls
-    return (pvc.get("spec") or {}).get("storageClassName") or ""
 
 
 def pv_matches_node(pv: dict, labels: dict, name: str) -> bool:

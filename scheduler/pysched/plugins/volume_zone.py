@@ -13,7 +13,7 @@ from __future__ import annotations
 from pysched.framework.interface import FilterResult, EnqueueExtensions, FilterPlugin, PreFilterPlugin
 from pysched.framework.status import Code, Status
 
-from pysched.plugins.volume_binding import VOLUME_EVENTS, claim_class
+from pysched.plugins.helper.volumes import VOLUME_EVENTS, claim_class
 
 REASON = "node(s) had no available volume zone"
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"

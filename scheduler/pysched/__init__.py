@@ -1,10 +1,12 @@
 """pysched: a secondary Kubernetes scheduler written in Python.
 
-The engine follows kube-scheduler's structure and vocabulary: an informer-fed cache with
-assume/forget (``cache``), a scheduling queue with activeQ/backoffQ/unschedulable pods
-(``queue``), the framework with its extension points, CycleState and Status
-(``framework``), and the scheduling and binding cycles (``schedule_one``). Plugins live in the
-top-level ``plugins`` package.
+The engine follows kube-scheduler's tree and vocabulary: the configuration and object model
+(``apis``), the plugin framework with its extension points, CycleState and Status
+(``framework``), the cache with assume/forget and the scheduling queue with activeQ/backoffQ
+(``backend``), the scheduling and binding cycles (``schedule_one``), the API client, informers,
+Events and leader election (``client``), extenders (``extender``), the secure port (``server``),
+the in-tree plugins (``plugins``) and the tools (``tools``: simulate, shadow). ``profile`` builds
+a framework per profile for the live app, simulate and the extender alike.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

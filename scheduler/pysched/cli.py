@@ -12,6 +12,7 @@ import sys
 
 import yaml
 
+from pysched import __version__
 from pysched.apis import config as configmod
 from pysched.util import eventloop
 from pysched.util import logs
@@ -25,8 +26,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kubeconfig", help="kubeconfig file; default: in-cluster, then $KUBECONFIG")
     p.add_argument("--plugin-module", action="append", default=[], metavar="MODULE",
                    help="import MODULE to register out-of-tree plugins (repeatable)")
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
-    p.add_argument("--log-format", default="logfmt", choices=("logfmt", "json"))
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                   help="least severe log level written (default: info)")
+    p.add_argument("--log-format", default="logfmt", choices=("logfmt", "json"),
+                   help="structured log lines as key=value (logfmt) or JSON objects (default: logfmt)")
 
 
 def _bool(text: str) -> bool:
@@ -122,6 +125,7 @@ def _positive_float(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pysched", description="A secondary Kubernetes scheduler in Python.")
+    parser.add_argument("--version", action="version", version=f"pysched {__version__}")
     sub = parser.add_subparsers(dest="command")
 
     run = sub.add_parser("run", help="run the scheduler (default)")
@@ -129,10 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--write-config-to", metavar="FILE",
                      help="write the effective configuration (defaults applied) to FILE ('-' for stdout) and exit")
     run.add_argument("--secure-port", type=int, default=10259, help="HTTPS port for /healthz, /readyz, /metrics")
-    run.add_argument("--bind-address", default="0.0.0.0")
+    run.add_argument("--bind-address", default="0.0.0.0", help="address the secure port listens on (default: 0.0.0.0)")
     run.add_argument("--cert-dir", default=None, help="where the self-signed serving certificate is written")
-    run.add_argument("--tls-cert-file", default=None)
-    run.add_argument("--tls-private-key-file", default=None)
+    run.add_argument("--tls-cert-file", default=None,
+                     help="serving certificate for the secure port (default: self-signed, written to --cert-dir)")
+    run.add_argument("--tls-private-key-file", default=None, help="private key of --tls-cert-file")
     run.add_argument("--identity", default=None, help="leader election identity (default: $POD_NAME or hostname + uuid)")
     run.add_argument("--no-serve", action="store_true", help="do not open the secure port")
     run.add_argument("--leader-elect", dest="leader_elect", default=None,
@@ -151,10 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     ext = sub.add_parser("extender", help="serve the plugins as a kube-scheduler extender")
     _common(ext)
-    ext.add_argument("--port", type=int, default=8888)
-    ext.add_argument("--address", default="127.0.0.1")
-    ext.add_argument("--tls-cert-file")
-    ext.add_argument("--tls-private-key-file")
+    ext.add_argument("--port", type=int, default=8888, help="port the extender verbs are served on (default: 8888)")
+    ext.add_argument("--address", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    ext.add_argument("--tls-cert-file", help="serve HTTPS with this certificate (default: plain HTTP)")
+    ext.add_argument("--tls-private-key-file", help="private key of --tls-cert-file")
     ext.add_argument("--client-ca-file", help="require a client certificate from this CA (mTLS) on every verb; "
                                               "its holders may bind and preempt")
     _delegation_kubeconfigs(ext)
@@ -176,16 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
     _common(sim)
     sim.add_argument("--cluster", required=True, help="snapshot (kubectl get nodes,pods -A -o yaml)")
     sim.add_argument("--pods", required=True, help="pods to schedule (YAML, one or many documents)")
-    sim.add_argument("--explain", action="append", default=[], metavar="NS/NAME")
-    sim.add_argument("--report", metavar="OUT.html")
-    sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--output", default="text", choices=("text", "json"))
+    sim.add_argument("--explain", action="append", default=[], metavar="NS/NAME",
+                     help="print the per-plugin trace of this pod's cycle (repeatable)")
+    sim.add_argument("--report", metavar="OUT.html", help="write a self-contained HTML report with utilisation charts")
+    sim.add_argument("--seed", type=int, default=0, help="tie-break random seed (default: 0; the live scheduler with the same seed agrees)")
+    sim.add_argument("--output", default="text", choices=("text", "json"), help="result format on stdout (default: text)")
 
     return parser
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    if not argv or argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help"):
+    if not argv or argv[0] not in SUBCOMMANDS and argv[0] not in ("-h", "--help", "--version"):
         argv = ["run", *argv]
     return build_parser().parse_args(argv)
 

@@ -21,12 +21,13 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import orjson
 
+from pysched import __version__
 from pysched.apis.core.errors import ApiError
 from pysched.client.httppool import HTTPPool
 from pysched.client.auth import Credentials
 
 log = logging.getLogger("pysched.client.rest")
-USER_AGENT = "pysched/0.1"
+USER_AGENT = f"pysched/{__version__}"
 
 
 class TokenBucket:

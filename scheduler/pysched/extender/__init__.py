@@ -1,1 +1,2 @@
-"""TODO docstring"""
+"""Scheduler extenders, both ways: the wire format (``wire``), the client our scheduling cycle
+calls (``client``), and the server that offers our plugins to kube-scheduler (``server``)."""

@@ -3,7 +3,9 @@
 ``IN_TREE`` is the registry's starting point (name -> class). Each plugin lives in its own module
 with a docstring saying what it checks and what it reads. Out-of-tree plugins register through
 the ``pysched.plugins`` entry point group or ``--plugin-module`` (see
-``scheduler.framework.registry``); nothing here needs to change for them.
+``pysched.framework.registry``); nothing here needs to change for them. Upstream plugins are
+modules here; the brief's own are in ``custom``; code shared between plugins is in ``helper``.
+A plugin module imports only ``pysched.framework`` and ``pysched.plugins.helper``.
 
 Upstream semantics (kube-scheduler 1.35): SchedulingGates, PrioritySort, NodeUnschedulable,
 NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding, VolumeZone,

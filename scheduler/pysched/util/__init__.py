@@ -1,1 +1,2 @@
-"""TODO docstring"""
+"""Small process-wide utilities with no scheduling knowledge: structured logs, safe YAML file
+reading, the event loop (uvloop when available)."""

@@ -1,1 +1,1 @@
-"""TODO docstring"""
+"""The scheduling queue: activeQ, backoffQ, the unschedulable pool and gated pods."""

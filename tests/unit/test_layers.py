@@ -1,0 +1,107 @@
+"""The package's layers, checked on the source: no module imports a layer above its own.
+
+Read bottom-up: ``util`` and ``metrics`` know nothing of scheduling; ``apis`` (configuration and
+object model) builds on ``util``; ``framework`` (the plugin API) on ``apis``; ``backend`` (cache,
+queue) and ``client`` (API I/O) below the engine; in-tree ``plugins`` see only the framework and
+their helpers; ``tools`` never reach for the live app; only the process entry points (``cli``,
+``app``, ``extender.server``) may import everything. Nothing in the wheel imports the dev harness.
+Every import counts, ``TYPE_CHECKING`` ones included.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2] / "scheduler"
+BASE = {"pysched.util", "pysched.metrics"}
+ALLOWED = {
+    "pysched.util": {"pysched.util"},
+    "pysched.metrics": set(),
+    "pysched.apis": {"pysched.apis", "pysched.util"},
+    "pysched.framework": {"pysched.framework", "pysched.apis"} | BASE,
+    "pysched.plugins": {"pysched.framework", "pysched.plugins.helper"},
+    "pysched.backend": {"pysched.backend", "pysched.framework", "pysched.apis"} | BASE,
+    "pysched.client": {"pysched.client", "pysched.apis"} | BASE,
+    "pysched.server": {"pysched.server", "pysched.client", "pysched.apis"} | BASE,
+    "pysched.extender.wire": {"pysched.extender.wire", "pysched.apis"} | BASE,
+    "pysched.extender.client": {"pysched.extender.wire", "pysched.framework", "pysched.client", "pysched.apis"} | BASE,
+    "pysched.testing": {"pysched.framework", "pysched.backend", "pysched.client", "pysched.apis"} | BASE,
+}
+ENGINE = {"pysched.framework", "pysched.backend", "pysched.client", "pysched.apis", "pysched.extender.client",
+          "pysched.extender.wire", "pysched.explanation", "pysched.eventhandlers", "pysched.schedule_one",
+          "pysched.profile", "pysched.plugins"} | BASE
+ALLOWED.update({
+    "pysched.explanation": {"pysched.explanation"} | BASE,
+    "pysched.eventhandlers": ENGINE,
+    "pysched.schedule_one": ENGINE,
+    "pysched.profile": ENGINE,
+    "pysched.tools": ENGINE | {"pysched.tools"},
+})
+ENTRY_POINTS = {"pysched", "pysched.__main__", "pysched.cli", "pysched.app", "pysched.extender.server",
+                "pysched.extender"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: relative import; use absolute pysched.* imports"
+            out.add(node.module or "")
+            # `from pysched.x import y` may name a submodule y: check it too
+            out.update(f"{node.module}.{a.name}" for a in node.names
+                       if (ROOT / (node.module or "").replace(".", "/") / f"{a.name}.py").exists())
+    return out
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def rule_for(mod: str) -> set[str] | None:
+    best = None
+    for prefix in ALLOWED:
+        if within(mod, prefix) and (best is None or len(prefix) > len(best)):
+            best = prefix
+    return None if best is None else ALLOWED[best]
+
+
+MODULES = sorted((module_name(p), p) for p in ROOT.rglob("*.py"))
+
+
+@pytest.mark.parametrize("mod,path", MODULES, ids=[m for m, _ in MODULES])
+def test_no_upward_imports(mod, path):
+    own = {i for i in imports(path) if within(i, "pysched") or i.split(".")[0] in ("pysched_dev", "tests", "bench")}
+    outside = {i for i in own if not within(i, "pysched")}
+    assert not outside, f"{mod} imports the dev harness or tests: {sorted(outside)}"
+    if mod in ENTRY_POINTS:
+        return
+    allowed = rule_for(mod)
+    assert allowed is not None, f"{mod}: no layer rule; add it to ALLOWED in {__file__}"
+    if within(mod, "pysched.plugins") and mod != "pysched.plugins" and not within(mod, "pysched.plugins.helper"):
+        allowed = ALLOWED["pysched.plugins"]      # a plugin: framework and helper only
+    elif mod == "pysched.plugins":
+        allowed = ALLOWED["pysched.plugins"] | {"pysched.plugins"}   # the registry list imports the plugins
+    elif within(mod, "pysched.plugins.helper"):
+        allowed = {"pysched.framework", "pysched.plugins.helper"}
+    bad = sorted(i for i in own if i != "pysched" and not any(within(i, a) for a in allowed))
+    assert not bad, f"{mod} imports {bad}; its layer allows only {sorted(allowed)}"
+
+
+def test_the_rule_catches_an_upward_import(tmp_path):
+    """The check itself can fail: a framework module importing the live app is refused."""
+    allowed = rule_for("pysched.framework.runtime")
+    assert not any(within("pysched.app", a) for a in allowed)
+    assert not any(within("pysched.backend.cache.cache", a) for a in rule_for("pysched.plugins.gpu") or ())

@@ -9,8 +9,9 @@ them. The same numbers are mirrored into ``NodeTable`` rows for vectorised filte
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from pysched.apis.core.model import parse_taints
+from pysched.apis.core.model import Taint, parse_taints
 from pysched.apis.core.objectshape import node_problem
 from pysched.framework.podinfo import PodInfo
 from pysched.apis.core.quantity import resource_value
@@ -26,6 +27,18 @@ class NodeSpec:
 
     __slots__ = ("name", "uid", "resource_version", "labels", "taints", "unschedulable",
                  "allocatable", "images", "raw_alloc", "parse_error", "raw")
+
+    name: str
+    uid: str
+    resource_version: str
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    allocatable: dict[str, int]               # status.allocatable as integers (cpu in millicores)
+    images: dict[str, int]                    # image name -> size in bytes
+    raw_alloc: dict[str, Any]                 # status.allocatable as sent
+    parse_error: str | None
+    raw: dict[str, Any] | None                # the object, kept when extenders need whole Nodes
 
     @classmethod
     def from_dict(cls, obj: dict, *, keep_raw: bool = False) -> "NodeSpec":
@@ -97,14 +110,23 @@ class NodeInfo:
     __slots__ = ("spec", "slot", "pods", "requested", "non0_cpu", "non0_mem", "used_ports",
                  "generation")
 
+    spec: NodeSpec
+    slot: int                                 # its row in the cache's node table
+    pods: dict[str, PodInfo]                  # uid -> pod (bound by anyone, or assumed)
+    requested: dict[str, int]
+    non0_cpu: int
+    non0_mem: int
+    used_ports: dict[tuple[str, str, int], int]
+    generation: int
+
     def __init__(self, spec: NodeSpec, slot: int):
         self.spec = spec
         self.slot = slot
-        self.pods: dict[str, PodInfo] = {}
-        self.requested: dict[str, int] = {}
+        self.pods = {}
+        self.requested = {}
         self.non0_cpu = 0
         self.non0_mem = 0
-        self.used_ports: dict[tuple, int] = {}
+        self.used_ports = {}
         self.generation = 0
 
     # convenient read-only views used by per-node plugins
@@ -113,11 +135,11 @@ class NodeInfo:
         return self.spec.name
 
     @property
-    def labels(self) -> dict:
+    def labels(self) -> dict[str, str]:
         return self.spec.labels
 
     @property
-    def taints(self):
+    def taints(self) -> tuple[Taint, ...]:
         return self.spec.taints
 
     @property

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import datetime
 import logging
+from typing import Any
 
-from pysched.apis.core.model import (ObjectError, parse_node_selector, parse_preferred_terms, parse_tolerations)
+from pysched.apis.core.model import (NodeSelector, ObjectError, PreferredTerm, Toleration, parse_node_selector,
+                                     parse_preferred_terms, parse_tolerations)
 from pysched.apis.core.objectshape import pod_problem
 from pysched.framework.affinity import EMPTY as NO_AFFINITY
+from pysched.framework.affinity import PodAffinityTerms
 from pysched.framework.affinity import parse_pod_affinity
 from pysched.apis.core.resources import pod_resource
 
@@ -54,6 +57,46 @@ class PodInfo:
         "pvc_names", "resource_claims", "scheduled_condition", "nominated_node", "raw",
         "parse_error", "spec_hash", "affinity_terms",
     )
+
+    # Declared fields (filled by ``from_dict``; treat as read-only).
+    uid: str
+    namespace: str
+    name: str
+    key: str                                   # "namespace/name"
+    resource_version: str
+    generation: int
+    scheduler_name: str
+    node_name: str                             # "" while pending (or the assumed node)
+    phase: str
+    deleting: bool                             # has a deletionTimestamp
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    priority: int
+    created: float                             # creationTimestamp, epoch seconds
+    requests: dict[str, int]                   # effective requests (cpu in millicores)
+    non0_cpu: int                              # cpu with kube-scheduler's non-zero defaults
+    non0_mem: int
+    host_ports: tuple[tuple[str, str, int], ...]   # (hostIP, protocol, hostPort)
+    tolerations: tuple[Toleration, ...]
+    node_selector: dict[str, str] | None
+    required_affinity: NodeSelector | None
+    preferred_affinity: tuple[PreferredTerm, ...]
+    pod_affinity: dict[str, Any] | None        # spec.affinity.podAffinity as sent
+    pod_anti_affinity: dict[str, Any] | None
+    spread_constraints: list[dict[str, Any]] | None
+    gates: tuple[str, ...]                     # spec.schedulingGates names
+    owner_kind: str                            # the controller owner reference
+    owner_name: str
+    owner_uid: str
+    images: tuple[str, ...]
+    pvc_names: tuple[tuple[str, bool], ...]    # (claim name, is an ephemeral volume's claim)
+    resource_claims: tuple[dict[str, Any], ...]
+    scheduled_condition: tuple[str, str, str] | None   # PodScheduled (status, reason, message)
+    nominated_node: str
+    raw: dict[str, Any] | None                 # the object, kept for pods this scheduler places
+    parse_error: str | None                    # why the pod cannot be scheduled as sent
+    spec_hash: int | None
+    affinity_terms: PodAffinityTerms           # parsed pod (anti-)affinity terms
 
     def __repr__(self) -> str:
         return f"PodInfo({self.key}, node={self.node_name or '-'})"

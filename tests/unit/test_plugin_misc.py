@@ -14,6 +14,7 @@ from pysched.plugins.volume_binding import (REASON_BIND_CONFLICT, REASON_NODE_CO
                                     UNBOUND_IMMEDIATE, VolumeBinding)
 from pysched.plugins.volume_zone import VolumeZone
 from pysched.apis.config import ConfigError
+from pysched.framework import decode_args, encode_args
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.status import Code
 from pysched.framework.podinfo import PodInfo
@@ -50,6 +51,19 @@ def test_balanced_allocation():
     assert s == {"n": 87, "m": 100}
     state = CycleState()
     assert NodeResourcesBalancedAllocation().pre_score(state, PodInfo.from_dict(pod("be", cpu=None, memory=None)), None).is_skip()
+    # configured resources: cpu alone has no spread to measure
+    cpu_only = PluginTester(NodeResourcesBalancedAllocation, {"resources": [{"name": "cpu"}]},
+                            nodes=[node("n", cpu="4", memory="8Gi")])
+    assert cpu_only.score(pod("p", cpu="2", memory="2Gi")) == {"n": 100}
+    Args = NodeResourcesBalancedAllocation.Args
+    assert encode_args(decode_args(Args, {"resources": []}, "args")) == {
+        "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
+    with pytest.raises(ConfigError, match=r"args.resources\[0\].weight: 2: resource weight of cpu not in valid range \(0, 1\]"):
+        decode_args(Args, {"resources": [{"name": "cpu", "weight": 2}]}, "args")
+    with pytest.raises(ConfigError, match=r"args.resources\[1\].name: Duplicate value: 'cpu'"):
+        decode_args(Args, {"resources": [{"name": "cpu"}, {"name": "cpu"}]}, "args")
+    with pytest.raises(ConfigError, match=r"args.kind: expected NodeResourcesBalancedAllocationArgs"):
+        decode_args(Args, {"kind": "NodeResourcesFitArgs"}, "args")
 
 
 def test_image_locality():
@@ -174,7 +188,8 @@ def test_gpu_scores():
     custom = PluginTester(GPU, {"resourceNames": ["amd.com/gpu"]}, nodes=[node("amd", extended={"amd.com/gpu": "1"}), node("x")])
     assert custom.score(pod("w")) == {"amd": 0, "x": 100}
     with pytest.raises(ConfigError, match=r"resourceNames\[0\]"):
-        GPU.Args.from_dict({"resourceNames": ["gpu"]}, "args")
+        decode_args(GPU.Args, {"resourceNames": ["gpu"]}, "args")
+    assert encode_args(decode_args(GPU.Args, {"resourceNames": []}, "args")) == {"resourceNames": ["nvidia.com/gpu"]}
 
 
 def test_capacity_type():

@@ -4,6 +4,7 @@ import pytest
 
 from pysched.plugins.node_resources_fit import NodeResourcesFit
 from pysched.apis.config import ConfigError
+from pysched.framework import decode_args, encode_args
 
 from .conftest import node, pod
 from pysched.testing import UAU, UNS, PluginTester
@@ -123,7 +124,39 @@ def test_scalar_resource_scored_only_when_requested():
     ({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
         "shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]}}}, "shape[1].utilization"),
     ({"bogus": 1}, "args.bogus"),
+    ({"kind": "OtherArgs"}, "args.kind: expected NodeResourcesFitArgs"),
+    ({"scoringStrategy": {"resources": [{"weight": 2}]}}, "scoringStrategy.resources[0].name: Required value"),
+    ({"scoringStrategy": {"resources": [{"name": "cpu"}, {"name": "cpu"}]}},
+     "scoringStrategy.resources[1].name: Duplicate value: 'cpu'"),
+    ({"scoringStrategy": {"resources": [{"name": "cpu", "weight": -3}]}},
+     "scoringStrategy.resources[0].weight: -3: resource weight of cpu not in valid range"),
+    ({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
+        "shape": [{"utilization": 0, "score": 11}]}}}, "shape[0].score: must be <= 10"),
 ])
 def test_bad_args_name_the_field(args, field):
     with pytest.raises(ConfigError, match=field.replace("[", r"\[").replace("]", r"\]")):
-        NodeResourcesFit.Args.from_dict(args, "args")
+        decode_args(NodeResourcesFit.Args, args, "args")
+
+
+def test_args_defaults_and_wire_form():
+    default = decode_args(NodeResourcesFit.Args, None, "args")
+    cpu_mem = [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]
+    assert encode_args(default) == {"scoringStrategy": {"type": "LeastAllocated", "resources": cpu_mem}}
+    # an empty resources list gets the defaults; weight 0 (or none) means 1, as upstream's defaulting
+    empty = decode_args(NodeResourcesFit.Args, {"scoringStrategy": {"resources": []}}, "args")
+    assert encode_args(empty) == encode_args(default)
+    raw = {"kind": "NodeResourcesFitArgs", "ignoredResources": ["example.com/foo"],
+           "scoringStrategy": {"type": "RequestedToCapacityRatio",
+                               "resources": [{"name": "cpu"}, {"name": "memory", "weight": 0}],
+                               "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 10},
+                                                                      {"utilization": 100, "score": 0}]}}}
+    a = decode_args(NodeResourcesFit.Args, raw, "args")
+    out = encode_args(a)
+    assert out == {"ignoredResources": ["example.com/foo"],
+                   "scoringStrategy": {"type": "RequestedToCapacityRatio", "resources": cpu_mem,
+                                       "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 10},
+                                                                              {"utilization": 100, "score": 0}]}}}
+    assert decode_args(NodeResourcesFit.Args, out, "args") == a
+    # the decoded shape drives the score: utilisation 25% on "a" -> 10 - 2.5 -> 75
+    hh = h([node("a", cpu="4", memory="4Gi")], args=raw)
+    assert hh.score(pod("p", cpu="1", memory="1Gi"))["a"] == 75

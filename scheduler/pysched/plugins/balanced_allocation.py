@@ -5,39 +5,43 @@ after placing the pod is computed per resource (capped at 1); the score is
 ``(1 - std(fractions)) * 100`` (for two resources std is ``|f1 - f2| / 2``). Requested amounts
 here are the plain requests (no 100m/200Mi defaults), as upstream. Best-effort pods (requesting
 none of the resources) skip this plugin, so they do not pile onto one node (k/k#129138).
-Reads: NodeTable ``alloc``/``req`` columns, the pod's requests.
+Reads: the batch's allocatable and requested amounts (``NodeBatch`` accessors), the pod's requests.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
+import numpy.typing as npt
 
-from pysched.framework.args import get_list, strict
-from pysched.framework.interface import MAX_NODE_SCORE, PreScorePlugin, ScorePlugin
-from pysched.framework.status import Code, Status
-from pysched.apis.core.resources import is_scalar
-
-from pysched.plugins.helper.resources import parse_resource_specs
+from pysched.framework import (MAX_NODE_SCORE, Code, CycleState, Handle, NodeBatch, PodInfo, PreScorePlugin,
+                               ScorePlugin, Status)
+from pysched.framework.api import is_scalar
+from pysched.plugins.helper.resources import ResourceSpec, default_resource_specs, validate_resource_specs
 
 KEY = "NodeResourcesBalancedAllocation/preScore"
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+Int64Array = npt.NDArray[np.int64]
 
 
+@dataclass
 class BalancedAllocationArgs:
-    def __init__(self, resources=(("cpu", 1), ("memory", 1))):
-        self.resources = list(resources)
+    """``resources``: the resources to balance (default cpu and memory); every weight must be 1."""
+    KIND = "NodeResourcesBalancedAllocationArgs"
 
-    @classmethod
-    def from_dict(cls, raw: dict, path: str) -> "BalancedAllocationArgs":
-        raw = strict(raw, path, ("resources",), kind="NodeResourcesBalancedAllocationArgs")
-        res = parse_resource_specs(get_list(raw, "resources", path), f"{path}.resources",
-                                   default=[("cpu", 1), ("memory", 1)], weight_range=(1, 1))
-        return cls(res)
+    resources: list[ResourceSpec] = field(default_factory=default_resource_specs)
 
-    def to_dict(self) -> dict:
-        return {"resources": [{"name": n, "weight": w} for n, w in self.resources]}
+    def __post_init__(self) -> None:
+        if not self.resources:
+            self.resources = default_resource_specs()
+
+    def validate(self, path: str) -> None:
+        validate_resource_specs(self.resources, f"{path}.resources", weight_range=(1, 1))
 
 
-def balanced_score(fractions: list[np.ndarray], valid: list[np.ndarray], n: int) -> np.ndarray:
+def balanced_score(fractions: list[FloatArray], valid: list[BoolArray], n: int) -> Int64Array:
     """(1 - std) * 100 over the resources each node has (fractions already capped at 1)."""
     if not fractions:
         return np.full(n, MAX_NODE_SCORE, dtype=np.int64)
@@ -70,55 +74,33 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
     name = "NodeResourcesBalancedAllocation"
     Args = BalancedAllocationArgs
 
-    def __init__(self, args=None, handle=None):
-        super().__init__(args or BalancedAllocationArgs(), handle)
+    def __init__(self, args: BalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
+        a = args or BalancedAllocationArgs()
+        super().__init__(a, handle)
+        self.resources = [r.name for r in a.resources]
 
-    def _requests(self, pod):
-        return [(name, pod.requests.get(name, 0)) for name, _ in self.args.resources]
+    def _requests(self, pod: PodInfo) -> list[tuple[str, int]]:
+        return [(name, int(pod.requests.get(name, 0))) for name in self.resources]
 
-    def pre_score(self, state, pod, nodes):
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         reqs = self._requests(pod)
         if all(q == 0 for _, q in reqs):
             return Status(Code.SKIP)
         state.write(KEY, reqs)
         return None
 
-    def _columns(self, table, slots, reqs):
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Int64Array:
+        reqs: list[tuple[str, int]] = state.get(KEY) or self._requests(pod)
         fractions, valid = [], []
         for name, q in reqs:
             if (q == 0 and is_scalar(name)) or name == "pods":
                 continue
-            col = table.res_index.get(name)
-            if col is None:
-                continue
-            alloc = table.alloc[slots, col]
+            alloc = nodes.allocatable(name)
             has = alloc > 0
+            if not has.any():
+                continue
             # Nodes without the resource divide by 1 and are masked out by ``has``.
-            frac = (table.req[slots, col] + q) / np.where(has, alloc, 1)
+            frac = (nodes.requested(name) + q) / np.where(has, alloc, 1)
             fractions.append(np.minimum(frac, 1.0))
             valid.append(has)
-        return fractions, valid
-
-    def score_nodes(self, state, pod, nodes):
-        reqs = state.get(KEY) or self._requests(pod)
-        f, v = self._columns(nodes.table, nodes.slots, reqs)
-        return balanced_score(f, v, len(nodes))
-
-    def score(self, state, pod, node):
-        reqs = state.get(KEY) or self._requests(pod)
-        fractions = []
-        for name, q in reqs:
-            if (q == 0 and is_scalar(name)) or name == "pods":
-                continue
-            alloc = node.allocatable.get(name, 0)
-            if alloc == 0:
-                continue
-            fractions.append(min((node.requested.get(name, 0) + q) / alloc, 1.0))
-        if len(fractions) == 2:
-            std = abs((fractions[0] - fractions[1]) / 2)
-        elif len(fractions) > 2:
-            mean = sum(fractions) / len(fractions)
-            std = (sum((x - mean) ** 2 for x in fractions) / len(fractions)) ** 0.5
-        else:
-            std = 0.0
-        return int((1 - std) * MAX_NODE_SCORE)
+        return balanced_score(fractions, valid, len(nodes))

@@ -11,9 +11,8 @@ import asyncio
 
 import aiohttp
 
-from pysched.framework.interface import BindPlugin
-from pysched.framework.status import Code, Status
-from pysched.apis.core.errors import ApiError
+from pysched.framework import BindPlugin, Code, CycleState, PodInfo, Status
+from pysched.framework.api import ApiError
 
 ALREADY_BOUND = "already bound"
 POD_GONE = "pod not found"
@@ -22,8 +21,10 @@ POD_GONE = "pod not found"
 class DefaultBinder(BindPlugin):
     name = "DefaultBinder"
 
-    async def bind(self, state, pod, node_name):
+    async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         client = self.handle.client
+        if client is None:
+            return Status(Code.ERROR, "binding needs an API client, and the framework has none")
         try:
             await client.bind_pod(pod.namespace, pod.name, pod.uid, node_name,
                                   timeout=self.handle.bind_timeout)

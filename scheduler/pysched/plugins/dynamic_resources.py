@@ -8,8 +8,7 @@ a message that says why and what to do. Reads: ``spec.resourceClaims``.
 
 from __future__ import annotations
 
-from pysched.framework.interface import PreFilterPlugin
-from pysched.framework.status import Code, Status
+from pysched.framework import Code, CycleState, NodeBatch, PodInfo, PreFilterPlugin, PreFilterResult, Status
 
 MESSAGE = ("pod uses dynamic resource allocation (spec.resourceClaims), which this scheduler does not "
            "allocate; schedule it with kube-scheduler (DynamicResources plugin)")
@@ -18,7 +17,8 @@ MESSAGE = ("pod uses dynamic resource allocation (spec.resourceClaims), which th
 class DynamicResources(PreFilterPlugin):
     name = "DynamicResources"
 
-    def pre_filter(self, state, pod, nodes):
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
         if pod.resource_claims:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, MESSAGE)
         return None, Status(Code.SKIP)

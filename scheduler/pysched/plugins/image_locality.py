@@ -2,15 +2,16 @@
 
 For each container (and init container) image the node has, add ``size * (nodes with the
 image / all nodes)``; the sum is clamped to [23 MiB, 1000 MiB x containers] and scaled to 0-100,
-as upstream. Image names without a tag get ``:latest``. Reads: node ``status.images`` (names and
-sizes) and the cache's count of nodes per image.
+as upstream. Image names without a tag get ``:latest``. Reads: the snapshot's per-node image
+sizes (from node ``status.images``) and its count of nodes per image (``Handle.snapshot``).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
-from pysched.framework.interface import MAX_NODE_SCORE, ScorePlugin
+from pysched.framework import MAX_NODE_SCORE, CycleState, NodeBatch, PodInfo, ScorePlugin
 
 MB = 1024 * 1024
 MIN_THRESHOLD = 23 * MB
@@ -26,39 +27,22 @@ def normalized_image_name(name: str) -> str:
 class ImageLocality(ScorePlugin):
     name = "ImageLocality"
 
-    def score(self, state, pod, node):
-        images = node.spec.images
-        n_containers = len(pod.images)
-        if not images or not n_containers:
-            return _priority(0, max(n_containers, 1))
-        cache = self.handle.cache
-        total = max(len(cache.nodes), 1)
-        s = 0
-        for img in pod.images:
-            name = normalized_image_name(img)
-            size = images.get(name)
-            if size is not None:
-                s += int(size * (cache.image_nodes.get(name, 0) / total))
-        return _priority(s, n_containers)
-
-    def score_nodes(self, state, pod, nodes):
-        cache = self.handle.cache
-        n_containers = max(len(pod.images), 1)
-        if not cache.image_nodes or not pod.images:
-            return np.full(len(nodes), _priority(0, n_containers), dtype=np.int64)
-        total = max(len(cache.nodes), 1)
-        s = np.zeros(len(nodes), dtype=np.int64)
-        for img in pod.images:
-            name = normalized_image_name(img)
-            spread = cache.image_nodes.get(name, 0) / total
-            if spread:
-                s += (cache.image_sizes(name)[nodes.slots] * spread).astype(np.int64)
-        max_threshold = MAX_CONTAINER_THRESHOLD * n_containers
-        s = np.clip(s, MIN_THRESHOLD, max_threshold)
-        return MAX_NODE_SCORE * (s - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
+        snapshot = self.handle.snapshot
+        sums = np.zeros(len(nodes), dtype=np.int64)
+        if snapshot.image_nodes and pod.images:
+            total = max(len(snapshot.nodes), 1)
+            for img in pod.images:
+                name = normalized_image_name(img)
+                spread = snapshot.image_nodes.get(name, 0) / total
+                if spread:
+                    sums += (nodes.take(snapshot.image_sizes(name)) * spread).astype(np.int64)
+        return _priority(sums, max(len(pod.images), 1))
 
 
-def _priority(sum_scores: int, n_containers: int) -> int:
+def _priority(sums: npt.NDArray[np.int64], n_containers: int) -> npt.NDArray[np.int64]:
+    """``calculatePriority``: the sum clamped to [23 MiB, 1000 MiB x containers], scaled to 0-100."""
     max_threshold = MAX_CONTAINER_THRESHOLD * n_containers
-    s = min(max(sum_scores, MIN_THRESHOLD), max_threshold)
-    return MAX_NODE_SCORE * (s - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
+    s = np.clip(sums, MIN_THRESHOLD, max_threshold)
+    out: npt.NDArray[np.int64] = MAX_NODE_SCORE * (s - MIN_THRESHOLD) // (max_threshold - MIN_THRESHOLD)
+    return out

@@ -7,9 +7,10 @@ Reason: ``node(s) didn't match the requested node name`` (UnschedulableAndUnreso
 
 from __future__ import annotations
 
-from pysched.framework.interface import (ClusterEvent, ClusterEventWithHint, EnqueueExtensions, FilterPlugin,
-                                           FilterResult)
-from pysched.framework.status import Code, Status
+import numpy as np
+
+from pysched.framework import (ClusterEvent, ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin,
+                               FilterResult, NodeBatch, PodInfo)
 
 REASON = "node(s) didn't match the requested node name"
 
@@ -17,16 +18,14 @@ REASON = "node(s) didn't match the requested node name"
 class NodeName(FilterPlugin, EnqueueExtensions):
     name = "NodeName"
 
-    def filter(self, state, pod, node):
-        if pod.node_name and pod.node_name != node.name:
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
-        return None
-
-    def filter_nodes(self, state, pod, nodes):
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         if not pod.node_name:
             return FilterResult.all_pass(len(nodes))
-        ok = nodes.slots == nodes.table.slot_by_name.get(pod.node_name, -1)
+        ok = np.zeros(len(nodes), dtype=bool)
+        i = nodes.index_of(pod.node_name)
+        if i >= 0:
+            ok[i] = True
         return FilterResult.from_mask(ok, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
 
-    def events_to_register(self):
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (ClusterEventWithHint(ClusterEvent("Node", "Add")),)

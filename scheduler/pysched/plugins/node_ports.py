@@ -9,15 +9,18 @@ Reason: ``node(s) didn't have free ports for the requested pod ports`` (Unschedu
 
 from __future__ import annotations
 
-from pysched.framework.interface import (FilterResult, ClusterEvent, ClusterEventWithHint, EnqueueExtensions, FilterPlugin,
-                                           PreFilterPlugin)
-from pysched.framework.status import Code, Status
+from typing import Iterable, Mapping
+
+from pysched.framework import (ClusterEvent, ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin,
+                               FilterResult, NodeBatch, NodeInfo, PodInfo, PreFilterPlugin, PreFilterResult, Status)
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 ANY_IP = "0.0.0.0"
 
+HostPort = tuple[str, str, int]   # (hostIP, protocol, hostPort), defaults filled in
 
-def fits_ports(wanted, used: dict) -> bool:
+
+def fits_ports(wanted: Iterable[HostPort], used: Mapping[HostPort, int]) -> bool:
     if not used:
         return True
     for ip, proto, port in wanted:
@@ -33,27 +36,28 @@ def fits_ports(wanted, used: dict) -> bool:
 class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     name = "NodePorts"
 
-    def pre_filter(self, state, pod, nodes):
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
         if not pod.host_ports:
             return None, Status(Code.SKIP)
         return None, None
 
-    def filter(self, state, pod, nodes):
-        if not pod.host_ports:
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
+        wanted = pod.host_ports
+        if not wanted:
             return FilterResult.all_pass(len(nodes))
-        return FilterResult.each(nodes, lambda node: self._filter_node(state, pod, node))
 
-    def _filter_node(self, state, pod, node):
-        if pod.host_ports and not fits_ports(pod.host_ports, node.used_ports):
-            return Status(Code.UNSCHEDULABLE, REASON)
-        return None
+        def check(node: NodeInfo) -> Status | None:
+            return None if fits_ports(wanted, node.used_ports) else Status(Code.UNSCHEDULABLE, REASON)
 
-    def events_to_register(self):
+        return FilterResult.each(nodes, check)
+
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (ClusterEventWithHint(ClusterEvent("Pod", "Delete"), _deleted_pod_had_port),
                 ClusterEventWithHint(ClusterEvent("Node", "Add")))
 
 
-def _deleted_pod_had_port(pod, old, new) -> bool:
+def _deleted_pod_had_port(pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
     if old is None or not old.host_ports:
         return False
     used = {p: 1 for p in old.host_ports}

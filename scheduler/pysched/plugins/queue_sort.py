@@ -6,11 +6,14 @@ time it was (re)added to the queue, exactly as kube-scheduler's PrioritySort ``L
 
 from __future__ import annotations
 
-from pysched.framework.interface import QueueSortPlugin
+from typing import Any
+
+from pysched.framework import QueueSortPlugin
 
 
 class PrioritySort(QueueSortPlugin):
     name = "PrioritySort"
 
-    def sort_key(self, qpi) -> tuple:
+    def sort_key(self, qpi: Any) -> tuple[int, float]:
+        """``qpi`` is the queue's QueuedPodInfo (``pod``: PodInfo, ``timestamp``: seconds)."""
         return (-qpi.pod.priority, qpi.timestamp)

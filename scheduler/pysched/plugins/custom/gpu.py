@@ -6,64 +6,59 @@ allocatable minus what bound and assumed pods request. A pod that needs no GPU s
 (allocatable > 0 of any listed resource) 0 and all other nodes 100, so GPU capacity stays free.
 The pod's effective request follows the API rules (init containers, sidecars, overhead,
 limits-only extended resources); a zero request is no demand. Reads: the pod's requests and the
-NodeTable's allocatable columns.
+nodes' allocatable amounts (``NodeBatch.allocatable``).
 """
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass, field
 
-from pysched.apis.config import ConfigError
-from pysched.framework.args import get_str_list, strict
-from pysched.framework.interface import ScorePlugin
-from pysched.apis.core.resources import is_extended_resource
+import numpy as np
+import numpy.typing as npt
+
+from pysched.framework import CycleState, Handle, NodeBatch, PodInfo, ScorePlugin
+from pysched.framework.api import ConfigError, is_extended_resource
 
 GPU_POD_SCORE = 50
 NON_GPU_ON_GPU_NODE = 0
 NON_GPU_ON_PLAIN_NODE = 100
+DEFAULT_RESOURCE_NAMES = ("nvidia.com/gpu",)
 
 
+@dataclass
 class GPUArgs:
-    def __init__(self, resource_names=("nvidia.com/gpu",)):
-        self.resource_names = list(resource_names)
+    """``resourceNames``: the extended resources that mean "GPU" (default ``nvidia.com/gpu``)."""
+    KIND = "GPUArgs"
 
-    @classmethod
-    def from_dict(cls, raw: dict, path: str) -> "GPUArgs":
-        raw = strict(raw, path, ("resourceNames",))
-        names = get_str_list(raw, "resourceNames", path) or ["nvidia.com/gpu"]
-        for i, n in enumerate(names):
+    resource_names: list[str] = field(default_factory=lambda: list(DEFAULT_RESOURCE_NAMES))
+
+    def __post_init__(self) -> None:
+        if not self.resource_names:
+            self.resource_names = list(DEFAULT_RESOURCE_NAMES)
+
+    def validate(self, path: str) -> None:
+        for i, n in enumerate(self.resource_names):
             if not is_extended_resource(n):
                 raise ConfigError(f"{path}.resourceNames[{i}]: {n!r} is not an extended resource name (domain/name)")
-        return cls(names)
-
-    def to_dict(self) -> dict:
-        return {"resourceNames": list(self.resource_names)}
 
 
 class GPU(ScorePlugin):
     name = "GPU"
     Args = GPUArgs
 
-    def __init__(self, args=None, handle=None):
-        super().__init__(args or GPUArgs(), handle)
+    def __init__(self, args: GPUArgs | None = None, handle: Handle | None = None) -> None:
+        a = args or GPUArgs()
+        super().__init__(a, handle)
+        self.resource_names = tuple(a.resource_names)
 
-    def wants_gpu(self, pod) -> bool:
-        return any(pod.requests.get(n, 0) > 0 for n in self.args.resource_names)
+    def wants_gpu(self, pod: PodInfo) -> bool:
+        return any(pod.requests.get(n, 0) > 0 for n in self.resource_names)
 
-    def score(self, state, pod, node):
-        if self.wants_gpu(pod):
-            return GPU_POD_SCORE
-        gpu_node = any(node.allocatable.get(n, 0) > 0 for n in self.args.resource_names)
-        return NON_GPU_ON_GPU_NODE if gpu_node else NON_GPU_ON_PLAIN_NODE
-
-    def score_nodes(self, state, pod, nodes):
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
         n = len(nodes)
         if self.wants_gpu(pod):
             return np.full(n, GPU_POD_SCORE, dtype=np.int64)
-        table = nodes.table
         gpu_node = np.zeros(n, dtype=bool)
-        for name in self.args.resource_names:
-            col = table.res_index.get(name)
-            if col is not None:
-                gpu_node |= table.alloc[nodes.slots, col] > 0
+        for name in self.resource_names:
+            gpu_node |= nodes.allocatable(name) > 0
         return np.where(gpu_node, NON_GPU_ON_GPU_NODE, NON_GPU_ON_PLAIN_NODE).astype(np.int64)

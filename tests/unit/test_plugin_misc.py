@@ -154,6 +154,40 @@ def test_wait_for_first_consumer_static_and_provisioned():
     assert dyn.filter(vpod("d")) == {"n1": (UAU, (REASON_BIND_CONFLICT,)), "n2": None}
 
 
+def test_wait_for_first_consumer_claims_do_not_share_a_volume():
+    """Two claims on one node need two volumes: the smallest fitting PV goes to the first claim, and
+    with no provisioner a node with a single fitting PV cannot take the pod."""
+    local = sc("local", provisioner="kubernetes.io/no-provisioner")
+    one = vb([pvc("c1", sc="local"), pvc("c2", sc="local"), local, pv("pv1", node_name="n1")])
+    assert one.filter(vpod("c1", "c2"))["n1"] == (UAU, (REASON_BIND_CONFLICT,))
+    two = vb([pvc("c1", sc="local"), pvc("c2", sc="local"), local,
+              pv("big", node_name="n1", size="50Gi"), pv("small", node_name="n1", size="5Gi")])
+    assert two.filter(vpod("c1", "c2")) == {"n1": None, "n2": (UAU, (REASON_BIND_CONFLICT,))}
+    # the choice PreBind acts on: smallest first, in claim order
+    state = CycleState()
+    p = PodInfo.from_dict(vpod("c1", "c2"))
+    two.plugin.pre_filter(state, p, two.nodes())
+    two.plugin.filter(state, p, two.nodes())
+    assert state.get("VolumeBinding/state").chosen("n1") == {"default/c1": "small", "default/c2": "big"}
+
+
+def test_bound_claims_first_failure_decides_the_reason():
+    hh = vb([pvc("a", volume="pv1", phase="Bound"), pv("pv1", node_name="n2", claim="a"),
+             pvc("b", volume="gone", phase="Bound")])
+    r = hh.filter(vpod("a", "b"))
+    assert r == {"n1": (UAU, (REASON_NODE_CONFLICT,)), "n2": (UAU, (REASON_PV_NOT_EXIST,))}
+
+
+def test_volume_binding_args():
+    from pysched.framework.args import decode_args, encode_args
+
+    assert encode_args(decode_args(VolumeBinding.Args, None, "args")) == {"bindTimeoutSeconds": 600}
+    assert decode_args(VolumeBinding.Args, {"kind": "VolumeBindingArgs", "bindTimeoutSeconds": 30,
+                                            "shape": [{"utilization": 0, "score": 0}]}, "args").bind_timeout_seconds == 30
+    with pytest.raises(ConfigError, match=r"args.bindTimeoutSeconds: must be >= 0, got -1"):
+        decode_args(VolumeBinding.Args, {"bindTimeoutSeconds": -1}, "args")
+
+
 def test_volume_zone():
     hh = PluginTester(VolumeZone, nodes=NODES + [node("nozone")],
                        objects=[pvc("c", volume="pv1", phase="Bound"), pv("pv1", zone="b", claim="c")])
@@ -162,6 +196,11 @@ def test_volume_zone():
     multi = PluginTester(VolumeZone, nodes=NODES, objects=[pvc("c", volume="pv1", phase="Bound"),
                                                             pv("pv1", zone="a__b", claim="c")])
     assert multi.filter(vpod("c")) == {"n1": None, "n2": None}
+    # a PV with the beta zone label against nodes labelled with the GA key only
+    beta = pv("pv1", claim="c")
+    beta["metadata"]["labels"] = {"failure-domain.beta.kubernetes.io/zone": "b"}
+    translated = PluginTester(VolumeZone, nodes=NODES, objects=[pvc("c", volume="pv1", phase="Bound"), beta])
+    assert translated.filter(vpod("c")) == {"n1": (UAU, ("node(s) had no available volume zone",)), "n2": None}
 
 
 def test_dynamic_resources_are_refused():
@@ -207,9 +246,30 @@ def test_capacity_type():
     assert od["k-res"] == 100 and od["eks-od"] == 100 and od["k-spot"] == 0
     assert set(hh.score(pod("n", labels={"lifecycle-preference": "cheap"})).values()) == {50}
     assert set(hh.score(pod("none")).values()) == {50}
+    # configured labels: the first one a node carries decides; an unknown value is neutral
+    custom = PluginTester(CapacityType, {"podLabel": "wants", "nodeLabels": [
+        {"key": "pool", "values": {"cheap": "spot", "steady": "on-demand"}}, {"key": "karpenter.sh/capacity-type"}]},
+        nodes=nodes + [node("pool-cheap", labels={"pool": "cheap", "karpenter.sh/capacity-type": "on-demand"}),
+                       node("pool-odd", labels={"pool": "odd", "karpenter.sh/capacity-type": "spot"})])
+    s = custom.score(pod("c", labels={"wants": "spot"}))
+    assert (s["pool-cheap"], s["pool-odd"], s["k-spot"], s["eks-spot"]) == (100, 50, 50, 50)
+
+
+def test_capacity_type_args():
+    from pysched.framework.args import decode_args, encode_args
+
+    defaults = encode_args(decode_args(CapacityType.Args, {"podLabel": "", "nodeLabels": []}, "args"))
+    assert defaults["podLabel"] == "lifecycle-preference"
+    assert [e["key"] for e in defaults["nodeLabels"]] == ["karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType"]
+    with pytest.raises(ConfigError, match=r"args.nodeLabels\[0\].key: Required value"):
+        decode_args(CapacityType.Args, {"nodeLabels": [{"values": {"a": "spot"}}]}, "args")
+    with pytest.raises(ConfigError, match=r"args.nodeLabels\[0\].values\[a\]: 'cheap' must be"):
+        decode_args(CapacityType.Args, {"nodeLabels": [{"key": "k", "values": {"a": "cheap"}}]}, "args")
 
 
 def test_instance_type():
+    from pysched.framework.args import decode_args, encode_args
+
     args = {"preferences": [{"prefix": "c5.", "score": 100}, {"prefix": "m5.", "score": 50},
                             {"prefix": "r5.", "score": 30}, {"exact": "c5.metal", "score": 5}], "defaultScore": 10}
     it = "node.kubernetes.io/instance-type"
@@ -219,9 +279,15 @@ def test_instance_type():
     assert hh.score(pod("x")) == {"c": 100, "m": 50, "r": 30, "metal": 5, "p": 10, "none": 10}
     assert set(PluginTester(InstanceType, nodes=nodes).score(pod("y")).values()) == {0}
     with pytest.raises(ConfigError, match=r"preferences\[0\].score"):
-        InstanceType.Args.from_dict({"preferences": [{"prefix": "c5", "score": 101}]}, "args")
+        decode_args(InstanceType.Args, {"preferences": [{"prefix": "c5", "score": 101}]}, "args")
     with pytest.raises(ConfigError, match=r"preferences\[0\]: exactly one"):
-        InstanceType.Args.from_dict({"preferences": [{"score": 1}]}, "args")
+        decode_args(InstanceType.Args, {"preferences": [{"score": 1}]}, "args")
+    with pytest.raises(ConfigError, match=r"preferences\[0\].score: Required value"):
+        decode_args(InstanceType.Args, {"preferences": [{"prefix": "c5"}]}, "args")
+    with pytest.raises(ConfigError, match=r"preferences\[0\].prefix: must not be empty"):
+        decode_args(InstanceType.Args, {"preferences": [{"prefix": "", "score": 1}]}, "args")
+    assert encode_args(decode_args(InstanceType.Args, args, "args")) == {
+        "label": "node.kubernetes.io/instance-type", "preferences": args["preferences"], "defaultScore": 10}
 
 
 OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "rs-1", "controller": True}

@@ -36,6 +36,13 @@ def test_taint_filter():
     assert hh.filter(pod("all", tolerations=[{"operator": "Exists"}]))["evict"] is None
 
 
+def test_taint_comparison_operators_arg():
+    nodes = [node("sla", taints=[{"key": "sla", "value": "950", "effect": "NoSchedule"}])]
+    gt = pod("gt", tolerations=[{"key": "sla", "operator": "Gt", "value": "900", "effect": "NoSchedule"}])
+    assert PluginTester(TaintToleration, nodes=nodes).filter(gt)["sla"] == (UAU, ("node(s) had untolerated taint(s)",))
+    assert PluginTester(TaintToleration, {"comparisonOperators": True}, nodes=nodes).filter(gt)["sla"] is None
+
+
 def test_taint_score_prefers_fewer_untolerated_prefer_no_schedule():
     hh = PluginTester(TaintToleration, nodes=NODES)
     s = hh.score(pod("p"))
@@ -88,6 +95,8 @@ def test_prefilter_match_fields_and_conflict():
 
 
 def test_added_affinity_from_args():
+    from pysched.framework.args import decode_args, encode_args
+
     args = {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
         {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["c"]}]}]}}}
     hh = PluginTester(NodeAffinity, args=args, nodes=ZN)
@@ -95,8 +104,18 @@ def test_added_affinity_from_args():
     assert r["n-c-1"] is None
     assert r["n-a-1"] == (UAU, ("node(s) didn't match scheduler-enforced node affinity",))
     with pytest.raises(ConfigError, match=r"addedAffinity.*operator"):
-        NodeAffinity.Args.from_dict({"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        decode_args(NodeAffinity.Args, {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [{"matchExpressions": [{"key": "z", "operator": "Bad"}]}]}}}, "args")
+    with pytest.raises(ConfigError, match=r"args.addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+                                          r".nodeSelectorTerms: must have at least one"):
+        decode_args(NodeAffinity.Args, {"addedAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": []}}}, "args")
+    # --write-config-to prints what was configured
+    assert encode_args(hh.plugin.args) == args
+    # added preferred terms score like the pod's own
+    pref = {"addedAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 5, "preference": {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}}]}}
+    assert PluginTester(NodeAffinity, pref, nodes=ZN).score(pod("p"))["n-b-1"] == 100
 
 
 def test_preferred_affinity_score():

@@ -13,6 +13,7 @@ Offline (``simulate``) the same store is filled from the snapshot file.
 from __future__ import annotations
 
 import asyncio
+import builtins
 from typing import Callable
 
 from pysched.apis.core.model import LabelSelector, parse_label_selector
@@ -130,3 +131,8 @@ class ObjectStore:
         if not reqs:
             return None
         return LabelSelector(tuple(reqs))
+
+    # Defined last: inside the class body the name ``list`` means this method from here on.
+    def list(self, plural: str) -> builtins.list[dict]:
+        """Every stored object of ``plural`` (``persistentvolumes``...), in arrival order."""
+        return [*self.objects[plural].values()]

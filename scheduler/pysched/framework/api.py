@@ -21,3 +21,8 @@ __all__ = [
     "find_untolerated_taint", "is_extended_resource", "is_scalar", "parse_label_selector", "parse_node_selector",
     "parse_preferred_terms", "qualified_name_problem", "quantity_value", "tolerates_taint",
 ]
+
+# Appended (issue 15, NodeAffinity's typed args): a weighted preferred node-selector term.
+from pysched.apis.core.model import PreferredTerm  # noqa: E402
+
+__all__ += ["PreferredTerm"]

@@ -18,43 +18,40 @@ Reads: node labels and name, pod ``spec.nodeSelector`` and ``spec.affinity.nodeA
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 import numpy as np
 
-from pysched.apis.config import ConfigError
-from pysched.framework.args import strict
-from pysched.framework.interface import (ClusterEvent, ClusterEventWithHint, EnqueueExtensions,
-                                           FilterPlugin, FilterResult, PreFilterPlugin,
-                                           PreFilterResult, PreScorePlugin, ScorePlugin)
-from pysched.framework.status import Code, Status
-from pysched.apis.core.model import ObjectError, parse_node_selector, parse_preferred_terms
+from pysched.framework import (ClusterEvent, ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin,
+                               FilterResult, Handle, NodeBatch, PodInfo, PreFilterPlugin, PreFilterResult,
+                               PreScorePlugin, ScorePlugin, Status, arg)
+from pysched.framework.api import (ConfigError, NodeSelector, ObjectError, PreferredTerm, parse_node_selector,
+                                   parse_preferred_terms)
 from pysched.plugins.helper.nodeselect import labels_mask, node_selector_mask, term_mask
-
 from pysched.plugins.helper.normalize import default_normalize
 
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
-class NodeAffinityArgs:
-    def __init__(self, added_required=None, added_preferred=(), raw=None):
-        self.added_required = added_required
-        self.added_preferred = added_preferred
-        self.raw = raw or {}
+@dataclass
+class AddedAffinity:
+    """``addedAffinity``: a ``v1.NodeAffinity`` applied to every pod of the profile. The selector
+    and terms stay API-shaped here; ``parse`` turns them into the matching types (and rejects bad
+    ones when the configuration is decoded)."""
 
-    @classmethod
-    def from_dict(cls, raw: dict, path: str) -> "NodeAffinityArgs":
-        raw = strict(raw, path, ("addedAffinity",))
-        added = raw.get("addedAffinity")
-        if added is None:
-            return cls()
-        added = strict(added, f"{path}.addedAffinity", ("requiredDuringSchedulingIgnoredDuringExecution",
-                                                         "preferredDuringSchedulingIgnoredDuringExecution"))
+    required: dict[str, Any] | None = field(default=None, metadata=arg(json=REQUIRED))
+    preferred: list[dict[str, Any]] | None = field(default=None, metadata=arg(json=PREFERRED))
+
+    def parse(self, path: str) -> tuple[NodeSelector | None, tuple[PreferredTerm, ...]]:
+        """(required selector or None, preferred terms); ConfigError naming the field if invalid."""
         try:
-            req_raw = added.get("requiredDuringSchedulingIgnoredDuringExecution")
-            req = parse_node_selector(req_raw, f"{path}.addedAffinity.requiredDuringSchedulingIgnoredDuringExecution")
-            pref = parse_preferred_terms(added.get("preferredDuringSchedulingIgnoredDuringExecution"),
-                                         f"{path}.addedAffinity.preferredDuringSchedulingIgnoredDuringExecution")
+            req = parse_node_selector(self.required, f"{path}.{REQUIRED}")
+            pref = parse_preferred_terms(self.preferred, f"{path}.{PREFERRED}")
         except ObjectError as exc:
             raise ConfigError(str(exc)) from None
         if req is not None:
@@ -62,33 +59,41 @@ class NodeAffinityArgs:
                 if not t.valid:
                     raise ConfigError(t.error)
             if not req.terms:
-                raise ConfigError(f"{path}.addedAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-                                  ".nodeSelectorTerms: must have at least one node selector term")
-        for t in pref:
-            if not t.term.valid:
-                raise ConfigError(t.term.error)
-        return cls(req, pref, {"addedAffinity": added})
+                raise ConfigError(f"{path}.{REQUIRED}.nodeSelectorTerms: must have at least one node selector term")
+        for p in pref:
+            if not p.term.valid:
+                raise ConfigError(p.term.error)
+        return req, pref
 
-    def to_dict(self) -> dict:
-        return dict(self.raw)
+    def validate(self, path: str) -> None:
+        self.parse(path)
 
 
-def _preferred_score(terms, labels, name) -> int:
-    return sum(t.weight for t in terms if t.term.matches(labels, name))
+@dataclass
+class NodeAffinityArgs:
+    KIND = "NodeAffinityArgs"
+
+    added_affinity: AddedAffinity | None = None
 
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
     name = "NodeAffinity"
     Args = NodeAffinityArgs
 
-    def __init__(self, args=None, handle=None):
+    def __init__(self, args: NodeAffinityArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or NodeAffinityArgs(), handle)
+        added = self.args.added_affinity
+        self.added_required: NodeSelector | None = None
+        self.added_preferred: tuple[PreferredTerm, ...] = ()
+        if added is not None:
+            self.added_required, self.added_preferred = added.parse("addedAffinity")
 
     # -- filter --------------------------------------------------------------------------------
 
-    def pre_filter(self, state, pod, nodes):
-        req = pod.required_affinity
-        if req is None and self.args.added_required is None and not pod.node_selector:
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
+        req: NodeSelector | None = pod.required_affinity
+        if req is None and self.added_required is None and not pod.node_selector:
             return None, Status(Code.SKIP)
         if req is None or not req.terms:
             return None, None
@@ -108,29 +113,12 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
             return PreFilterResult(names), None
         return None, None
 
-    def filter(self, state, pod, node):
-        labels, name = node.labels, node.name
-        added = self.args.added_required
-        if added is not None and not added.matches(labels, name):
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_ENFORCED)
-        sel = pod.node_selector
-        if sel:
-            for k, v in sel.items():
-                if labels.get(k) != v:
-                    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_POD)
-        req = pod.required_affinity
-        if req is not None and not req.matches(labels, name):
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_POD)
-        return None
-
-    def filter_nodes(self, state, pod, nodes):
-        table, slots = nodes.table, nodes.slots
-        n = len(slots)
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
+        n = len(nodes)
         passed = np.ones(n, dtype=bool)
-        failures = []
-        added = self.args.added_required
-        if added is not None:
-            ok = node_selector_mask(nodes, added)
+        failures: list[tuple[Code, str, np.ndarray]] = []
+        if self.added_required is not None:
+            ok = node_selector_mask(nodes, self.added_required)
             if not ok.all():
                 failures.append((Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_ENFORCED, ~ok))
                 passed &= ok
@@ -147,26 +135,24 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
 
     # -- score ---------------------------------------------------------------------------------
 
-    def pre_score(self, state, pod, nodes):
-        if not pod.preferred_affinity and not self.args.added_preferred:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
+        if not pod.preferred_affinity and not self.added_preferred:
             return Status(Code.SKIP)
         return None
 
-    def score(self, state, pod, node):
-        return (_preferred_score(self.args.added_preferred, node.labels, node.name)
-                + _preferred_score(pod.preferred_affinity, node.labels, node.name))
-
-    def score_nodes(self, state, pod, nodes):
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray:
         out = np.zeros(len(nodes), dtype=np.int64)
-        for t in tuple(self.args.added_preferred) + tuple(pod.preferred_affinity):
+        terms: tuple[PreferredTerm, ...] = self.added_preferred + tuple(pod.preferred_affinity)
+        for t in terms:
             out += term_mask(nodes, t.term).astype(np.int64) * t.weight
         return out
 
-    def normalize_score(self, state, pod, nodes, scores):
+    def normalize_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch,
+                        scores: np.ndarray) -> Status | None:
         default_normalize(scores, reverse=False)
         return None
 
-    def events_to_register(self):
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (ClusterEventWithHint(ClusterEvent("Node", "Add")),
                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")),
                 ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodLabel")))

@@ -18,20 +18,24 @@ node (a real provisioner and the class's ``allowedTopologies``); otherwise
 PreBind (only for WaitForFirstConsumer claims): statically matched volumes get the claim in
 ``spec.claimRef``; claims to provision get ``volume.kubernetes.io/selected-node=<node>``; then
 the pod waits (``bindTimeoutSeconds``, default 600) until every claim is Bound, so it is never
-bound to a node before its volumes are. Reads: PVCs, PVs and StorageClasses from the ObjectStore.
+bound to a node before its volumes are. Reads: PVCs, PVs and StorageClasses from the ObjectStore
+(once per cycle, in PreFilter), node labels and names.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
+from typing import Any
 
-from pysched.framework.args import get_int, strict
-from pysched.framework.interface import (FilterResult, EnqueueExtensions, FilterPlugin,
-                                           PreBindPlugin, PreFilterPlugin, ReservePlugin)
-from pysched.framework.status import Code, Status
+import numpy as np
+
+from pysched.framework import (ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin, FilterResult,
+                               Handle, NodeBatch, PodInfo, PreBindPlugin, PreFilterPlugin, PreFilterResult,
+                               ReservePlugin, Status, arg)
+from pysched.framework.api import NodeSelector, ObjectError, parse_label_selector, parse_node_selector, quantity_value
+from pysched.plugins.helper.nodeselect import node_selector_mask
 from pysched.plugins.helper.volumes import VOLUME_EVENTS, claim_class
-from pysched.apis.core.model import ObjectError, parse_label_selector, parse_node_selector
-from pysched.apis.core.quantity import value as qvalue
 
 REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
@@ -41,86 +45,123 @@ SELECTED_NODE = "volume.kubernetes.io/selected-node"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 NO_PROVISIONER = "kubernetes.io/no-provisioner"
 KEY = "VolumeBinding/state"
+UAU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+NO_NODE = NodeSelector(())   # a malformed PV node affinity: matches no node
+
+
+@dataclass
 class VolumeBindingArgs:
-    def __init__(self, bind_timeout_seconds: int = 600):
-        self.bind_timeout_seconds = bind_timeout_seconds
+    """``bindTimeoutSeconds``: how long PreBind waits for the claims to be bound. ``shape`` is
+    accepted for kube-scheduler configuration files and not used (no StorageCapacityScoring)."""
+    KIND = "VolumeBindingArgs"
 
-    @classmethod
-    def from_dict(cls, raw: dict, path: str) -> "VolumeBindingArgs":
-        raw = strict(raw, path, ("bindTimeoutSeconds", "shape"), kind="VolumeBindingArgs")
-        return cls(get_int(raw, "bindTimeoutSeconds", path, 600, lo=0))
-
-    def to_dict(self) -> dict:
-        return {"bindTimeoutSeconds": self.bind_timeout_seconds}
+    bind_timeout_seconds: int = field(default=600, metadata=arg(ge=0))
+    shape: list[dict[str, Any]] | None = None
 
 
-def pv_matches_node(pv: dict, labels: dict, name: str) -> bool:
-    req = (((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required"))
-    if req is None:
-        return True
-    try:
-        sel = parse_node_selector(req, "spec.nodeAffinity.required")
-    except ObjectError:
+def fully_bound(pvc: dict[str, Any] | None) -> bool:
+    """``isPVCFullyBound``: a volume name and the PV controller's bind-completed annotation."""
+    if pvc is None:
         return False
-    return sel.matches(labels, name)
+    ann = (pvc.get("metadata") or {}).get("annotations") or {}
+    return bool((pvc.get("spec") or {}).get("volumeName")) and BIND_COMPLETED in ann
 
 
-def _topology_matches(class_: dict, labels: dict) -> bool:
-    terms = class_.get("allowedTopologies") or []
-    if not terms:
-        return True
-    for t in terms:
-        ok = True
+def pv_node_affinity(pv: dict[str, Any]) -> NodeSelector | None:
+    """The PV's ``spec.nodeAffinity.required`` (None: every node; malformed: no node)."""
+    req = ((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required")
+    if req is None:
+        return None
+    try:
+        return parse_node_selector(req, "spec.nodeAffinity.required") or NO_NODE
+    except ObjectError:
+        return NO_NODE
+
+
+def _affinity_mask(nodes: NodeBatch, affinity: NodeSelector | None) -> np.ndarray:
+    if affinity is None:
+        return np.ones(len(nodes), dtype=bool)
+    return node_selector_mask(nodes, affinity)
+
+
+def _topology_mask(nodes: NodeBatch, allowed_topologies: list[dict[str, Any]]) -> np.ndarray:
+    """A StorageClass's ``allowedTopologies`` (terms ORed, expressions ANDed; none: every node)."""
+    if not allowed_topologies:
+        return np.ones(len(nodes), dtype=bool)
+    m = np.zeros(len(nodes), dtype=bool)
+    for t in allowed_topologies:
+        tm = np.ones(len(nodes), dtype=bool)
         for e in t.get("matchLabelExpressions") or ():
-            if labels.get(e.get("key")) not in (e.get("values") or ()):
-                ok = False
-                break
-        if ok:
-            return True
-    return False
+            tm &= nodes.label(e.get("key") or "").isin(e.get("values") or ())
+        m |= tm
+    return m
 
 
+@dataclass
+class _DelayedClaim:
+    """An unbound WaitForFirstConsumer claim, with what does not depend on the node worked out."""
+    key: str                                   # namespace/name
+    pvc: dict[str, Any]
+    candidates: list[tuple[str, NodeSelector | None]]  # Available PVs that fit, smallest first
+    provisionable: bool                        # a real provisioner, no selector
+    allowed_topologies: list[dict[str, Any]]
+
+
+@dataclass
+class _Assignment:
+    """One Filter call's answer for the delayed claims: per claim, per node of ``nodes``, the index
+    of the chosen candidate PV (-1: provision); ``ok``: every claim can be satisfied."""
+    nodes: NodeBatch
+    ok: np.ndarray
+    picks: list[np.ndarray]
+
+
+@dataclass
 class _Claims:
-    __slots__ = ("bound", "delay", "chosen")
+    bound: list[tuple[bool, NodeSelector | None]] = field(default_factory=list)  # (PV exists, its node affinity)
+    delayed: list[_DelayedClaim] = field(default_factory=list)
+    assignments: list[_Assignment] = field(default_factory=list)
 
-    def __init__(self):
-        self.bound: list[dict] = []
-        self.delay: list[dict] = []
-        self.chosen: dict[str, dict] = {}  # node -> {claim key: pv name or "" (provision)}
+    def chosen(self, node_name: str) -> dict[str, str] | None:
+        """Claim key -> PV name, or "" to provision, as the latest Filter call that found ``node_name``
+        feasible chose (None: no Filter call did)."""
+        for a in reversed(self.assignments):
+            i = a.nodes.index_of(node_name)
+            if i >= 0 and a.ok[i]:
+                return {c.key: (c.candidates[int(p[i])][0] if p[i] >= 0 else "") for c, p in zip(self.delayed, a.picks)}
+        return None
 
 
 class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin, EnqueueExtensions):
     name = "VolumeBinding"
     Args = VolumeBindingArgs
 
-    def __init__(self, args=None, handle=None):
+    def __init__(self, args: VolumeBindingArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or VolumeBindingArgs(), handle)
 
-    @property
-    def objects(self):
-        return getattr(self.handle, "objects", None)
-
-    def pre_filter(self, state, pod, nodes):
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
         if not pod.pvc_names:
             return None, Status(Code.SKIP)
-        store = self.objects
+        store = self.handle.objects
         claims = _Claims()
+        delayed: list[dict[str, Any]] = []
         immediate = False
         for name, ephemeral in pod.pvc_names:
-            pvc = store.get("persistentvolumeclaims", f"{pod.namespace}/{name}") if store else None
+            pvc = store.get("persistentvolumeclaims", f"{pod.namespace}/{name}")
             if pvc is None:
                 msg = (f'waiting for ephemeral volume controller to create the persistentvolumeclaim "{name}"'
                        if ephemeral else f'persistentvolumeclaim "{name}" not found')
-                return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg)
+                return None, Status(UAU, msg)
             spec = pvc.get("spec") or {}
             if (pvc.get("status") or {}).get("phase") == "Lost":
-                return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                    f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume '
-                                    f'"{spec.get("volumeName", "")}"')
+                return None, Status(UAU, f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume '
+                                         f'"{spec.get("volumeName", "")}"')
             if (pvc.get("metadata") or {}).get("deletionTimestamp"):
-                return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f'persistentvolumeclaim "{name}" is being deleted')
+                return None, Status(UAU, f'persistentvolumeclaim "{name}" is being deleted')
             if fully_bound(pvc):
-                claims.bound.append(pvc)
+                pv = store.get("persistentvolumes", spec["volumeName"])
+                claims.bound.append((False, None) if pv is None else (True, pv_node_affinity(pv)))
                 continue
             if spec.get("volumeName"):
                 immediate = True  # pre-bound but not completed: the PV controller's job, as upstream
@@ -133,115 +174,137 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             if sc is None:
                 return None, Status(Code.ERROR, f'storageclass.storage.k8s.io "{cls_name}" not found')
             if sc.get("volumeBindingMode") == "WaitForFirstConsumer":
-                claims.delay.append(pvc)
+                delayed.append(pvc)
             else:
                 immediate = True
         if immediate:
-            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, UNBOUND_IMMEDIATE)
+            return None, Status(UAU, UNBOUND_IMMEDIATE)
+        claims.delayed = [self._delayed_claim(pvc) for pvc in delayed]
         state.write(KEY, claims)
         return None, None
 
-    def filter(self, state, pod, nodes):
-        if state.get(KEY) is None:
-            return FilterResult.all_pass(len(nodes))
-        return FilterResult.each(nodes, lambda node: self._filter_node(state, pod, node))
+    def _delayed_claim(self, pvc: dict[str, Any]) -> _DelayedClaim:
+        """The Available PVs that could take ``pvc`` on some node (class, volume mode, capacity,
+        access modes, claim selector, claimRef), smallest first, and whether it can be provisioned."""
+        store = self.handle.objects
+        meta = pvc["metadata"]
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        spec = pvc.get("spec") or {}
+        cls_name = claim_class(pvc)
+        try:
+            sel = parse_label_selector(spec.get("selector"), "spec.selector")
+        except ObjectError:
+            return _DelayedClaim(key, pvc, [], False, [])   # a malformed selector: no node can take it
+        want = quantity_value(((spec.get("resources") or {}).get("requests") or {}).get("storage", "0"))
+        modes = set(spec.get("accessModes") or ())
+        mode = spec.get("volumeMode") or "Filesystem"
+        fits: list[tuple[int, str, NodeSelector | None]] = []
+        for pv in store.list("persistentvolumes"):
+            pmeta = pv.get("metadata") or {}
+            ps = pv.get("spec") or {}
+            if pmeta.get("deletionTimestamp"):
+                continue
+            ref = ps.get("claimRef")
+            if ref and not (ref.get("namespace") == meta.get("namespace") and ref.get("name") == meta.get("name")):
+                continue
+            if (pv.get("status") or {}).get("phase") not in (None, "Available", "Pending") and not ref:
+                continue
+            if (ps.get("storageClassName") or "") != cls_name or (ps.get("volumeMode") or "Filesystem") != mode:
+                continue
+            size = quantity_value((ps.get("capacity") or {}).get("storage", "0"))
+            if size < want or not modes.issubset(set(ps.get("accessModes") or ())):
+                continue
+            if sel is not None and not sel.matches(pmeta.get("labels") or {}):
+                continue
+            affinity = pv_node_affinity(pv)
+            if affinity is NO_NODE:
+                continue
+            fits.append((size, pmeta.get("name", ""), affinity))
+        fits.sort(key=lambda f: f[0])   # stable: equal sizes keep the store's order
+        sc = store.get("storageclasses", cls_name) or {}
+        provisioner = sc.get("provisioner")
+        provisionable = sel is None and bool(provisioner) and provisioner != NO_PROVISIONER
+        return _DelayedClaim(key, pvc, [(n, a) for _, n, a in fits], provisionable,
+                             sc.get("allowedTopologies") or [])
 
-    def _filter_node(self, state, pod, node):
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         claims: _Claims | None = state.get(KEY)
         if claims is None:
-            return None
-        store = self.objects
-        reasons = []
-        for pvc in claims.bound:
-            pv = store.get("persistentvolumes", pvc["spec"]["volumeName"])
-            if pv is None:
-                reasons.append(REASON_PV_NOT_EXIST)
+            return FilterResult.all_pass(len(nodes))
+        n = len(nodes)
+        # Bound claims, in order: the first whose PV is missing or does not fit decides the reason.
+        ok = np.ones(n, dtype=bool)
+        missing = np.zeros(n, dtype=bool)
+        conflict = np.zeros(n, dtype=bool)
+        for exists, affinity in claims.bound:
+            if not exists:
+                missing |= ok
+                ok[:] = False
                 break
-            if not pv_matches_node(pv, node.labels, node.name):
-                reasons.append(REASON_NODE_CONFLICT)
-                break
-        if claims.delay:
-            chosen = self._find(claims.delay, node)
-            if chosen is None:
-                reasons.append(REASON_BIND_CONFLICT)
-            else:
-                claims.chosen[node.name] = chosen
-        if reasons:
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, *reasons)
+            m = _affinity_mask(nodes, affinity)
+            conflict |= ok & ~m
+            ok &= m
+        failures: list[tuple[Code, str, np.ndarray]] = []
+        if missing.any():
+            failures.append((UAU, REASON_PV_NOT_EXIST, missing))
+        if conflict.any():
+            failures.append((UAU, REASON_NODE_CONFLICT, conflict))
+        if claims.delayed:
+            a = self._assign(claims.delayed, nodes)
+            claims.assignments.append(a)
+            if not a.ok.all():
+                failures.append((UAU, REASON_BIND_CONFLICT, ~a.ok))
+            ok &= a.ok
+        return FilterResult(ok, failures)
+
+    @staticmethod
+    def _assign(delayed: list[_DelayedClaim], nodes: NodeBatch) -> _Assignment:
+        """Per node, claim by claim: the smallest fitting PV whose node affinity matches the node
+        and that no earlier claim took there, else dynamic provisioning where allowed."""
+        n = len(nodes)
+        ok = np.ones(n, dtype=bool)
+        taken: dict[str, np.ndarray] = {}
+        picks = []
+        for claim in delayed:
+            pick = np.full(n, -1, dtype=np.int64)
+            for k, (pv_name, affinity) in enumerate(claim.candidates):
+                open_ = pick < 0
+                if not open_.any():
+                    break
+                used = taken.get(pv_name)
+                m = open_ & _affinity_mask(nodes, affinity)
+                if used is not None:
+                    m &= ~used
+                pick[m] = k
+                taken[pv_name] = m if used is None else (used | m)
+            unmatched = pick < 0
+            if unmatched.any():
+                if claim.provisionable:
+                    ok &= ~unmatched | _topology_mask(nodes, claim.allowed_topologies)
+                else:
+                    ok &= ~unmatched
+            picks.append(pick)
+        return _Assignment(nodes, ok, picks)
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         return None
 
-    def _find(self, delay: list[dict], node) -> dict | None:
-        """Claim key -> PV name for a static match, or "" to provision; None if impossible."""
-        store = self.objects
-        used: set[str] = set()
-        out: dict[str, str] = {}
-        for pvc in delay:
-            meta = pvc["metadata"]
-            key = f"{meta.get('namespace')}/{meta.get('name')}"
-            spec = pvc.get("spec") or {}
-            cls_name = claim_class(pvc)
-            want = qvalue(((spec.get("resources") or {}).get("requests") or {}).get("storage", "0"))
-            modes = set(spec.get("accessModes") or ())
-            mode = spec.get("volumeMode") or "Filesystem"
-            try:
-                sel = parse_label_selector(spec.get("selector"), "spec.selector")
-            except ObjectError:
-                return None
-            best = None
-            best_size = None
-            for pv_name, pv in store.objects["persistentvolumes"].items():
-                ps = pv.get("spec") or {}
-                if pv_name in used or (pv.get("metadata") or {}).get("deletionTimestamp"):
-                    continue
-                ref = ps.get("claimRef")
-                if ref and not (ref.get("namespace") == meta.get("namespace") and ref.get("name") == meta.get("name")):
-                    continue
-                if (pv.get("status") or {}).get("phase") not in (None, "Available", "Pending") and not ref:
-                    continue
-                if (ps.get("storageClassName") or "") != cls_name or (ps.get("volumeMode") or "Filesystem") != mode:
-                    continue
-                size = qvalue((ps.get("capacity") or {}).get("storage", "0"))
-                if size < want or not modes.issubset(set(ps.get("accessModes") or ())):
-                    continue
-                if sel is not None and not sel.matches((pv.get("metadata") or {}).get("labels") or {}):
-                    continue
-                if not pv_matches_node(pv, node.labels, node.name):
-                    continue
-                if best is None or size < best_size:
-                    best, best_size = pv_name, size
-            if best is not None:
-                used.add(best)
-                out[key] = best
-                continue
-            sc = store.get("storageclasses", cls_name) or {}
-            if sel is not None or not sc.get("provisioner") or sc.get("provisioner") == NO_PROVISIONER:
-                return None
-            if not _topology_matches(sc, node.labels):
-                return None
-            out[key] = ""
-        return out
-
-    def reserve(self, state, pod, node_name):
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         return None
 
-    def unreserve(self, state, pod, node_name):
-        return None
-
-    async def pre_bind(self, state, pod, node_name):
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         claims: _Claims | None = state.get(KEY)
-        if claims is None or not claims.delay:
+        if claims is None or not claims.delayed:
             return Status(Code.SKIP)
-        chosen = claims.chosen.get(node_name)
+        chosen = claims.chosen(node_name)
         if chosen is None:
-            node = self.handle.cache.nodes.get(node_name)
-            chosen = self._find(claims.delay, node) if node is not None else None
+            chosen = self._choose_now(claims, node_name)
             if chosen is None:
                 return Status(Code.ERROR, f"no volumes can be bound on node {node_name!r} any more")
         client = self.handle.client
-        for pvc in claims.delay:
-            meta = pvc["metadata"]
-            key = f"{meta['namespace']}/{meta['name']}"
-            pv_name = chosen.get(key, "")
+        for c in claims.delayed:
+            meta = c.pvc["metadata"]
+            pv_name = chosen.get(c.key, "")
             if pv_name:
                 ref = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": meta["namespace"],
                        "name": meta["name"], "uid": meta.get("uid", "")}
@@ -253,10 +316,21 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
                 await client.request("PATCH", f"/api/v1/namespaces/{meta['namespace']}/persistentvolumeclaims/{meta['name']}",
                                      body={"metadata": {"annotations": {SELECTED_NODE: node_name}}},
                                      content_type="application/merge-patch+json")
-        return await self._wait_bound(pod, [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in claims.delay])
+        return await self._wait_bound(pod, [f"{c.pvc['metadata']['namespace']}/{c.pvc['metadata']['name']}"
+                                            for c in claims.delayed])
 
-    async def _wait_bound(self, pod, keys: list[str]) -> Status | None:
-        store = self.objects
+    def _choose_now(self, claims: _Claims, node_name: str) -> dict[str, str] | None:
+        """No Filter call judged ``node_name`` this cycle: choose from the store as it is now."""
+        every = self.handle.all_nodes()
+        i = every.index_of(node_name)
+        if i < 0:
+            return None
+        fresh = _Claims(delayed=[self._delayed_claim(c.pvc) for c in claims.delayed])
+        fresh.assignments.append(self._assign(fresh.delayed, every.subset(np.arange(len(every)) == i)))
+        return fresh.chosen(node_name)
+
+    async def _wait_bound(self, pod: PodInfo, keys: list[str]) -> Status | None:
+        store = self.handle.objects
         deadline = time.monotonic() + self.args.bind_timeout_seconds
         while True:
             pending = [k for k in keys if not fully_bound(store.get("persistentvolumeclaims", k))]
@@ -268,14 +342,5 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
                                           f"PersistentVolumeClaim(s) {', '.join(pending)} to be bound")
             await store.changed(min(left, 5.0))
 
-    def events_to_register(self):
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return VOLUME_EVENTS
-
-
-def fully_bound(pvc: dict | None) -> bool:
-    """``isPVCFullyBound``: a volume name and the PV controller's bind-completed annotation."""
-    if pvc is None:
-        return False
-    ann = (pvc.get("metadata") or {}).get("annotations") or {}
-    return bool((pvc.get("spec") or {}).get("volumeName")) and BIND_COMPLETED in ann
-

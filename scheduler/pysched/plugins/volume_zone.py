@@ -10,9 +10,10 @@ StorageClasses from the ObjectStore; node labels.
 
 from __future__ import annotations
 
-from pysched.framework.interface import FilterResult, EnqueueExtensions, FilterPlugin, PreFilterPlugin
-from pysched.framework.status import Code, Status
+import numpy as np
 
+from pysched.framework import (ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin, FilterResult,
+                               NodeBatch, PodInfo, PreFilterPlugin, PreFilterResult, Status)
 from pysched.plugins.helper.volumes import VOLUME_EVENTS, claim_class
 
 REASON = "node(s) had no available volume zone"
@@ -24,19 +25,23 @@ TOPOLOGY_LABELS = (BETA_ZONE, BETA_REGION, ZONE, REGION)
 GA = {BETA_ZONE: ZONE, BETA_REGION: REGION}
 KEY = "VolumeZone/state"
 
+# (topology label key of a bound PV, the zones/regions it lists)
+Topology = tuple[str, frozenset[str]]
+
 
 class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     name = "VolumeZone"
 
-    def pre_filter(self, state, pod, nodes):
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
         if not pod.pvc_names:
             return None, Status(Code.SKIP)
-        store = getattr(self.handle, "objects", None)
-        topologies = []
+        store = self.handle.objects
+        topologies: list[Topology] = []
         for name, _ in pod.pvc_names:
             if not name:
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "PersistentVolumeClaim had no name")
-            pvc = store.get("persistentvolumeclaims", f"{pod.namespace}/{name}") if store else None
+            pvc = store.get("persistentvolumeclaims", f"{pod.namespace}/{name}")
             if pvc is None:
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f'persistentvolumeclaim "{name}" not found')
             pv_name = (pvc.get("spec") or {}).get("volumeName") or ""
@@ -66,25 +71,23 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         state.write(KEY, topologies)
         return None, None
 
-    def filter(self, state, pod, nodes):
-        if not state.get(KEY):
-            return FilterResult.all_pass(len(nodes))
-        return FilterResult.each(nodes, lambda node: self._filter_node(state, pod, node))
-
-    def _filter_node(self, state, pod, node):
-        topologies = state.get(KEY)
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
+        topologies: list[Topology] | None = state.get(KEY)
         if not topologies:
-            return None
-        labels = node.labels
-        if not any(k in labels for k in TOPOLOGY_LABELS):
-            return None
+            return FilterResult.all_pass(len(nodes))
+        # A node without any zone/region label passes; otherwise, for every PV topology, the node's
+        # value of that key (or, for a beta key the node lacks, of its GA twin) must be listed.
+        has_topology = np.zeros(len(nodes), dtype=bool)
+        for key in TOPOLOGY_LABELS:
+            has_topology |= nodes.label(key).exists()
+        ok = np.ones(len(nodes), dtype=bool)
         for key, values in topologies:
-            v = labels.get(key)
-            if v is None:
-                v = labels.get(GA.get(key, key))
-            if v is None or v not in values:
-                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
-        return None
+            own = nodes.label(key)
+            matches = own.isin(values)
+            if key in GA:
+                matches = np.where(own.exists(), matches, nodes.label(GA[key]).isin(values))
+            ok &= matches
+        return FilterResult.from_mask(~has_topology | ok, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
 
-    def events_to_register(self):
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return VOLUME_EVENTS

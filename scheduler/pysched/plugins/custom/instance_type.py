@@ -15,81 +15,73 @@ Reads: the node's instance-type label (one lookup per distinct label value per c
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
-from pysched.apis.config import ConfigError
-from pysched.framework.args import get_int, get_list, get_str, strict
-from pysched.framework.interface import ScorePlugin
+from pysched.framework import CycleState, Handle, NodeBatch, PodInfo, ScorePlugin, arg
+from pysched.framework.api import ConfigError
 
 LABEL = "node.kubernetes.io/instance-type"
 
 
+@dataclass
+class InstanceTypePreference:
+    """One of ``exact`` (an instance type) or ``prefix`` (non-empty), and its ``score``."""
+    exact: str | None = None
+    prefix: str | None = None
+    score: int = field(default=0, metadata=arg(required=True, ge=0, le=100))
+
+    def validate(self, path: str) -> None:
+        if (self.exact is None) == (self.prefix is None):
+            raise ConfigError(f"{path}: exactly one of exact or prefix is required")
+        if self.prefix is not None and not self.prefix:
+            raise ConfigError(f"{path}.prefix: must not be empty")
+
+
+@dataclass
 class InstanceTypeArgs:
-    def __init__(self, label=LABEL, exact=None, prefixes=None, default_score=0):
-        self.label = label
-        self.exact = exact or {}
-        self.prefixes = prefixes or []   # (prefix, score), longest first
-        self.default_score = default_score
+    """``label`` (empty: the default), ``preferences``, ``defaultScore`` (0..100)."""
+    KIND = "InstanceTypeArgs"
 
-    @classmethod
-    def from_dict(cls, raw: dict, path: str) -> "InstanceTypeArgs":
-        raw = strict(raw, path, ("label", "preferences", "defaultScore"))
-        label = get_str(raw, "label", path, LABEL) or LABEL
-        default = get_int(raw, "defaultScore", path, 0, lo=0, hi=100)
-        exact: dict[str, int] = {}
-        prefixes: list[tuple[str, int]] = []
-        for i, p in enumerate(get_list(raw, "preferences", path)):
-            pp = f"{path}.preferences[{i}]"
-            p = strict(p, pp, ("exact", "prefix", "score"))
-            if "score" not in p:
-                raise ConfigError(f"{pp}.score: Required value")
-            score = get_int(p, "score", pp, 0, lo=0, hi=100)
-            if ("exact" in p) == ("prefix" in p):
-                raise ConfigError(f"{pp}: exactly one of exact or prefix is required")
-            if "exact" in p:
-                exact[get_str(p, "exact", pp, "")] = score
-            else:
-                pref = get_str(p, "prefix", pp, "")
-                if not pref:
-                    raise ConfigError(f"{pp}.prefix: must not be empty")
-                prefixes.append((pref, score))
-        prefixes.sort(key=lambda t: -len(t[0]))
-        return cls(label, exact, prefixes, default)
+    label: str = LABEL
+    preferences: list[InstanceTypePreference] = field(default_factory=list)
+    default_score: int = field(default=0, metadata=arg(ge=0, le=100))
 
-    def to_dict(self) -> dict:
-        prefs = [{"exact": k, "score": v} for k, v in self.exact.items()]
-        prefs += [{"prefix": k, "score": v} for k, v in self.prefixes]
-        return {"label": self.label, "preferences": prefs, "defaultScore": self.default_score}
+    def __post_init__(self) -> None:
+        self.label = self.label or LABEL
 
 
 class InstanceType(ScorePlugin):
     name = "InstanceType"
     Args = InstanceTypeArgs
 
-    def __init__(self, args=None, handle=None):
+    def __init__(self, args: InstanceTypeArgs | None = None, handle: Handle | None = None) -> None:
         super().__init__(args or InstanceTypeArgs(), handle)
+        prefs: list[InstanceTypePreference] = self.args.preferences
+        self.exact = {p.exact: p.score for p in prefs if p.exact is not None}
+        # longest first, so the longest matching prefix wins (ties: the first listed)
+        self.prefixes = sorted(((p.prefix, p.score) for p in prefs if p.prefix is not None), key=lambda t: -len(t[0]))
+        self.default_score: int = self.args.default_score
 
     def score_for(self, itype: str | None) -> int:
-        a = self.args
         if itype is None:
-            return a.default_score
-        if itype in a.exact:
-            return a.exact[itype]
-        for prefix, score in a.prefixes:
+            return self.default_score
+        if itype in self.exact:
+            return self.exact[itype]
+        for prefix, score in self.prefixes:
             if itype.startswith(prefix):
                 return score
-        return a.default_score
+        return self.default_score
 
-    def score(self, state, pod, node):
-        return self.score_for(node.labels.get(self.args.label))
-
-    def score_nodes(self, state, pod, nodes):
-        a = self.args
-        if not a.exact and not a.prefixes:
-            return np.full(len(nodes), a.default_score, dtype=np.int64)
-        col = nodes.table.label_column(a.label)
-        per_code = np.empty(len(col.values) + 1, dtype=np.int64)
-        for value, code in col.vocab.items():
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray:
+        if not self.exact and not self.prefixes:
+            return np.full(len(nodes), self.default_score, dtype=np.int64)
+        values = nodes.label(self.args.label)
+        vocabulary = values.vocabulary
+        per_code = np.empty(len(vocabulary) + 1, dtype=np.int64)   # [-1]: label absent
+        for code, value in enumerate(vocabulary):
             per_code[code] = self.score_for(value)
-        per_code[-1] = a.default_score
-        return per_code[col.codes[nodes.slots]]
+        per_code[-1] = self.default_score
+        scores: np.ndarray = per_code[values.codes]
+        return scores

@@ -57,7 +57,7 @@ def node_selector_mask(nodes: NodeBatch, sel: NodeSelector) -> np.ndarray:
     return m
 
 
-def labels_mask(nodes: NodeBatch, labels: dict) -> np.ndarray:
+def labels_mask(nodes: NodeBatch, labels: dict[str, str]) -> np.ndarray:
     """``spec.nodeSelector``: every key present with exactly that value."""
     m = np.ones(len(nodes), dtype=bool)
     for k, v in labels.items():

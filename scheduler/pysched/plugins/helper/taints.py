@@ -40,4 +40,5 @@ def untolerated_mask(nodes: NodeBatch, tolerations: tuple[Toleration, ...],
     ok = per_taint_class(nodes, "filter", comparison_operators, tolerations,
                          lambda taints: find_untolerated_taint(taints, tolerations, FILTER_EFFECTS,
                                                                comparison_operators) is None, bool)
-    return ~ok[classes]
+    untolerated: np.ndarray = ~ok[classes]
+    return untolerated

@@ -3,6 +3,8 @@ pod with volumes schedulable, and a claim's storage class."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pysched.framework import ClusterEvent, ClusterEventWithHint
 
 VOLUME_EVENTS = (ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "*")),
@@ -12,9 +14,10 @@ VOLUME_EVENTS = (ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "*")
                  ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")))
 
 
-def claim_class(pvc: dict) -> str:
+def claim_class(pvc: dict[str, Any]) -> str:
+    """The claim's StorageClass name: the beta annotation if set, else ``spec.storageClassName``."""
     ann = (pvc.get("metadata") or {}).get("annotations") or {}
     cls = ann.get("volume.beta.kubernetes.io/storage-class")
     if cls is not None:
-        return cls
-    return (pvc.get("spec") or {}).get("storageClassName") or ""
+        return str(cls)
+    return str((pvc.get("spec") or {}).get("storageClassName") or "")

@@ -8,24 +8,28 @@ labels (absent = nothing; ``{}`` = everything) - ``framework.AffinityTerm.Matche
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from pysched.apis.core.model import LabelSelector, ObjectError, parse_label_selector
 
 
+if TYPE_CHECKING:
+    from pysched.framework.podinfo import PodInfo
+
+
 class AffinityTerm(NamedTuple):
-    namespaces: frozenset
+    namespaces: frozenset[str]
     ns_selector: LabelSelector | None
     selector: LabelSelector | None
     topology_key: str
 
-    def matches(self, pod, ns_labels: dict | None) -> bool:
+    def matches(self, pod: PodInfo, ns_labels: dict[str, str] | None) -> bool:
         if pod.namespace in self.namespaces or (self.ns_selector is not None
                                                 and self.ns_selector.matches(ns_labels or {})):
             return self.selector is not None and self.selector.matches(pod.labels)
         return False
 
-    def resolved_namespaces(self, list_namespaces: Callable[[LabelSelector], list[str]]) -> frozenset | None:
+    def resolved_namespaces(self, list_namespaces: Callable[[LabelSelector], list[str]]) -> frozenset[str] | None:
         """The term's namespaces with its selector expanded (``None`` = all namespaces)."""
         if self.ns_selector is None:
             return self.namespaces
@@ -54,7 +58,7 @@ class PodAffinityTerms(NamedTuple):
 EMPTY = PodAffinityTerms((), (), (), ())
 
 
-def _term(raw: dict, pod_ns: str, where: str) -> AffinityTerm:
+def _term(raw: Any, pod_ns: str, where: str) -> AffinityTerm:
     if not isinstance(raw, dict):
         raise ObjectError(f"{where}: expected an object")
     key = raw.get("topologyKey") or ""
@@ -72,17 +76,18 @@ def _term(raw: dict, pod_ns: str, where: str) -> AffinityTerm:
     return AffinityTerm(namespaces, ns_sel, sel, key)
 
 
-def parse_pod_affinity(pod_affinity: dict | None, pod_anti_affinity: dict | None, pod_ns: str) -> PodAffinityTerms:
+def parse_pod_affinity(pod_affinity: dict[str, Any] | None, pod_anti_affinity: dict[str, Any] | None,
+                       pod_ns: str) -> PodAffinityTerms:
     if not pod_affinity and not pod_anti_affinity:
         return EMPTY
     pa = pod_affinity or {}
     paa = pod_anti_affinity or {}
     base = "spec.affinity"
 
-    def req(lst, where):
+    def req(lst: Any, where: str) -> tuple[AffinityTerm, ...]:
         return tuple(_term(t, pod_ns, f"{where}[{i}]") for i, t in enumerate(lst or ()))
 
-    def pref(lst, where):
+    def pref(lst: Any, where: str) -> tuple[WeightedTerm, ...]:
         out = []
         for i, w in enumerate(lst or ()):
             if not isinstance(w, dict):

@@ -59,7 +59,7 @@ class NodeColumns(Protocol):
     taint_class: np.ndarray
     taint_sets: list[tuple[Taint, ...]]
     slot_by_name: dict[str, int]
-    memo: dict
+    memo: dict[Any, Any]
 
     def label_column(self, key: str) -> LabelColumnView: ...
     def order(self) -> np.ndarray: ...
@@ -188,7 +188,9 @@ class NodeBatch:
     def index_of(self, node_name: str) -> int:
         """Position of ``node_name`` in the batch, -1 when it is not there."""
         slot = self.table.slot_by_name.get(node_name, -1)
-        hits = np.flatnonzero(self.slots == slot) if slot >= 0 else ()
+        if slot < 0:
+            return -1
+        hits = np.flatnonzero(self.slots == slot)
         return int(hits[0]) if len(hits) else -1
 
     def take(self, per_slot: np.ndarray) -> np.ndarray:
@@ -196,7 +198,7 @@ class NodeBatch:
         return per_slot[self.slots]
 
     @property
-    def memo(self) -> dict:
+    def memo(self) -> dict[Any, Any]:
         """A per-snapshot dict for plugins to memoise results across cycles (keys: plugin-prefixed)."""
         return self.table.memo
 
@@ -277,7 +279,8 @@ class PreFilterResult:
     def merge(self, other: "PreFilterResult | None") -> "PreFilterResult":
         if other is None or other.all_nodes():
             return self
-        if self.all_nodes():
+        assert other.node_names is not None
+        if self.node_names is None:
             return PreFilterResult(set(other.node_names))
         return PreFilterResult(self.node_names & other.node_names)
 
@@ -320,7 +323,7 @@ class PreEnqueuePlugin(Plugin):
 
 
 class QueueSortPlugin(Plugin):
-    def sort_key(self, qpi: Any) -> tuple:
+    def sort_key(self, qpi: Any) -> tuple[Any, ...]:
         """Key for the activeQ heap: smaller pops first."""
         raise NotImplementedError
 

@@ -4,13 +4,16 @@ incrementally updated count array per distinct matcher."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pysched.apis.core.model import LabelSelector
 
+if TYPE_CHECKING:
+    from pysched.framework.podinfo import PodInfo
+
 
 class MatcherTerm(NamedTuple):
-    namespaces: frozenset | None   # None: every namespace
+    namespaces: frozenset[str] | None   # None: every namespace
     selector: LabelSelector
 
 
@@ -21,7 +24,7 @@ class PodMatcher(NamedTuple):
     skip_deleting: bool = False
     owner_uid: str = ""
 
-    def matches(self, pod) -> bool:
+    def matches(self, pod: PodInfo) -> bool:
         if self.skip_deleting and pod.deleting:
             return False
         if self.owner_uid and pod.owner_uid != self.owner_uid:

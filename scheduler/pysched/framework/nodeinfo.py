@@ -41,7 +41,7 @@ class NodeSpec:
     raw: dict[str, Any] | None                # the object, kept when extenders need whole Nodes
 
     @classmethod
-    def from_dict(cls, obj: dict, *, keep_raw: bool = False) -> "NodeSpec":
+    def from_dict(cls, obj: dict[str, Any], *, keep_raw: bool = False) -> "NodeSpec":
         """Parse ``obj``; a field of the wrong JSON type gives a node with nothing allocatable whose
         ``parse_error`` names the field, never an exception."""
         try:
@@ -65,7 +65,7 @@ class NodeSpec:
             return n
 
     @classmethod
-    def _parse(cls, obj: dict, keep_raw: bool) -> "NodeSpec":
+    def _parse(cls, obj: dict[str, Any], keep_raw: bool) -> "NodeSpec":
         n = cls.__new__(cls)
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}

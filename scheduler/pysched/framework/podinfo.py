@@ -106,7 +106,7 @@ class PodInfo:
         return bool(self.node_name)
 
     @classmethod
-    def from_dict(cls, obj: dict, *, keep_raw: bool = False, use_status: bool | None = None) -> "PodInfo":
+    def from_dict(cls, obj: dict[str, Any], *, keep_raw: bool = False, use_status: bool | None = None) -> "PodInfo":
         """Parse ``obj``; a field of the wrong JSON type gives an unschedulable PodInfo whose
         ``parse_error`` names the field, never an exception."""
         try:
@@ -119,7 +119,7 @@ class PodInfo:
             return cls._unparsable(obj, problem, keep_raw)
 
     @classmethod
-    def _unparsable(cls, obj, problem: str, keep_raw: bool) -> "PodInfo":
+    def _unparsable(cls, obj: Any, problem: str, keep_raw: bool) -> "PodInfo":
         """What can be told about a pod whose fields have the wrong types: its identity, if that much
         is well-formed, and the problem. It requests nothing and matches nothing."""
         p = cls.__new__(cls)
@@ -128,7 +128,7 @@ class PodInfo:
         spec = obj.get("spec") if isinstance(obj, dict) else None
         spec = spec if isinstance(spec, dict) else {}
 
-        def text(d, key, default=""):
+        def text(d: dict[str, Any], key: str, default: str = "") -> str:
             v = d.get(key)
             return v if isinstance(v, str) and v else default
 
@@ -156,7 +156,7 @@ class PodInfo:
         return p
 
     @classmethod
-    def _parse(cls, obj: dict, keep_raw: bool, use_status: bool | None) -> "PodInfo":
+    def _parse(cls, obj: dict[str, Any], keep_raw: bool, use_status: bool | None) -> "PodInfo":
         p = cls.__new__(cls)
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}

@@ -22,7 +22,7 @@ class RegistryError(ValueError):
     pass
 
 
-class Registry(dict):
+class Registry(dict[str, type[Plugin]]):
     def register(self, cls: type[Plugin], name: str | None = None) -> type[Plugin]:
         name = name or getattr(cls, "name", "")
         if not name:

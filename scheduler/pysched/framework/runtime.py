@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -26,11 +26,12 @@ from pysched.apis.config import ConfigError, PluginSet, Profile, merged_plugin_s
 from pysched.framework.args import load_args
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.handle import Handle
-from pysched.framework.interface import (EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, FilterPlugin,
+from pysched.framework.interface import (FilterResult, PostFilterResult, EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, FilterPlugin,
                         NodeBatch, PermitPlugin, Plugin, PostBindPlugin,
                         PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
                         PreFilterResult, PreScorePlugin, QueueSortPlugin, ReservePlugin,
                         ScorePlugin, WaitingPod)
+from pysched.framework.podinfo import PodInfo
 from pysched.framework.status import Code, Status
 from pysched.framework.types import Diagnosis, FrameworkError
 
@@ -47,16 +48,24 @@ class CycleTrace:
         self.filters: list[tuple[str, dict[str, str]]] = []  # plugin -> {node: "passed"|reason}
         self.scores: dict[str, dict[str, dict[str, int]]] = {}  # plugin -> node -> raw/normalized/weighted
         self.totals: dict[str, int] = {}
-        self.extenders: list[dict] = []
+        self.extenders: list[dict[str, Any]] = []
         self.selected: str = ""
         self.feasible: list[str] = []
         self.error: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"preFilter": [{"plugin": p, "status": s} for p, s in self.pre_filter],
                 "filter": [{"plugin": p, "nodes": n} for p, n in self.filters],
                 "score": self.scores, "totalScores": self.totals, "extenders": self.extenders,
                 "feasibleNodes": self.feasible, "selectedNode": self.selected, "error": self.error}
+
+
+P = TypeVar("P", bound=Plugin)
+
+
+def _of(kind: type[P], plugins: list[Plugin]) -> list[P]:
+    """``plugins`` as implementers of ``kind`` (``_expand`` only lists plugins that implement it)."""
+    return [p for p in plugins if isinstance(p, kind)]
 
 
 def _implements(plugin: Plugin, ep: str) -> bool:
@@ -106,18 +115,18 @@ class Framework:
 
         self.weights: dict[str, int] = {}
         ordered = {ep: self._expand(ep, sets) for ep in EXTENSION_POINTS}
-        self.pre_enqueue: list[PreEnqueuePlugin] = ordered["preEnqueue"]
-        self.queue_sort: list[QueueSortPlugin] = ordered["queueSort"]
-        self.pre_filter: list[PreFilterPlugin] = ordered["preFilter"]
-        self.filter: list[FilterPlugin] = ordered["filter"]
-        self.post_filter: list[PostFilterPlugin] = ordered["postFilter"]
-        self.pre_score: list[PreScorePlugin] = ordered["preScore"]
-        self.score: list[ScorePlugin] = ordered["score"]
-        self.reserve: list[ReservePlugin] = ordered["reserve"]
-        self.permit: list[PermitPlugin] = ordered["permit"]
-        self.pre_bind: list[PreBindPlugin] = ordered["preBind"]
-        self.bind: list[BindPlugin] = ordered["bind"]
-        self.post_bind: list[PostBindPlugin] = ordered["postBind"]
+        self.pre_enqueue: list[PreEnqueuePlugin] = _of(PreEnqueuePlugin, ordered["preEnqueue"])
+        self.queue_sort: list[QueueSortPlugin] = _of(QueueSortPlugin, ordered["queueSort"])
+        self.pre_filter: list[PreFilterPlugin] = _of(PreFilterPlugin, ordered["preFilter"])
+        self.filter: list[FilterPlugin] = _of(FilterPlugin, ordered["filter"])
+        self.post_filter: list[PostFilterPlugin] = _of(PostFilterPlugin, ordered["postFilter"])
+        self.pre_score: list[PreScorePlugin] = _of(PreScorePlugin, ordered["preScore"])
+        self.score: list[ScorePlugin] = _of(ScorePlugin, ordered["score"])
+        self.reserve: list[ReservePlugin] = _of(ReservePlugin, ordered["reserve"])
+        self.permit: list[PermitPlugin] = _of(PermitPlugin, ordered["permit"])
+        self.pre_bind: list[PreBindPlugin] = _of(PreBindPlugin, ordered["preBind"])
+        self.bind: list[BindPlugin] = _of(BindPlugin, ordered["bind"])
+        self.post_bind: list[PostBindPlugin] = _of(PostBindPlugin, ordered["postBind"])
         if len(self.queue_sort) != 1:
             raise ConfigError(f"{path}.plugins.queueSort: only one queue sort plugin can be enabled, "
                               f"got {len(self.queue_sort)}")
@@ -136,7 +145,7 @@ class Framework:
 
     # -- construction --------------------------------------------------------------------------
 
-    def _expand(self, ep: str, sets: dict[str, PluginSet]) -> list:
+    def _expand(self, ep: str, sets: dict[str, PluginSet]) -> list[Plugin]:
         specific = sets.get(ep, PluginSet())
         enabled_names = [r.name for r in specific.enabled]
         for r in specific.enabled:
@@ -175,7 +184,7 @@ class Framework:
 
     # -- queue side ----------------------------------------------------------------------------
 
-    def run_pre_enqueue(self, pod) -> Status | None:
+    def run_pre_enqueue(self, pod: PodInfo) -> Status | None:
         for pl in self.pre_enqueue:
             st = pl.pre_enqueue(pod)
             if st is not None and not st.is_success():
@@ -184,7 +193,7 @@ class Framework:
 
     # -- scheduling cycle ----------------------------------------------------------------------
 
-    def run_pre_filter(self, state: CycleState, pod, nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None, set[str]]:
+    def run_pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None, set[str]]:
         """As ``RunPreFilterPlugins``: (node restriction, status, plugins that restricted nodes)."""
         t0 = time.perf_counter()
         result: PreFilterResult | None = None
@@ -230,7 +239,7 @@ class Framework:
         finally:
             metrics.extension_point("PreFilter", status, self.profile_name, time.perf_counter() - t0)
 
-    def run_filters(self, state: CycleState, pod, batch: NodeBatch, diagnosis: Diagnosis | None) -> np.ndarray:
+    def run_filters(self, state: CycleState, pod: PodInfo, batch: NodeBatch, diagnosis: Diagnosis | None) -> np.ndarray:
         """Boolean mask over ``batch``: nodes that pass every filter."""
         t0 = time.perf_counter()
         n = len(batch)
@@ -258,11 +267,10 @@ class Framework:
                     metrics.plugin_duration(pl.name, "Filter", None, time.perf_counter() - tp)
                 if trace is not None:
                     names = cur.names
-                    trace.filters.append((pl.name, {names[i]: ("passed" if res.passed[i] else res.status_at(i).message())
-                                                    for i in range(len(names))}))
+                    trace.filters.append((pl.name, {names[i]: _verdict(res, i) for i in range(len(names))}))
                 if not res.passed.all():
                     if diagnosis is not None:
-                        diagnosis.add_batch(pl.name, (lambda b=cur: b.names), res)
+                        diagnosis.add_batch(pl.name, _names_of(cur), res)
                     cur = cur.subset(res.passed)
                     keep_idx = keep_idx[res.passed]
         except FrameworkError:
@@ -274,7 +282,7 @@ class Framework:
         mask[keep_idx] = True
         return mask
 
-    def run_filters_on_node(self, state: CycleState, pod, nodes: NodeBatch) -> Status | None:
+    def run_filters_on_node(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         """Every filter on a batch of one node, stopping at the first rejection (its Status)."""
         for pl in self.filter:
             if pl.name in state.skip_filter_plugins:
@@ -285,9 +293,10 @@ class Framework:
                 return st
         return None
 
-    def run_post_filter(self, state: CycleState, pod, diagnosis: Diagnosis):
+    def run_post_filter(self, state: CycleState, pod: PodInfo,
+                        diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
         t0 = time.perf_counter()
-        status = Status(Code.UNSCHEDULABLE)
+        status: Status | None = Status(Code.UNSCHEDULABLE)
         result = None
         reasons = []
         for pl in self.post_filter:
@@ -310,7 +319,7 @@ class Framework:
         metrics.extension_point("PostFilter", status, self.profile_name, time.perf_counter() - t0)
         return result, status
 
-    def run_pre_score(self, state: CycleState, pod, batch: NodeBatch) -> Status | None:
+    def run_pre_score(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> Status | None:
         t0 = time.perf_counter()
         status = None
         for pl in self.pre_score:
@@ -328,7 +337,7 @@ class Framework:
         metrics.extension_point("PreScore", status, self.profile_name, time.perf_counter() - t0)
         return status
 
-    def run_score(self, state: CycleState, pod, batch: NodeBatch) -> np.ndarray:
+    def run_score(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> np.ndarray:
         """Weighted total per node of ``batch`` (int64). Raises FrameworkError on a plugin error."""
         t0 = time.perf_counter()
         n = len(batch)
@@ -366,6 +375,7 @@ class Framework:
                     metrics.plugin_duration(pl.name, "Score", None, time.perf_counter() - tp)
                 if trace is not None:
                     names = batch.names
+                    assert raw is not None
                     trace.scores[pl.name] = {names[i]: {"raw": int(raw[i]), "normalized": int(scores[i]),
                                                         "weighted": int(scores[i] * w)} for i in range(n)}
         except FrameworkError:
@@ -375,7 +385,7 @@ class Framework:
             metrics.extension_point_code("Score", code, self.profile_name, time.perf_counter() - t0)
         return total
 
-    def run_reserve(self, state: CycleState, pod, node: str) -> Status | None:
+    def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         t0 = time.perf_counter()
         status = None
         for pl in self.reserve:
@@ -390,14 +400,14 @@ class Framework:
         metrics.extension_point("Reserve", status, self.profile_name, time.perf_counter() - t0)
         return status
 
-    def run_unreserve(self, state: CycleState, pod, node: str) -> None:
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         for pl in reversed(self.reserve):
             try:
                 pl.unreserve(state, pod, node)
             except Exception:  # noqa: BLE001
                 log.exception("unreserve plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
 
-    def run_permit(self, state: CycleState, pod, node: str) -> tuple[Status | None, float]:
+    def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status | None, float]:
         wait_plugins: dict[str, float] = {}
         for pl in self.permit:
             try:
@@ -417,7 +427,7 @@ class Framework:
             return Status(Code.WAIT, "waiting on permit", plugin=",".join(sorted(wait_plugins))), min(wait_plugins.values())
         return None, 0.0
 
-    async def wait_on_permit(self, pod, timeout: float) -> Status | None:
+    async def wait_on_permit(self, pod: PodInfo, timeout: float) -> Status | None:
         import asyncio
 
         wp = self.handle.waiting_pods.get(pod.uid)
@@ -436,7 +446,7 @@ class Framework:
             self.handle.waiting_pods.pop(pod.uid, None)
         return res
 
-    async def run_pre_bind(self, state: CycleState, pod, node: str) -> Status | None:
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         t0 = time.perf_counter()
         status = None
         for pl in self.pre_bind:
@@ -457,7 +467,7 @@ class Framework:
         metrics.extension_point("PreBind", status, self.profile_name, time.perf_counter() - t0)
         return status
 
-    async def run_bind(self, state: CycleState, pod, node: str) -> Status | None:
+    async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
         t0 = time.perf_counter()
         status: Status | None = Status(Code.SKIP)
         for pl in self.bind:
@@ -477,13 +487,23 @@ class Framework:
         metrics.extension_point("Bind", status, self.profile_name, time.perf_counter() - t0)
         return status
 
-    def run_post_bind(self, state: CycleState, pod, node: str) -> None:
+    def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
         for pl in self.post_bind:
             try:
                 pl.post_bind(state, pod, node)
             except Exception:  # noqa: BLE001
                 log.exception("postbind plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
 
-    def queue_sort_key(self):
+    def queue_sort_key(self) -> Callable[[Any], tuple[Any, ...]]:
         pl = self.queue_sort[0]
         return pl.sort_key
+
+
+def _verdict(res: FilterResult, i: int) -> str:
+    st = res.status_at(i)
+    return "passed" if st is None else st.message()
+
+
+def _names_of(batch: NodeBatch) -> Callable[[], list[str]]:
+    """The batch's node names, computed only if a Diagnosis is ever read (preemption, explain)."""
+    return lambda: batch.names

@@ -73,7 +73,7 @@ class Status:
         p = f" plugin={self.plugin}" if self.plugin else ""
         return f"Status({self.code.name}{p}: {self.message()!r})"
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         return (isinstance(other, Status) and self.code == other.code
                 and self.reasons == other.reasons)
 

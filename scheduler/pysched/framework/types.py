@@ -12,7 +12,7 @@ per-node reasons; a PostFilter message is appended after a space.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -38,10 +38,10 @@ class Diagnosis:
         self.post_filter_msg = ""
         self.num_failed = 0
         self.absent_status: Status | None = None
-        self._records: list[tuple[str, list[str], FilterResult]] = []
+        self._records: list[tuple[str, Callable[[], list[str]] | list[str], FilterResult]] = []
         self._explicit: dict[str, Status] = {}
 
-    def add_batch(self, plugin: str, names_fn, result: FilterResult) -> None:
+    def add_batch(self, plugin: str, names_fn: Callable[[], list[str]] | list[str], result: FilterResult) -> None:
         failed = ~result.passed
         n_failed = int(failed.sum())
         if not n_failed:
@@ -75,7 +75,9 @@ class Diagnosis:
         for plugin, names_fn, result in self._records:
             names = names_fn() if callable(names_fn) else names_fn
             for i in np.flatnonzero(~result.passed).tolist():
-                yield names[i], result.status_at(i, plugin)
+                st = result.status_at(i, plugin)
+                if st is not None:
+                    yield names[i], st
         yield from self._explicit.items()
 
     def node_status_map(self) -> dict[str, Status]:

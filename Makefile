@@ -10,7 +10,7 @@ IMAGE ?= pysched:dev
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --results-md bench/RESULTS.md
 
-.PHONY: all venv install control-plane test unit e2e demo bench bench-smoke image clean
+.PHONY: all venv install control-plane lint test unit e2e demo bench bench-smoke image clean
 
 all: test
 
@@ -25,7 +25,13 @@ venv install: $(VENV)/.installed
 control-plane:
 	./hack/control-plane.sh
 
-test: install control-plane
+# ruff (pycodestyle, pyflakes, isort, pyupgrade, bugbear) everywhere; mypy --strict on the plugin API
+# and the in-tree plugins (pyproject.toml [tool.mypy]).
+lint: install
+	$(PY) -m ruff check scheduler pysched_dev tests bench hack examples
+	$(PY) -m mypy -p pysched.framework -p pysched.plugins -p pysched.testing
+
+test: install lint control-plane
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		$(PY) -m pytest $(PYTEST_ARGS)
 

@@ -326,3 +326,27 @@ def test_az_spread_node_without_zone_is_an_error():
     assert st.code == Code.ERROR and "nozone" in st.message()
     zoneless = PluginTester(AZSpread, nodes=[node("x"), node("y")])
     assert zoneless.plugin.pre_score(CycleState(), PodInfo.from_dict(pod("p")), zoneless.nodes()).is_skip()
+
+
+def test_az_spread_args():
+    from pysched.framework import decode_args, encode_args
+
+    assert encode_args(decode_args(AZSpread.Args, None, "args")) == {"zoneLabel": Z, "nodesWithoutZone": "Error"}
+    given = {"zoneLabel": "example.com/rack", "labelSelector": {"matchLabels": {"team": "t"}},
+             "workloadLabelKeys": ["app"], "nodesWithoutZone": "Error"}
+    assert encode_args(decode_args(AZSpread.Args, given, "args")) == given
+    assert decode_args(AZSpread.Args, {"zoneLabel": ""}, "args").zone_label == Z
+    for raw, error in [({"nodesWithoutZone": "Ignore"}, "args.nodesWithoutZone: 'Ignore' is not one of Error"),
+                       ({"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}},
+                        "args.labelSelector.matchExpressions[0]"),
+                       ({"zoneLabels": "x"}, "args.zoneLabels: unknown field")]:
+        with pytest.raises(ConfigError) as err:
+            decode_args(AZSpread.Args, raw, "args")
+        assert str(err.value).startswith(error)
+
+
+def test_az_spread_zone_label_arg():
+    rack = [node(f"{r}{i}", labels={"example.com/rack": r}) for r in "xy" for i in (1, 2)]
+    pods = [pod("w1", node_name="x1", owner=OWNER)]
+    hh = PluginTester(AZSpread, {"zoneLabel": "example.com/rack"}, nodes=rack, pods=pods)
+    assert hh.score(pod("new", owner=OWNER)) == {"x1": 0, "y1": 100, "x2": 0, "y2": 100}

@@ -6,6 +6,7 @@ from pysched.plugins.inter_pod_affinity import (REASON_AFFINITY, REASON_ANTI_AFF
                                         InterPodAffinity)
 from pysched.plugins.pod_topology_spread import REASON, REASON_MISSING_LABEL, PodTopologySpread
 from pysched.apis.config import ConfigError
+from pysched.framework import decode_args, encode_args
 
 from .conftest import node, pod
 from pysched.testing import UAU, UNS, PluginTester
@@ -267,11 +268,52 @@ def test_existing_pods_preferred_terms_score_the_incoming_pod():
 ])
 def test_spread_args_errors_name_the_field(args, error):
     with pytest.raises(ConfigError) as err:
-        PodTopologySpread.Args.from_dict(args, "args")
+        decode_args(PodTopologySpread.Args, args, "args")
     assert str(err.value).startswith(error)
 
 
 def test_spread_args_accept_prefixed_keys():
-    args = PodTopologySpread.Args.from_dict({"defaultingType": "List", "defaultConstraints": [
+    args = decode_args(PodTopologySpread.Args, {"defaultingType": "List", "defaultConstraints": [
         {"maxSkew": 1, "topologyKey": "example.com/Rack_1", "whenUnsatisfiable": "DoNotSchedule"}]}, "args")
-    assert args.to_dict()["defaultConstraints"][0]["topologyKey"] == "example.com/Rack_1"
+    assert encode_args(args)["defaultConstraints"][0]["topologyKey"] == "example.com/Rack_1"
+
+
+def test_spread_args_encode_what_was_given():
+    listed = {"defaultingType": "List", "defaultConstraints": [
+        {"maxSkew": 2, "topologyKey": Z, "whenUnsatisfiable": "ScheduleAnyway", "minDomains": 2,
+         "nodeTaintsPolicy": "Honor", "matchLabelKeys": ["rev"]}]}
+    assert encode_args(decode_args(PodTopologySpread.Args, listed, "args")) == listed
+    assert encode_args(decode_args(PodTopologySpread.Args, None, "args")) == {"defaultingType": "System"}
+    with pytest.raises(ConfigError, match=r"^args\.defaultConstraints\[0\]\.maxSkeew: unknown field"):
+        decode_args(PodTopologySpread.Args, {"defaultingType": "List", "defaultConstraints": [
+            {"maxSkeew": 1, "topologyKey": Z, "whenUnsatisfiable": "DoNotSchedule"}]}, "args")
+    with pytest.raises(ConfigError, match=r"^args\.defaultingType: 'Sometimes' is not one of System, List"):
+        decode_args(PodTopologySpread.Args, {"defaultingType": "Sometimes"}, "args")
+
+
+def test_listed_default_constraints_apply_to_pods_of_a_workload():
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-rs", "namespace": "default"},
+          "spec": {"selector": {"matchLabels": {"app": "web"}}}}
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "rs-uid", "controller": True}
+    args = {"defaultingType": "List", "defaultConstraints": [
+        {"maxSkew": 1, "topologyKey": Z, "whenUnsatisfiable": "DoNotSchedule"}]}
+    pods = [existing("w1", "a1", owner=owner), existing("w2", "b1", owner=owner)]
+    hh = PluginTester(PodTopologySpread, args, nodes=NODES[:4], pods=pods, objects=[rs])
+    # the ReplicaSet's selector counts a=1 b=1 c=0: only zone c keeps the skew within 1
+    assert feasible(hh.filter(pod("p", labels={"app": "web"}, owner=owner))) == ["c1"]
+    # the pod's own constraints replace the defaults; a pod of no workload gets none
+    assert feasible(hh.filter(pod("q", labels={"app": "web"}, owner=owner, spread=spread(2)))) == ["a1", "a2", "b1", "c1"]
+    assert feasible(hh.filter(pod("lonely", labels={"app": "web"}))) == ["a1", "a2", "b1", "c1"]
+
+
+def test_inter_pod_affinity_args():
+    assert encode_args(decode_args(InterPodAffinity.Args, None, "args")) == {
+        "hardPodAffinityWeight": 1, "ignorePreferredTermsOfExistingPods": False}
+    with pytest.raises(ConfigError, match=r"^args\.hardPodAffinityWeight: must be <= 100, got 500"):
+        decode_args(InterPodAffinity.Args, {"hardPodAffinityWeight": 500}, "args")
+    with pytest.raises(ConfigError, match=r"^args\.kind: expected InterPodAffinityArgs"):
+        decode_args(InterPodAffinity.Args, {"kind": "NodeAffinityArgs"}, "args")
+    # the weight scales existing pods' required affinity terms in Score
+    e = existing("e", "c1", {"app": "x"}, affinity=aff(required=[term(selector={"matchLabels": {"app": "web"}})]))
+    off = PluginTester(InterPodAffinity, {"hardPodAffinityWeight": 0}, nodes=NODES[:4], pods=[e])
+    assert set(off.score(pod("web", labels={"app": "web"})).values()) == {0}

@@ -9,11 +9,14 @@ recorder implement them, and the framework testing helpers build small real ones
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Mapping, Protocol
+from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol
 
 import numpy as np
 
+from pysched.apis.core.model import LabelSelector
+from pysched.framework.affinity import AffinityTerm
 from pysched.framework.interface import NodeBatch, NodeColumns, WaitingPod
 from pysched.framework.matchers import PodMatcher
 from pysched.framework.nodeinfo import NodeInfo
@@ -24,13 +27,25 @@ class PodCounts(Protocol):
     def counts(self, matcher: PodMatcher) -> np.ndarray: ...
 
 
+# Which existing pods' pod (anti-)affinity terms ``Handle.existing_term_domains`` reads.
+TermKind = Literal["requiredAffinity", "requiredAntiAffinity", "preferred"]
+
+
+class AffinityTermCounts(Protocol):
+    """Existing pods (bound or assumed) by the distinct pod (anti-)affinity terms they declare,
+    counted per topology domain (the cache's ``TermIndex``)."""
+
+    def term_domains(self, kind: TermKind,
+                     accept: Callable[[AffinityTerm], bool]) -> list[tuple[AffinityTerm, int, np.ndarray]]: ...
+
+
 class SnapshotView(Protocol):
     """The scheduler cache, read-only: nodes with their pods (bound or assumed) and indices."""
     nodes: Mapping[str, NodeInfo]
     pods: Mapping[str, PodInfo]
     table: NodeColumns
     index: PodCounts
-    terms: Any
+    terms: AffinityTermCounts
     image_nodes: Mapping[str, int]
     with_affinity: Mapping[str, PodInfo]
     with_required_anti: Mapping[str, PodInfo]
@@ -44,6 +59,19 @@ class ObjectLister(Protocol):
     def get(self, kind: str, key: str) -> dict[str, Any] | None: ...
     def list(self, kind: str) -> list[dict[str, Any]]: ...
     def changed(self, timeout: float) -> Awaitable[bool]: ...
+
+    def namespace_labels(self, name: str) -> dict[str, str]:
+        """The labels of Namespace ``name`` ({} when unknown)."""
+        ...
+
+    def namespaces_matching(self, selector: LabelSelector) -> builtins.list[str]:
+        """Names of the Namespaces whose labels ``selector`` matches."""
+        ...
+
+    def default_selector(self, pod: PodInfo) -> LabelSelector | None:
+        """``helper.DefaultSelector``: the selectors of the Services selecting ``pod`` and of its
+        controller (ReplicaSet, StatefulSet, ReplicationController), ANDed; None when none."""
+        ...
 
 
 class APIClient(Protocol):
@@ -84,6 +112,17 @@ class Handle:
     def pod_counts(self, matcher: PodMatcher, nodes: NodeBatch) -> np.ndarray:
         """How many pods (bound or assumed) matching ``matcher`` run on each node of ``nodes``."""
         return nodes.take(self.snapshot.index.counts(matcher))
+
+    def existing_term_domains(self, kind: TermKind,
+                              accept: Callable[[AffinityTerm], bool]) -> list[tuple[AffinityTerm, int, np.ndarray]]:
+        """The pod (anti-)affinity terms of ``kind`` that existing pods (bound or assumed) declare,
+        each distinct term once, restricted to those ``accept(term)`` admits (called once per
+        distinct term): ``(term, weight, per_domain)`` where ``per_domain[code]`` is how many pods
+        declaring the term run in the domain whose ``term.topology_key`` label has that code (the
+        codes of ``NodeBatch.label(term.topology_key)``). Terms none of whose pods is on a node
+        with the key are left out. ``weight``: 1 for required terms; for ``preferred`` the
+        term's weight, negative for preferred anti-affinity (a term may come once per weight)."""
+        return self.snapshot.terms.term_domains(kind, accept)
 
     # The engine's name for the snapshot; kept so plugins written against it keep working.
     @property

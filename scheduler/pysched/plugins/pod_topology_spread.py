@@ -18,29 +18,26 @@ maxSkew 5 - over the pods of the same Service/ReplicaSet/StatefulSet/Replication
 ``sum(count * log(domains + 2) + maxSkew - 1)`` per node, normalised so fewer matching pods score
 higher. Nodes lacking a key are ignored (score 0) unless only system defaults apply.
 
-Counts come from the cache's incremental PodCountIndex and the NodeTable's label columns, so a
-cycle costs a few vector operations, not a walk over every pod.
+Counts come from the cache's incremental pod counts (``Handle.pod_counts``) and the nodes' label
+codes (``NodeBatch.label``), so a cycle costs a few vector operations, not a walk over every pod.
 """
 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterable, NamedTuple
 
 import numpy as np
 
-from pysched.apis.core.names import qualified_name_problem
-from pysched.apis.config import ConfigError
-from pysched.framework.args import get_list, get_str, strict
-from pysched.framework.interface import (MAX_NODE_SCORE, ClusterEvent, ClusterEventWithHint,
-                                           EnqueueExtensions, FilterPlugin, FilterResult,
-                                           PreFilterPlugin, PreScorePlugin, ScorePlugin)
-from pysched.framework import NodeBatch
-from pysched.framework.status import Code, Status
-from pysched.apis.core.model import LabelSelector, ObjectError, Requirement, parse_label_selector
+from pysched.framework import (MAX_NODE_SCORE, ClusterEvent, ClusterEventWithHint, Code, CycleState,
+                               EnqueueExtensions, FilterPlugin, FilterResult, Handle, MatcherTerm, NodeBatch,
+                               PodInfo, PodMatcher, PreFilterPlugin, PreFilterResult, PreScorePlugin,
+                               ScorePlugin, Status, arg, encode_args)
+from pysched.framework.api import (ConfigError, LabelSelector, ObjectError, Requirement, parse_label_selector,
+                                   qualified_name_problem)
+from pysched.plugins.helper.domains import domain_sums, per_node
 from pysched.plugins.helper.nodeselect import has_labels_mask, pod_required_affinity_mask
-from pysched.framework.matchers import MatcherTerm, PodMatcher
-
 from pysched.plugins.helper.taints import untolerated_mask
 
 REASON = "node(s) didn't match pod topology spread constraints"
@@ -49,7 +46,7 @@ HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
-SYSTEM_DEFAULTS = (
+SYSTEM_DEFAULTS: tuple[dict[str, Any], ...] = (
     {"topologyKey": HOSTNAME, "whenUnsatisfiable": SCHEDULE_ANYWAY, "maxSkew": 3},
     {"topologyKey": ZONE, "whenUnsatisfiable": SCHEDULE_ANYWAY, "maxSkew": 5},
 )
@@ -66,8 +63,9 @@ class Constraint(NamedTuple):
     taints_honor: bool
 
 
-def parse_constraints(raw_list, pod_labels: dict, action: str, where: str = "spec.topologySpreadConstraints",
-                      selector_override: LabelSelector | None = None, use_override: bool = False) -> list[Constraint]:
+def parse_constraints(raw_list: Iterable[dict[str, Any]] | None, pod_labels: dict[str, str], action: str,
+                      where: str = "spec.topologySpreadConstraints", selector_override: LabelSelector | None = None,
+                      use_override: bool = False) -> list[Constraint]:
     out = []
     for i, c in enumerate(raw_list or ()):
         if c.get("whenUnsatisfiable") != action:
@@ -88,47 +86,49 @@ def parse_constraints(raw_list, pod_labels: dict, action: str, where: str = "spe
     return out
 
 
-class PodTopologySpreadArgs:
-    def __init__(self, defaulting_type: str = "System", default_constraints: list[dict] | None = None):
-        self.defaulting_type = defaulting_type
-        self.default_constraints = list(default_constraints or [])
+@dataclass
+class DefaultConstraint:
+    """One of ``defaultConstraints`` (a ``v1.TopologySpreadConstraint`` without a selector)."""
+    max_skew: int = field(default=0, metadata=arg(bits=32))
+    topology_key: str = ""
+    when_unsatisfiable: str = ""
+    label_selector: dict[str, Any] | None = None   # forbidden: deduced for each pod
+    min_domains: int | None = field(default=None, metadata=arg(bits=32))
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] = field(default_factory=list, metadata=arg(omit_empty=True))
 
-    @classmethod
-    def from_dict(cls, raw: dict, path: str) -> "PodTopologySpreadArgs":
-        raw = strict(raw, path, ("defaultConstraints", "defaultingType"), kind="PodTopologySpreadArgs")
-        dt = get_str(raw, "defaultingType", path, "System", ("System", "List"))
-        dcs = get_list(raw, "defaultConstraints", path)
-        if dt == "System" and dcs:
+    def validate(self, path: str) -> None:
+        if self.max_skew <= 0:
+            raise ConfigError(f"{path}.maxSkew: must be greater than zero")
+        if not self.topology_key:
+            raise ConfigError(f"{path}.topologyKey: Required value")
+        problem = qualified_name_problem(self.topology_key)
+        if problem:
+            raise ConfigError(f"{path}.topologyKey: Invalid value {self.topology_key!r}: {problem}")
+        if self.when_unsatisfiable not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
+            raise ConfigError(f"{path}.whenUnsatisfiable: must be DoNotSchedule or ScheduleAnyway")
+        if self.label_selector is not None:
+            raise ConfigError(f"{path}.labelSelector: constraint must not define a selector, "
+                              "as they deduced for each pod")
+
+
+@dataclass
+class PodTopologySpreadArgs:
+    KIND: ClassVar[str] = "PodTopologySpreadArgs"
+    default_constraints: list[DefaultConstraint] = field(default_factory=list, metadata=arg(omit_empty=True))
+    defaulting_type: str = field(default="System", metadata=arg(choices=("System", "List")))
+
+    def validate(self, path: str) -> None:
+        if self.defaulting_type == "System" and self.default_constraints:
             raise ConfigError(f"{path}.defaultConstraints: when .defaultingType is \"System\", "
                               "defaultConstraints must be empty")
-        seen = set()
-        for i, c in enumerate(dcs):
-            cp = f"{path}.defaultConstraints[{i}]"
-            strict(c, cp, ("maxSkew", "topologyKey", "whenUnsatisfiable", "labelSelector", "minDomains",
-                           "nodeAffinityPolicy", "nodeTaintsPolicy", "matchLabelKeys"))
-            if not isinstance(c.get("maxSkew"), int) or c["maxSkew"] <= 0:
-                raise ConfigError(f"{cp}.maxSkew: must be greater than zero")
-            if not c.get("topologyKey"):
-                raise ConfigError(f"{cp}.topologyKey: Required value")
-            problem = qualified_name_problem(c["topologyKey"]) if isinstance(c["topologyKey"], str) else "expected a string"
-            if problem:
-                raise ConfigError(f"{cp}.topologyKey: Invalid value {c['topologyKey']!r}: {problem}")
-            if c.get("whenUnsatisfiable") not in (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY):
-                raise ConfigError(f"{cp}.whenUnsatisfiable: must be DoNotSchedule or ScheduleAnyway")
-            if c.get("labelSelector") is not None:
-                raise ConfigError(f"{cp}.labelSelector: constraint must not define a selector, "
-                                  "as they deduced for each pod")
-            pair = (c["topologyKey"], c["whenUnsatisfiable"])
+        seen: set[tuple[str, str]] = set()
+        for i, c in enumerate(self.default_constraints):
+            pair = (c.topology_key, c.when_unsatisfiable)
             if pair in seen:
-                raise ConfigError(f"{cp}: Duplicate value: {pair}")
+                raise ConfigError(f"{path}.defaultConstraints[{i}]: Duplicate value: {pair}")
             seen.add(pair)
-        return cls(dt, dcs)
-
-    def to_dict(self) -> dict:
-        out = {"defaultingType": self.defaulting_type}
-        if self.default_constraints:
-            out["defaultConstraints"] = self.default_constraints
-        return out
 
 
 class _FilterState(NamedTuple):
@@ -138,65 +138,92 @@ class _FilterState(NamedTuple):
     self_match: list[int]
 
 
+class _ScoreConstraint(NamedTuple):
+    constraint: Constraint
+    matcher: PodMatcher | None      # None: the selector matches nothing
+    weight: float                   # log(number of domains + 2)
+    dom_counts: np.ndarray | None   # matching pods per label code; None: hostname, counted per node
+
+
+class _ScoreState(NamedTuple):
+    constraints: list[_ScoreConstraint]
+    require_all: bool               # nodes lacking a key are ignored (score 0)
+
+
 class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
     name = "PodTopologySpread"
     Args = PodTopologySpreadArgs
+    args: PodTopologySpreadArgs
+    handle: Handle
 
-    def __init__(self, args=None, handle=None):
+    def __init__(self, args: PodTopologySpreadArgs | None, handle: Handle) -> None:
         super().__init__(args or PodTopologySpreadArgs(), handle)
         self.system_defaulted = self.args.defaulting_type == "System"
-        self.defaults = list(SYSTEM_DEFAULTS) if self.system_defaulted else self.args.default_constraints
+        self.defaults: list[dict[str, Any]] = (list(SYSTEM_DEFAULTS) if self.system_defaulted else
+                                               [encode_args(c) for c in self.args.default_constraints])
 
     # -- constraints ---------------------------------------------------------------------------
 
-    def constraints(self, pod, action: str) -> list[Constraint]:
+    def constraints(self, pod: PodInfo, action: str) -> list[Constraint]:
         if pod.spread_constraints:
             return parse_constraints(pod.spread_constraints, pod.labels, action)
         if not self.defaults:
             return []
-        objects = getattr(self.handle, "objects", None)
-        sel = objects.default_selector(pod) if objects is not None else None
+        sel = self.handle.objects.default_selector(pod)
         if sel is None or sel.empty:
             return []
         return parse_constraints(self.defaults, pod.labels, action, where="defaultConstraints",
                                  selector_override=sel, use_override=True)
 
-    def _counts(self, pod, c: Constraint, slots: np.ndarray) -> np.ndarray:
+    @staticmethod
+    def _matcher(pod: PodInfo, c: Constraint) -> PodMatcher | None:
+        """Pods the constraint counts: not terminating, in the pod's namespace, matching the selector
+        (an empty selector counts nothing, as upstream's ``countPodsMatchSelector``)."""
         if c.selector is None or c.selector.empty:
-            return np.zeros(len(slots), dtype=np.int64)
-        m = PodMatcher((MatcherTerm(frozenset((pod.namespace,)), c.selector),), skip_deleting=True)
-        return self.handle.cache.index.counts(m)[slots]
+            return None
+        return PodMatcher((MatcherTerm(frozenset((pod.namespace,)), c.selector),), skip_deleting=True)
 
-    def _included(self, pod, c: Constraint, table, slots, aff_mask, untol) -> np.ndarray:
-        m = np.ones(len(slots), dtype=bool)
-        if c.affinity_honor:
-            m &= aff_mask
-        if c.taints_honor:
-            m &= ~untol
-        return m
+    def _counts(self, matcher: PodMatcher | None, nodes: NodeBatch) -> np.ndarray:
+        if matcher is None:
+            return np.zeros(len(nodes), dtype=np.int64)
+        return self.handle.pod_counts(matcher, nodes)
+
+    @staticmethod
+    def _inclusion(pod: PodInfo, cons: list[Constraint], nodes: NodeBatch) -> list[np.ndarray]:
+        """Per constraint, the nodes its inclusion policies admit (nodeAffinityPolicy: Honor -> the
+        pod's nodeSelector/required affinity match; nodeTaintsPolicy: Honor -> taints tolerated)."""
+        aff = pod_required_affinity_mask(nodes, pod) if any(c.affinity_honor for c in cons) else None
+        tol = ~untolerated_mask(nodes, pod.tolerations) if any(c.taints_honor for c in cons) else None
+        out = []
+        for c in cons:
+            m = np.ones(len(nodes), dtype=bool)
+            if c.affinity_honor and aff is not None:
+                m &= aff
+            if c.taints_honor and tol is not None:
+                m &= tol
+            out.append(m)
+        return out
 
     # -- filter --------------------------------------------------------------------------------
 
-    def pre_filter(self, state, pod, nodes):
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
         try:
             cons = self.constraints(pod, DO_NOT_SCHEDULE)
         except ObjectError as exc:
             return None, Status(Code.ERROR, f"get constraints from pod: {exc}")
         if not cons:
             return None, Status(Code.SKIP)
-        table, slots = nodes.table, nodes.slots
         has_all = has_labels_mask(nodes, [c.key for c in cons])
-        aff = pod_required_affinity_mask(nodes, pod)
-        untol = untolerated_mask(nodes, pod.tolerations)
-        dom_counts, mins, selfs = [], [], []
-        for c in cons:
-            col = table.label_column(c.key)
-            codes = col.codes[slots]
-            elig = has_all & self._included(pod, c, table, slots, aff, untol)
-            counts = self._counts(pod, c, slots)
-            size = len(col.values)
-            dom = np.bincount(codes[elig], weights=counts[elig], minlength=size).astype(np.int64)
-            present = np.bincount(codes[elig], minlength=size) > 0
+        dom_counts: list[np.ndarray] = []
+        mins: list[int] = []
+        selfs: list[int] = []
+        for c, included in zip(cons, self._inclusion(pod, cons, nodes)):
+            values = nodes.label(c.key)
+            size = len(values.vocabulary)
+            elig = has_all & included
+            dom = domain_sums(values.codes, self._counts(self._matcher(pod, c), nodes), size, elig)
+            present = np.bincount(values.codes[elig], minlength=size) > 0
             n_dom = int(np.count_nonzero(present))
             mn = int(dom[present].min()) if n_dom else 0
             if n_dom < c.min_domains:
@@ -207,37 +234,18 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         state.write(PRE_FILTER_KEY, _FilterState(cons, dom_counts, mins, selfs))
         return None, None
 
-    def filter(self, state, pod, node):
-        s: _FilterState | None = state.get(PRE_FILTER_KEY)
-        if s is None or not s.constraints:
-            return None
-        table = self.handle.cache.table
-        for i, c in enumerate(s.constraints):
-            val = node.labels.get(c.key)
-            if val is None:
-                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON_MISSING_LABEL)
-            code = table.label_column(c.key).vocab.get(val, -1)
-            dom = s.dom_counts[i]
-            match = int(dom[code]) if 0 <= code < len(dom) else 0
-            if match + s.self_match[i] - s.min_match[i] > c.max_skew:
-                return Status(Code.UNSCHEDULABLE, REASON)
-        return None
-
-    def filter_nodes(self, state, pod, nodes):
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         s: _FilterState | None = state.get(PRE_FILTER_KEY)
         n = len(nodes)
         if s is None or not s.constraints:
             return FilterResult.all_pass(n)
-        table, slots = nodes.table, nodes.slots
         decided = np.zeros(n, dtype=bool)
         missing_all = np.zeros(n, dtype=bool)
         skew_all = np.zeros(n, dtype=bool)
         for i, c in enumerate(s.constraints):
-            codes = table.label_column(c.key).codes[slots]
-            missing = ~decided & (codes < 0)
-            dom = s.dom_counts[i]
-            safe = np.clip(codes, 0, max(len(dom) - 1, 0))
-            match = np.where((codes >= 0) & (codes < len(dom)), dom[safe] if len(dom) else 0, 0)
+            values = nodes.label(c.key)
+            missing = ~decided & (values.codes < 0)
+            match = per_node(s.dom_counts[i], values)
             skew = ~decided & ~missing & (match + s.self_match[i] - s.min_match[i] > c.max_skew)
             missing_all |= missing
             skew_all |= skew
@@ -251,9 +259,9 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
 
     # -- score ---------------------------------------------------------------------------------
 
-    def pre_score(self, state, pod, nodes):
-        table = self.handle.cache.table
-        if not table.count:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
+        every = self.handle.all_nodes()
+        if not len(every):
             return Status(Code.SKIP)
         try:
             cons = self.constraints(pod, SCHEDULE_ANYWAY)
@@ -262,68 +270,57 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         if not cons:
             return Status(Code.SKIP)
         require_all = bool(pod.spread_constraints) or not self.system_defaulted
-        filt = nodes.slots
-        ignored = ~has_labels_mask(nodes, [c.key for c in cons]) if require_all else np.zeros(len(filt), bool)
-        every = NodeBatch(table, table.order())
-        all_slots = every.slots
-        all_ok = has_labels_mask(every, [c.key for c in cons]) if require_all else np.ones(len(all_slots), bool)
-        aff = pod_required_affinity_mask(every, pod)
-        untol = untolerated_mask(every, pod.tolerations)
-        score = np.zeros(len(filt), dtype=np.float64)
-        for c in cons:
-            col = table.label_column(c.key)
-            buckets = len(col.values) + 1  # last bucket: label absent ("" value)
-            codes_f = col.codes[filt]
-            bf = np.where(codes_f < 0, buckets - 1, codes_f)
-            has_key_f = codes_f >= 0
+        keys = [c.key for c in cons]
+        ignored = ~has_labels_mask(nodes, keys) if require_all else np.zeros(len(nodes), dtype=bool)
+        all_ok = has_labels_mask(every, keys) if require_all else np.ones(len(every), dtype=bool)
+        out = []
+        for c, included in zip(cons, self._inclusion(pod, cons, every)):
+            matcher = self._matcher(pod, c)
+            dom: np.ndarray | None = None
             if c.key == HOSTNAME:
-                size = len(filt) - int(ignored.sum())
-                cnt = self._counts(pod, c, filt)
+                size = len(nodes) - int(ignored.sum())     # pods are counted per node in Score
             else:
-                present = np.zeros(buckets, dtype=bool)
-                present[bf[~ignored]] = True
+                # Domains: the key's values among the scored nodes ("" - no label - is one when
+                # nodes lacking keys are not ignored); pods counted over every node in them.
+                values = nodes.label(c.key)
+                codes_f = values.codes
+                absent = len(values.vocabulary)
+                present = np.zeros(absent + 1, dtype=bool)
+                present[np.where(codes_f < 0, absent, codes_f)[~ignored]] = True
                 size = int(present.sum())
-                codes_a = col.codes[all_slots]
-                ba = np.where(codes_a < 0, buckets - 1, codes_a)
-                elig = all_ok & self._included(pod, c, table, all_slots, aff, untol) & present[ba]
-                counts_a = self._counts(pod, c, all_slots)
-                dom = np.bincount(ba[elig], weights=counts_a[elig], minlength=buckets)
-                cnt = dom[bf]
-            w = math.log(size + 2)
-            score += np.where(has_key_f, cnt * w + (c.max_skew - 1), 0.0)
-        raw = np.where(ignored, 0, np.floor(score + 0.5)).astype(np.int64)
-        state.write(PRE_SCORE_KEY, (filt, raw, ignored))
+                codes_a = every.label(c.key).codes
+                elig = all_ok & included & present[np.where(codes_a < 0, absent, codes_a)]
+                dom = domain_sums(codes_a, self._counts(matcher, every), absent, elig)
+            out.append(_ScoreConstraint(c, matcher, math.log(size + 2), dom))
+        state.write(PRE_SCORE_KEY, _ScoreState(out, require_all))
         return None
 
-    def _pre(self, state, nodes):
-        s = state.get(PRE_SCORE_KEY)
+    def _ignored(self, s: _ScoreState, nodes: NodeBatch) -> np.ndarray:
+        if not s.require_all:
+            return np.zeros(len(nodes), dtype=bool)
+        return ~has_labels_mask(nodes, [sc.constraint.key for sc in s.constraints])
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray:
+        """``sum(count * log(domains + 2) + maxSkew - 1)`` over the constraints whose key the node
+        has (0 for ignored nodes); NormalizeScore turns it around."""
+        s: _ScoreState | None = state.get(PRE_SCORE_KEY)
+        if s is None:
+            return np.zeros(len(nodes), dtype=np.int64)
+        total = np.zeros(len(nodes), dtype=np.float64)
+        for sc in s.constraints:
+            values = nodes.label(sc.constraint.key)
+            if sc.dom_counts is None:
+                cnt = self._counts(sc.matcher, nodes)
+            else:
+                cnt = per_node(sc.dom_counts, values)
+            total += np.where(values.exists(), cnt * sc.weight + (sc.constraint.max_skew - 1), 0.0)
+        return np.where(self._ignored(s, nodes), 0, np.floor(total + 0.5)).astype(np.int64)
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch, scores: np.ndarray) -> Status | None:
+        s: _ScoreState | None = state.get(PRE_SCORE_KEY)
         if s is None:
             return None
-        filt, raw, ignored = s
-        if len(filt) == len(nodes.slots) and np.array_equal(filt, nodes.slots):
-            return raw, ignored
-        pos = {int(x): i for i, x in enumerate(filt.tolist())}
-        idx = np.array([pos.get(int(x), -1) for x in nodes.slots.tolist()], dtype=np.int64)
-        return np.where(idx >= 0, raw[idx], 0), np.where(idx >= 0, ignored[idx], True)
-
-    def score_nodes(self, state, pod, nodes):
-        got = self._pre(state, nodes)
-        return np.zeros(len(nodes), dtype=np.int64) if got is None else got[0].copy()
-
-    def score(self, state, pod, node):
-        s = state.get(PRE_SCORE_KEY)
-        if s is None:
-            return 0
-        filt, raw, _ = s
-        hits = np.flatnonzero(filt == node.slot)
-        return int(raw[hits[0]]) if len(hits) else 0
-
-    def normalize_score(self, state, pod, nodes, scores):
-        got = self._pre(state, nodes)
-        if got is None:
-            return None
-        _, ignored = got
-        valid = ~ignored
+        valid = ~self._ignored(s, nodes)
         if not valid.any():
             scores[:] = 0
             return None
@@ -335,7 +332,7 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         scores[:] = np.where(valid, MAX_NODE_SCORE * (mx + mn - scores) // mx, 0)
         return None
 
-    def events_to_register(self):
+    def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (ClusterEventWithHint(ClusterEvent("Pod", "Add")),
                 ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodLabel")),
                 ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration")),

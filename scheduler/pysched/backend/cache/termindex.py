@@ -11,6 +11,8 @@ Counts change incrementally as pods are added, assumed, forgotten, bound and rem
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from pysched.framework.affinity import AffinityTerm
@@ -76,6 +78,26 @@ class TermIndex:
 
     def pod_removed(self, pod, slot: int) -> None:
         self._apply(pod, slot, -1)
+
+    def term_domains(self, kind: str, accept: Callable[[AffinityTerm], bool]) -> list[tuple[AffinityTerm, int, np.ndarray]]:
+        """``Handle.existing_term_domains``: (term, weight, pods declaring it per domain code) for
+        each distinct term of ``kind`` that ``accept`` admits and some counted pod's node labels."""
+        if kind == "preferred":
+            weighted = [(t, w, per_slot) for (t, w), per_slot in self.preferred.items()]
+        elif kind == "requiredAntiAffinity":
+            weighted = [(t, 1, per_slot) for t, per_slot in self.required_anti.items()]
+        elif kind == "requiredAffinity":
+            weighted = [(t, 1, per_slot) for t, per_slot in self.required_affinity.items()]
+        else:
+            raise ValueError(f"unknown affinity term kind {kind!r}")
+        out = []
+        for t, w, per_slot in weighted:
+            if not accept(t):
+                continue
+            dom = domain_counts(self.table, t, per_slot)
+            if dom is not None:
+                out.append((t, w, dom))
+        return out
 
 
 def domain_counts(table, term: AffinityTerm, per_slot: np.ndarray) -> np.ndarray | None:

@@ -13,129 +13,102 @@ controller (owner UID). A pod that belongs to none is alone: every node scores 1
 A feasible node with no zone label is an error, not a guess: the cycle fails with a message that
 names the node (``nodesWithoutZone: Error``, default) - unless no feasible node has a zone at
 all, where there is nothing to spread and the plugin skips. No API calls are made: counts come
-from the cache's incremental PodCountIndex and the NodeTable's zone column.
+from the cache's incremental pod counts (``Handle.pod_counts``) and the nodes' zone label codes.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, NamedTuple
+
 import numpy as np
 
-from pysched.apis.config import ConfigError
-from pysched.framework.args import get_str, get_str_list, strict
-from pysched.framework.interface import MAX_NODE_SCORE, PreScorePlugin, ScorePlugin
-from pysched.framework.status import Code, Status
-from pysched.apis.core.model import LabelSelector, ObjectError, Requirement, parse_label_selector
-from pysched.framework.matchers import MatcherTerm, PodMatcher
+from pysched.framework import (MAX_NODE_SCORE, Code, CycleState, FrameworkError, Handle, MatcherTerm, NodeBatch,
+                               PodInfo, PodMatcher, PreScorePlugin, ScorePlugin, Status, arg)
+from pysched.framework.api import ConfigError, LabelSelector, ObjectError, Requirement, parse_label_selector
+from pysched.plugins.helper.domains import domain_sums, per_node
 
 ZONE = "topology.kubernetes.io/zone"
 KEY = "AZSpread/preScore"
 
 
+@dataclass
 class AZSpreadArgs:
-    def __init__(self, zone_label=ZONE, selector: LabelSelector | None = None, raw_selector=None,
-                 label_keys=(), nodes_without_zone="Error"):
-        self.zone_label = zone_label
-        self.selector = selector
-        self.raw_selector = raw_selector
-        self.label_keys = list(label_keys)
-        self.nodes_without_zone = nodes_without_zone
+    KIND: ClassVar[str] = "AZSpreadArgs"
+    zone_label: str = ZONE                          # "" means the default
+    label_selector: dict[str, Any] | None = None    # a metav1.LabelSelector
+    workload_label_keys: list[str] = field(default_factory=list, metadata=arg(omit_empty=True))
+    nodes_without_zone: str = field(default="Error", metadata=arg(choices=("Error",)))
 
-    @classmethod
-    def from_dict(cls, raw: dict, path: str) -> "AZSpreadArgs":
-        raw = strict(raw, path, ("zoneLabel", "labelSelector", "workloadLabelKeys", "nodesWithoutZone"))
-        zone = get_str(raw, "zoneLabel", path, ZONE) or ZONE
-        sel = None
-        if raw.get("labelSelector") is not None:
-            try:
-                sel = parse_label_selector(raw["labelSelector"], f"{path}.labelSelector")
-            except ObjectError as exc:
-                raise ConfigError(str(exc)) from None
-        keys = get_str_list(raw, "workloadLabelKeys", path)
-        mode = get_str(raw, "nodesWithoutZone", path, "Error", ("Error",))
-        return cls(zone, sel, raw.get("labelSelector"), keys, mode)
+    def __post_init__(self) -> None:
+        self.zone_label = self.zone_label or ZONE
 
-    def to_dict(self) -> dict:
-        out = {"zoneLabel": self.zone_label, "nodesWithoutZone": self.nodes_without_zone}
-        if self.raw_selector is not None:
-            out["labelSelector"] = self.raw_selector
-        if self.label_keys:
-            out["workloadLabelKeys"] = self.label_keys
-        return out
+    def validate(self, path: str) -> None:
+        try:
+            parse_label_selector(self.label_selector, f"{path}.labelSelector")
+        except ObjectError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+class _Snapshot(NamedTuple):
+    scores: np.ndarray   # per zone code: 100 * (max - count) / max; -1: not an eligible zone
 
 
 class AZSpread(PreScorePlugin, ScorePlugin):
     name = "AZSpread"
     Args = AZSpreadArgs
+    args: AZSpreadArgs
+    handle: Handle
 
-    def __init__(self, args=None, handle=None):
+    def __init__(self, args: AZSpreadArgs | None, handle: Handle) -> None:
         super().__init__(args or AZSpreadArgs(), handle)
+        self.selector = parse_label_selector(self.args.label_selector, "labelSelector")
 
-    def workload(self, pod) -> PodMatcher | None:
+    def workload(self, pod: PodInfo) -> PodMatcher | None:
         a = self.args
         ns = frozenset((pod.namespace,))
-        if a.selector is not None:
-            return PodMatcher((MatcherTerm(ns, a.selector),))
-        if a.label_keys and all(k in pod.labels for k in a.label_keys):
-            sel = LabelSelector(tuple(Requirement(k, "In", frozenset((pod.labels[k],))) for k in a.label_keys))
+        if self.selector is not None:
+            return PodMatcher((MatcherTerm(ns, self.selector),))
+        if a.workload_label_keys and all(k in pod.labels for k in a.workload_label_keys):
+            sel = LabelSelector(tuple(Requirement(k, "In", frozenset((pod.labels[k],)))
+                                      for k in a.workload_label_keys))
             return PodMatcher((MatcherTerm(ns, sel),))
         if pod.owner_uid:
             return PodMatcher((), owner_uid=pod.owner_uid)
         return None
 
-    def pre_score(self, state, pod, nodes):
-        table = nodes.table
-        col = table.label_column(self.args.zone_label)
-        feasible_codes = col.codes[nodes.slots]
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
+        zones = nodes.label(self.args.zone_label)
+        feasible_codes = zones.codes
         if not (feasible_codes >= 0).any():
             return Status(Code.SKIP)  # no zones among the candidates: nothing to spread
-        missing = np.flatnonzero(feasible_codes < 0)
-        if len(missing):
-            name = table.infos[int(nodes.slots[missing[0]])].spec.name
+        if (feasible_codes < 0).any():
+            name = nodes.subset(feasible_codes < 0).names[0]
             return Status(Code.ERROR, f"node {name!r} has no {self.args.zone_label} label; it cannot be placed in "
                                       f"the zone snapshot (label it, or keep it out of this profile)")
-        eligible = np.zeros(len(col.values), dtype=bool)
+        size = len(zones.vocabulary)
+        eligible = np.zeros(size, dtype=bool)
         eligible[feasible_codes] = True
         matcher = self.workload(pod)
         if matcher is None:
-            counts = np.zeros(len(col.values), dtype=np.int64)
+            counts = np.zeros(size, dtype=np.int64)
         else:
-            all_slots = table.order()
-            per_node = self.handle.cache.index.counts(matcher)[all_slots]
-            codes = col.codes[all_slots]
-            has = codes >= 0
-            counts = np.bincount(codes[has], weights=per_node[has], minlength=len(col.values)).astype(np.int64)
-        counts = np.where(eligible, counts, 0)
-        mx = int(counts[eligible].max()) if eligible.any() else 0
-        snapshot = {col.values[i]: int(counts[i]) for i in np.flatnonzero(eligible).tolist()}
-        state.write(KEY, (snapshot, mx))
+            every = self.handle.all_nodes()
+            counts = domain_sums(every.label(self.args.zone_label).codes, self.handle.pod_counts(matcher, every), size)
+        counts = np.where(eligible, counts[:size], -1)
+        mx = int(counts.max())
+        scores = np.full(size, MAX_NODE_SCORE, dtype=np.int64) if mx == 0 else MAX_NODE_SCORE * (mx - counts) // mx
+        state.write(KEY, _Snapshot(np.where(eligible, scores, -1)))
         return None
 
-    def _score_count(self, count: int, mx: int) -> int:
-        return MAX_NODE_SCORE if mx == 0 else MAX_NODE_SCORE * (mx - count) // mx
-
-    def score(self, state, pod, node):
-        snap = state.get(KEY)
-        if snap is None:
-            return MAX_NODE_SCORE
-        snapshot, mx = snap
-        zone = node.labels.get(self.args.zone_label)
-        if zone not in snapshot:
-            return 0, Status(Code.ERROR, f"node {node.name!r} is in zone {zone!r}, which is not in this cycle's "
-                                         f"zone snapshot")
-        return self._score_count(snapshot[zone], mx)
-
-    def score_nodes(self, state, pod, nodes):
-        snap = state.get(KEY)
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray:
+        """``100 * (max - count(zone)) / max`` (100 when max is 0) from PreScore's zone snapshot."""
+        snap: _Snapshot | None = state.get(KEY)
         if snap is None:
             return np.full(len(nodes), MAX_NODE_SCORE, dtype=np.int64)
-        snapshot, mx = snap
-        col = nodes.table.label_column(self.args.zone_label)
-        per_code = np.full(len(col.values) + 1, -1, dtype=np.int64)
-        for zone, cnt in snapshot.items():
-            per_code[col.vocab[zone]] = self._score_count(cnt, mx)
-        out = per_code[col.codes[nodes.slots]]
-        if (out < 0).any():
-            bad = nodes.table.infos[int(nodes.slots[np.flatnonzero(out < 0)[0]])].spec.name
-            from pysched.framework.types import FrameworkError
-            raise FrameworkError(Status(Code.ERROR, f"node {bad!r} is not in this cycle's zone snapshot", plugin=self.name))
-        return out
+        scores = per_node(snap.scores, nodes.label(self.args.zone_label), absent=-1)
+        if (scores < 0).any():
+            bad = nodes.subset(scores < 0).names[0]
+            raise FrameworkError(Status(Code.ERROR, f"node {bad!r} is not in this cycle's zone snapshot",
+                                        plugin=self.name))
+        return scores

@@ -121,3 +121,14 @@ def test_registry_rejects_duplicates_and_non_plugins():
         r.register(type("PerNodeLabel", (FilterPlugin,), {"name": "PerNodeLabel"}))
     with pytest.raises(ValueError):
         r.register(int, "x")
+
+
+def test_registry_requires_declarative_args():
+    class HandWritten:
+        @classmethod
+        def from_dict(cls, raw, path):
+            return cls()
+
+    bad = type("HandArgs", (FilterPlugin,), {"name": "HandArgs", "Args": HandWritten})
+    with pytest.raises(ValueError, match="HandArgs: Args must be a dataclass"):
+        Registry().register(bad)

@@ -50,7 +50,7 @@ def test_balanced_allocation():
     # n: cpu 0.5, mem 0.25 -> std 0.125 -> 87 ; m: 0.5, 0.5 -> 100
     assert s == {"n": 87, "m": 100}
     state = CycleState()
-    assert NodeResourcesBalancedAllocation().pre_score(state, PodInfo.from_dict(pod("be", cpu=None, memory=None)), None).is_skip()
+    assert hh.plugin.pre_score(state, PodInfo.from_dict(pod("be", cpu=None, memory=None)), hh.nodes()).is_skip()
     # configured resources: cpu alone has no spread to measure
     cpu_only = PluginTester(NodeResourcesBalancedAllocation, {"resources": [{"name": "cpu"}]},
                             nodes=[node("n", cpu="4", memory="8Gi")])

@@ -144,7 +144,7 @@ def test_node_name():
 
 
 def test_priority_sort_key():
-    ps = PrioritySort()
+    ps = PluginTester(PrioritySort).plugin
     mk = lambda prio, ts: type("Q", (), {"pod": PodInfo.from_dict(pod("x", priority=prio)), "timestamp": ts})()
     assert sorted([mk(1, 1.0), mk(5, 2.0), mk(1, 0.5)], key=ps.sort_key)[0].pod.priority == 5
     assert ps.sort_key(mk(1, 0.5)) < ps.sort_key(mk(1, 1.0))

@@ -159,83 +159,11 @@ def _encode_value(v: Any) -> Any:
 
 def load_args(args_cls: Any, raw: Any, path: str) -> Any:
     """A plugin's Args from its ``pluginConfig`` entry (None when absent: all defaults)."""
-    if dataclasses.is_dataclass(args_cls) and isinstance(args_cls, type):
-        return decode_args(args_cls, raw, path)
-    return args_cls.from_dict(raw or {}, path)   # TODO(layout): legacy hand-written Args
+    if not (dataclasses.is_dataclass(args_cls) and isinstance(args_cls, type)):
+        raise TypeError(f"{path}: a plugin's Args must be a dataclass, got {args_cls!r}")
+    return decode_args(args_cls, raw, path)
 
 
 def dump_args(args: Any) -> dict[str, Any]:
     """``encode_args`` for any plugin's Args (``{}`` when it has none)."""
-    if args is None:
-        return {}
-    if dataclasses.is_dataclass(args):
-        return encode_args(args)
-    return args.to_dict() if hasattr(args, "to_dict") else {}
-
-
-# -- TODO(layout): legacy helpers for hand-written Args, gone once every plugin is declarative ------
-
-META_KEYS = ("apiVersion", "kind")
-
-
-def strict(raw: Any, path: str, allowed: tuple[str, ...], kind: str | None = None) -> dict:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a mapping, got {type(raw).__name__}")
-    for k in raw:
-        if k not in allowed and k not in META_KEYS:
-            raise ConfigError(f"{path}.{k}: unknown field")
-    if kind and raw.get("kind") not in (None, kind):
-        raise ConfigError(f"{path}.kind: expected {kind}, got {raw.get('kind')!r}")
-    return raw
-
-
-def get_int(raw: dict, key: str, path: str, default: int, *, lo: int | None = None,
-            hi: int | None = None) -> int:
-    v = read_int(raw, key, path + ".", default)
-    if lo is not None and v < lo:
-        raise ConfigError(f"{path}.{key}: must be >= {lo}, got {v}")
-    if hi is not None and v > hi:
-        raise ConfigError(f"{path}.{key}: must be <= {hi}, got {v}")
-    return v
-
-
-def get_str(raw: dict, key: str, path: str, default: str, choices: tuple[str, ...] | None = None) -> str:
-    v = read_str(raw, key, path + ".", default)
-    if choices and v not in choices:
-        raise ConfigError(f"{path}.{key}: {v!r} is not one of {', '.join(choices)}")
-    return v
-
-
-def get_bool(raw: dict, key: str, path: str, default: bool) -> bool:
-    return read_bool(raw, key, path + ".", default)
-
-
-def get_str_list(raw: dict, key: str, path: str) -> list[str]:
-    v = raw.get(key)
-    if v is None:
-        return []
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise ConfigError(f"{path}.{key}: expected a list of strings")
-    return list(v)
-
-
-def get_list(raw: dict, key: str, path: str) -> list:
-    v = raw.get(key)
-    if v is None:
-        return []
-    if not isinstance(v, list):
-        raise ConfigError(f"{path}.{key}: expected a list")
-    return v
-
-
-def get_map(raw: dict, key: str, path: str) -> dict:
-    v = raw.get(key)
-    if v is None:
-        return {}
-    if not isinstance(v, dict):
-        raise ConfigError(f"{path}.{key}: expected a mapping")
-    return v
-
-
+    return {} if args is None else encode_args(args)

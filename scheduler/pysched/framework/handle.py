@@ -41,14 +41,23 @@ class AffinityTermCounts(Protocol):
 
 class SnapshotView(Protocol):
     """The scheduler cache, read-only: nodes with their pods (bound or assumed) and indices."""
-    nodes: Mapping[str, NodeInfo]
-    pods: Mapping[str, PodInfo]
-    table: NodeColumns
-    index: PodCounts
-    terms: AffinityTermCounts
-    image_nodes: Mapping[str, int]
-    with_affinity: Mapping[str, PodInfo]
-    with_required_anti: Mapping[str, PodInfo]
+
+    @property
+    def nodes(self) -> Mapping[str, NodeInfo]: ...
+    @property
+    def pods(self) -> Mapping[str, PodInfo]: ...
+    @property
+    def table(self) -> NodeColumns: ...
+    @property
+    def index(self) -> PodCounts: ...
+    @property
+    def terms(self) -> AffinityTermCounts: ...
+    @property
+    def image_nodes(self) -> Mapping[str, int]: ...
+    @property
+    def with_affinity(self) -> Mapping[str, PodInfo]: ...
+    @property
+    def with_required_anti(self) -> Mapping[str, PodInfo]: ...
 
     def image_sizes(self, name: str) -> np.ndarray: ...
 

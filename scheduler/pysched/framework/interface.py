@@ -26,6 +26,7 @@ from pysched.apis.core.model import Taint
 
 if TYPE_CHECKING:
     from pysched.framework.cycle_state import CycleState
+    from pysched.framework.handle import Handle
     from pysched.framework.nodeinfo import NodeInfo
     from pysched.framework.podinfo import PodInfo
 
@@ -307,9 +308,11 @@ class Plugin:
     """Base of every plugin. Subclasses set ``name`` and optionally ``Args``."""
 
     name: ClassVar[str] = ""
-    Args: ClassVar[Any] = None
+    Args: ClassVar[type[Any] | None] = None   # a dataclass (see ``framework.args``), or None
 
-    def __init__(self, args: Any = None, handle: Any = None):
+    def __init__(self, args: Any, handle: Handle) -> None:
+        """``args``: the decoded ``Args`` (None when the profile gave none: use the defaults);
+        ``handle``: what the plugin may reach."""
         self.args = args
         self.handle = handle
 

@@ -9,6 +9,7 @@ names a plugin class) or with ``--plugin-module mypackage.plugins``, a module wh
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from importlib.metadata import entry_points
 from typing import Iterable
@@ -31,6 +32,8 @@ class Registry(dict[str, type[Plugin]]):
             raise RegistryError(f"{name}: {cls!r} is not a Plugin subclass")
         if name in self and self[name] is not cls:
             raise RegistryError(f"a plugin named {name!r} already exists")
+        if cls.Args is not None and not (isinstance(cls.Args, type) and dataclasses.is_dataclass(cls.Args)):
+            raise RegistryError(f"{name}: Args must be a dataclass (see pysched.framework.args), got {cls.Args!r}")
         self[name] = cls
         return cls
 

@@ -139,9 +139,8 @@ class Framework:
             total += w * MAX_NODE_SCORE
             if total > 2**63 - 1:
                 raise ConfigError(f"{path}.plugins.score: total score of Score plugins could overflow")
-        # TODO(layout): legacy filter_nodes/score_nodes until every in-tree plugin is converted
-        self._batch_filter = {pl.name: getattr(pl, "filter_nodes", None) or pl.filter for pl in self.filter}
-        self._batch_score = {pl.name: getattr(pl, "score_nodes", None) or pl.score for pl in self.score}
+        self._batch_filter = {pl.name: pl.filter for pl in self.filter}
+        self._batch_score = {pl.name: pl.score for pl in self.score}
 
     # -- construction --------------------------------------------------------------------------
 

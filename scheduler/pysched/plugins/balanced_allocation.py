@@ -74,7 +74,7 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
     name = "NodeResourcesBalancedAllocation"
     Args = BalancedAllocationArgs
 
-    def __init__(self, args: BalancedAllocationArgs | None = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: BalancedAllocationArgs | None, handle: Handle) -> None:
         a = args or BalancedAllocationArgs()
         super().__init__(a, handle)
         self.resources = [r.name for r in a.resources]

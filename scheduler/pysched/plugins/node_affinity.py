@@ -80,7 +80,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
     name = "NodeAffinity"
     Args = NodeAffinityArgs
 
-    def __init__(self, args: NodeAffinityArgs | None = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: NodeAffinityArgs | None, handle: Handle) -> None:
         super().__init__(args or NodeAffinityArgs(), handle)
         added = self.args.added_affinity
         self.added_required: NodeSelector | None = None

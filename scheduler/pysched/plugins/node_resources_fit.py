@@ -134,7 +134,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     name = "NodeResourcesFit"
     Args = NodeResourcesFitArgs
 
-    def __init__(self, args: NodeResourcesFitArgs | None = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: NodeResourcesFitArgs | None, handle: Handle) -> None:
         a = args or NodeResourcesFitArgs()
         super().__init__(a, handle)
         self.strategy = a.scoring_strategy

@@ -49,7 +49,7 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
     name = "TaintToleration"
     Args = TaintTolerationArgs
 
-    def __init__(self, args: TaintTolerationArgs | None = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: TaintTolerationArgs | None, handle: Handle) -> None:
         super().__init__(args or TaintTolerationArgs(), handle)
         self.cmp = self.args.comparison_operators
 

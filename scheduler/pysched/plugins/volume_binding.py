@@ -136,7 +136,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
     name = "VolumeBinding"
     Args = VolumeBindingArgs
 
-    def __init__(self, args: VolumeBindingArgs | None = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: VolumeBindingArgs | None, handle: Handle) -> None:
         super().__init__(args or VolumeBindingArgs(), handle)
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
@@ -302,6 +302,8 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             if chosen is None:
                 return Status(Code.ERROR, f"no volumes can be bound on node {node_name!r} any more")
         client = self.handle.client
+        if client is None:
+            return Status(Code.ERROR, "binding volumes: no API client (an offline run cannot bind volumes)")
         for c in claims.delayed:
             meta = c.pvc["metadata"]
             pv_name = chosen.get(c.key, "")

@@ -36,8 +36,8 @@ __all__ = ["PluginTester", "UAU", "UNS"]
 class PluginTester:
     """One plugin instance over a snapshot of ``nodes`` and ``pods`` (API dicts)."""
 
-    def __init__(self, plugin_cls: type[Plugin], args: dict | None = None, *, nodes: Iterable[dict] = (),
-                 pods: Iterable[dict] = (), objects: Iterable[dict] = (),
+    def __init__(self, plugin_cls: type[Plugin], args: dict[str, Any] | None = None, *, nodes: Iterable[dict[str, Any]] = (),
+                 pods: Iterable[dict[str, Any]] = (), objects: Iterable[dict[str, Any]] = (),
                  ignored_extended_resources: Iterable[str] = ()):
         self.cache = SchedulerCache()
         self.objects = ObjectStore()
@@ -53,7 +53,7 @@ class PluginTester:
         self.plugin = plugin_cls(a, self.handle)
         self.status: Status | None = None
 
-    def add_pod(self, pod: dict) -> None:
+    def add_pod(self, pod: dict[str, Any]) -> None:
         """Put a pod on its ``spec.nodeName`` (as the informer would report it)."""
         self.cache.upsert_pod(PodInfo.from_dict(pod))
 
@@ -71,12 +71,12 @@ class PluginTester:
             self.status = pl.pre_score(state, pod, self.nodes())
         return state
 
-    def pre_filter(self, raw_pod: dict) -> Status | None:
+    def pre_filter(self, raw_pod: dict[str, Any]) -> Status | None:
         """The PreFilter status alone."""
         self._state(PodInfo.from_dict(raw_pod))
         return self.status
 
-    def filter(self, raw_pod: dict) -> dict[str, tuple[Code, tuple[str, ...]] | None]:
+    def filter(self, raw_pod: dict[str, Any]) -> dict[str, tuple[Code, tuple[str, ...]] | None]:
         """PreFilter, then Filter over every node: ``{node: None | (code, sorted reasons)}``."""
         pod = PodInfo.from_dict(raw_pod, keep_raw=True)
         state = self._state(pod)
@@ -89,14 +89,14 @@ class PluginTester:
         return whole
 
     @staticmethod
-    def _verdicts(res: FilterResult, nodes: NodeBatch) -> dict:
-        out = {}
+    def _verdicts(res: FilterResult, nodes: NodeBatch) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         for i, name in enumerate(nodes.names):
             st = res.status_at(i)
             out[name] = None if st is None else (st.code, tuple(sorted(st.reasons)))
         return out
 
-    def score(self, raw_pod: dict, normalize: bool = True) -> dict[str, int]:
+    def score(self, raw_pod: dict[str, Any], normalize: bool = True) -> dict[str, int]:
         """PreScore, then Score (and NormalizeScore) over every node: ``{node: score}``."""
         pod = PodInfo.from_dict(raw_pod, keep_raw=True)
         state = self._state(pod, prescore=True)

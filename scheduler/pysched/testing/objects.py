@@ -8,19 +8,21 @@ pause container with the requested resources, ``schedulerName: pysched`` unless 
 
 from __future__ import annotations
 
+from typing import Any
+
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 
 def make_node(name: str, *, cpu: str = "4", memory: str = "32Gi", pods: str = "110",
-              labels: dict | None = None, taints: list[dict] | None = None, unschedulable: bool = False,
-              extended: dict | None = None, ephemeral_storage: str | None = None) -> dict:
+              labels: dict[str, Any] | None = None, taints: list[dict[str, Any]] | None = None, unschedulable: bool = False,
+              extended: dict[str, Any] | None = None, ephemeral_storage: str | None = None) -> dict[str, Any]:
     alloc = {"cpu": cpu, "memory": memory, "pods": pods}
     if ephemeral_storage:
         alloc["ephemeral-storage"] = ephemeral_storage
     alloc.update(extended or {})
     lbl = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux"}
     lbl.update(labels or {})
-    node = {"apiVersion": "v1", "kind": "Node",
+    node: dict[str, Any] = {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": lbl},
             "spec": {},
             "status": {"capacity": dict(alloc), "allocatable": dict(alloc),
@@ -35,19 +37,19 @@ def make_node(name: str, *, cpu: str = "4", memory: str = "32Gi", pods: str = "1
 
 
 def make_pod(name: str, *, namespace: str = "default", scheduler: str = "pysched", cpu: str | None = "100m",
-             memory: str | None = "500Mi", labels: dict | None = None, node_selector: dict | None = None,
-             tolerations: list[dict] | None = None, affinity: dict | None = None, extended: dict | None = None,
-             limits_only: dict | None = None, node_name: str | None = None, priority: int | None = None,
-             spread: list[dict] | None = None, gates: list[str] | None = None, owner: dict | None = None,
-             annotations: dict | None = None, init_containers: list[dict] | None = None,
-             overhead: dict | None = None, host_ports: list[int] | None = None) -> dict:
+             memory: str | None = "500Mi", labels: dict[str, Any] | None = None, node_selector: dict[str, Any] | None = None,
+             tolerations: list[dict[str, Any]] | None = None, affinity: dict[str, Any] | None = None, extended: dict[str, Any] | None = None,
+             limits_only: dict[str, Any] | None = None, node_name: str | None = None, priority: int | None = None,
+             spread: list[dict[str, Any]] | None = None, gates: list[str] | None = None, owner: dict[str, Any] | None = None,
+             annotations: dict[str, Any] | None = None, init_containers: list[dict[str, Any]] | None = None,
+             overhead: dict[str, Any] | None = None, host_ports: list[int] | None = None) -> dict[str, Any]:
     requests = {}
     if cpu:
         requests["cpu"] = cpu
     if memory:
         requests["memory"] = memory
     requests.update(extended or {})
-    resources: dict = {}
+    resources: dict[str, Any] = {}
     if requests:
         resources["requests"] = requests
     limits = dict(extended or {})  # extended resources cannot be overcommitted: limit == request
@@ -57,7 +59,7 @@ def make_pod(name: str, *, namespace: str = "default", scheduler: str = "pysched
     container = {"name": "c", "image": PAUSE_IMAGE, "resources": resources}
     if host_ports:
         container["ports"] = [{"containerPort": p, "hostPort": p, "protocol": "TCP"} for p in host_ports]
-    spec: dict = {"schedulerName": scheduler, "containers": [container],
+    spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [container],
                   "terminationGracePeriodSeconds": 0}
     if node_selector:
         spec["nodeSelector"] = node_selector
@@ -77,7 +79,7 @@ def make_pod(name: str, *, namespace: str = "default", scheduler: str = "pysched
         spec["initContainers"] = init_containers
     if overhead:
         spec["overhead"] = overhead
-    meta: dict = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
     if owner:
         meta["ownerReferences"] = [owner]
     if annotations:

@@ -61,7 +61,7 @@ class CapacityType(ScorePlugin):
     name = "CapacityType"
     Args = CapacityTypeArgs
 
-    def __init__(self, args: CapacityTypeArgs | None = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: CapacityTypeArgs | None, handle: Handle) -> None:
         super().__init__(args or CapacityTypeArgs(), handle)
 
     def preference(self, pod: PodInfo) -> str | None:

@@ -46,7 +46,7 @@ class GPU(ScorePlugin):
     name = "GPU"
     Args = GPUArgs
 
-    def __init__(self, args: GPUArgs | None = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: GPUArgs | None, handle: Handle) -> None:
         a = args or GPUArgs()
         super().__init__(a, handle)
         self.resource_names = tuple(a.resource_names)

@@ -56,7 +56,7 @@ class InstanceType(ScorePlugin):
     name = "InstanceType"
     Args = InstanceTypeArgs
 
-    def __init__(self, args: InstanceTypeArgs | None = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: InstanceTypeArgs | None, handle: Handle) -> None:
         super().__init__(args or InstanceTypeArgs(), handle)
         prefs: list[InstanceTypePreference] = self.args.preferences
         self.exact = {p.exact: p.score for p in prefs if p.exact is not None}

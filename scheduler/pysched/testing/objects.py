@@ -56,7 +56,7 @@ def make_pod(name: str, *, namespace: str = "default", scheduler: str = "pysched
     limits.update(limits_only or {})
     if limits:
         resources["limits"] = limits
-    container = {"name": "c", "image": PAUSE_IMAGE, "resources": resources}
+    container: dict[str, Any] = {"name": "c", "image": PAUSE_IMAGE, "resources": resources}
     if host_ports:
         container["ports"] = [{"containerPort": p, "hostPort": p, "protocol": "TCP"} for p in host_ports]
     spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [container],

@@ -37,9 +37,9 @@ from pathlib import Path
 
 import yaml
 
-from pysched_dev.devcluster import ControlPlane, binaries_dir, free_port
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
+from pysched_dev.devcluster import ControlPlane, binaries_dir, free_port
 from pysched_dev.testkit import create_nodes, create_pods, ensure_namespace
 
 from . import procstat, stats, verify
@@ -211,7 +211,7 @@ async def run_one(workload: Workload, kind: str, qps: float, burst: int, rundir:
             sched.check_alive(kind)
             try:
                 await asyncio.wait_for(watcher.wait(), 1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         cpu1 = procstat.sample(sched.pid)
         if profiler is not None:

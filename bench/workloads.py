@@ -8,8 +8,8 @@ on every node. A workload is data plus two builder functions; the same pods (onl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from pysched_dev.testkit import make_node, make_pod
 
@@ -123,7 +123,7 @@ class Workload:
     description: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
 
-    def scaled(self, nodes: int, init_pods: int, measure_pods: int) -> "Workload":
+    def scaled(self, nodes: int, init_pods: int, measure_pods: int) -> Workload:
         return Workload(self.name, nodes, init_pods, measure_pods, self.node, self.pod, self.description, self.tags)
 
 

@@ -12,9 +12,9 @@ import time
 
 import aiohttp
 
-from pysched_dev.devcluster import ControlPlane
-from pysched.client.httppool import HTTPPool
 from pysched.client.auth import load_kubeconfig
+from pysched.client.httppool import HTTPPool
+from pysched_dev.devcluster import ControlPlane
 
 
 async def main(n: int) -> None:

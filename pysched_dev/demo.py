@@ -14,9 +14,9 @@ import time
 
 from pysched.apis import config as configmod
 from pysched.app import Options, SchedulerApp
-from pysched_dev.devcluster import ControlPlane
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
+from pysched_dev.devcluster import ControlPlane
 from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
 ZONE = "topology.kubernetes.io/zone"

@@ -64,7 +64,7 @@ def _write_pki(directory: Path) -> dict[str, Path]:
     from cryptography.hazmat.primitives.asymmetric import ec, rsa
     from cryptography.x509.oid import NameOID
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
 
     def pem_key(key) -> bytes:
         return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
@@ -146,7 +146,7 @@ class ControlPlane:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self, timeout: float = 120.0) -> "ControlPlane":
+    def start(self, timeout: float = 120.0) -> ControlPlane:
         self.bin = binaries_dir()
         base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         self.workdir = Path(tempfile.mkdtemp(prefix="pysched-cp-", dir=base))
@@ -172,7 +172,7 @@ class ControlPlane:
         if self.workdir and not self.keep_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> "ControlPlane":
+    def __enter__(self) -> ControlPlane:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -224,7 +224,7 @@ class ControlPlane:
 
         ca_cert = x509.load_pem_x509_certificate(self.pki["ca.crt"].read_bytes())
         ca_key = serialization.load_pem_private_key(self.pki["ca.key"].read_bytes(), None)
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
         key = ec.generate_private_key(ec.SECP256R1())
         b = (x509.CertificateBuilder()
              .subject_name(x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
@@ -381,7 +381,7 @@ class KubeSchedulerProcess:
     extra_args: list[str] = field(default_factory=list)
     proc: subprocess.Popen | None = None
 
-    def start(self) -> "KubeSchedulerProcess":
+    def start(self) -> KubeSchedulerProcess:
         import yaml
 
         cfg = dict(self.config)

@@ -7,7 +7,7 @@ for plugin authors; they are re-exported here.
 from __future__ import annotations
 
 import asyncio
-from typing import Iterable
+from collections.abc import Iterable
 
 from pysched.client.rest import ApiError, KubeClient
 from pysched.testing.objects import PAUSE_IMAGE, make_node, make_pod

@@ -34,10 +34,10 @@ from pathlib import Path
 from aiohttp import web
 
 from pysched.apis import config as configmod
-from pysched_dev.devcluster import ControlPlane, KubeSchedulerProcess, free_port
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
 from pysched.tools.offline import OfflineScheduler
+from pysched_dev.devcluster import ControlPlane, KubeSchedulerProcess, free_port
 from pysched_dev.testkit import create_node, create_pods, list_pods, make_node, make_pod
 
 Z = "topology.kubernetes.io/zone"
@@ -328,6 +328,7 @@ async def _judge(cp, admin, names: set[str], who: str, pods=None) -> tuple[dict,
         stop = proc.stop
     else:
         import subprocess
+
         import yaml
         path = cp.workdir / "ours-diff.yaml"
         path.write_text(yaml.safe_dump({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND, **common}))

@@ -13,28 +13,28 @@ import logging
 import signal
 from dataclasses import dataclass, field
 
-from pysched.backend.cache.cache import SchedulerCache
 from pysched.apis.config import SchedulerConfig
-from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
-from pysched.client.events import DEFAULT_LIMIT, EventRecorder
-from pysched.framework.registry import Registry
-from pysched.profile import build_frameworks, build_queue, default_registry
-from pysched.client.reflector import Reflector, name_key, uid_key
-from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewError
-from pysched.server.delegated_auth import build as build_auth
+from pysched.backend.cache.cache import SchedulerCache
 from pysched.client.auth import Credentials
-from pysched.extender.client import HTTPExtender
-from pysched.client.kopf_watch import KopfWatch, WatchSpec
-from pysched.client.rest import ApiError, KubeClient
+from pysched.client.events import DEFAULT_LIMIT, EventRecorder
 from pysched.client.fence import WriteFence
+from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.leaderelection import LeaderElector
-from pysched.server.secure import LEADER_HEALTH_SLACK, SecureServer
-from pysched.util.logs import kv
-from pysched.metrics import METRICS
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
 from pysched.client.objectstore import ObjectStore
+from pysched.client.reflector import Reflector, name_key, uid_key
+from pysched.client.rest import ApiError, KubeClient
+from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
+from pysched.extender.client import HTTPExtender
+from pysched.framework.registry import Registry
+from pysched.metrics import METRICS
+from pysched.profile import build_frameworks, build_queue, default_registry
 from pysched.schedule_one import Scheduler, max_binds_for
+from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewError
+from pysched.server.delegated_auth import build as build_auth
+from pysched.server.secure import LEADER_HEALTH_SLACK, SecureServer
 from pysched.tools.shadow import ShadowRecorder
+from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.app")
 

@@ -14,8 +14,7 @@ import yaml
 
 from pysched import __version__
 from pysched.apis import config as configmod
-from pysched.util import eventloop
-from pysched.util import logs
+from pysched.util import eventloop, logs
 
 log = logging.getLogger("pysched.cli")
 SUBCOMMANDS = ("run", "extender", "simulate")
@@ -204,14 +203,14 @@ def load_config(path: str | None) -> configmod.SchedulerConfig:
 
 def cmd_run(args) -> int:
     from pysched.app import Options, SchedulerApp
+    from pysched.client.auth import CredentialsError, load
     from pysched.framework.registry import RegistryError
     from pysched.profile import default_registry
-    from pysched.client.auth import CredentialsError, load
 
     try:
+        from pysched.backend.cache.cache import SchedulerCache
         from pysched.framework.args import dump_args
         from pysched.profile import build_frameworks
-        from pysched.backend.cache.cache import SchedulerCache
         cfg = load_config(args.config)
         registry = default_registry(args.plugin_module)
         # Build every profile once before touching the cluster: bad plugins/args fail here.

@@ -15,15 +15,16 @@ Handlers run on the event loop, between scheduling cycles; they do no I/O.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 from pysched.backend.cache.cache import SchedulerCache
-from pysched.framework.types import EXTENDER_NAME
-from pysched.util.logs import kv
-from pysched.metrics import METRICS
+from pysched.backend.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.framework.podinfo import PodInfo
-from pysched.backend.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+from pysched.framework.types import EXTENDER_NAME
+from pysched.metrics import METRICS
+from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.eventhandlers")
 

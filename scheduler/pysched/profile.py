@@ -8,13 +8,13 @@ the framework itself knows no plugin.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from pysched.apis.config import SchedulerConfig
 from pysched.backend.queue.scheduling_queue import SchedulingQueue
 from pysched.client.objectstore import ObjectStore
-from pysched.framework.registry import Registry, build_registry
 from pysched.framework.handle import APIClient, EventRecorder, Handle, SnapshotView
+from pysched.framework.registry import Registry, build_registry
 from pysched.framework.runtime import Framework
 from pysched.plugins import IN_TREE
 

@@ -24,25 +24,31 @@ import datetime
 import logging
 import random
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 from pysched import explanation as explain
 from pysched.backend.cache.cache import SchedulerCache
+from pysched.backend.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
 from pysched.client.events import EventRecorder
+from pysched.client.fence import NotLeaderError, WriteFence
+from pysched.extender.client import ExtenderError
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.interface import NodeBatch
+from pysched.framework.interface import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE, NodeBatch
+from pysched.framework.podinfo import PodInfo
 from pysched.framework.runtime import TRACE_KEY, CycleTrace, Framework
 from pysched.framework.status import Code, Status
-from pysched.extender.client import ExtenderError
-from pysched.client.fence import NotLeaderError, WriteFence
-from pysched.framework.interface import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE
-from pysched.framework.types import EXTENDER_NAME, Diagnosis, FitError, FrameworkError, NoNodesAvailable, truncate_message
-from pysched.util.logs import kv
+from pysched.framework.types import (
+    EXTENDER_NAME,
+    Diagnosis,
+    FitError,
+    FrameworkError,
+    NoNodesAvailable,
+    truncate_message,
+)
 from pysched.metrics import METRICS
-from pysched.framework.podinfo import PodInfo
-from pysched.backend.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.schedule_one")
 
@@ -678,7 +684,7 @@ class Scheduler:
         cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
                 "lastProbeTime": None}
         if not pod.scheduled_condition or pod.scheduled_condition[0] != "False":
-            cond["lastTransitionTime"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            cond["lastTransitionTime"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         if pod.generation:
             cond["observedGeneration"] = pod.generation
         self._patch_soon(pod, {"status": {"conditions": [cond]}})

@@ -19,9 +19,9 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from pysched_dev.devcluster import ControlPlane, free_port
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
+from pysched_dev.devcluster import ControlPlane, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -93,7 +93,7 @@ class SchedulerProcess:
         self.port = free_port()
         self.cert_dir = tmp_path / f"{name}-certs"
 
-    def start(self) -> "SchedulerProcess":
+    def start(self) -> SchedulerProcess:
         self._log = open(self.log_path, "ab")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(

@@ -7,11 +7,10 @@ import asyncio
 
 from pysched.apis import config as configmod
 from pysched.app import Options, SchedulerApp
-from pysched.framework.interface import PreBindPlugin
-
-from pysched.profile import default_registry
-from pysched.framework.status import Status
 from pysched.client.auth import load_kubeconfig
+from pysched.framework.interface import PreBindPlugin
+from pysched.framework.status import Status
+from pysched.profile import default_registry
 
 
 class PauseBeforeBind(PreBindPlugin):

@@ -7,7 +7,6 @@ requests next to pysched so the status codes and bodies are checked against upst
 
 from __future__ import annotations
 
-import asyncio
 import json
 import ssl
 import subprocess
@@ -19,12 +18,12 @@ import pytest
 
 from pysched.apis import config as configmod
 from pysched.app import Options, SchedulerApp
+from pysched.client.auth import load_kubeconfig
+from pysched.client.rest import ApiError
+from pysched.extender.server import ExtenderServer, server_ssl
 from pysched.server.delegated_auth import AuthOptions
 from pysched.server.delegated_auth import build as build_auth
 from pysched_dev.devcluster import KubeSchedulerProcess, free_port
-from pysched.extender.server import ExtenderServer, server_ssl
-from pysched.client.auth import load_kubeconfig
-from pysched.client.rest import ApiError
 from pysched_dev.testkit import create_nodes, create_pods, make_node, make_pod
 
 from . import kustomize
@@ -80,7 +79,7 @@ async def wait_ready(url: str, proc=None, log=lambda: "") -> None:
             raise AssertionError(f"exited ({proc.returncode}):\n{log()[-3000:]}")
         try:
             return (await https_get(url + "/readyz"))[0] == 200
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             return False
     await wait_for(ready, 60, what=f"{url}/readyz")
 

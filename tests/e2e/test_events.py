@@ -14,11 +14,11 @@ import contextlib
 
 import pytest
 
-from pysched.client.events import EventRecorder
 from pysched.client.auth import load_kubeconfig
+from pysched.client.events import EventRecorder
 from pysched.client.rest import KubeClient
-from pysched.metrics import METRICS
 from pysched.framework.podinfo import PodInfo
+from pysched.metrics import METRICS
 from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
 
 from .conftest import scheduler_config, wait_for

@@ -21,8 +21,8 @@ import sys
 import pytest
 import yaml
 
-from pysched_dev.devcluster import KubeSchedulerProcess
 from pysched.framework.status import Code, Status
+from pysched_dev.devcluster import KubeSchedulerProcess
 from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
 from .conftest import REPO, scheduler_config, wait_for

@@ -13,11 +13,11 @@ import pytest
 import pytest_asyncio
 
 from pysched.apis import config as configmod
-from pysched.extender import server as extender_server_mod
-from pysched.app import Options, SchedulerApp
-from pysched.extender.server import NOT_IN_CACHE, ExtenderServer
-from pysched.client.auth import load_kubeconfig
 from pysched.apis.core.quantity import MAX_AMOUNT
+from pysched.app import Options, SchedulerApp
+from pysched.client.auth import load_kubeconfig
+from pysched.extender import server as extender_server_mod
+from pysched.extender.server import NOT_IN_CACHE, ExtenderServer
 from pysched_dev.testkit import create_nodes, create_pods, make_node, make_pod
 
 from .conftest import wait_for

@@ -9,10 +9,10 @@ import pytest_asyncio
 
 from pysched.apis import config as configmod
 from pysched.app import Options, SchedulerApp
+from pysched.client.auth import load_kubeconfig
+from pysched.extender.server import NOT_IN_CACHE, ExtenderServer
 from pysched.server.delegated_auth import AuthOptions
 from pysched.server.delegated_auth import build as build_auth
-from pysched.extender.server import NOT_IN_CACHE, ExtenderServer
-from pysched.client.auth import load_kubeconfig
 from pysched_dev.testkit import create_nodes, create_pods, make_node, make_pod
 
 from .conftest import wait_for

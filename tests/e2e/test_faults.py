@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from pysched.apis import config as configmod
-from pysched_dev.devcluster import free_port
 from pysched.metrics import METRICS
+from pysched_dev.devcluster import free_port
 from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
 
 from .conftest import REPO, scheduler_config, wait_for

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from pysched_dev.devcluster import ControlPlane
-from pysched.client.reflector import Reflector, _Relist
 from pysched.client.auth import load_kubeconfig
+from pysched.client.reflector import Reflector, _Relist
 from pysched.client.rest import KubeClient
+from pysched_dev.devcluster import ControlPlane
 from pysched_dev.testkit import create_pods, make_pod
 
 from .conftest import wait_for

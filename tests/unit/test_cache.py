@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
+from pysched.apis.core.quantity import MAX_AMOUNT
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.framework.podinfo import PodInfo
-from pysched.apis.core.quantity import MAX_AMOUNT
 
 from .conftest import node, pod
 

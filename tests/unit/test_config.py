@@ -8,11 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pysched.profile import build_frameworks
-from pysched.backend.cache.cache import SchedulerCache
 from pysched.apis.config import ConfigError, default_config, go_duration_ns, load_file, parse, parse_duration
-
-from pysched.profile import default_registry
+from pysched.backend.cache.cache import SchedulerCache
+from pysched.profile import build_frameworks, default_registry
 
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 

@@ -10,11 +10,24 @@ import asyncio
 import pytest
 
 from pysched import cli
-from pysched.server.delegated_auth import (ANONYMOUS, Attributes, AuthenticationFailed, ExpiringCache, PathMatcher,
-                                      ReviewError, SubjectAccessReviewer, TokenReviewer, UserInfo, backoff_delays,
-                                      bearer_token, create_review, forbidden_message, user_from_peercert,
-                                      with_authenticated_group)
 from pysched.client.rest import ApiError
+from pysched.server.delegated_auth import (
+    ANONYMOUS,
+    Attributes,
+    AuthenticationFailed,
+    ExpiringCache,
+    PathMatcher,
+    ReviewError,
+    SubjectAccessReviewer,
+    TokenReviewer,
+    UserInfo,
+    backoff_delays,
+    bearer_token,
+    create_review,
+    forbidden_message,
+    user_from_peercert,
+    with_authenticated_group,
+)
 
 
 class Clock:

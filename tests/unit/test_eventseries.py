@@ -3,16 +3,14 @@ and what goes when the cap is reached (fake clock, no API)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from pysched.client import events
+from pysched.apis.config import default_config
 from pysched.app import Options, SchedulerApp
 from pysched.cli import build_parser
-from pysched.apis.config import default_config
-from pysched.client.eventseries import SERIES_WINDOW, EventBacklog, PendingEvent, event_name, isomorphic_key
+from pysched.client import events
 from pysched.client.auth import Credentials
+from pysched.client.eventseries import SERIES_WINDOW, EventBacklog, PendingEvent, event_name, isomorphic_key
 from pysched.client.rest import ApiError
 
 
@@ -267,7 +265,7 @@ def test_event_name_is_client_go_shaped_and_always_valid():
 
 @pytest.mark.parametrize("exc, recreating, retry", [
     (ConnectionRefusedError(), False, True),         # no answer: client-go's default branch retries
-    (asyncio.TimeoutError(), False, True),
+    (TimeoutError(), False, True),
     (RuntimeError("not the leader"), False, True),   # any other client error is a failed post too
     (ApiError(0, "ClientClosed"), False, True),
     (ApiError(429, "TooManyRequests"), False, True),
@@ -287,7 +285,7 @@ def test_which_failed_writes_are_retried(exc, recreating, retry):
 def test_error_codes_for_the_errors_metric():
     assert events._error_code(ApiError(503, "ServiceUnavailable")) == "503"
     assert events._error_code(ApiError(0, "ClientClosed")) == "ApiError"
-    assert events._error_code(asyncio.TimeoutError()) == "timeout"
+    assert events._error_code(TimeoutError()) == "timeout"
     assert events._error_code(ConnectionRefusedError()) == "ConnectionRefusedError"
 
 

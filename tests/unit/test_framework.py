@@ -3,12 +3,18 @@
 import pytest
 
 from pysched.apis import config as configmod
-from pysched.framework.interface import (FilterPlugin, FilterResult, PreFilterPlugin, PreFilterResult, ScorePlugin,
-                                        scores_each)
+from pysched.framework.interface import (
+    FilterPlugin,
+    FilterResult,
+    PreFilterPlugin,
+    PreFilterResult,
+    ScorePlugin,
+    scores_each,
+)
 from pysched.framework.registry import Registry
-from pysched.profile import default_registry
 from pysched.framework.status import Code, Status
 from pysched.framework.types import Diagnosis, FitError, truncate_message
+from pysched.profile import default_registry
 from pysched.tools.offline import OfflineScheduler
 
 from .conftest import node, pod

@@ -5,8 +5,8 @@ import ssl
 
 import pytest
 
-from pysched_dev.devcluster import _write_pki
 from pysched.client.httppool import ConnectionClosed, HTTPError, HTTPPool
+from pysched_dev.devcluster import _write_pki
 
 
 class Server:

@@ -2,8 +2,16 @@
 
 import pytest
 
-from pysched.apis.core.model import (LabelSelector, ObjectError, Taint, Toleration, find_untolerated_taint,
-                             parse_label_selector, parse_node_selector, parse_tolerations)
+from pysched.apis.core.model import (
+    LabelSelector,
+    ObjectError,
+    Taint,
+    Toleration,
+    find_untolerated_taint,
+    parse_label_selector,
+    parse_node_selector,
+    parse_tolerations,
+)
 
 T = Taint("dedicated", "gpu", "NoSchedule")
 

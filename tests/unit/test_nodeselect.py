@@ -2,8 +2,8 @@
 
 import random
 
-from pysched.backend.cache.cache import SchedulerCache
 from pysched.apis.core.model import parse_label_selector, parse_node_selector
+from pysched.backend.cache.cache import SchedulerCache
 from pysched.framework.interface import NodeBatch
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.plugins.helper.nodeselect import label_selector_mask, labels_mask, node_selector_mask

@@ -2,11 +2,11 @@
 
 import pytest
 
-from pysched.framework.nodeinfo import NodeSpec
 from pysched.apis.core.objectshape import node_problem, pod_problem
-from pysched.framework.podinfo import PodInfo
 from pysched.apis.core.quantity import MAX_AMOUNT
 from pysched.apis.core.resources import pod_resource
+from pysched.framework.nodeinfo import NodeSpec
+from pysched.framework.podinfo import PodInfo
 
 from .conftest import node, pod
 

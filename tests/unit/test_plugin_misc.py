@@ -2,25 +2,30 @@
 
 import pytest
 
-from pysched.plugins.custom.az_spread import AZSpread
-from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation
-from pysched.plugins.custom.capacity_type import CapacityType
-from pysched.plugins.dynamic_resources import DynamicResources
-from pysched.plugins.custom.gpu import GPU
-from pysched.plugins.image_locality import ImageLocality
-from pysched.plugins.custom.instance_type import InstanceType
-from pysched.plugins.node_ports import NodePorts
-from pysched.plugins.volume_binding import (REASON_BIND_CONFLICT, REASON_NODE_CONFLICT, REASON_PV_NOT_EXIST,
-                                    UNBOUND_IMMEDIATE, VolumeBinding)
-from pysched.plugins.volume_zone import VolumeZone
 from pysched.apis.config import ConfigError
 from pysched.framework import decode_args, encode_args
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.status import Code
 from pysched.framework.podinfo import PodInfo
+from pysched.framework.status import Code
+from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from pysched.plugins.custom.az_spread import AZSpread
+from pysched.plugins.custom.capacity_type import CapacityType
+from pysched.plugins.custom.gpu import GPU
+from pysched.plugins.custom.instance_type import InstanceType
+from pysched.plugins.dynamic_resources import DynamicResources
+from pysched.plugins.image_locality import ImageLocality
+from pysched.plugins.node_ports import NodePorts
+from pysched.plugins.volume_binding import (
+    REASON_BIND_CONFLICT,
+    REASON_NODE_CONFLICT,
+    REASON_PV_NOT_EXIST,
+    UNBOUND_IMMEDIATE,
+    VolumeBinding,
+)
+from pysched.plugins.volume_zone import VolumeZone
+from pysched.testing import UAU, UNS, PluginTester
 
 from .conftest import node, pod
-from pysched.testing import UAU, UNS, PluginTester
 
 Z = "topology.kubernetes.io/zone"
 

@@ -2,12 +2,12 @@
 
 import pytest
 
-from pysched.plugins.node_resources_fit import NodeResourcesFit
 from pysched.apis.config import ConfigError
 from pysched.framework import decode_args, encode_args
+from pysched.plugins.node_resources_fit import NodeResourcesFit
+from pysched.testing import UAU, UNS, PluginTester
 
 from .conftest import node, pod
-from pysched.testing import UAU, UNS, PluginTester
 
 GI = 2**30
 

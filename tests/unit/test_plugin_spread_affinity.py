@@ -2,14 +2,18 @@
 
 import pytest
 
-from pysched.plugins.inter_pod_affinity import (REASON_AFFINITY, REASON_ANTI_AFFINITY, REASON_EXISTING_ANTI,
-                                        InterPodAffinity)
-from pysched.plugins.pod_topology_spread import REASON, REASON_MISSING_LABEL, PodTopologySpread
 from pysched.apis.config import ConfigError
 from pysched.framework import decode_args, encode_args
+from pysched.plugins.inter_pod_affinity import (
+    REASON_AFFINITY,
+    REASON_ANTI_AFFINITY,
+    REASON_EXISTING_ANTI,
+    InterPodAffinity,
+)
+from pysched.plugins.pod_topology_spread import REASON, REASON_MISSING_LABEL, PodTopologySpread
+from pysched.testing import UAU, UNS, PluginTester
 
 from .conftest import node, pod
-from pysched.testing import UAU, UNS, PluginTester
 
 Z = "topology.kubernetes.io/zone"
 H = "kubernetes.io/hostname"

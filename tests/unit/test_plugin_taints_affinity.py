@@ -2,17 +2,17 @@
 
 import pytest
 
+from pysched.apis.config import ConfigError
+from pysched.framework.cycle_state import CycleState
+from pysched.framework.podinfo import PodInfo
 from pysched.plugins.node_affinity import ERR_REASON_CONFLICT, NodeAffinity
 from pysched.plugins.node_name import NodeName
 from pysched.plugins.node_unschedulable import NodeUnschedulable
 from pysched.plugins.queue_sort import PrioritySort
 from pysched.plugins.taint_toleration import TaintToleration
-from pysched.apis.config import ConfigError
-from pysched.framework.cycle_state import CycleState
-from pysched.framework.podinfo import PodInfo
+from pysched.testing import UAU, PluginTester
 
 from .conftest import node, pod
-from pysched.testing import UAU, PluginTester
 
 GPU_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 NODES = [

@@ -2,8 +2,8 @@
 
 import pytest
 
-from pysched.framework.podinfo import PodInfo
 from pysched.backend.queue.scheduling_queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
+from pysched.framework.podinfo import PodInfo
 
 from .conftest import pod
 

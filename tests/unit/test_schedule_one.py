@@ -5,8 +5,8 @@ import collections
 import pytest
 
 from pysched.apis import config as configmod
-from pysched.tools.offline import OfflineScheduler
 from pysched.schedule_one import num_feasible_nodes_to_find
+from pysched.tools.offline import OfflineScheduler
 
 from .conftest import node, pod
 
@@ -70,9 +70,9 @@ def test_least_allocated_spreads_pods():
 def test_chunked_filtering_matches_whole_evaluation(pattern):
     """Filtering in chunks until enough nodes are feasible keeps the feasible set and rotation."""
     from pysched.framework.cycle_state import CycleState
+    from pysched.framework.podinfo import PodInfo
     from pysched.framework.runtime import CycleTrace
     from pysched.framework.types import FitError
-    from pysched.framework.podinfo import PodInfo
 
     n = 1200
     feasible = {"alternate": lambda i: i % 2 == 0, "every5th": lambda i: i % 5 == 0, "tail": lambda i: i >= n - 300,

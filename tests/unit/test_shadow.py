@@ -1,9 +1,9 @@
 """Shadow mode's bookkeeping: one prediction per pod, assumed until the real bind, then compared."""
 
+from pysched.backend.queue.scheduling_queue import QueuedPodInfo
+from pysched.framework.podinfo import PodInfo
 from pysched.metrics import METRICS
 from pysched.tools.offline import OfflineScheduler
-from pysched.framework.podinfo import PodInfo
-from pysched.backend.queue.scheduling_queue import QueuedPodInfo
 from pysched.tools.shadow import Prediction, ShadowRecorder, classify
 
 from .conftest import node, pod

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from pysched.apis.core import defaults as apidefaults
 from pysched import explanation as explain
+from pysched.apis.core import defaults as apidefaults
 from pysched.tools.report import render
 from pysched.tools.simulate import Simulation, format_text, main
 from pysched.tools.snapshot import SnapshotError, load_pods, load_snapshot

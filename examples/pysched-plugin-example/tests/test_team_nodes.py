@@ -8,15 +8,23 @@ Run from this directory, with the package installed: ``pip install -e . && pytes
 from __future__ import annotations
 
 import pytest
+from pysched_example_plugins import TeamNodes, TeamNodesArgs
+from pysched_example_plugins.team_nodes import REASON
 
-from pysched.framework import (ClusterEvent, Code, FilterResult, NodeInfo, PodInfo, Status, decode_args, encode_args,
-                               scores_each)
+from pysched.framework import (
+    ClusterEvent,
+    Code,
+    FilterResult,
+    NodeInfo,
+    PodInfo,
+    Status,
+    decode_args,
+    encode_args,
+    scores_each,
+)
 from pysched.framework.api import ConfigError
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.testing import UAU, PluginTester
-
-from pysched_example_plugins import TeamNodes, TeamNodesArgs
-from pysched_example_plugins.team_nodes import REASON
 
 REJECTED = (UAU, (REASON,))
 

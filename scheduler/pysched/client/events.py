@@ -39,8 +39,8 @@ import time
 
 from pysched.client.eventseries import SERIES_WINDOW, EventBacklog, PendingEvent, event_name, isomorphic_key, now_micro
 from pysched.client.rest import ApiError, KubeClient
-from pysched.util.logs import kv
 from pysched.metrics import METRICS
+from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.client.events")
 DEFAULT_LIMIT = 100_000

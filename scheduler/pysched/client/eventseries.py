@@ -28,7 +28,7 @@ import itertools
 import time
 import uuid
 from collections import OrderedDict
-from typing import Callable, Hashable
+from collections.abc import Callable, Hashable
 
 SERIES_WINDOW = 360.0  # client-go finishTime: a key is isomorphic for six minutes after its last occurrence
 MAX_EVENT_NAME = 253
@@ -36,7 +36,7 @@ MAX_EVENT_NAME = 253
 
 def now_micro() -> str:
     """``metav1.MicroTime`` as the API serialises it."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def event_name(regarding_name: str) -> str:

@@ -21,7 +21,7 @@ let them finish - and cancel everything that has not been sent - before handing 
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 from pysched.apis.core.errors import ApiError
 

@@ -24,7 +24,7 @@ import asyncio
 import ssl as _ssl
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 IDEMPOTENT = frozenset(("GET", "HEAD", "PUT", "DELETE", "OPTIONS"))
@@ -320,7 +320,7 @@ class HTTPPool:
 def _left(loop: asyncio.AbstractEventLoop, deadline: float, what: str) -> float:
     left = deadline - loop.time()
     if left <= 0:
-        raise asyncio.TimeoutError(f"request deadline passed while waiting for {what}")
+        raise TimeoutError(f"request deadline passed while waiting for {what}")
     return left
 
 
@@ -331,4 +331,4 @@ def _chunked(headers: dict[str, str]) -> bool:
 def _expire(conn: _Connection, fut: asyncio.Future, timeout: float) -> None:
     if not fut.done():
         conn.close()
-        fut.set_exception(asyncio.TimeoutError(f"no response within {timeout}s"))
+        fut.set_exception(TimeoutError(f"no response within {timeout}s"))

@@ -31,12 +31,12 @@ import random
 import socket
 import time
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from pysched.client.fence import WriteFence
 from pysched.client.rest import ApiError, KubeClient
-from pysched.util.logs import kv
 from pysched.metrics import METRICS
+from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.client.leaderelection")
 JITTER_FACTOR = 1.2
@@ -47,7 +47,7 @@ def default_identity() -> str:
 
 
 def _micro(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -154,18 +154,18 @@ class LeaderElector:
                 await self._update(spec)
                 self._set_observed(spec)
                 return self._renewed(started)
-            except (ApiError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, ApiError, OSError) as exc:
                 log.info("optimistic lease update failed; re-reading", extra=kv(lease=self.name, error=str(exc)))
         try:
             lease = await self._get()
-        except (ApiError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, ApiError, OSError) as exc:
             log.warning("error retrieving lease", extra=kv(lease=f"{self.namespace}/{self.name}", error=str(exc)))
             return False
         if lease is None:
             spec = self._record(0)
             try:
                 await self._create(spec)
-            except (ApiError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, ApiError, OSError) as exc:
                 log.info("lease create failed", extra=kv(lease=self.name, error=str(exc)))
                 return False
             self._set_observed(spec)
@@ -181,7 +181,7 @@ class LeaderElector:
             new = self._record((spec.get("leaseTransitions") or 0) + 1)
         try:
             await self._update(new)
-        except (ApiError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, ApiError, OSError) as exc:
             log.info("lease update failed", extra=kv(lease=self.name, error=str(exc)))
             return False
         self._set_observed(new)
@@ -222,7 +222,7 @@ class LeaderElector:
                     return
                 try:
                     ok = await asyncio.wait_for(self.try_acquire_or_renew(), left)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     ok = False
                 if ok:
                     break
@@ -272,7 +272,7 @@ class LeaderElector:
                 lease = await self._get()
                 if lease is None or (lease.get("spec") or {}).get("holderIdentity") != self.identity:
                     return False
-            except (OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, OSError) as exc:
                 log.warning("failed to release lease", extra=kv(lease=self.name, error=str(exc)))
                 return False
         return False

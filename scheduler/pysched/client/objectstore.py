@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from typing import Callable
+from collections.abc import Callable
 
 from pysched.apis.core.model import LabelSelector, parse_label_selector
 
@@ -82,7 +82,7 @@ class ObjectStore:
         try:
             await asyncio.wait_for(fut, timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
     # -- reads ---------------------------------------------------------------------------------

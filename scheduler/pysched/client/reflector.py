@@ -22,13 +22,13 @@ import asyncio
 import logging
 import random
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import aiohttp
 
 from pysched.client.rest import ApiError, KubeClient
-from pysched.util.logs import kv
 from pysched.metrics import METRICS
+from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.client.reflector")
 
@@ -81,7 +81,7 @@ class Reflector:
                 raise
             except _Relist as r:
                 reason = r.reason
-            except (ApiError, aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            except (TimeoutError, ApiError, aiohttp.ClientError, OSError, ValueError) as exc:
                 reason = "error"
                 log.warning("list failed; retrying", extra=kv(resource=self.name, error=str(exc) or repr(exc),
                                                                retry_in=f"{backoff:.1f}s"))
@@ -147,7 +147,7 @@ class Reflector:
                 if exc.status >= 500 or exc.status == 429:
                     continue
                 raise _Relist("error") from None
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.info("watch interrupted; resuming", extra=kv(resource=self.name, error=str(exc) or repr(exc),
                                                                  resource_version=self.resource_version))
                 await asyncio.sleep(backoff)

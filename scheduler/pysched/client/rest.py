@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import aiohttp
@@ -23,8 +24,8 @@ import orjson
 
 from pysched import __version__
 from pysched.apis.core.errors import ApiError
-from pysched.client.httppool import HTTPPool
 from pysched.client.auth import Credentials
+from pysched.client.httppool import HTTPPool
 
 log = logging.getLogger("pysched.client.rest")
 USER_AGENT = f"pysched/{__version__}"
@@ -62,7 +63,7 @@ class TokenBucket:
         if wait > 0:
             if max_wait is not None and wait > max_wait:
                 self.refund()
-                raise asyncio.TimeoutError(f"client rate limiter: a token is {wait:.3g}s away, "
+                raise TimeoutError(f"client rate limiter: a token is {wait:.3g}s away, "
                                            f"beyond the request's {max(0.0, max_wait):.3g}s left")
             await asyncio.sleep(wait)
 

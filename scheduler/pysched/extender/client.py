@@ -24,7 +24,6 @@ Per ``extenders:`` entry (``pkg/scheduler/extender.go`` semantics):
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
 import os
@@ -36,11 +35,11 @@ import aiohttp
 import orjson
 
 from pysched.apis.config import ExtenderConfig
+from pysched.apis.core.resources import limits_declare
 from pysched.client.httppool import HTTPPool
 from pysched.extender.wire import WireError, parse_filter_result, parse_priorities
-from pysched.util.logs import kv
 from pysched.metrics import METRICS
-from pysched.apis.core.resources import limits_declare
+from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.extender.client")
 
@@ -143,7 +142,7 @@ class HTTPExtender:
                     return orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
                     raise ExtenderError(f"extender {self.name!r} answered {verb} with invalid JSON: {exc}") from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             status = "timeout"
             raise ExtenderError(f"extender {self.name!r} {verb}: no answer within {self.timeout:g}s") from None
         except aiohttp.ClientError as exc:
@@ -198,7 +197,7 @@ class HTTPExtender:
                 return orjson.loads(resp.body)
             except orjson.JSONDecodeError as exc:
                 raise ExtenderError(f"extender {self.name!r} answered {verb} with invalid JSON: {exc}") from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             status = "timeout"
             raise ExtenderError(f"extender {self.name!r} {verb}: no answer within {self.timeout:g}s") from None
         except OSError as exc:

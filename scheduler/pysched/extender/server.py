@@ -55,18 +55,24 @@ import orjson
 from aiohttp import ClientPayloadError, web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from pysched.client.rest import ApiError
+from pysched.extender.wire import WireError, filter_result, parse_args, parse_binding_args, parse_preemption_args
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.interface import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE, NodeBatch
-from pysched.framework.status import Code
-from pysched.framework.types import Diagnosis, FrameworkError
-from pysched.util import eventloop
-from pysched.extender.wire import WireError, filter_result, parse_args, parse_binding_args, parse_preemption_args
-from pysched.client.rest import ApiError
-from pysched.server.delegated_auth import Attributes, AuthenticationFailed, DelegatedAuth, unauthorized_response, user_from_peercert
-from pysched.util.logs import kv
-from pysched.metrics import METRICS
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.framework.podinfo import PodInfo
+from pysched.framework.status import Code
+from pysched.framework.types import Diagnosis, FrameworkError
+from pysched.metrics import METRICS
+from pysched.server.delegated_auth import (
+    Attributes,
+    AuthenticationFailed,
+    DelegatedAuth,
+    unauthorized_response,
+    user_from_peercert,
+)
+from pysched.util import eventloop
+from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.extender.server")
 DEFAULT_MAX_BODY = 10 * 1024 * 1024
@@ -477,11 +483,10 @@ def server_ssl(cert: str | None, key: str | None, client_ca: str | None) -> ssl.
 async def serve(args) -> int:
     from pysched.apis import config as configmod
     from pysched.app import Options, SchedulerApp
-    
+    from pysched.client.auth import load
     from pysched.profile import default_registry
     from pysched.server.delegated_auth import AuthOptions
     from pysched.server.delegated_auth import build as build_auth
-    from pysched.client.auth import load
 
     cfg = configmod.load_file(args.config) if args.config else configmod.default_config()
     registry = default_registry(args.plugin_module)
@@ -524,8 +529,8 @@ async def serve(args) -> int:
 
 def main(args) -> int:
     from pysched.apis.config import ConfigError
-    from pysched.framework.registry import RegistryError
     from pysched.client.auth import CredentialsError
+    from pysched.framework.registry import RegistryError
     try:
         return eventloop.run(serve(args))
     except (ConfigError, RegistryError, CredentialsError, ValueError, ssl.SSLError, OSError) as exc:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pysched.apis.core.names import dns1123_label_problem, dns1123_subdomain_problem
 from pysched.apis.core.model import ObjectError, parse_label_selector
+from pysched.apis.core.names import dns1123_label_problem, dns1123_subdomain_problem
 from pysched.apis.core.objectshape import json_kind, node_problem, pod_problem
 
 MIN_EXTENDER_PRIORITY = 0

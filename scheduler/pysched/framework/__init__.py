@@ -15,12 +15,33 @@ object model: selectors, taints, resources), ``registry`` and ``runtime`` (the e
 from pysched.framework.args import arg, decode_args, encode_args
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.handle import Handle
-from pysched.framework.interface import (MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, ClusterEvent,
-                                         ClusterEventWithHint, EnqueueExtensions, FilterPlugin, FilterResult,
-                                         LabelValues, NodeBatch, PermitPlugin, Plugin, PostBindPlugin,
-                                         PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin,
-                                         PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueSortPlugin,
-                                         ReservePlugin, ScorePlugin, WaitingPod, scores_each)
+from pysched.framework.interface import (
+                                         MAX_NODE_SCORE,
+                                         MIN_NODE_SCORE,
+                                         BindPlugin,
+                                         ClusterEvent,
+                                         ClusterEventWithHint,
+                                         EnqueueExtensions,
+                                         FilterPlugin,
+                                         FilterResult,
+                                         LabelValues,
+                                         NodeBatch,
+                                         PermitPlugin,
+                                         Plugin,
+                                         PostBindPlugin,
+                                         PostFilterPlugin,
+                                         PostFilterResult,
+                                         PreBindPlugin,
+                                         PreEnqueuePlugin,
+                                         PreFilterPlugin,
+                                         PreFilterResult,
+                                         PreScorePlugin,
+                                         QueueSortPlugin,
+                                         ReservePlugin,
+                                         ScorePlugin,
+                                         WaitingPod,
+                                         scores_each,
+)
 from pysched.framework.matchers import MatcherTerm, PodMatcher
 from pysched.framework.nodeinfo import NodeInfo
 from pysched.framework.podinfo import PodInfo

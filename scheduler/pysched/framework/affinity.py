@@ -8,10 +8,10 @@ labels (absent = nothing; ``{}`` = everything) - ``framework.AffinityTerm.Matche
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pysched.apis.core.model import LabelSelector, ObjectError, parse_label_selector
-
 
 if TYPE_CHECKING:
     from pysched.framework.podinfo import PodInfo

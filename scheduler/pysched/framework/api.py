@@ -7,10 +7,24 @@ tolerations, resource names and quantities, object name rules, and the API's err
 
 from pysched.apis.config.types import ConfigError
 from pysched.apis.core.errors import ApiError
-from pysched.apis.core.model import (NO_EXECUTE, NO_SCHEDULE, PREFER_NO_SCHEDULE, FieldRequirement, LabelSelector,
-                                     NodeSelector, NodeSelectorTerm, ObjectError, Requirement, Taint, Toleration,
-                                     find_untolerated_taint, parse_label_selector, parse_node_selector,
-                                     parse_preferred_terms, tolerates_taint)
+from pysched.apis.core.model import (
+                                     NO_EXECUTE,
+                                     NO_SCHEDULE,
+                                     PREFER_NO_SCHEDULE,
+                                     FieldRequirement,
+                                     LabelSelector,
+                                     NodeSelector,
+                                     NodeSelectorTerm,
+                                     ObjectError,
+                                     Requirement,
+                                     Taint,
+                                     Toleration,
+                                     find_untolerated_taint,
+                                     parse_label_selector,
+                                     parse_node_selector,
+                                     parse_preferred_terms,
+                                     tolerates_taint,
+)
 from pysched.apis.core.names import qualified_name_problem
 from pysched.apis.core.quantity import value as quantity_value
 from pysched.apis.core.resources import CPU, MEMORY, is_extended_resource, is_scalar

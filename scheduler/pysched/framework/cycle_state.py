@@ -36,7 +36,7 @@ class CycleState:
     def delete(self, key: str) -> None:
         self._data.pop(key, None)
 
-    def clone(self) -> "CycleState":
+    def clone(self) -> CycleState:
         c = CycleState()
         c._data = dict(self._data)
         c.skip_filter_plugins = set(self.skip_filter_plugins)

@@ -10,8 +10,9 @@ recorder implement them, and the framework testing helpers build small real ones
 from __future__ import annotations
 
 import builtins
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Mapping, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 

@@ -15,14 +15,14 @@ explanations (a batch of one node) and the extender server.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
-from pysched.framework.status import Code, Status
-
 from pysched.apis.core.model import Taint
+from pysched.framework.status import Code, Status
 
 if TYPE_CHECKING:
     from pysched.framework.cycle_state import CycleState
@@ -218,11 +218,11 @@ class FilterResult:
         self.failures = failures or []
 
     @classmethod
-    def all_pass(cls, n: int) -> "FilterResult":
+    def all_pass(cls, n: int) -> FilterResult:
         return cls(np.ones(n, dtype=bool))
 
     @classmethod
-    def from_mask(cls, passed: np.ndarray, code: Code, reason: str) -> "FilterResult":
+    def from_mask(cls, passed: np.ndarray, code: Code, reason: str) -> FilterResult:
         if passed.all():
             return cls(passed)
         return cls(passed, [(code, reason, ~passed)])
@@ -277,7 +277,7 @@ class PreFilterResult:
     def all_nodes(self) -> bool:
         return self.node_names is None
 
-    def merge(self, other: "PreFilterResult | None") -> "PreFilterResult":
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
         if other is None or other.all_nodes():
             return self
         assert other.node_names is not None
@@ -321,7 +321,7 @@ class Plugin:
 
 
 class PreEnqueuePlugin(Plugin):
-    def pre_enqueue(self, pod: "PodInfo") -> Status | None:
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
         raise NotImplementedError
 
 
@@ -337,7 +337,7 @@ class EnqueueExtensions:
 
 
 class PreFilterPlugin(Plugin):
-    def pre_filter(self, state: "CycleState", pod: "PodInfo",
+    def pre_filter(self, state: CycleState, pod: PodInfo,
                    nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
         raise NotImplementedError
 
@@ -350,13 +350,13 @@ class FilterPlugin(Plugin):
 
 
 class PostFilterPlugin(Plugin):
-    def post_filter(self, state: "CycleState", pod: "PodInfo",
+    def post_filter(self, state: CycleState, pod: PodInfo,
                     diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
         raise NotImplementedError
 
 
 class PreScorePlugin(Plugin):
-    def pre_score(self, state: "CycleState", pod: "PodInfo", nodes: NodeBatch) -> Status | None:
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         raise NotImplementedError
 
 
@@ -372,31 +372,31 @@ class ScorePlugin(Plugin):
 
 
 class ReservePlugin(Plugin):
-    def reserve(self, state: "CycleState", pod: "PodInfo", node_name: str) -> Status | None:
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         raise NotImplementedError
 
-    def unreserve(self, state: "CycleState", pod: "PodInfo", node_name: str) -> None:
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         raise NotImplementedError
 
 
 class PermitPlugin(Plugin):
-    def permit(self, state: "CycleState", pod: "PodInfo", node_name: str) -> tuple[Status | None, float]:
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]:
         """Return (status, timeout seconds); a WAIT status holds the pod until allowed or rejected."""
         raise NotImplementedError
 
 
 class PreBindPlugin(Plugin):
-    async def pre_bind(self, state: "CycleState", pod: "PodInfo", node_name: str) -> Status | None:
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         raise NotImplementedError
 
 
 class BindPlugin(Plugin):
-    async def bind(self, state: "CycleState", pod: "PodInfo", node_name: str) -> Status | None:
+    async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         raise NotImplementedError
 
 
 class PostBindPlugin(Plugin):
-    def post_bind(self, state: "CycleState", pod: "PodInfo", node_name: str) -> None:
+    def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         raise NotImplementedError
 
 

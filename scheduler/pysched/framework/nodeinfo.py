@@ -13,8 +13,8 @@ from typing import Any
 
 from pysched.apis.core.model import Taint, parse_taints
 from pysched.apis.core.objectshape import node_problem
-from pysched.framework.podinfo import PodInfo
 from pysched.apis.core.quantity import resource_value
+from pysched.framework.podinfo import PodInfo
 
 log = logging.getLogger("pysched.framework.nodeinfo")
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -41,7 +41,7 @@ class NodeSpec:
     raw: dict[str, Any] | None                # the object, kept when extenders need whole Nodes
 
     @classmethod
-    def from_dict(cls, obj: dict[str, Any], *, keep_raw: bool = False) -> "NodeSpec":
+    def from_dict(cls, obj: dict[str, Any], *, keep_raw: bool = False) -> NodeSpec:
         """Parse ``obj``; a field of the wrong JSON type gives a node with nothing allocatable whose
         ``parse_error`` names the field, never an exception."""
         try:
@@ -65,7 +65,7 @@ class NodeSpec:
             return n
 
     @classmethod
-    def _parse(cls, obj: dict[str, Any], keep_raw: bool) -> "NodeSpec":
+    def _parse(cls, obj: dict[str, Any], keep_raw: bool) -> NodeSpec:
         n = cls.__new__(cls)
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
@@ -98,7 +98,7 @@ class NodeSpec:
             n.raw = None
         return n
 
-    def same_for_scheduling(self, other: "NodeSpec") -> bool:
+    def same_for_scheduling(self, other: NodeSpec) -> bool:
         return (self.labels == other.labels and self.taints == other.taints
                 and self.unschedulable == other.unschedulable and self.raw_alloc == other.raw_alloc
                 and self.images == other.images)

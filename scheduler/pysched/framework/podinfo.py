@@ -16,13 +16,19 @@ import datetime
 import logging
 from typing import Any
 
-from pysched.apis.core.model import (NodeSelector, ObjectError, PreferredTerm, Toleration, parse_node_selector,
-                                     parse_preferred_terms, parse_tolerations)
+from pysched.apis.core.model import (
+    NodeSelector,
+    ObjectError,
+    PreferredTerm,
+    Toleration,
+    parse_node_selector,
+    parse_preferred_terms,
+    parse_tolerations,
+)
 from pysched.apis.core.objectshape import pod_problem
-from pysched.framework.affinity import EMPTY as NO_AFFINITY
-from pysched.framework.affinity import PodAffinityTerms
-from pysched.framework.affinity import parse_pod_affinity
 from pysched.apis.core.resources import pod_resource
+from pysched.framework.affinity import EMPTY as NO_AFFINITY
+from pysched.framework.affinity import PodAffinityTerms, parse_pod_affinity
 
 log = logging.getLogger("pysched.framework.podinfo")
 _EPOCH_CACHE: dict[str, float] = {}
@@ -106,7 +112,7 @@ class PodInfo:
         return bool(self.node_name)
 
     @classmethod
-    def from_dict(cls, obj: dict[str, Any], *, keep_raw: bool = False, use_status: bool | None = None) -> "PodInfo":
+    def from_dict(cls, obj: dict[str, Any], *, keep_raw: bool = False, use_status: bool | None = None) -> PodInfo:
         """Parse ``obj``; a field of the wrong JSON type gives an unschedulable PodInfo whose
         ``parse_error`` names the field, never an exception."""
         try:
@@ -119,7 +125,7 @@ class PodInfo:
             return cls._unparsable(obj, problem, keep_raw)
 
     @classmethod
-    def _unparsable(cls, obj: Any, problem: str, keep_raw: bool) -> "PodInfo":
+    def _unparsable(cls, obj: Any, problem: str, keep_raw: bool) -> PodInfo:
         """What can be told about a pod whose fields have the wrong types: its identity, if that much
         is well-formed, and the problem. It requests nothing and matches nothing."""
         p = cls.__new__(cls)
@@ -156,7 +162,7 @@ class PodInfo:
         return p
 
     @classmethod
-    def _parse(cls, obj: dict[str, Any], keep_raw: bool, use_status: bool | None) -> "PodInfo":
+    def _parse(cls, obj: dict[str, Any], keep_raw: bool, use_status: bool | None) -> PodInfo:
         p = cls.__new__(cls)
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
@@ -266,7 +272,7 @@ class PodInfo:
         p.spec_hash = None
         return p
 
-    def with_node(self, node_name: str) -> "PodInfo":
+    def with_node(self, node_name: str) -> PodInfo:
         """A copy placed on ``node_name`` (the assumed pod)."""
         c = PodInfo.__new__(PodInfo)
         for s in PodInfo.__slots__:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Iterable
 from importlib.metadata import entry_points
-from typing import Iterable
 
 from pysched.framework.interface import Plugin
 

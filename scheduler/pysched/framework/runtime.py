@@ -15,25 +15,44 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from pysched import metrics
-from pysched.util.logs import kv
-from pysched.apis.core.errors import ApiError
 from pysched.apis.config import ConfigError, PluginSet, Profile, merged_plugin_sets
+from pysched.apis.core.errors import ApiError
 from pysched.framework.args import load_args
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.handle import Handle
-from pysched.framework.interface import (FilterResult, PostFilterResult, EXTENSION_POINTS, MAX_NODE_SCORE, MIN_NODE_SCORE, BindPlugin, FilterPlugin,
-                        NodeBatch, PermitPlugin, Plugin, PostBindPlugin,
-                        PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
-                        PreFilterResult, PreScorePlugin, QueueSortPlugin, ReservePlugin,
-                        ScorePlugin, WaitingPod)
+from pysched.framework.interface import (
+    EXTENSION_POINTS,
+    MAX_NODE_SCORE,
+    MIN_NODE_SCORE,
+    BindPlugin,
+    FilterPlugin,
+    FilterResult,
+    NodeBatch,
+    PermitPlugin,
+    Plugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    QueueSortPlugin,
+    ReservePlugin,
+    ScorePlugin,
+    WaitingPod,
+)
 from pysched.framework.podinfo import PodInfo
 from pysched.framework.status import Code, Status
 from pysched.framework.types import Diagnosis, FrameworkError
+from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.framework.runtime")
 
@@ -438,7 +457,7 @@ class Framework:
             wp.future.set_result(None)
         try:
             res = await asyncio.wait_for(wp.future, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             res = Status(Code.UNSCHEDULABLE, f"rejected due to timeout after waiting {timeout:g}s at plugin(s) "
                                              f"{', '.join(sorted(wp.pending))}")
         finally:

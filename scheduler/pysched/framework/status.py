@@ -44,7 +44,7 @@ class Status:
         self.error = error
 
     @classmethod
-    def as_error(cls, err: BaseException | str, plugin: str = "") -> "Status":
+    def as_error(cls, err: BaseException | str, plugin: str = "") -> Status:
         if isinstance(err, BaseException):
             return cls(Code.ERROR, str(err) or type(err).__name__, plugin=plugin, error=err)
         return cls(Code.ERROR, err, plugin=plugin)
@@ -64,7 +64,7 @@ class Status:
     def is_rejected(self) -> bool:
         return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
 
-    def with_plugin(self, plugin: str) -> "Status":
+    def with_plugin(self, plugin: str) -> Status:
         if not self.plugin:
             self.plugin = plugin
         return self
@@ -80,11 +80,11 @@ class Status:
     __hash__ = None  # type: ignore[assignment]
 
 
-def is_success(status: "Status | None") -> bool:
+def is_success(status: Status | None) -> bool:
     return status is None or status.code == Code.SUCCESS
 
 
-def code_of(status: "Status | None") -> Code:
+def code_of(status: Status | None) -> Code:
     return Code.SUCCESS if status is None else status.code
 
 

@@ -12,7 +12,7 @@ per-node reasons; a PostFilter message is appended after a space.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 

@@ -14,14 +14,14 @@ DefaultBinder; DynamicResources refuses DRA pods explicitly. The brief's own sco
 AZSpread, CapacityType, InstanceType.
 """
 
-from pysched.plugins.custom.az_spread import AZSpread
 from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from pysched.plugins.custom.az_spread import AZSpread
 from pysched.plugins.custom.capacity_type import CapacityType
+from pysched.plugins.custom.gpu import GPU
+from pysched.plugins.custom.instance_type import InstanceType
 from pysched.plugins.default_binder import DefaultBinder
 from pysched.plugins.dynamic_resources import DynamicResources
-from pysched.plugins.custom.gpu import GPU
 from pysched.plugins.image_locality import ImageLocality
-from pysched.plugins.custom.instance_type import InstanceType
 from pysched.plugins.inter_pod_affinity import InterPodAffinity
 from pysched.plugins.node_affinity import NodeAffinity
 from pysched.plugins.node_name import NodeName

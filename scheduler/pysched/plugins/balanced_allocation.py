@@ -15,8 +15,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from pysched.framework import (MAX_NODE_SCORE, Code, CycleState, Handle, NodeBatch, PodInfo, PreScorePlugin,
-                               ScorePlugin, Status)
+from pysched.framework import (
+    MAX_NODE_SCORE,
+    Code,
+    CycleState,
+    Handle,
+    NodeBatch,
+    PodInfo,
+    PreScorePlugin,
+    ScorePlugin,
+    Status,
+)
 from pysched.framework.api import is_scalar
 from pysched.plugins.helper.resources import ResourceSpec, default_resource_specs, validate_resource_specs
 

@@ -7,8 +7,6 @@ not retry). Other failures return an Error status so the pod is forgotten and re
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 
 from pysched.framework import BindPlugin, Code, CycleState, PodInfo, Status
@@ -34,6 +32,6 @@ class DefaultBinder(BindPlugin):
             if exc.status == 404:
                 return Status(Code.ERROR, f"{POD_GONE}: {exc.message}", error=exc)
             return Status.as_error(exc)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             return Status(Code.ERROR, f"binding rejected: {exc or type(exc).__name__}", error=exc)
         return None

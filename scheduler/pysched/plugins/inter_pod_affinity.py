@@ -31,10 +31,27 @@ from typing import ClassVar
 
 import numpy as np
 
-from pysched.framework import (MAX_NODE_SCORE, ClusterEvent, ClusterEventWithHint, Code, CycleState,
-                               EnqueueExtensions, FilterPlugin, FilterResult, Handle, MatcherTerm, NodeBatch,
-                               PodInfo, PodMatcher, PreFilterPlugin, PreFilterResult, PreScorePlugin,
-                               ScorePlugin, Status, arg)
+from pysched.framework import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    MatcherTerm,
+    NodeBatch,
+    PodInfo,
+    PodMatcher,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+    Status,
+    arg,
+)
 from pysched.framework.affinity import AffinityTerm
 from pysched.plugins.helper.domains import domain_sums, per_node
 

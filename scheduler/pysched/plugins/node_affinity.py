@@ -23,11 +23,32 @@ from typing import Any
 
 import numpy as np
 
-from pysched.framework import (ClusterEvent, ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin,
-                               FilterResult, Handle, NodeBatch, PodInfo, PreFilterPlugin, PreFilterResult,
-                               PreScorePlugin, ScorePlugin, Status, arg)
-from pysched.framework.api import (ConfigError, NodeSelector, ObjectError, PreferredTerm, parse_node_selector,
-                                   parse_preferred_terms)
+from pysched.framework import (
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    NodeBatch,
+    PodInfo,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+    Status,
+    arg,
+)
+from pysched.framework.api import (
+    ConfigError,
+    NodeSelector,
+    ObjectError,
+    PreferredTerm,
+    parse_node_selector,
+    parse_preferred_terms,
+)
 from pysched.plugins.helper.nodeselect import labels_mask, node_selector_mask, term_mask
 from pysched.plugins.helper.normalize import default_normalize
 

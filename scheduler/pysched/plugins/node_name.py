@@ -9,8 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from pysched.framework import (ClusterEvent, ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin,
-                               FilterResult, NodeBatch, PodInfo)
+from pysched.framework import (
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    NodeBatch,
+    PodInfo,
+)
 
 REASON = "node(s) didn't match the requested node name"
 

@@ -9,10 +9,23 @@ Reason: ``node(s) didn't have free ports for the requested pod ports`` (Unschedu
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
-from pysched.framework import (ClusterEvent, ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin,
-                               FilterResult, NodeBatch, NodeInfo, PodInfo, PreFilterPlugin, PreFilterResult, Status)
+from pysched.framework import (
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    NodeBatch,
+    NodeInfo,
+    PodInfo,
+    PreFilterPlugin,
+    PreFilterResult,
+    Status,
+)
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 ANY_IP = "0.0.0.0"

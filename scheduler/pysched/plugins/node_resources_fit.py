@@ -32,9 +32,25 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from pysched.framework import (MAX_NODE_SCORE, ClusterEvent, ClusterEventWithHint, Code, CycleState,
-                               EnqueueExtensions, FilterPlugin, FilterResult, Handle, NodeBatch, PodInfo,
-                               PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status, arg)
+from pysched.framework import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    NodeBatch,
+    PodInfo,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+    Status,
+    arg,
+)
 from pysched.framework.api import CPU, MEMORY, ConfigError, is_extended_resource, is_scalar, qualified_name_problem
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.plugins.helper.resources import ResourceSpec, default_resource_specs, validate_resource_specs

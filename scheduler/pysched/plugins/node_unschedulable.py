@@ -7,8 +7,17 @@ Reason: ``node(s) were unschedulable`` (UnschedulableAndUnresolvable).
 
 from __future__ import annotations
 
-from pysched.framework import (ClusterEvent, ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin,
-                               FilterResult, NodeBatch, PodInfo)
+from pysched.framework import (
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    NodeBatch,
+    PodInfo,
+)
 from pysched.framework.api import NO_SCHEDULE, Taint, tolerates_taint
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)

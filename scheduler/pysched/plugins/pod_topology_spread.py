@@ -25,17 +25,42 @@ codes (``NodeBatch.label``), so a cycle costs a few vector operations, not a wal
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from pysched.framework import (MAX_NODE_SCORE, ClusterEvent, ClusterEventWithHint, Code, CycleState,
-                               EnqueueExtensions, FilterPlugin, FilterResult, Handle, MatcherTerm, NodeBatch,
-                               PodInfo, PodMatcher, PreFilterPlugin, PreFilterResult, PreScorePlugin,
-                               ScorePlugin, Status, arg, encode_args)
-from pysched.framework.api import (ConfigError, LabelSelector, ObjectError, Requirement, parse_label_selector,
-                                   qualified_name_problem)
+from pysched.framework import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    MatcherTerm,
+    NodeBatch,
+    PodInfo,
+    PodMatcher,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+    Status,
+    arg,
+    encode_args,
+)
+from pysched.framework.api import (
+    ConfigError,
+    LabelSelector,
+    ObjectError,
+    Requirement,
+    parse_label_selector,
+    qualified_name_problem,
+)
 from pysched.plugins.helper.domains import domain_sums, per_node
 from pysched.plugins.helper.nodeselect import has_labels_mask, pod_required_affinity_mask
 from pysched.plugins.helper.taints import untolerated_mask

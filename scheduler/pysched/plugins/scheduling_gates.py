@@ -6,8 +6,15 @@ When the last gate is removed (a pod update), the pod enters activeQ at once. Re
 
 from __future__ import annotations
 
-from pysched.framework import (ClusterEvent, ClusterEventWithHint, Code, EnqueueExtensions, PodInfo, PreEnqueuePlugin,
-                               Status)
+from pysched.framework import (
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    EnqueueExtensions,
+    PodInfo,
+    PreEnqueuePlugin,
+    Status,
+)
 
 
 class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):

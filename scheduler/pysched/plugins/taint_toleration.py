@@ -17,13 +17,26 @@ checked once per pod), pod ``spec.tolerations``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
-from pysched.framework import (ClusterEvent, ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin,
-                               FilterResult, Handle, NodeBatch, PodInfo, PreScorePlugin, ScorePlugin, Status)
+from pysched.framework import (
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    NodeBatch,
+    PodInfo,
+    PreScorePlugin,
+    ScorePlugin,
+    Status,
+)
 from pysched.framework.api import PREFER_NO_SCHEDULE, Taint, Toleration, tolerates_taint
 from pysched.plugins.helper.normalize import default_normalize
 from pysched.plugins.helper.taints import per_taint_class, untolerated_mask

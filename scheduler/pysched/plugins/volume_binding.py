@@ -30,9 +30,23 @@ from typing import Any
 
 import numpy as np
 
-from pysched.framework import (ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin, FilterResult,
-                               Handle, NodeBatch, PodInfo, PreBindPlugin, PreFilterPlugin, PreFilterResult,
-                               ReservePlugin, Status, arg)
+from pysched.framework import (
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    NodeBatch,
+    PodInfo,
+    PreBindPlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    ReservePlugin,
+    Status,
+    arg,
+)
 from pysched.framework.api import NodeSelector, ObjectError, parse_label_selector, parse_node_selector, quantity_value
 from pysched.plugins.helper.nodeselect import node_selector_mask
 from pysched.plugins.helper.volumes import VOLUME_EVENTS, claim_class

@@ -12,8 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from pysched.framework import (ClusterEventWithHint, Code, CycleState, EnqueueExtensions, FilterPlugin, FilterResult,
-                               NodeBatch, PodInfo, PreFilterPlugin, PreFilterResult, Status)
+from pysched.framework import (
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    NodeBatch,
+    PodInfo,
+    PreFilterPlugin,
+    PreFilterResult,
+    Status,
+)
 from pysched.plugins.helper.volumes import VOLUME_EVENTS, claim_class
 
 REASON = "node(s) had no available volume zone"

@@ -46,8 +46,9 @@ import logging
 import random
 import ssl
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -119,7 +120,7 @@ class Attributes:
         return bool(self.resource)
 
     @classmethod
-    def non_resource(cls, method: str, path: str) -> "Attributes":
+    def non_resource(cls, method: str, path: str) -> Attributes:
         return cls(verb=method.lower(), path=path)
 
 
@@ -275,7 +276,7 @@ async def create_review(client: KubeClient, path: str, body: dict, *, timeout: f
         except ApiError as exc:
             err: Exception = exc
             retry = exc.status in RETRYABLE_STATUS
-        except (OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, OSError) as exc:
             err, retry = exc, True
         if not retry or attempt >= len(delays) or time.monotonic() + delays[attempt] >= deadline:
             raise ReviewError(f"{path.rsplit('/', 1)[-1]}: {err}") from None
@@ -508,7 +509,7 @@ async def build(options: AuthOptions, default_creds: Credentials) -> DelegatedAu
         try:
             ca_pem = await read_client_ca_configmap(authn)
             source = where if ca_pem else ""
-        except (ApiError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, ApiError, OSError) as exc:
             if not options.tolerate_lookup_failure:
                 for c in clients:
                     await c.close()

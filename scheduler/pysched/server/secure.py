@@ -26,8 +26,8 @@ import logging
 import os
 import socket
 import ssl
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
@@ -52,7 +52,7 @@ def self_signed(cert_dir: str, name: str = "pysched") -> tuple[str, str]:
 
     d.mkdir(parents=True, exist_ok=True)
     host = socket.gethostname()
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     k = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{host}@{int(now.timestamp())}")])
     sans = [x509.DNSName("localhost"), x509.DNSName(host), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]

@@ -13,7 +13,8 @@ batch's other nodes by mistake fails here).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 

@@ -13,16 +13,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from pysched.apis import config as configmod
-from pysched.profile import build_frameworks, build_queue, default_registry
 from pysched.backend.cache.cache import SchedulerCache
+from pysched.client.objectstore import ObjectStore
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.podinfo import PodInfo
 from pysched.framework.registry import Registry
 from pysched.framework.runtime import TRACE_KEY, CycleTrace
 from pysched.framework.status import Code, Status
 from pysched.framework.types import FitError, FrameworkError, NoNodesAvailable
-from pysched.client.objectstore import ObjectStore
-from pysched.framework.podinfo import PodInfo
+from pysched.profile import build_frameworks, build_queue, default_registry
 from pysched.schedule_one import Scheduler
 
 

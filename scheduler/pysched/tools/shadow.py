@@ -32,8 +32,8 @@ import numpy as np
 
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.types import FitError, FrameworkError, NoNodesAvailable
-from pysched.util.logs import kv
 from pysched.metrics import METRICS
+from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.tools.shadow")
 RESULTS = ("same_node", "equivalent_node", "feasible_node", "infeasible_node", "unschedulable_here")

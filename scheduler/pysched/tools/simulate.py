@@ -20,12 +20,12 @@ import json
 import sys
 from dataclasses import dataclass, field
 
-from pysched.apis.core import defaults as apidefaults
 from pysched.apis import config as configmod
+from pysched.apis.core import defaults as apidefaults
+from pysched.apis.core.quantity import format_resource
 from pysched.framework.registry import RegistryError
 from pysched.profile import default_registry
 from pysched.tools.offline import OfflineScheduler, Outcome
-from pysched.apis.core.quantity import format_resource
 from pysched.tools.snapshot import Snapshot, SnapshotError, load_pods, load_snapshot
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")

@@ -14,9 +14,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pysched.apis.core.names import (dns1123_label_problem, dns1123_subdomain_problem, label_value_problem,
-                       qualified_name_problem)
 from pysched.apis.core.model import parse_int
+from pysched.apis.core.names import (
+    dns1123_label_problem,
+    dns1123_subdomain_problem,
+    label_value_problem,
+    qualified_name_problem,
+)
 from pysched.apis.core.quantity import QuantityError, resource_value
 from pysched.util.yamlfile import YAMLFileError, read_yaml
 

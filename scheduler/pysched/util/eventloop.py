@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Any, Coroutine
+from collections.abc import Coroutine
+from typing import Any
 
 log = logging.getLogger("pysched.util.eventloop")
 

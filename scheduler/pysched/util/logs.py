@@ -25,7 +25,7 @@ def _logfmt_value(v) -> str:
 
 class LogfmtFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        ts = datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        ts = datetime.datetime.fromtimestamp(record.created, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         parts = [f"ts={ts}", f"level={record.levelname.lower()}", f"logger={record.name}",
                  f"msg={_logfmt_value(record.getMessage())}"]
         for k, v in (getattr(record, "kv", None) or {}).items():
@@ -37,7 +37,7 @@ class LogfmtFormatter(logging.Formatter):
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        ts = datetime.datetime.fromtimestamp(record.created, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        ts = datetime.datetime.fromtimestamp(record.created, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         out = {"ts": ts, "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage()}
         for k, v in (getattr(record, "kv", None) or {}).items():
             out[k] = v if isinstance(v, (int, float, bool)) or v is None else str(v)

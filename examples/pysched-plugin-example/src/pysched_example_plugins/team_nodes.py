@@ -15,14 +15,31 @@ imported from ``pysched.framework``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import ClassVar, Iterable
+from typing import ClassVar
 
 import numpy as np
 
-from pysched.framework import (MAX_NODE_SCORE, ClusterEvent, ClusterEventWithHint, Code, CycleState,
-                               EnqueueExtensions, FilterPlugin, FilterResult, Handle, NodeBatch, PodInfo,
-                               PreFilterPlugin, PreFilterResult, PreScorePlugin, ScorePlugin, Status, arg)
+from pysched.framework import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    NodeBatch,
+    PodInfo,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ScorePlugin,
+    Status,
+    arg,
+)
 from pysched.framework.api import ConfigError, qualified_name_problem
 from pysched.framework.nodeinfo import NodeSpec
 

@@ -25,9 +25,25 @@ from pysched.apis.config.decode import default_config, load_file, own_namespace,
 from pysched.apis.config.defaults import merged_plugin_sets
 from pysched.apis.config.encode import to_dict
 from pysched.apis.config.fields import format_duration, go_duration_ns, parse_duration
-from pysched.apis.config.types import (API_VERSION, ClientConnection, ConfigError, DEFAULT_LEASE_NAME,
-    DEFAULT_MULTIPOINT, DEFAULT_SCHEDULER_NAME, EXTENSION_POINT_KEYS, ExtenderConfig, KIND, LeaderElection,
-    ManagedResource, PluginRef, PluginSet, Profile, SA_NAMESPACE_FILE, SchedulerConfig, TLSConfig)
+from pysched.apis.config.types import (
+    API_VERSION,
+    DEFAULT_LEASE_NAME,
+    DEFAULT_MULTIPOINT,
+    DEFAULT_SCHEDULER_NAME,
+    EXTENSION_POINT_KEYS,
+    KIND,
+    SA_NAMESPACE_FILE,
+    ClientConnection,
+    ConfigError,
+    ExtenderConfig,
+    LeaderElection,
+    ManagedResource,
+    PluginRef,
+    PluginSet,
+    Profile,
+    SchedulerConfig,
+    TLSConfig,
+)
 
 __all__ = [
     "API_VERSION",

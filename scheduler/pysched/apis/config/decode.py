@@ -8,11 +8,34 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pysched.apis.config.fields import (read_bool, read_float, read_int, read_list, read_mapping, read_str, format_duration,
-    parse_duration)
-from pysched.apis.config.types import (API_VERSION, ClientConnection, ConfigError, DEFAULT_LEASE_NAME,
-    DEFAULT_SCHEDULER_NAME, EXTENSION_POINT_KEYS, ExtenderConfig, KIND, LeaderElection, ManagedResource,
-    PluginRef, PluginSet, Profile, SA_NAMESPACE_FILE, SchedulerConfig, TLSConfig)
+from pysched.apis.config.fields import (
+    format_duration,
+    parse_duration,
+    read_bool,
+    read_float,
+    read_int,
+    read_list,
+    read_mapping,
+    read_str,
+)
+from pysched.apis.config.types import (
+    API_VERSION,
+    DEFAULT_LEASE_NAME,
+    DEFAULT_SCHEDULER_NAME,
+    EXTENSION_POINT_KEYS,
+    KIND,
+    SA_NAMESPACE_FILE,
+    ClientConnection,
+    ConfigError,
+    ExtenderConfig,
+    LeaderElection,
+    ManagedResource,
+    PluginRef,
+    PluginSet,
+    Profile,
+    SchedulerConfig,
+    TLSConfig,
+)
 from pysched.util.yamlfile import YAMLFileError, read_yaml
 
 _TOP = ("apiVersion", "kind", "parallelism", "leaderElection", "clientConnection",
@@ -213,7 +236,7 @@ def _parse_plugin_set(raw: Any, path: str) -> PluginSet:
 def _validate_common_queue_sort(profiles: list[Profile]) -> None:
     def qs(p: Profile):
         ps = p.plugins.get("queueSort")
-        return tuple((r.name for r in ps.enabled)) if ps else None, tuple(ps.disabled) if ps else None
+        return tuple(r.name for r in ps.enabled) if ps else None, tuple(ps.disabled) if ps else None
     if not profiles:
         return
     first = qs(profiles[0])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pysched.apis.config.types import DEFAULT_MULTIPOINT, EXTENSION_POINT_KEYS, PluginRef, PluginSet, Profile
 
+
 def merged_plugin_sets(profile: Profile, available: set[str]) -> dict[str, PluginSet]:
     """Profile plugins with kube-scheduler's default MultiPoint merged in (``mergePlugins``)."""
     default_mp = PluginSet(enabled=[PluginRef(n, w) for n, w in DEFAULT_MULTIPOINT if n in available])

@@ -7,6 +7,7 @@ from typing import Any
 from pysched.apis.config.fields import format_duration
 from pysched.apis.config.types import API_VERSION, EXTENSION_POINT_KEYS, KIND, PluginSet, SchedulerConfig
 
+
 def to_dict(cfg: SchedulerConfig, plugin_args: dict[str, dict[str, dict]] | None = None,
             effective_plugins: dict[str, dict[str, PluginSet]] | None = None) -> dict:
     """The effective configuration in v1 form (``--write-config-to``)."""

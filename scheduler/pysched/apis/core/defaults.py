@@ -26,8 +26,8 @@ from __future__ import annotations
 import copy
 import datetime
 
-from pysched.apis.core.resources import pod_requests
 from pysched.apis.core.quantity import format_resource
+from pysched.apis.core.resources import pod_requests
 
 BUILTIN_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 DEFAULT_TOLERATION_SECONDS = 300
@@ -130,7 +130,7 @@ def apply(pod: dict, *, default_scheduler: str, classes: dict[str, int], global_
     if not meta.get("namespace"):
         meta["namespace"] = "default"
     meta.setdefault("uid", f"simulated-{seq:06d}-{meta['name']}")
-    base = base_time or datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+    base = base_time or datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
     meta.setdefault("creationTimestamp", (base + datetime.timedelta(seconds=seq)).strftime("%Y-%m-%dT%H:%M:%SZ"))
     meta.setdefault("resourceVersion", "1")
     labels = meta.get("labels") or {}

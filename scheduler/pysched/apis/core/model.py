@@ -15,7 +15,8 @@ makes its term match nothing (``LazyErrorNodeSelector``).
 from __future__ import annotations
 
 import re
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"

@@ -23,16 +23,16 @@ awaiting, so a cycle reads one consistent state (the "snapshot").
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import numpy as np
 
-from pysched.framework.nodeinfo import NodeInfo, NodeSpec
 from pysched.backend.cache.nodetable import NodeTable
 from pysched.backend.cache.podindex import PodCountIndex
-from pysched.framework.podinfo import PodInfo
 from pysched.backend.cache.termindex import TermIndex
+from pysched.framework.nodeinfo import NodeInfo, NodeSpec
+from pysched.framework.podinfo import PodInfo
 
 log = logging.getLogger("pysched.backend.cache")
 

@@ -10,6 +10,7 @@ evicted (LRU). Counts are numpy arrays indexed by NodeTable slot.
 from __future__ import annotations
 
 from collections import OrderedDict
+
 import numpy as np
 
 from pysched.framework.matchers import PodMatcher

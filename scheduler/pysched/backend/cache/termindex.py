@@ -11,7 +11,7 @@ Counts change incrementally as pods are added, assumed, forgotten, bound and rem
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -23,10 +23,10 @@ import heapq
 import itertools
 import logging
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
-from pysched.metrics import METRICS
 from pysched.framework.podinfo import PodInfo
+from pysched.metrics import METRICS
 
 log = logging.getLogger("pysched.backend.queue")
 

@@ -23,8 +23,21 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from pysched.framework import (MAX_NODE_SCORE, Code, CycleState, FrameworkError, Handle, MatcherTerm, NodeBatch,
-                               PodInfo, PodMatcher, PreScorePlugin, ScorePlugin, Status, arg)
+from pysched.framework import (
+    MAX_NODE_SCORE,
+    Code,
+    CycleState,
+    FrameworkError,
+    Handle,
+    MatcherTerm,
+    NodeBatch,
+    PodInfo,
+    PodMatcher,
+    PreScorePlugin,
+    ScorePlugin,
+    Status,
+    arg,
+)
 from pysched.framework.api import ConfigError, LabelSelector, ObjectError, Requirement, parse_label_selector
 from pysched.plugins.helper.domains import domain_sums, per_node
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pysched.framework.api import FieldRequirement, LabelSelector, NodeSelector, NodeSelectorTerm, Requirement
 from pysched.framework import NodeBatch, PodInfo
+from pysched.framework.api import FieldRequirement, LabelSelector, NodeSelector, NodeSelectorTerm, Requirement
 
 
 def requirement_mask(nodes: NodeBatch, req: Requirement) -> np.ndarray:

@@ -203,7 +203,8 @@ def _check_spread(bound: list[dict], by_name: dict) -> list[Violation]:
             if c.get("whenUnsatisfiable", "DoNotSchedule") != "DoNotSchedule":
                 continue
             if c.get("minDomains") or c.get("matchLabelKeys"):
-                out.append(Violation("unchecked", _key(pod), pod["spec"]["nodeName"], "spread minDomains/matchLabelKeys"))
+                out.append(Violation("unchecked", _key(pod), pod["spec"]["nodeName"],
+                                     "spread minDomains/matchLabelKeys"))
                 continue
             sel = repr(sorted((c.get("labelSelector") or {}).items()))
             groups[(pod["metadata"].get("namespace", "default"), c["topologyKey"], c["maxSkew"], sel)].append(pod)
@@ -227,5 +228,6 @@ def _check_spread(bound: list[dict], by_name: dict) -> list[Violation]:
                 counts[d] += 1
         if counts and max(counts.values()) - min(counts.values()) > max_skew:
             out.append(Violation("topology-spread", f"{ns}/*", "*",
-                                 f"{key} skew {max(counts.values()) - min(counts.values())} > maxSkew {max_skew}: {counts}"))
+                                 f"{key} skew {max(counts.values()) - min(counts.values())} > maxSkew {max_skew}: "
+                                 f"{counts}"))
     return out

@@ -40,7 +40,8 @@ def sample_pods() -> list[dict]:
     pods = [make_pod(f"web-{i}", cpu="500m", memory="1Gi", labels={"app": "web"}) for i in range(4)]
     pods.append(make_pod("cache-ssd", cpu="1", memory="4Gi", node_selector={"disk": "ssd"}))
     pods.append(make_pod("trainer", cpu="2", memory="8Gi", extended={"nvidia.com/gpu": "1"},
-                         tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}]))
+                         tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu",
+                                       "effect": "NoSchedule"}]))
     pods.append(make_pod("zone-b-only", cpu="250m", memory="256Mi",
                          affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                              "nodeSelectorTerms": [{"matchExpressions": [

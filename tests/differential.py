@@ -108,7 +108,8 @@ def gen_cluster(rng: random.Random):
             labels["team"] = rng.choice(["red", "blue"])
         taints = []
         if rng.random() < 0.25:
-            taints.append({"key": "dedicated", "value": rng.choice(["gpu", "db"]), "effect": rng.choice(["NoSchedule", "NoExecute"])})
+            taints.append({"key": "dedicated", "value": rng.choice(["gpu", "db"]),
+                           "effect": rng.choice(["NoSchedule", "NoExecute"])})
         if rng.random() < 0.2:
             taints.append({"key": "spot", "value": "true", "effect": "PreferNoSchedule"})
         extended = {"example.com/dongle": str(rng.randint(0, 2))} if rng.random() < 0.4 else None
@@ -125,7 +126,8 @@ def gen_cluster(rng: random.Random):
         affinity = None
         if rng.random() < 0.25:
             affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                {"topologyKey": rng.choice([H, Z]), "labelSelector": {"matchLabels": {"app": rng.choice(["web", "db"])}},
+                {"topologyKey": rng.choice([H, Z]),
+                 "labelSelector": {"matchLabels": {"app": rng.choice(["web", "db"])}},
                  **({"namespaceSelector": {}} if rng.random() < 0.3 else {})}]}}
         p = make_pod(f"ex-{i}", namespace=ns, scheduler="already-bound", cpu=rng.choice(["100m", "250m", "500m"]),
                      memory=rng.choice(["64Mi", "256Mi"]), labels=labels, node_name=name, affinity=affinity,
@@ -155,10 +157,13 @@ def gen_pods(rng: random.Random, count: int) -> list[dict]:
         if rng.random() < 0.3:
             kw["node_selector"] = {rng.choice(["disk", "team"]): rng.choice(["ssd", "hdd", "red"])}
         if rng.random() < 0.35:
-            terms = [{"matchExpressions": [_expr(rng) for _ in range(rng.randint(1, 2))]} for _ in range(rng.randint(1, 2))]
+            terms = [{"matchExpressions": [_expr(rng) for _ in range(rng.randint(1, 2))]}
+                     for _ in range(rng.randint(1, 2))]
             if rng.random() < 0.15:
-                terms.append({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [f"n{rng.randint(0, 11):02d}"]}]})
-            kw["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+                terms.append({"matchFields": [{"key": "metadata.name", "operator": "In",
+                                               "values": [f"n{rng.randint(0, 11):02d}"]}]})
+            kw["affinity"] = {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
         if rng.random() < 0.4:
             tol = rng.choice([
                 {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"},
@@ -181,7 +186,8 @@ def gen_pods(rng: random.Random, count: int) -> list[dict]:
                 c["matchLabelKeys"] = ["rev"]
             kw["spread"] = [c]
         if rng.random() < 0.3:
-            term = {"topologyKey": rng.choice([Z, H]), "labelSelector": {"matchLabels": {"app": rng.choice(["web", "db", "cache"])}}}
+            term = {"topologyKey": rng.choice([Z, H]),
+                    "labelSelector": {"matchLabels": {"app": rng.choice(["web", "db", "cache"])}}}
             r = rng.random()
             if r < 0.2:
                 term["namespaces"] = ["d2"]
@@ -197,7 +203,8 @@ def gen_pods(rng: random.Random, count: int) -> list[dict]:
                      cpu=rng.choice([None, "100m", "500m", "1", "3"]), memory=rng.choice([None, "128Mi", "1Gi", "6Gi"]),
                      labels=labels, extended=ext, host_ports=[8080] if rng.random() < 0.1 else None, **kw)
         if rng.random() < 0.1:
-            p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": rng.choice(["bound-a", "missing", "unbound"])}}]
+            p["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {
+                "claimName": rng.choice(["bound-a", "missing", "unbound"])}}]
             p["metadata"]["namespace"] = "d1"
         pods.append(p)
     return pods
@@ -222,9 +229,11 @@ async def _bind_claim(admin: KubeClient) -> None:
                     "storageClassName": "", "volumeName": "pv-a"}}
     await admin.request("POST", "/api/v1/namespaces/d1/persistentvolumeclaims", body=pvc, rate_limit=False)
     await admin.request("PATCH", "/api/v1/namespaces/d1/persistentvolumeclaims/bound-a/status",
-                        body={"status": {"phase": "Bound"}}, content_type="application/merge-patch+json", rate_limit=False)
+                        body={"status": {"phase": "Bound"}}, content_type="application/merge-patch+json",
+                        rate_limit=False)
     unbound = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "unbound", "namespace": "d1"},
-               "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}, "storageClassName": ""}}
+               "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                        "storageClassName": ""}}
     await admin.request("POST", "/api/v1/namespaces/d1/persistentvolumeclaims", body=unbound, rate_limit=False)
 
 
@@ -305,7 +314,8 @@ async def _run(cp, admin, seed, nodes, namespaces, existing, pods, log) -> SeedR
             r.ours_message = out.message
         if not (r.feasible_agree and r.message_agree and r.offline_agree):
             log(f"seed {seed} {key}: kube={sorted(r.kube_feasible or [])} ours={sorted(r.ours_feasible or [])} "
-                f"offline={sorted(offline or [])}\n  kube: {strip_postfilter(r.kube_message)}\n  ours: {r.ours_message}\n"
+                f"offline={sorted(offline or [])}\n  kube: {strip_postfilter(r.kube_message)}\n"
+                f"  ours: {r.ours_message}\n"
                 f"  spec: {json.dumps(p['spec'], sort_keys=True)[:1500]}")
     return result
 
@@ -322,7 +332,8 @@ async def _judge(cp, admin, names: set[str], who: str, pods=None) -> tuple[dict,
     common = {"percentageOfNodesToScore": 100, "podInitialBackoffSeconds": 300, "podMaxBackoffSeconds": 300,
               "clientConnection": {"qps": 1000, "burst": 1000}, "leaderElection": {"leaderElect": False},
               "profiles": [{"schedulerName": KUBE_PROFILE}],
-              "extenders": [{"urlPrefix": f"http://127.0.0.1:{port}", "filterVerb": "filter", "nodeCacheCapable": True}]}
+              "extenders": [{"urlPrefix": f"http://127.0.0.1:{port}", "filterVerb": "filter",
+                             "nodeCacheCapable": True}]}
     if who == "kube":
         proc = KubeSchedulerProcess(cp, common).start()
         stop = proc.stop
@@ -333,8 +344,9 @@ async def _judge(cp, admin, names: set[str], who: str, pods=None) -> tuple[dict,
         path = cp.workdir / "ours-diff.yaml"
         path.write_text(yaml.safe_dump({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND, **common}))
         logf = open(cp.workdir / "ours-diff.log", "ab")
-        p = subprocess.Popen([sys.executable, "-m", "pysched", "--config", str(path), "--kubeconfig", str(cp.kubeconfig),
-                              "--no-serve"], stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+        p = subprocess.Popen([sys.executable, "-m", "pysched", "--config", str(path),
+                              "--kubeconfig", str(cp.kubeconfig), "--no-serve"],
+                             stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
                              cwd=str(Path(__file__).resolve().parents[1]))
 
         def stop():
@@ -383,7 +395,8 @@ def summarize(results: list[SeedResult]) -> dict:
         "pods": n,
         "schedulable_agreement": sum(p.schedulable_agree for p in pods) / n if n else 1.0,
         "feasible_set_agreement": sum(p.feasible_agree for p in pods) / n if n else 1.0,
-        "message_agreement_when_unschedulable": (sum(p.message_agree for p in unsched) / len(unsched)) if unsched else 1.0,
+        "message_agreement_when_unschedulable": ((sum(p.message_agree for p in unsched) / len(unsched))
+                                                 if unsched else 1.0),
         "offline_engine_agreement": sum(p.offline_agree for p in pods) / n if n else 1.0,
         "schedulable_pods": len(sched),
         "unschedulable_pods": len(unsched),
@@ -406,7 +419,8 @@ def main() -> int:
     a = ap.parse_args()
     summary = asyncio.run(main_async(list(range(a.first_seed, a.first_seed + a.seeds)), a.pods))
     print(json.dumps(summary, indent=2))
-    return 0 if summary["feasible_set_agreement"] == 1.0 and summary["message_agreement_when_unschedulable"] == 1.0 else 1
+    agree = summary["feasible_set_agreement"] == 1.0 and summary["message_agreement_when_unschedulable"] == 1.0
+    return 0 if agree else 1
 
 
 if __name__ == "__main__":

@@ -144,7 +144,8 @@ class SchedulerApp:
 
     def kopf_specs(self) -> list[WatchSpec]:
         """Low-volume streams kopf keeps for us."""
-        groups = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"), "storageclasses": ("storage.k8s.io", "v1")}
+        groups = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
+                  "storageclasses": ("storage.k8s.io", "v1")}
         specs = [WatchSpec("", "v1", "pods", self._on_failed_pod, field_selector="status.phase=Failed")]
         for plural in OBJECT_KINDS:
             group, version = groups.get(plural, ("", "v1"))
@@ -300,7 +301,8 @@ class SchedulerApp:
 
     def configz(self) -> dict:
         from pysched.apis.config import to_dict
-        return {"componentconfig": to_dict(self.cfg, effective_plugins={n: f.plugin_sets for n, f in self.frameworks.items()})}
+        effective = {n: f.plugin_sets for n, f in self.frameworks.items()}
+        return {"componentconfig": to_dict(self.cfg, effective_plugins=effective)}
 
     def explain(self, pod_key: str) -> dict | None:
         return self.scheduler.traces.get(pod_key)

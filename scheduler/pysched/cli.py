@@ -74,7 +74,8 @@ def _auth_flags(p: argparse.ArgumentParser) -> None:
                    metavar="PATHS", help="comma-separated paths (a trailing * matches a prefix) served without "
                                          "authorization (default: /healthz,/readyz,/livez)")
     p.add_argument("--client-ca-file", default=None, help="CA bundle: a client certificate it signed authenticates "
-                   "as its CN (groups: O). Default: client-ca-file of configmap kube-system/extension-apiserver-authentication")
+                   "as its CN (groups: O). Default: client-ca-file of configmap "
+                   "kube-system/extension-apiserver-authentication")
     p.add_argument("--authentication-skip-lookup", type=_bool, nargs="?", const=True, default=False, metavar="BOOL",
                    help="do not look up the client CA in the cluster")
     p.add_argument("--authentication-tolerate-lookup-failure", type=_bool, nargs="?", const=True, default=True,
@@ -137,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tls-cert-file", default=None,
                      help="serving certificate for the secure port (default: self-signed, written to --cert-dir)")
     run.add_argument("--tls-private-key-file", default=None, help="private key of --tls-cert-file")
-    run.add_argument("--identity", default=None, help="leader election identity (default: $POD_NAME or hostname + uuid)")
+    run.add_argument("--identity", default=None,
+                     help="leader election identity (default: $POD_NAME or hostname + uuid)")
     run.add_argument("--no-serve", action="store_true", help="do not open the secure port")
     run.add_argument("--leader-elect", dest="leader_elect", default=None,
                      type=lambda s: s.lower() in ("1", "true", "yes"), help="override leaderElection.leaderElect")
@@ -183,8 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--explain", action="append", default=[], metavar="NS/NAME",
                      help="print the per-plugin trace of this pod's cycle (repeatable)")
     sim.add_argument("--report", metavar="OUT.html", help="write a self-contained HTML report with utilisation charts")
-    sim.add_argument("--seed", type=int, default=0, help="tie-break random seed (default: 0; the live scheduler with the same seed agrees)")
-    sim.add_argument("--output", default="text", choices=("text", "json"), help="result format on stdout (default: text)")
+    sim.add_argument("--seed", type=int, default=0,
+                     help="tie-break random seed (default: 0; the live scheduler with the same seed agrees)")
+    sim.add_argument("--output", default="text", choices=("text", "json"),
+                     help="result format on stdout (default: text)")
 
     return parser
 

@@ -316,7 +316,8 @@ class Scheduler:
             diagnosis.absent_status = st
             diagnosis.pre_filter_msg = st.message()
             if st.plugin:
-                (diagnosis.pending_plugins if st.code == Code.PENDING else diagnosis.unschedulable_plugins).add(st.plugin)
+                (diagnosis.pending_plugins if st.code == Code.PENDING
+                 else diagnosis.unschedulable_plugins).add(st.plugin)
             raise FitError(pod.key, n_all, diagnosis)
 
         start_idx = self.next_start_node_index % n_all
@@ -327,7 +328,8 @@ class Scheduler:
             diagnosis.absent_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                                              f"node(s) didn't satisfy plugin(s) [{' '.join(sorted(with_nodes))}]")
         n_cand = len(rotated)
-        to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, self.percentage_of_nodes_to_score, n_cand)
+        to_find = num_feasible_nodes_to_find(fwk.percentage_of_nodes_to_score, self.percentage_of_nodes_to_score,
+                                             n_cand)
         if not self.extenders_filter_any() and not fwk.has_score_plugins() and not self.extenders_prioritize_any():
             to_find = 1
         if fwk.has_filter_plugins() and n_cand:
@@ -505,7 +507,8 @@ class Scheduler:
             for host, score in res.items():
                 combined[host] = combined.get(host, 0) + score * ext.weight * (MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY)
             if trace is not None:
-                trace.extenders.append({"extender": ext.name, "verb": "prioritize", "scores": res, "weight": ext.weight})
+                trace.extenders.append({"extender": ext.name, "verb": "prioritize", "scores": res,
+                                        "weight": ext.weight})
         return combined
 
     async def bind_with_extenders(self, fwk, state, pod, host) -> Status | None:

@@ -64,5 +64,6 @@ SERVICEMONITOR_CRD = {
     "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
              "names": {"plural": "servicemonitors", "singular": "servicemonitor", "kind": "ServiceMonitor"},
              "versions": [{"name": "v1", "served": True, "storage": True,
-                           "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+                           "schema": {"openAPIV3Schema": {"type": "object",
+                                                          "x-kubernetes-preserve-unknown-fields": True}}}]},
 }

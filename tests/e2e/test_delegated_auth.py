@@ -178,7 +178,8 @@ async def test_client_ca_file_and_skip_lookup(control_plane, scheduler_factory):
     assert await explicit.get("/metrics", token=None, cert=cert_user) == (403, forbidden("cert-user", "/metrics"))
     assert (await explicit.get("/metrics", token=None, cert=cert_admin))[0] == 200
     # no client CA at all: the certificate is not even asked for, the caller is anonymous
-    assert await skipped.get("/metrics", token=None, cert=cert_admin) == (403, forbidden("system:anonymous", "/metrics"))
+    assert await skipped.get("/metrics", token=None, cert=cert_admin) == (403,
+                                                                          forbidden("system:anonymous", "/metrics"))
     assert (await skipped.get("/metrics"))[0] == 200                  # tokens still work
 
 
@@ -274,7 +275,8 @@ async def test_extender_bind_and_preempt_need_an_authorized_caller(control_plane
             'in API group "" in the namespace "default"')
         assert (await call(url, "bind", bind, token="garbage")) == (401, UNAUTHORIZED)
         status, text = await call(url, "bind", bind, token=nobody)
-        assert status == 403 and 'User "system:serviceaccount:default:nobody" cannot create' in json.loads(text)["message"]
+        assert status == 403
+        assert 'User "system:serviceaccount:default:nobody" cannot create' in json.loads(text)["message"]
         assert await node_of(admin, "p") is None, "a refused bind must not bind"
         # the same ServiceAccount may bind in "default" only: another namespace is refused
         other = dict(bind, PodNamespace="kube-system")

@@ -38,7 +38,8 @@ def cluster_nodes() -> list[dict]:
     for i in range(6):
         zone = f"zone-{'abc'[i % 3]}"
         nodes.append(make_node(f"node-{i}", cpu="4", memory="16Gi", labels={ZONE: zone, "pool": "general"}))
-    nodes.append(make_node("gpu-0", cpu="16", memory="64Gi", extended={GPU: "4"}, labels={ZONE: "zone-a", "pool": "gpu"},
+    nodes.append(make_node("gpu-0", cpu="16", memory="64Gi", extended={GPU: "4"},
+                           labels={ZONE: "zone-a", "pool": "gpu"},
                            taints=[{"key": GPU, "value": "present", "effect": "NoSchedule"}]))
     nodes.append(make_node("tainted-0", labels={ZONE: "zone-b", "pool": "batch"},
                            taints=[{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}]))
@@ -77,7 +78,8 @@ async def snapshot(admin, path) -> None:
         listed, _ = await admin.list_all(url)
         for obj in listed:
             obj["metadata"].pop("managedFields", None)
-            items.append({"apiVersion": "scheduling.k8s.io/v1" if kind == "PriorityClass" else "v1", "kind": kind, **obj})
+            items.append({"apiVersion": "scheduling.k8s.io/v1" if kind == "PriorityClass" else "v1", "kind": kind,
+                          **obj})
     path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": ""},
                                     "items": items}))
 
@@ -93,13 +95,15 @@ async def setup_cluster(admin) -> None:
                                           labels={"app": "cache" if i == 0 else "db"}))
 
 
-async def test_simulate_places_pods_where_the_live_scheduler_binds_them(control_plane, admin, scheduler_factory, tmp_path):
+async def test_simulate_places_pods_where_the_live_scheduler_binds_them(control_plane, admin, scheduler_factory,
+                                                                        tmp_path):
     await setup_cluster(admin)
     snap, pods_file = tmp_path / "snapshot.yaml", tmp_path / "pods.yaml"
     await snapshot(admin, snap)
     pods_file.write_text(yaml.safe_dump_all(workload(None)))
-    proc = subprocess.run([sys.executable, "-m", "pysched", "simulate", "--cluster", str(snap), "--pods", str(pods_file),
-                           "--seed", "7", "--output", "json"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "pysched", "simulate", "--cluster", str(snap),
+                           "--pods", str(pods_file), "--seed", "7", "--output", "json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stderr  # too-big cannot be placed
     simulated = {p["pod"]: p["node"] for p in json.loads(proc.stdout)["placements"]}
     assert simulated["default/too-big"] is None and simulated["default/train"] == "gpu-0"
@@ -231,7 +235,8 @@ async def test_shadow_mode_beside_kube_scheduler(control_plane, admin, scheduler
         assert (await shadow.metric("pysched_shadow_placements_total", result="unschedulable_here") or 0) == 0
         assert 0.4 <= await shadow.metric("pysched_shadow_agreement_ratio") <= 1.0
         # It never bound, patched or recorded anything.
-        assert (await shadow.metric("scheduler_schedule_attempts_total", result="scheduled", profile="pysched") or 0) == 0
+        assert (await shadow.metric("scheduler_schedule_attempts_total", result="scheduled", profile="pysched")
+                or 0) == 0
         events, _ = await admin.list_all("/apis/events.k8s.io/v1/namespaces/default/events")
         assert events and {e["reportingController"] for e in events} == {"default-scheduler"}
         scheduled = {e["regarding"]["name"] for e in events if e["reason"] == "Scheduled"}

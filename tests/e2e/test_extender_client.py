@@ -93,7 +93,8 @@ async def test_extender_failures_are_contained_and_nothing_binds_twice(admin, sc
             return pods if done and len(pods) == 6 else None
 
         pods = await wait_for(settled, 90, what="every pod bound or failed")
-        node = lambda n: pods[n]["spec"].get("nodeName")
+        def node(n):
+            return pods[n]["spec"].get("nodeName")
         assert node("p-slow") and node("p-garbage") and node("p-plain") and node("p-bind")
         assert not node("p-down") and not node("p-liar")
         down_cond = pod_scheduled_condition(pods["p-down"])

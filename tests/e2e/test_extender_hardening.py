@@ -95,9 +95,11 @@ def rich_pod() -> dict:
             "schedulerName": "pysched", "priority": 10, "priorityClassName": "high",
             "containers": [{"name": "c", "image": "img:1",
                             "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"cpu": "200m"}},
-                            "ports": [{"containerPort": 80, "hostPort": 8080, "hostIP": "0.0.0.0", "protocol": "TCP"}]}],
+                            "ports": [{"containerPort": 80, "hostPort": 8080, "hostIP": "0.0.0.0",
+                                       "protocol": "TCP"}]}],
             "initContainers": [{"name": "i", "image": "init:1", "restartPolicy": "Always",
-                                "resources": {"requests": {"cpu": "10m"}}, "ports": [{"containerPort": 81, "hostPort": 8081}]}],
+                                "resources": {"requests": {"cpu": "10m"}},
+                                "ports": [{"containerPort": 81, "hostPort": 8081}]}],
             "resources": {"requests": {"cpu": "150m"}, "limits": {"memory": "1Gi"}},
             "overhead": {"cpu": "10m"},
             "nodeSelector": {"kubernetes.io/os": "linux"},
@@ -122,7 +124,8 @@ def rich_pod() -> dict:
                  "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}}],
         },
         "status": {"phase": "Pending", "nominatedNodeName": "n1",
-                   "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}],
+                   "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                   "message": "m"}],
                    "containerStatuses": [{"name": "c", "resources": {"requests": {"cpu": "100m"}},
                                           "allocatedResources": {"cpu": "100m"}}]},
     }
@@ -157,14 +160,16 @@ def node_list(*nodes) -> dict:
 def base_bodies(app) -> list[tuple[str, dict]]:
     uid = victim_uid(app)
     victim = {"metadata": {"name": "victim", "namespace": "default", "uid": uid}}
-    nodes = node_list(full_node("n1", cpu="2", labels={ZONE: "a"}, taints=TAINT), full_node("ghost", cpu="8", labels={ZONE: "c"}))
+    nodes = node_list(full_node("n1", cpu="2", labels={ZONE: "a"}, taints=TAINT),
+                      full_node("ghost", cpu="8", labels={ZONE: "c"}))
     return [
         ("filter", {"Pod": rich_pod(), "NodeNames": ["n1", "n2", "ghost"]}),
         ("prioritize", {"Pod": rich_pod(), "NodeNames": ["n1", "n2", "ghost"]}),
         ("filter", {"Pod": volume_pod(), "NodeNames": ["n1"]}),
         ("filter", {"Pod": small_pod(), "Nodes": nodes}),
         ("prioritize", {"Pod": small_pod(), "Nodes": nodes}),
-        ("preempt", {"Pod": small_pod(), "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": uid}], "NumPDBViolations": 0}}}),
+        ("preempt", {"Pod": small_pod(),
+                     "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": uid}], "NumPDBViolations": 0}}}),
         ("preempt", {"Pod": small_pod(), "NodeNameToVictims": {"n1": {"Pods": [victim], "NumPDBViolations": 0}}}),
         ("bind", {"PodName": "fuzz-nobody", "PodNamespace": "default", "PodUID": "u", "Node": "n1"}),
     ]
@@ -232,7 +237,8 @@ def check_answer(verb, path, status, answer):
     elif verb == "preempt":
         assert isinstance(answer["NodeNameToMetaVictims"], dict), (where, answer)
     else:
-        assert set(answer) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}, (where, answer)
+        assert set(answer) == {"Nodes", "NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}, \
+            (where, answer)
 
 
 # -- tests ----------------------------------------------------------------------------------------
@@ -321,7 +327,8 @@ async def test_hostile_bodies(ext):
     for verb in ("bind", "preempt"):
         got, answer = await post(s, verb, nested(100_000), raw=True)
         assert got == 400, answer
-    got, answer = await post(s, "bind", {"PodName": "../../nodes/n1", "PodNamespace": "default", "PodUID": "u", "Node": "n1"})
+    got, answer = await post(s, "bind", {"PodName": "../../nodes/n1", "PodNamespace": "default", "PodUID": "u",
+                                         "Node": "n1"})
     assert got == 400 and "ExtenderBindingArgs.PodName: invalid name" in answer
     assert not problems.records, problems.text()
     status, res = await post(s, "filter", {"Pod": small_pod(), "NodeNames": ["n1", "n2"]})
@@ -335,7 +342,8 @@ async def test_full_nodes_are_judged_as_sent_and_never_cached(ext):
     before = app.cache.dump()
     real_alloc = dict(app.cache.nodes["n1"].allocatable)
     sent = node_list(full_node("n1", cpu="64", labels={ZONE: "a", "fake": "yes"}),
-                     full_node("fakenode", cpu="4", labels={ZONE: "a"}), full_node("ghost", cpu="1500m", labels={ZONE: "c"}))
+                     full_node("fakenode", cpu="4", labels={ZONE: "a"}),
+                     full_node("ghost", cpu="1500m", labels={ZONE: "c"}))
     status, res = await post(s, "filter", {"Pod": small_pod(cpu="1"), "Nodes": sent})
     assert status == 200 and res["Error"] == ""
     # n1 as sent has room; a node we do not know is judged as sent; ghost, which we do not know

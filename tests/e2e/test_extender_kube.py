@@ -33,7 +33,8 @@ EXTENDER_PROFILE = {
             "bind": {"enabled": [{"name": "DefaultBinder"}]},
         },
         "pluginConfig": [{"name": "InstanceType", "args": {
-            "preferences": [{"prefix": "c5.", "score": 100}, {"prefix": "m5.", "score": 50}, {"prefix": "r5.", "score": 30}],
+            "preferences": [{"prefix": "c5.", "score": 100}, {"prefix": "m5.", "score": 50},
+                            {"prefix": "r5.", "score": 30}],
             "defaultScore": 10}}],
     }],
 }
@@ -124,7 +125,8 @@ async def test_kube_scheduler_follows_our_scores_and_binds_through_us(control_pl
                                                 "extenders": [extender]}).start()
     try:
         await create_pods(admin, [make_pod("plain", scheduler="kube-ext", cpu="100m"),
-                                  make_pod("spot", scheduler="kube-ext", cpu="100m", labels={"lifecycle-preference": "spot"}),
+                                  make_pod("spot", scheduler="kube-ext", cpu="100m",
+                                           labels={"lifecycle-preference": "spot"}),
                                   make_pod("too-big", scheduler="kube-ext", cpu="8")])
 
         async def placed():

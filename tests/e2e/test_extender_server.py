@@ -66,7 +66,8 @@ async def test_filter_node_names_and_full_nodes(ext):
     assert res["FailedNodes"] == {"ghost": NOT_IN_CACHE}
     status, res = await post(s, "filter", {"Pod": pod_obj(cpu="1"), "NodeNames": ["n1"]})
     assert res["NodeNames"] == [] and res["FailedNodes"] == {"n1": "Insufficient cpu"}   # 1.5 of 2 used
-    nodes = {"apiVersion": "v1", "kind": "NodeList", "items": [make_node("n1", cpu="2"), make_node("n2", cpu="2", taints=TAINT)]}
+    nodes = {"apiVersion": "v1", "kind": "NodeList",
+             "items": [make_node("n1", cpu="2"), make_node("n2", cpu="2", taints=TAINT)]}
     status, res = await post(s, "filter", {"Pod": pod_obj(), "Nodes": nodes})
     assert status == 200 and res["NodeNames"] is None
     assert [n["metadata"]["name"] for n in res["Nodes"]["items"]] == ["n1"]
@@ -125,7 +126,8 @@ async def test_preempt_keeps_nodes_where_the_victims_make_room(ext, admin):
     big = pod_obj("big", cpu="1")
     status, res = await post(s, "preempt", {"Pod": big, "NodeNameToMetaVictims": {
         "n1": {"Pods": [{"UID": victim_uid}], "NumPDBViolations": 0}}})
-    assert status == 200 and res["NodeNameToMetaVictims"] == {"n1": {"Pods": [{"UID": victim_uid}], "NumPDBViolations": 0}}
+    assert status == 200 and res["NodeNameToMetaVictims"] == {"n1": {"Pods": [{"UID": victim_uid}],
+                                                                      "NumPDBViolations": 0}}
     status, res = await post(s, "preempt", {"Pod": big, "NodeNameToMetaVictims": {"n1": {"Pods": []},
                                                                                "n1x": {"Pods": [{"UID": "nobody"}]}}})
     assert res["NodeNameToMetaVictims"] == {}            # no room without the victim; unknown node dropped

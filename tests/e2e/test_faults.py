@@ -101,12 +101,14 @@ async def test_bind_answered_409_drops_the_pod_without_retry(control_plane, admi
 
 BAD_CONFIGS = {
     "unknown-field": ("profiles:\n- schedulerName: x\n  plugin: {}\n", "profiles[0].plugin: unknown field"),
-    "bad-weight": ("profiles:\n- schedulerName: x\n  plugins:\n    score:\n      enabled:\n      - {name: NodeResourcesFit, weight: -3}\n",
+    "bad-weight": ("profiles:\n- schedulerName: x\n  plugins:\n    score:\n      enabled:\n"
+                   "      - {name: NodeResourcesFit, weight: -3}\n",
                    "profiles[0].plugins.score.enabled[0].weight"),
     "bad-type": ("percentageOfNodesToScore: lots\n", "percentageOfNodesToScore: expected an integer"),
     "unknown-plugin": ("profiles:\n- schedulerName: x\n  plugins:\n    filter:\n      enabled:\n      - {name: Nope}\n",
                        "plugin 'Nope' does not exist"),
-    "bad-args": ("profiles:\n- schedulerName: x\n  pluginConfig:\n  - name: InterPodAffinity\n    args: {hardPodAffinityWeight: 500}\n",
+    "bad-args": ("profiles:\n- schedulerName: x\n  pluginConfig:\n  - name: InterPodAffinity\n"
+                 "    args: {hardPodAffinityWeight: 500}\n",
                  "profiles[0].pluginConfig[0].args.hardPodAffinityWeight"),
     "not-yaml": ("profiles: [\n", "not valid YAML"),
 }

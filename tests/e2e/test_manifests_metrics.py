@@ -120,21 +120,26 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
                           ("patch", "pods", {"subresource": "status", "namespace": "default"}),
                           ("watch", "nodes", {}), ("list", "persistentvolumeclaims", {}),
                           ("create", "events", {"group": "events.k8s.io", "namespace": "default"}),
-                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab", "name": "pysched"}),
+                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab",
+                                                "name": "pysched"}),
                           ("create", "tokenreviews", {"group": "authentication.k8s.io"}),
                           ("create", "subjectaccessreviews", {"group": "authorization.k8s.io"}),
-                          ("get", "configmaps", {"namespace": "kube-system", "name": "extension-apiserver-authentication"})]:
+                          ("get", "configmaps", {"namespace": "kube-system",
+                                                 "name": "extension-apiserver-authentication"})]:
         assert await allowed(admin, verb, res, **kw), f"{verb} {res} {kw} should be allowed"
     for verb, res, kw in [("delete", "pods", {"namespace": "default"}), ("update", "pods", {"namespace": "default"}),
                           ("create", "pods", {"namespace": "default"}), ("get", "secrets", {"namespace": "default"}),
                           ("list", "secrets", {}), ("patch", "nodes", {}), ("delete", "nodes", {}),
                           ("create", "pods", {"subresource": "eviction", "namespace": "default"}),
-                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system", "name": "kube-scheduler"}),
-                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab", "name": "other"}),
+                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system",
+                                                "name": "kube-scheduler"}),
+                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab",
+                                                "name": "other"}),
                           ("create", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system"}),
                           ("get", "configmaps", {"namespace": "kube-system"}),
                           ("get", "configmaps", {"namespace": "kube-system", "name": "kubeadm-config"}),
-                          ("update", "configmaps", {"namespace": "kube-system", "name": "extension-apiserver-authentication"}),
+                          ("update", "configmaps", {"namespace": "kube-system",
+                                                    "name": "extension-apiserver-authentication"}),
                           ("create", "clusterrolebindings", {"group": "rbac.authorization.k8s.io"})]:
         assert not await allowed(admin, verb, res, **kw), f"{verb} {res} {kw} must not be granted"
     sched.terminate()
@@ -178,7 +183,8 @@ async def test_metrics_and_health_over_https(admin, scheduler_factory):
     assert "scheduler_plugin_execution_duration_seconds_bucket" in text
 
     # a kubelet rejection of a pod we bound (the kubelet would set exactly this)
-    await admin.request("PATCH", "/api/v1/namespaces/default/pods/p000/status", content_type="application/merge-patch+json",
+    await admin.request("PATCH", "/api/v1/namespaces/default/pods/p000/status",
+                        content_type="application/merge-patch+json",
                         body={"status": {"phase": "Failed", "reason": "OutOfcpu", "message": "Pod was rejected"}})
 
     async def rejection():

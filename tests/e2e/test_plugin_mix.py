@@ -26,7 +26,8 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"
 def cluster() -> list[dict]:
     nodes = []
     for z in ("a", "b", "c"):
-        nodes.append(make_node(f"{z}-spot", cpu="4", memory="16Gi", labels={Z: z, IT: "m5.xlarge", CT: "spot", "disk": "ssd"}))
+        nodes.append(make_node(f"{z}-spot", cpu="4", memory="16Gi",
+                               labels={Z: z, IT: "m5.xlarge", CT: "spot", "disk": "ssd"}))
         nodes.append(make_node(f"{z}-od", cpu="4", memory="16Gi", labels={Z: z, IT: "c5.xlarge", CT: "on-demand"}))
         nodes.append(make_node(f"{z}-gpu", cpu="8", memory="32Gi", labels={Z: z, IT: "p3.2xlarge", CT: "on-demand"},
                                taints=[GPU_TAINT], extended={"nvidia.com/gpu": "2"}))
@@ -49,7 +50,8 @@ def workload() -> list[dict]:
     pods += [make_pod(f"train-{i}", cpu="1", memory="4Gi", extended={"nvidia.com/gpu": "1"}, tolerations=tol)
              for i in range(4)]
     pods += [make_pod(f"spot-{i}", cpu="100m", labels={"lifecycle-preference": "spot"}) for i in range(3)]
-    pods += [make_pod(f"plain-{i}", cpu="100m", tolerations=tol) for i in range(4)]   # may, but should not, use GPU nodes
+    # may, but should not, use GPU nodes
+    pods += [make_pod(f"plain-{i}", cpu="100m", tolerations=tol) for i in range(4)]
     # cannot fit anywhere, for the message checks
     pods.append(make_pod("no-such-label", node_selector={"disk": "nvme"}))
     pods.append(make_pod("too-many-gpus", extended={"nvidia.com/gpu": "3"}, tolerations=tol))
@@ -98,7 +100,8 @@ async def test_mixed_workload_respects_every_hard_constraint(admin, scheduler_fa
             assert _tolerates(pod, taint), f"{name} on {node_name} does not tolerate {taint}"
     await assert_no_overcommit(admin)
 
-    zone_of = lambda n: by_node[n]["metadata"]["labels"][Z]
+    def zone_of(n):
+        return by_node[n]["metadata"]["labels"][Z]
     hard = collections.Counter(zone_of(placement[f"hard-{i}"]) for i in range(7))
     assert max(hard.values()) - min(hard.get(z, 0) for z in "abc") <= 1, hard
     soft = collections.Counter(zone_of(placement[f"soft-{i}"]) for i in range(6))
@@ -109,7 +112,8 @@ async def test_mixed_workload_respects_every_hard_constraint(admin, scheduler_fa
     assert all(placement[f"spot-{i}"].endswith("-spot") for i in range(3))
     assert not any(placement[f"plain-{i}"].endswith("-gpu") for i in range(4)), "GPU nodes should stay free"
 
-    msg = lambda n: pod_scheduled_condition(got[n])["message"]
+    def msg(n):
+        return pod_scheduled_condition(got[n])["message"]
     # TaintToleration runs before NodeAffinity, so the tainted GPU nodes are counted under taints
     assert msg("no-such-label") == ("0/9 nodes are available: 3 node(s) had untolerated taint(s), "
                                     "6 node(s) didn't match Pod's node affinity/selector.")
@@ -127,7 +131,8 @@ async def test_spread_and_affinity_messages(admin, scheduler_factory):
     hard = [{"maxSkew": 1, "topologyKey": Z, "whenUnsatisfiable": "DoNotSchedule",
              "labelSelector": {"matchLabels": {"app": "s"}}}]
     # two pods already bound in zone a by another client
-    await create_pods(admin, [make_pod(f"pre-{i}", labels={"app": "s"}, node_name="a1", scheduler="other") for i in range(2)])
+    await create_pods(admin, [make_pod(f"pre-{i}", labels={"app": "s"}, node_name="a1", scheduler="other")
+                              for i in range(2)])
     needs_db = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": Z, "labelSelector": {"matchLabels": {"app": "db"}}}]}}
     await create_pods(admin, [make_pod("spread-me", labels={"app": "s"}, spread=hard),

@@ -32,7 +32,8 @@ async def assert_no_overcommit(admin) -> None:
     for n in nodes:
         alloc = {k: resource_value(k, v) for k, v in n["status"]["allocatable"].items()}
         for res, amount in usage[n["metadata"]["name"]].items():
-            assert amount <= alloc.get(res, 0), f"{n['metadata']['name']} overcommitted on {res}: {amount} > {alloc.get(res, 0)}"
+            assert amount <= alloc.get(res, 0), \
+                f"{n['metadata']['name']} overcommitted on {res}: {amount} > {alloc.get(res, 0)}"
 
 
 async def events_for(admin, name: str, reason: str | None = None) -> list[dict]:

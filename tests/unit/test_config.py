@@ -149,12 +149,14 @@ def test_unknown_plugin_and_plugin_config_errors():
         frameworks({"profiles": [{"schedulerName": "a", "pluginConfig": [
             {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "Random"}}}]}]})
     with pytest.raises(ConfigError, match="does not implement filter"):
-        frameworks({"profiles": [{"schedulerName": "a", "plugins": {"filter": {"enabled": [{"name": "PrioritySort"}]}}}]})
+        frameworks({"profiles": [{"schedulerName": "a", "plugins": {
+            "filter": {"enabled": [{"name": "PrioritySort"}]}}}]})
 
 
 def test_disable_and_reweight():
     fw = frameworks({"profiles": [{"schedulerName": "a", "plugins": {
-        "multiPoint": {"enabled": [{"name": "NodeResourcesFit", "weight": 7}], "disabled": [{"name": "TaintToleration"}]},
+        "multiPoint": {"enabled": [{"name": "NodeResourcesFit", "weight": 7}],
+                       "disabled": [{"name": "TaintToleration"}]},
         "score": {"disabled": [{"name": "NodeAffinity"}]}}}]})["a"]
     assert [p.name for p in fw.filter] == ["NodeUnschedulable", "NodeName", "NodeAffinity", "NodePorts",
                                            "NodeResourcesFit", "VolumeBinding", "VolumeZone", "PodTopologySpread",
@@ -171,7 +173,8 @@ def test_star_disables_defaults_at_a_point():
 
 def test_specific_point_overrides_multipoint_order_and_weight():
     fw = frameworks({"profiles": [{"schedulerName": "a", "plugins": {
-        "score": {"enabled": [{"name": "NodeResourcesFit", "weight": 5}, {"name": "TaintToleration", "weight": 1}]}}}]})["a"]
+        "score": {"enabled": [{"name": "NodeResourcesFit", "weight": 5},
+                              {"name": "TaintToleration", "weight": 1}]}}}]})["a"]
     assert [p.name for p in fw.score][:5] == ["NodeResourcesFit", "TaintToleration", "NodeAffinity",
                                                "PodTopologySpread", "InterPodAffinity"]
     assert (fw.weights["NodeResourcesFit"], fw.weights["TaintToleration"], fw.weights["NodeAffinity"]) == (5, 1, 2)

@@ -169,7 +169,8 @@ def test_resource_attributes_in_the_review_spec():
     attrs = Attributes(verb="create", version="v1", resource="pods", subresource="binding", namespace="ns", name="p")
     spec = SubjectAccessReviewer.spec(UserInfo("x", groups=("g",)), attrs)
     assert spec == {"user": "x", "groups": ["g"], "resourceAttributes": {
-        "verb": "create", "version": "v1", "resource": "pods", "subresource": "binding", "namespace": "ns", "name": "p"}}
+        "verb": "create", "version": "v1", "resource": "pods", "subresource": "binding", "namespace": "ns",
+        "name": "p"}}
 
 
 class FlakyClient:

@@ -50,7 +50,8 @@ def test_find_untolerated_only_checks_given_effects():
 
 
 def sel(*exprs, fields=()):
-    return parse_node_selector({"nodeSelectorTerms": [{"matchExpressions": list(exprs), "matchFields": list(fields)}]}, "x")
+    return parse_node_selector({"nodeSelectorTerms": [{"matchExpressions": list(exprs),
+                                                       "matchFields": list(fields)}]}, "x")
 
 
 LABELS = {"zone": "a", "size": "8", "gpu": "true"}

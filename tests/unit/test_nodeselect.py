@@ -57,7 +57,8 @@ def test_label_update_keeps_columns_current():
     raw = node("n1", labels={"zone": "a"})
     cache.upsert_node(NodeSpec.from_dict(raw))
     t = cache.table
-    sel = parse_node_selector({"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}, "x")
+    sel = parse_node_selector({"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}]}, "x")
     assert not node_selector_mask(NodeBatch(t, t.order()), sel).any()
     raw["metadata"]["labels"]["zone"] = "b"
     cache.upsert_node(NodeSpec.from_dict(raw))

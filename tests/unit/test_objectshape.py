@@ -19,17 +19,21 @@ def _set(obj, path, value):
 
 
 @pytest.mark.parametrize("path,value,message", [
-    (("spec", "containers", 0, "resources", "requests"), [], "spec.containers[0].resources.requests: expected an object, got list"),
+    (("spec", "containers", 0, "resources", "requests"), [],
+     "spec.containers[0].resources.requests: expected an object, got list"),
     (("spec", "containers"), 5, "spec.containers: expected a list, got number"),
     (("spec", "containers", 0), None, "spec.containers[0]: expected an object, got null"),
-    (("spec", "containers", 0, "resources", "requests", "cpu"), True, "spec.containers[0].resources.requests[cpu]: expected a quantity"),
-    (("spec", "containers", 0, "resources", "requests", "cpu"), "lots", "spec.containers[0].resources.requests[cpu]: invalid quantity 'lots'"),
+    (("spec", "containers", 0, "resources", "requests", "cpu"), True,
+     "spec.containers[0].resources.requests[cpu]: expected a quantity"),
+    (("spec", "containers", 0, "resources", "requests", "cpu"), "lots",
+     "spec.containers[0].resources.requests[cpu]: invalid quantity 'lots'"),
     (("spec", "tolerations"), [{"key": 1}], "spec.tolerations[0].key: expected a string, got number"),
     (("spec", "priority"), 1.5, "spec.priority: expected an integer, got number"),
     (("spec", "priority"), 2**31, "spec.priority: 2147483648 is out of range for int32"),
     (("spec", "affinity"), {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}},
      "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: expected an object, got list"),
-    (("spec", "topologySpreadConstraints"), [{"maxSkew": "1"}], "spec.topologySpreadConstraints[0].maxSkew: expected an integer"),
+    (("spec", "topologySpreadConstraints"), [{"maxSkew": "1"}],
+     "spec.topologySpreadConstraints[0].maxSkew: expected an integer"),
     (("metadata", "ownerReferences"), "x", "metadata.ownerReferences: expected a list, got string"),
     (("metadata", "labels"), {"a": 1}, "metadata.labels[a]: expected a string, got number"),
     (("status", "conditions"), [[]], "status.conditions[0]: expected an object, got list"),
@@ -77,7 +81,8 @@ NODE_CASES = [
     # wrong, though the parser would not trip over them: only a checked path (the extender) sees them
     (("spec", "taints"), [{"effect": 3}], "spec.taints[0].effect: expected a string, got number"),
     (("spec", "unschedulable"), "yes", "spec.unschedulable: expected true or false, got string"),
-    (("status", "images"), [{"names": ["i"], "sizeBytes": 2**63}], "status.images[0].sizeBytes: 9223372036854775808 is out of range"),
+    (("status", "images"), [{"names": ["i"], "sizeBytes": 2**63}],
+     "status.images[0].sizeBytes: 9223372036854775808 is out of range"),
 ])
 def test_node_field_of_the_wrong_type_is_named(path, value, message):
     raw = node("n1")

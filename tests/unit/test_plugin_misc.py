@@ -33,13 +33,15 @@ Z = "topology.kubernetes.io/zone"
 def test_node_ports_conflicts():
     used = pod("web", node_name="n1", host_ports=[8080])
     udp = pod("dns", node_name="n2")
-    udp["spec"]["containers"][0]["ports"] = [{"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"}]
+    udp["spec"]["containers"][0]["ports"] = [{"containerPort": 53, "hostPort": 53, "protocol": "UDP",
+                                              "hostIP": "10.0.0.1"}]
     hh = PluginTester(NodePorts, nodes=[node("n1"), node("n2"), node("n3")], pods=[used, udp])
     r = hh.filter(pod("p", host_ports=[8080]))
     assert r["n1"] == (UNS, ("node(s) didn't have free ports for the requested pod ports",))
     assert r["n2"] is None and r["n3"] is None
     q = pod("q")
-    q["spec"]["containers"][0]["ports"] = [{"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.2"}]
+    q["spec"]["containers"][0]["ports"] = [{"containerPort": 53, "hostPort": 53, "protocol": "UDP",
+                                            "hostIP": "10.0.0.2"}]
     assert hh.filter(q)["n2"] is None                        # same port, other IP
     q["spec"]["containers"][0]["ports"][0]["hostIP"] = "0.0.0.0"
     assert hh.filter(q)["n2"] is not None                    # 0.0.0.0 conflicts with any IP
@@ -63,7 +65,8 @@ def test_balanced_allocation():
     Args = NodeResourcesBalancedAllocation.Args
     assert encode_args(decode_args(Args, {"resources": []}, "args")) == {
         "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
-    with pytest.raises(ConfigError, match=r"args.resources\[0\].weight: 2: resource weight of cpu not in valid range \(0, 1\]"):
+    with pytest.raises(ConfigError,
+                       match=r"args.resources\[0\].weight: 2: resource weight of cpu not in valid range \(0, 1\]"):
         decode_args(Args, {"resources": [{"name": "cpu", "weight": 2}]}, "args")
     with pytest.raises(ConfigError, match=r"args.resources\[1\].name: Duplicate value: 'cpu'"):
         decode_args(Args, {"resources": [{"name": "cpu"}, {"name": "cpu"}]}, "args")
@@ -187,8 +190,9 @@ def test_volume_binding_args():
     from pysched.framework.args import decode_args, encode_args
 
     assert encode_args(decode_args(VolumeBinding.Args, None, "args")) == {"bindTimeoutSeconds": 600}
-    assert decode_args(VolumeBinding.Args, {"kind": "VolumeBindingArgs", "bindTimeoutSeconds": 30,
-                                            "shape": [{"utilization": 0, "score": 0}]}, "args").bind_timeout_seconds == 30
+    decoded = decode_args(VolumeBinding.Args, {"kind": "VolumeBindingArgs", "bindTimeoutSeconds": 30,
+                                               "shape": [{"utilization": 0, "score": 0}]}, "args")
+    assert decoded.bind_timeout_seconds == 30
     with pytest.raises(ConfigError, match=r"args.bindTimeoutSeconds: must be >= 0, got -1"):
         decode_args(VolumeBinding.Args, {"bindTimeoutSeconds": -1}, "args")
 
@@ -227,9 +231,11 @@ def test_gpu_scores():
     zero = pod("zero")
     zero["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = "0"
     assert hh.score(zero) == {"gpu": 0, "cpu": 100}
-    init = pod("init", init_containers=[{"name": "i", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}])
+    init = pod("init", init_containers=[{"name": "i", "image": "x",
+                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}])
     assert hh.score(init)["cpu"] == 50
-    custom = PluginTester(GPU, {"resourceNames": ["amd.com/gpu"]}, nodes=[node("amd", extended={"amd.com/gpu": "1"}), node("x")])
+    custom = PluginTester(GPU, {"resourceNames": ["amd.com/gpu"]},
+                          nodes=[node("amd", extended={"amd.com/gpu": "1"}), node("x")])
     assert custom.score(pod("w")) == {"amd": 0, "x": 100}
     with pytest.raises(ConfigError, match=r"resourceNames\[0\]"):
         decode_args(GPU.Args, {"resourceNames": ["gpu"]}, "args")
@@ -265,7 +271,8 @@ def test_capacity_type_args():
 
     defaults = encode_args(decode_args(CapacityType.Args, {"podLabel": "", "nodeLabels": []}, "args"))
     assert defaults["podLabel"] == "lifecycle-preference"
-    assert [e["key"] for e in defaults["nodeLabels"]] == ["karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType"]
+    assert [e["key"] for e in defaults["nodeLabels"]] == ["karpenter.sh/capacity-type",
+                                                          "eks.amazonaws.com/capacityType"]
     with pytest.raises(ConfigError, match=r"args.nodeLabels\[0\].key: Required value"):
         decode_args(CapacityType.Args, {"nodeLabels": [{"values": {"a": "spot"}}]}, "args")
     with pytest.raises(ConfigError, match=r"args.nodeLabels\[0\].values\[a\]: 'cheap' must be"):
@@ -278,8 +285,9 @@ def test_instance_type():
     args = {"preferences": [{"prefix": "c5.", "score": 100}, {"prefix": "m5.", "score": 50},
                             {"prefix": "r5.", "score": 30}, {"exact": "c5.metal", "score": 5}], "defaultScore": 10}
     it = "node.kubernetes.io/instance-type"
-    nodes = [node("c", labels={it: "c5.xlarge"}), node("m", labels={it: "m5.large"}), node("r", labels={it: "r5.2xlarge"}),
-             node("metal", labels={it: "c5.metal"}), node("p", labels={it: "p3.2xlarge"}), node("none")]
+    nodes = [node("c", labels={it: "c5.xlarge"}), node("m", labels={it: "m5.large"}),
+             node("r", labels={it: "r5.2xlarge"}), node("metal", labels={it: "c5.metal"}),
+             node("p", labels={it: "p3.2xlarge"}), node("none")]
     hh = PluginTester(InstanceType, args, nodes=nodes)
     assert hh.score(pod("x")) == {"c": 100, "m": 50, "r": 30, "metal": 5, "p": 10, "none": 10}
     assert set(PluginTester(InstanceType, nodes=nodes).score(pod("y")).values()) == {0}

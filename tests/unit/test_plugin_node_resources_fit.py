@@ -63,7 +63,8 @@ def test_ephemeral_storage_and_overhead_and_init_containers():
     p = pod("p", cpu="100m", memory="100Mi", overhead={"cpu": "1950m"})
     assert hh.filter(p)["n"] == (UNS, ("Insufficient cpu",))  # 100m + 1950m overhead > 2 left
     assert hh.filter(pod("p1", cpu="100m", memory="100Mi", overhead={"cpu": "1850m"}))["n"] is None
-    p2 = pod("p2", cpu="100m", init_containers=[{"name": "i", "image": "x", "resources": {"requests": {"ephemeral-storage": "20Gi"}}}])
+    p2 = pod("p2", cpu="100m", init_containers=[{"name": "i", "image": "x",
+                                                 "resources": {"requests": {"ephemeral-storage": "20Gi"}}}])
     assert hh.filter(p2)["n"] == (UAU, ("Insufficient ephemeral-storage",))
 
 
@@ -114,9 +115,10 @@ def test_scalar_resource_scored_only_when_requested():
     ({"scoringStrategy": {"type": "Nope"}}, "scoringStrategy.type"),
     ({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 101}]}}, "scoringStrategy.resources[0].weight"),
     ({"ignoredResourceGroups": ["a/b"]}, "ignoredResourceGroups[0]"),
-    ({"ignoredResourceGroups": [""]}, "ignoredResourceGroups[0]: '' is not a valid group name: name part must be non-empty"),
-    ({"ignoredResources": ["example.com/my gpu"]}, "ignoredResources[0]: 'example.com/my gpu' is not a valid resource name: "
-                                                   "name part must consist of"),
+    ({"ignoredResourceGroups": [""]},
+     "ignoredResourceGroups[0]: '' is not a valid group name: name part must be non-empty"),
+    ({"ignoredResources": ["example.com/my gpu"]},
+     "ignoredResources[0]: 'example.com/my gpu' is not a valid resource name: name part must consist of"),
     ({"ignoredResources": ["Example.com/gpu"]}, "ignoredResources[0]: 'Example.com/gpu' is not a valid resource name: "
                                                 "prefix part a lowercase RFC 1123 subdomain"),
     ({"ignoredResources": ["x" * 64]}, "ignoredResources[0]"),

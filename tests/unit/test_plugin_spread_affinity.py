@@ -193,7 +193,8 @@ def test_required_anti_affinity_and_namespaces():
 
 
 def test_existing_pods_anti_affinity():
-    guard = existing("guard", "b1", {"app": "guard"}, affinity=aff(anti=[term(key=H, selector={"matchLabels": {"app": "web"}})]))
+    guard = existing("guard", "b1", {"app": "guard"},
+                     affinity=aff(anti=[term(key=H, selector={"matchLabels": {"app": "web"}})]))
     hh = PluginTester(InterPodAffinity, nodes=NODES, pods=[guard])
     r = hh.filter(pod("web", labels={"app": "web"}))
     assert r["b1"] == (UNS, (REASON_EXISTING_ANTI,)) and feasible(r) == ["a1", "a2", "c1", "nozone"]
@@ -201,7 +202,8 @@ def test_existing_pods_anti_affinity():
 
 
 def test_preferred_affinity_scores():
-    pods = [existing("db1", "a1", {"app": "db"}), existing("db2", "a2", {"app": "db"}), existing("db3", "b1", {"app": "db"})]
+    pods = [existing("db1", "a1", {"app": "db"}), existing("db2", "a2", {"app": "db"}),
+            existing("db3", "b1", {"app": "db"})]
     hh = PluginTester(InterPodAffinity, nodes=NODES[:4], pods=pods)
     s = hh.score(pod("p", affinity=aff(pref=[{"weight": 10, "podAffinityTerm": term()}])))
     assert s == {"a1": 100, "b1": 50, "c1": 0, "a2": 100}
@@ -235,9 +237,11 @@ def test_existing_anti_affinity_follows_pod_and_node_lifecycle():
 
 def test_existing_pods_preferred_terms_score_the_incoming_pod():
     avoid = existing("avoid", "a1", {"app": "cache"},
-                     affinity=aff(pref_anti=[{"weight": 7, "podAffinityTerm": term(selector={"matchLabels": {"app": "web"}})}]))
+                     affinity=aff(pref_anti=[{"weight": 7,
+                                              "podAffinityTerm": term(selector={"matchLabels": {"app": "web"}})}]))
     near = [existing(f"near{i}", "b1", {"app": "cache"},
-                     affinity=aff(pref=[{"weight": 3, "podAffinityTerm": term(selector={"matchLabels": {"app": "web"}})}]))
+                     affinity=aff(pref=[{"weight": 3,
+                                         "podAffinityTerm": term(selector={"matchLabels": {"app": "web"}})}]))
             for i in range(2)]
     hh = PluginTester(InterPodAffinity, nodes=NODES[:4], pods=[avoid, *near])
     s = hh.score(pod("web", labels={"app": "web"}))
@@ -306,7 +310,8 @@ def test_listed_default_constraints_apply_to_pods_of_a_workload():
     # the ReplicaSet's selector counts a=1 b=1 c=0: only zone c keeps the skew within 1
     assert feasible(hh.filter(pod("p", labels={"app": "web"}, owner=owner))) == ["c1"]
     # the pod's own constraints replace the defaults; a pod of no workload gets none
-    assert feasible(hh.filter(pod("q", labels={"app": "web"}, owner=owner, spread=spread(2)))) == ["a1", "a2", "b1", "c1"]
+    assert feasible(hh.filter(pod("q", labels={"app": "web"}, owner=owner,
+                                  spread=spread(2)))) == ["a1", "a2", "b1", "c1"]
     assert feasible(hh.filter(pod("lonely", labels={"app": "web"}))) == ["a1", "a2", "b1", "c1"]
 
 

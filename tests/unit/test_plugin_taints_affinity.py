@@ -74,14 +74,16 @@ def test_node_selector_and_affinity_filter():
     r = hh.filter(pod("s", node_selector={"zone": "a"},
                       affinity=aff({"matchExpressions": [{"key": "cores", "operator": "Lt", "values": ["8"]}]})))
     assert [n for n, v in r.items() if v is None] == ["n-a-1"]
-    r = hh.filter(pod("nz", affinity=aff({"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["a", "b"]},
-                                                              {"key": "gpu", "operator": "DoesNotExist"}]})))
+    r = hh.filter(pod("nz", affinity=aff({"matchExpressions": [
+        {"key": "zone", "operator": "NotIn", "values": ["a", "b"]},
+        {"key": "gpu", "operator": "DoesNotExist"}]})))
     assert [n for n, v in r.items() if v is None] == ["n-c-1"]
 
 
 def test_prefilter_match_fields_and_conflict():
     hh = PluginTester(NodeAffinity, nodes=ZN)
-    p = PodInfo.from_dict(pod("p", affinity=aff({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n-b-1"]}]})))
+    p = PodInfo.from_dict(pod("p", affinity=aff({"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": ["n-b-1"]}]})))
     res, st = hh.plugin.pre_filter(CycleState(), p, hh.nodes())
     assert st is None and res.node_names == {"n-b-1"}
     conflict = PodInfo.from_dict(pod("c", affinity=aff({"matchFields": [
@@ -145,6 +147,7 @@ def test_node_name():
 
 def test_priority_sort_key():
     ps = PluginTester(PrioritySort).plugin
-    mk = lambda prio, ts: type("Q", (), {"pod": PodInfo.from_dict(pod("x", priority=prio)), "timestamp": ts})()
+    def mk(prio, ts):
+        return type("Q", (), {"pod": PodInfo.from_dict(pod("x", priority=prio)), "timestamp": ts})()
     assert sorted([mk(1, 1.0), mk(5, 2.0), mk(1, 0.5)], key=ps.sort_key)[0].pod.priority == 5
     assert ps.sort_key(mk(1, 0.5)) < ps.sort_key(mk(1, 1.0))

@@ -112,7 +112,8 @@ def test_leftover_flush_after_five_minutes():
 
 def test_gated_pod_waits_until_gate_removed():
     from pysched.framework.status import Code, Status
-    gate = lambda p: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "gated") if p.gates else None
+    def gate(p):
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "gated") if p.gates else None
     q = mkq(Clock(), pre_enqueue=gate)
     raw = pod("g", gates=["example.com/wait"])
     q.add(PodInfo.from_dict(raw, keep_raw=True))

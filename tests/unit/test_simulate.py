@@ -79,7 +79,8 @@ def test_bad_pod_fields_are_named(tmp_path):
                               "must be empty or one of Equal, Exists, Lt, Gt, got 'Near'")
 
 
-SYNTAX = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+SYNTAX = ("must consist of alphanumeric characters, '-', '_' or '.', "
+          "and must start and end with an alphanumeric character")
 
 
 @pytest.mark.parametrize("mutate,expected", [
@@ -150,7 +151,8 @@ def test_pod_names_selectors_and_tolerations_follow_the_api_rules(tmp_path, kwar
 
 
 def test_what_the_api_accepts_is_accepted(tmp_path):
-    node = make_node("node-1.example.com", labels={"example.com/Gpu_Type": "A100.sxm-4", "empty": "", "x" * 63: "v" * 63},
+    node = make_node("node-1.example.com",
+                     labels={"example.com/Gpu_Type": "A100.sxm-4", "empty": "", "x" * 63: "v" * 63},
                      taints=[{"key": "a", "effect": "NoSchedule"}, {"key": "a", "effect": "NoExecute"},
                              {"key": "example.com/b", "value": "", "effect": "PreferNoSchedule"}])
     # Annotation keys are checked case-insensitively; their values are free text.
@@ -182,7 +184,8 @@ def test_unreadable_yaml_and_wrong_kinds(tmp_path):
 def test_snapshot_kinds_are_sorted_and_unknown_kinds_counted(tmp_path):
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"}}
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
-    snap = load_snapshot(write(tmp_path, "s.yaml", [as_list([*nodes3(), cm, ns]), {"kind": "PodList", "items": [make_pod("p")]}]))
+    snap = load_snapshot(write(tmp_path, "s.yaml", [as_list([*nodes3(), cm, ns]),
+                                                    {"kind": "PodList", "items": [make_pod("p")]}]))
     assert len(snap.nodes) == 3 and [p["kind"] for p in snap.pods] == ["Pod"]
     assert snap.ignored == {"ConfigMap": 1} and snap.objects == [ns]
 
@@ -199,7 +202,8 @@ def test_limits_only_extended_resource_gets_a_request_and_defaults_apply():
     assert out["metadata"]["namespace"] == "default" and out["spec"]["schedulerName"] == "pysched"
     assert out["metadata"]["creationTimestamp"] == "2026-01-01T00:00:03Z"
     keys = {(t["key"], t["effect"], t.get("tolerationSeconds")) for t in out["spec"]["tolerations"]}
-    assert keys == {("node.kubernetes.io/not-ready", "NoExecute", 300), ("node.kubernetes.io/unreachable", "NoExecute", 300)}
+    assert keys == {("node.kubernetes.io/not-ready", "NoExecute", 300),
+                    ("node.kubernetes.io/unreachable", "NoExecute", 300)}
     assert "requests" not in pod["spec"]["containers"][0]["resources"] or \
         "nvidia.com/gpu" not in pod["spec"]["containers"][0]["resources"]["requests"]  # input untouched
 
@@ -272,7 +276,8 @@ def test_explain_lists_every_plugin_verdict_and_scores(tmp_path):
     text = format_text(res)
     assert "Explain default/web: n1" in text and "TaintToleration: node(s) had untolerated taint(s)" in text
     s = explain.summary(trace)
-    assert s["selectedNode"] == "n1" and s["filterRejections"] == {"TaintToleration": {"node(s) had untolerated taint(s)": 1}}
+    assert s["selectedNode"] == "n1"
+    assert s["filterRejections"] == {"TaintToleration": {"node(s) had untolerated taint(s)": 1}}
     assert s["topNodes"][0]["node"] == "n1" and "NodeResourcesFit" in s["topNodes"][0]["plugins"]
 
 
@@ -295,8 +300,9 @@ def test_main_exit_codes_json_and_report(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert [p["result"] for p in out["placements"]] == ["Scheduled", "Unschedulable"]
     page = report.read_text()
-    assert "<script type=\"application/json\" id=\"sim-data\">" in page and "http" not in page.split("<body")[1].replace(
-        "http://www.w3.org/2000/svg", "")  # self-contained: no external resources
+    assert "<script type=\"application/json\" id=\"sim-data\">" in page
+    # self-contained: no external resources
+    assert "http" not in page.split("<body")[1].replace("http://www.w3.org/2000/svg", "")
     bad = write(tmp_path, "bad.yaml", [as_list([make_node("n", cpu="four")])])
     args.cluster = bad
     assert main(args) == 2

@@ -117,13 +117,14 @@ def test_the_vectorised_plugin_agrees_with_the_rule_written_per_node():
         p = PodInfo.from_dict(raw)
         team = p.labels.get("team")
 
-        def check(n: NodeInfo) -> Status | None:
+        def check(n: NodeInfo, team: str | None = team) -> Status | None:
             owner = n.labels.get("team")
             return None if owner is None or owner == team else Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
 
         per_node = FilterResult.each(nodes, check)
         assert t.filter(raw) == {name: None if per_node.passed[i] else REJECTED for i, name in enumerate(nodes.names)}
-        expected = scores_each(nodes, lambda n: 3 if team is not None and n.labels.get("team") == team else 1)
+        expected = scores_each(nodes,
+                               lambda n, team=team: 3 if team is not None and n.labels.get("team") == team else 1)
         assert t.score(raw, normalize=False) == dict(zip(nodes.names, expected.tolist()))
 
 

@@ -97,7 +97,8 @@ class KubeClient:
         connector = aiohttp.TCPConnector(ssl=self.creds.ssl_context(), limit=limit, keepalive_timeout=60,
                                          ttl_dns_cache=300)
         return aiohttp.ClientSession(connector=connector, headers={"User-Agent": self.user_agent},
-                                     json_serialize=lambda o: _dumps(o).decode(), skip_auto_headers=("Accept-Encoding",))
+                                     json_serialize=lambda o: _dumps(o).decode(),
+                                     skip_auto_headers=("Accept-Encoding",))
 
     @property
     def pool(self) -> HTTPPool:

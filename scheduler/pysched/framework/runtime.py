@@ -118,7 +118,8 @@ class Framework:
         for name in needed:
             cls = registry[name]
             raw_args = profile.plugin_config.get(name)
-            apath = f"{path}.pluginConfig[{names.index(name)}].args" if name in names else f"{path}.pluginConfig[{name}].args"
+            apath = (f"{path}.pluginConfig[{names.index(name)}].args" if name in names
+                     else f"{path}.pluginConfig[{name}].args")
             args = None
             if cls.Args is not None:
                 args = load_args(cls.Args, raw_args, apath)
@@ -185,7 +186,8 @@ class Framework:
                 overrides.append(r.name)
                 continue
             if r.name in multi_enabled:
-                raise ConfigError(f"{self.profile.path}.plugins.multiPoint: plugin {r.name!r} already registered as {ep}")
+                raise ConfigError(f"{self.profile.path}.plugins.multiPoint: "
+                                  f"plugin {r.name!r} already registered as {ep}")
             multi_enabled.append(r.name)
             if ep == "score" and r.name not in self.weights and r.weight:
                 self.weights[r.name] = r.weight
@@ -211,7 +213,8 @@ class Framework:
 
     # -- scheduling cycle ----------------------------------------------------------------------
 
-    def run_pre_filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None, set[str]]:
+    def run_pre_filter(self, state: CycleState, pod: PodInfo,
+                       nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None, set[str]]:
         """As ``RunPreFilterPlugins``: (node restriction, status, plugins that restricted nodes)."""
         t0 = time.perf_counter()
         result: PreFilterResult | None = None
@@ -385,7 +388,8 @@ class Framework:
                 if n and (scores.min() < MIN_NODE_SCORE or scores.max() > MAX_NODE_SCORE):
                     bad = int(scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)][0])
                     raise FrameworkError(Status(Code.ERROR, f"plugin {pl.name!r} returns an invalid score {bad}, "
-                                                f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing",
+                                                f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
+                                                "after normalizing",
                                                 plugin=pl.name))
                 w = self.weights[pl.name]
                 total += scores * w
@@ -442,7 +446,8 @@ class Framework:
         if wait_plugins:
             wp = WaitingPod(pod=pod, pending=set(wait_plugins))
             self.handle.waiting_pods[pod.uid] = wp
-            return Status(Code.WAIT, "waiting on permit", plugin=",".join(sorted(wait_plugins))), min(wait_plugins.values())
+            return (Status(Code.WAIT, "waiting on permit", plugin=",".join(sorted(wait_plugins))),
+                    min(wait_plugins.values()))
         return None, 0.0
 
     async def wait_on_permit(self, pod: PodInfo, timeout: float) -> Status | None:

@@ -47,7 +47,7 @@ class Diagnosis:
         if not n_failed:
             return
         self.num_failed += n_failed
-        for code, reason, mask in result.failures:
+        for _code, reason, mask in result.failures:
             c = int(np.count_nonzero(mask & failed))
             if c:
                 self.reason_counts[reason] += c

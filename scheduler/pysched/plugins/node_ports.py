@@ -38,7 +38,7 @@ def fits_ports(wanted: Iterable[HostPort], used: Mapping[HostPort, int]) -> bool
         return True
     for ip, proto, port in wanted:
         if ip == ANY_IP:
-            for (uip, uproto, uport) in used:
+            for (_uip, uproto, uport) in used:
                 if uproto == proto and uport == port:
                     return False
         elif (ANY_IP, proto, port) in used or (ip, proto, port) in used:

@@ -2,10 +2,10 @@
 
 PreFilter, per PersistentVolumeClaim the pod uses (``persistentVolumeClaim`` and generic
 ``ephemeral`` volumes; a claim counts as bound once it has a volume name and the PV controller's
-``pv.kubernetes.io/bind-completed`` annotation): a missing claim is ``persistentvolumeclaim "x" not found``, a Lost claim
-or one being deleted is rejected, and an unbound claim whose StorageClass binds ``Immediate`` (or
-has no class) gives ``pod has unbound immediate PersistentVolumeClaims`` - all
-UnschedulableAndUnresolvable, waiting for the PV controller.
+``pv.kubernetes.io/bind-completed`` annotation): a missing claim is
+``persistentvolumeclaim "x" not found``, a Lost claim or one being deleted is rejected, and an
+unbound claim whose StorageClass binds ``Immediate`` (or has no class) gives ``pod has unbound
+immediate PersistentVolumeClaims`` - all UnschedulableAndUnresolvable, waiting for the PV controller.
 
 Filter, per node: a bound claim's PersistentVolume must exist (``node(s) unavailable due to one
 or more pvc(s) bound to non-existent pv(s)``) and its ``spec.nodeAffinity`` must match the node
@@ -326,10 +326,12 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
                        "name": meta["name"], "uid": meta.get("uid", "")}
                 await client.request("PATCH", f"/api/v1/persistentvolumes/{pv_name}",
                                      body={"spec": {"claimRef": ref},
-                                           "metadata": {"annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}}},
+                                           "metadata": {"annotations": {
+                                               "pv.kubernetes.io/bound-by-controller": "yes"}}},
                                      content_type="application/merge-patch+json")
             else:
-                await client.request("PATCH", f"/api/v1/namespaces/{meta['namespace']}/persistentvolumeclaims/{meta['name']}",
+                await client.request("PATCH",
+                                     f"/api/v1/namespaces/{meta['namespace']}/persistentvolumeclaims/{meta['name']}",
                                      body={"metadata": {"annotations": {SELECTED_NODE: node_name}}},
                                      content_type="application/merge-patch+json")
         return await self._wait_bound(pod, [f"{c.pvc['metadata']['namespace']}/{c.pvc['metadata']['name']}"

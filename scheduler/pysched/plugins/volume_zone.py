@@ -63,10 +63,12 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
                                         "PersistentVolumeClaim had no pv name and storageClass name")
                 sc = store.get("storageclasses", cls)
                 if sc is None:
-                    return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f'storageclass.storage.k8s.io "{cls}" not found')
+                    return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                        f'storageclass.storage.k8s.io "{cls}" not found')
                 mode = sc.get("volumeBindingMode")
                 if not mode:
-                    return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f'VolumeBindingMode not set for StorageClass "{cls}"')
+                    return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                        f'VolumeBindingMode not set for StorageClass "{cls}"')
                 if mode == "WaitForFirstConsumer":
                     continue
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "PersistentVolume had no name")

@@ -37,8 +37,9 @@ __all__ = ["PluginTester", "UAU", "UNS"]
 class PluginTester:
     """One plugin instance over a snapshot of ``nodes`` and ``pods`` (API dicts)."""
 
-    def __init__(self, plugin_cls: type[Plugin], args: dict[str, Any] | None = None, *, nodes: Iterable[dict[str, Any]] = (),
-                 pods: Iterable[dict[str, Any]] = (), objects: Iterable[dict[str, Any]] = (),
+    def __init__(self, plugin_cls: type[Plugin], args: dict[str, Any] | None = None, *,
+                 nodes: Iterable[dict[str, Any]] = (), pods: Iterable[dict[str, Any]] = (),
+                 objects: Iterable[dict[str, Any]] = (),
                  ignored_extended_resources: Iterable[str] = ()):
         self.cache = SchedulerCache()
         self.objects = ObjectStore()
@@ -107,7 +108,8 @@ class PluginTester:
         for i in range(len(nodes)):
             one = nodes.subset(np.arange(len(nodes)) == i)
             alone = np.asarray(pl.score(state, pod, one), dtype=np.int64)
-            assert alone.tolist() == [int(scores[i])], f"score of {one.names} alone {alone.tolist()} != {int(scores[i])}"
+            assert alone.tolist() == [int(scores[i])], \
+                f"score of {one.names} alone {alone.tolist()} != {int(scores[i])}"
         norm = getattr(pl, "normalize_score", None)
         if normalize and norm is not None:
             norm(state, pod, nodes, scores)

@@ -14,8 +14,9 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 
 def make_node(name: str, *, cpu: str = "4", memory: str = "32Gi", pods: str = "110",
-              labels: dict[str, Any] | None = None, taints: list[dict[str, Any]] | None = None, unschedulable: bool = False,
-              extended: dict[str, Any] | None = None, ephemeral_storage: str | None = None) -> dict[str, Any]:
+              labels: dict[str, Any] | None = None, taints: list[dict[str, Any]] | None = None,
+              unschedulable: bool = False, extended: dict[str, Any] | None = None,
+              ephemeral_storage: str | None = None) -> dict[str, Any]:
     alloc = {"cpu": cpu, "memory": memory, "pods": pods}
     if ephemeral_storage:
         alloc["ephemeral-storage"] = ephemeral_storage
@@ -37,11 +38,13 @@ def make_node(name: str, *, cpu: str = "4", memory: str = "32Gi", pods: str = "1
 
 
 def make_pod(name: str, *, namespace: str = "default", scheduler: str = "pysched", cpu: str | None = "100m",
-             memory: str | None = "500Mi", labels: dict[str, Any] | None = None, node_selector: dict[str, Any] | None = None,
-             tolerations: list[dict[str, Any]] | None = None, affinity: dict[str, Any] | None = None, extended: dict[str, Any] | None = None,
+             memory: str | None = "500Mi", labels: dict[str, Any] | None = None,
+             node_selector: dict[str, Any] | None = None, tolerations: list[dict[str, Any]] | None = None,
+             affinity: dict[str, Any] | None = None, extended: dict[str, Any] | None = None,
              limits_only: dict[str, Any] | None = None, node_name: str | None = None, priority: int | None = None,
-             spread: list[dict[str, Any]] | None = None, gates: list[str] | None = None, owner: dict[str, Any] | None = None,
-             annotations: dict[str, Any] | None = None, init_containers: list[dict[str, Any]] | None = None,
+             spread: list[dict[str, Any]] | None = None, gates: list[str] | None = None,
+             owner: dict[str, Any] | None = None, annotations: dict[str, Any] | None = None,
+             init_containers: list[dict[str, Any]] | None = None,
              overhead: dict[str, Any] | None = None, host_ports: list[int] | None = None) -> dict[str, Any]:
     requests = {}
     if cpu:

@@ -53,8 +53,10 @@ _SCRIPT = r"""
       var y = 30 + i * (2 * barH + gap), b = pct(rowsBefore[i], r), a = pct(rowsAfter[i], r);
       svg.appendChild(el('text', {x: 0, y: y + barH + 4, 'font-size': 12}, rowsBefore[i][labelKey] || '(no zone)'));
       svg.appendChild(el('rect', {x: left, y: y, width: width, height: 2 * barH, fill: '#f1f3f5'}));
-      svg.appendChild(el('rect', {'class': 'bar before', x: left, y: y, width: width * b / 100, height: barH, fill: BEFORE}));
-      svg.appendChild(el('rect', {'class': 'bar after', x: left, y: y + barH, width: width * a / 100, height: barH, fill: AFTER}));
+      svg.appendChild(el('rect', {'class': 'bar before', x: left, y: y, width: width * b / 100, height: barH,
+                                  fill: BEFORE}));
+      svg.appendChild(el('rect', {'class': 'bar after', x: left, y: y + barH, width: width * a / 100, height: barH,
+                                  fill: AFTER}));
       var has = rowsAfter[i].allocatable[r] > 0;
       svg.appendChild(el('text', {x: left + width + 6, y: y + barH + 4, 'font-size': 12},
                          has ? Math.floor(b) + '% \u2192 ' + Math.floor(a) + '%' : 'n/a'));
@@ -64,7 +66,8 @@ _SCRIPT = r"""
     div.appendChild(svg);
     container.appendChild(div);
   }
-  var u = data.utilisation, zones = document.getElementById('zone-charts'), nodes = document.getElementById('node-charts');
+  var u = data.utilisation, zones = document.getElementById('zone-charts'),
+      nodes = document.getElementById('node-charts');
   u.before.resources.forEach(function (r) {
     chart(zones, r + ' by zone', u.before.zones, u.after.zones, 'zone', r);
     chart(nodes, r + ' by node', u.before.nodes, u.after.nodes, 'node', r);

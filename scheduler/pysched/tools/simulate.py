@@ -218,7 +218,7 @@ def format_text(res: SimulationResult) -> str:
     for b, a in zip(res.before["zones"], res.after["zones"]):
         rows.append([b["zone"] or "(no zone)", str(b["nodes"])] + [_pct_change(r, b, a) for r in resources])
     out.append(_table(rows))
-    for key, trace in res.explain.items():
+    for _key, trace in res.explain.items():
         out += ["", format_explain(trace)]
     if res.notes:
         out += [""] + [f"note: {n}" for n in res.notes]
@@ -227,7 +227,8 @@ def format_text(res: SimulationResult) -> str:
 
 def format_explain(trace: dict) -> str:
     """One pod's cycle: PreFilter statuses, each node's filter verdicts, the score breakdown."""
-    head = trace.get("selectedNode") or f"{trace.get('result', 'Unschedulable')}: {trace.get('message') or trace.get('error')}"
+    head = (trace.get("selectedNode")
+            or f"{trace.get('result', 'Unschedulable')}: {trace.get('message') or trace.get('error')}")
     out = [f"Explain {trace.get('pod', '')}: {head}"]
     for pf in trace.get("preFilter") or ():
         out.append(f"  PreFilter {pf['plugin']}: {pf['status']}")

@@ -178,7 +178,8 @@ def validate_node(obj: dict, path, where: str) -> None:
         if problem:
             raise _fail(path, obj, where, f"{f}.key", f"invalid key {key!r}: {problem}")
         if t.get("effect") not in TAINT_EFFECTS:
-            raise _fail(path, obj, where, f"{f}.effect", f"must be one of {', '.join(TAINT_EFFECTS)}, got {t.get('effect')!r}")
+            raise _fail(path, obj, where, f"{f}.effect",
+                        f"must be one of {', '.join(TAINT_EFFECTS)}, got {t.get('effect')!r}")
         value = t.get("value")
         if value is not None and not isinstance(value, str):
             raise _fail(path, obj, where, f"{f}.value", "expected a string")
@@ -260,7 +261,8 @@ def validate_pod(obj: dict, path, where: str) -> None:
     for fld in ("nodeName", "schedulerName", "priorityClassName"):
         if spec.get(fld) is not None and not isinstance(spec[fld], str):
             raise _fail(path, obj, where, f"spec.{fld}", "expected a string")
-    if spec.get("priority") is not None and (not isinstance(spec["priority"], int) or isinstance(spec["priority"], bool)):
+    if spec.get("priority") is not None and (not isinstance(spec["priority"], int)
+                                             or isinstance(spec["priority"], bool)):
         raise _fail(path, obj, where, "spec.priority", "expected an integer")
     # Affinity, spread constraints and the rest are parsed by the scheduler's own PodInfo, whose
     # errors already name the field; surface them here with the object.

@@ -104,7 +104,8 @@ def parse(raw: Any) -> SchedulerConfig:
         profiles_raw = [{}]
     seen: dict[str, int] = {}
     for i, p in enumerate(profiles_raw):
-        prof = _parse_profile(p, f"profiles[{i}]", default_name=DEFAULT_SCHEDULER_NAME if len(profiles_raw) == 1 else None)
+        prof = _parse_profile(p, f"profiles[{i}]",
+                              default_name=DEFAULT_SCHEDULER_NAME if len(profiles_raw) == 1 else None)
         if prof.scheduler_name in seen:
             raise ConfigError(f"profiles[{i}].schedulerName: Duplicate value: {prof.scheduler_name!r} "
                               f"(also profiles[{seen[prof.scheduler_name]}].schedulerName)")
@@ -120,11 +121,13 @@ def parse(raw: Any) -> SchedulerConfig:
             binders += 1
         for j, mr in enumerate(ext.managed_resources):
             if mr.name in managed:
-                raise ConfigError(f"extenders[{i}].managedResources[{j}].name: {mr.name!r} duplicate extender managed resource name")
+                raise ConfigError(f"extenders[{i}].managedResources[{j}].name: {mr.name!r} "
+                                  "duplicate extender managed resource name")
             managed.add(mr.name)
         cfg.extenders.append(ext)
     if binders > 1:
-        raise ConfigError(f"extenders: found {binders} extenders implementing bind; only one extender can implement bind")
+        raise ConfigError(f"extenders: found {binders} extenders implementing bind; "
+                          "only one extender can implement bind")
     return cfg
 
 

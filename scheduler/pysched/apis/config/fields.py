@@ -131,7 +131,8 @@ def read_int(raw: dict, key: str, path: str, default: int | None, bits: int = 64
     if isinstance(v, bool) or not isinstance(v, int):
         raise ConfigError(f"{path}{key}: expected an integer, got {v!r}")
     if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
-        raise ConfigError(f"{path}{key}: Invalid value: {v}: cannot unmarshal number {v} into Go value of type int{bits}")
+        raise ConfigError(f"{path}{key}: Invalid value: {v}: "
+                          f"cannot unmarshal number {v} into Go value of type int{bits}")
     return v
 
 
@@ -146,7 +147,8 @@ def read_float(raw: dict, key: str, path: str, default: float) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ConfigError(f"{path}{key}: expected a number, got {v!r}")
     if not abs(v) <= _FLOAT32_MAX:
-        raise ConfigError(f"{path}{key}: Invalid value: {v!r}: cannot unmarshal number {v!r} into Go value of type float32")
+        raise ConfigError(f"{path}{key}: Invalid value: {v!r}: "
+                          f"cannot unmarshal number {v!r} into Go value of type float32")
     return float(v)
 
 

@@ -99,7 +99,8 @@ def _merge_affinity_keys(spec: dict, labels: dict) -> None:
     for kind in ("podAffinity", "podAntiAffinity"):
         block = affinity.get(kind) or {}
         terms = list(block.get("requiredDuringSchedulingIgnoredDuringExecution") or ())
-        terms += [w.get("podAffinityTerm") or {} for w in block.get("preferredDuringSchedulingIgnoredDuringExecution") or ()]
+        terms += [w.get("podAffinityTerm") or {}
+                  for w in block.get("preferredDuringSchedulingIgnoredDuringExecution") or ()]
         for term in terms:
             if term.get("matchLabelKeys") or term.get("mismatchLabelKeys"):
                 _merge_label_keys(term.get("labelSelector"), term.get("matchLabelKeys"), "In", labels)

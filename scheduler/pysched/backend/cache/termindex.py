@@ -79,7 +79,8 @@ class TermIndex:
     def pod_removed(self, pod, slot: int) -> None:
         self._apply(pod, slot, -1)
 
-    def term_domains(self, kind: str, accept: Callable[[AffinityTerm], bool]) -> list[tuple[AffinityTerm, int, np.ndarray]]:
+    def term_domains(self, kind: str,
+                     accept: Callable[[AffinityTerm], bool]) -> list[tuple[AffinityTerm, int, np.ndarray]]:
         """``Handle.existing_term_domains``: (term, weight, pods declaring it per domain code) for
         each distinct term of ``kind`` that ``accept`` admits and some counted pod's node labels."""
         if kind == "preferred":

@@ -37,6 +37,9 @@ MIN_EXTENDER_PRIORITY = 0
 MAX_TOTAL_SCORE = 2**63 - 1
 
 
+_NON_ZERO_COLUMNS = {"cpu": 0, "memory": 1}
+
+
 class LabelColumnView(Protocol):
     """One label key over the whole node table (see ``NodeBatch.label``)."""
     codes: np.ndarray
@@ -111,8 +114,8 @@ class NodeBatch:
     """Candidate nodes for one extension point call: a view over the cache's node table.
 
     Plugins read nodes through the accessors - ``allocatable(res)``, ``requested(res)``,
-    ``non_zero_requested()``, ``pod_count()``, ``unschedulable()``, ``label(key)``,
-    ``taint_classes()`` - which return numpy arrays aligned with the batch (index i is the
+    ``non_zero_requested(res)``, ``pod_count()``, ``unschedulable()``, ``label(key)``,
+    ``taint_class_ids()``, ``taint_lists`` - which return numpy arrays aligned with the batch (index i is the
     i-th node), or per node through ``infos`` (``NodeInfo``) and ``names``. ``slots`` and
     ``table`` are the engine's; plugins do not need them.
     """
@@ -164,11 +167,10 @@ class NodeBatch:
             return np.zeros(len(self.slots), dtype=np.int64)
         return self.table.req[self.slots, i]
 
-    def non_zero_requested(self) -> tuple[np.ndarray, np.ndarray]:
-        """(cpu millicores, memory bytes) requested per node, counting 100m / 200Mi for containers
-        that request nothing (kube-scheduler's non-zero requests, used by scores)."""
-        non0 = self.table.non0[self.slots]
-        return non0[:, 0], non0[:, 1]
+    def non_zero_requested(self, resource: str) -> np.ndarray:
+        """``cpu`` (millicores) or ``memory`` (bytes) requested per node, counting 100m / 200Mi for
+        containers that request nothing (kube-scheduler's non-zero requests, used by scores)."""
+        return self.table.non0[self.slots, _NON_ZERO_COLUMNS[resource]]
 
     def pod_count(self) -> np.ndarray:
         return self.table.npods[self.slots]
@@ -181,10 +183,15 @@ class NodeBatch:
         col = self.table.label_column(key)
         return LabelValues(col, col.codes[self.slots])
 
-    def taint_classes(self) -> tuple[np.ndarray, list[tuple[Taint, ...]]]:
-        """(class id per node, taint list per class id): nodes with the same taints share a class,
-        so a toleration check runs once per distinct taint list."""
-        return self.table.taint_class[self.slots], self.table.taint_sets
+    @property
+    def taint_lists(self) -> list[tuple[Taint, ...]]:
+        """Every distinct taint list in the snapshot; its index is the taint class id (0: no taints)."""
+        return self.table.taint_sets
+
+    def taint_class_ids(self) -> np.ndarray:
+        """The taint class of each node: nodes with the same taints share a class, so a toleration
+        check runs once per distinct taint list (``taint_lists[id]``)."""
+        return self.table.taint_class[self.slots]
 
     def index_of(self, node_name: str) -> int:
         """Position of ``node_name`` in the batch, -1 when it is not there."""

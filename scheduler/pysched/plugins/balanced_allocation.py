@@ -104,10 +104,10 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         for name, q in reqs:
             if (q == 0 and is_scalar(name)) or name == "pods":
                 continue
+            if not nodes.has_resource(name):
+                continue
             alloc = nodes.allocatable(name)
             has = alloc > 0
-            if not has.any():
-                continue
             # Nodes without the resource divide by 1 and are masked out by ``has``.
             frac = (nodes.requested(name) + q) / np.where(has, alloc, 1)
             fractions.append(np.minimum(frac, 1.0))

@@ -29,15 +29,19 @@ class ImageLocality(ScorePlugin):
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
         snapshot = self.handle.snapshot
+        n_containers = max(len(pod.images), 1)
+        if not snapshot.image_nodes or not pod.images:
+            # No node has any of the pod's images: every sum is clamped up to the 23 MiB floor,
+            # which scores 0.
+            return np.zeros(len(nodes), dtype=np.int64)
         sums = np.zeros(len(nodes), dtype=np.int64)
-        if snapshot.image_nodes and pod.images:
-            total = max(len(snapshot.nodes), 1)
-            for img in pod.images:
-                name = normalized_image_name(img)
-                spread = snapshot.image_nodes.get(name, 0) / total
-                if spread:
-                    sums += (nodes.take(snapshot.image_sizes(name)) * spread).astype(np.int64)
-        return _priority(sums, max(len(pod.images), 1))
+        total = max(len(snapshot.nodes), 1)
+        for img in pod.images:
+            name = normalized_image_name(img)
+            spread = snapshot.image_nodes.get(name, 0) / total
+            if spread:
+                sums += (nodes.take(snapshot.image_sizes(name)) * spread).astype(np.int64)
+        return _priority(sums, n_containers)
 
 
 def _priority(sums: npt.NDArray[np.int64], n_containers: int) -> npt.NDArray[np.int64]:

@@ -245,14 +245,14 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         for name, weight, podreq in reqs:
             if (podreq == 0 and is_scalar(name)) or name == "pods":
                 continue
+            if not nodes.has_resource(name):
+                continue
             alloc = nodes.allocatable(name)
             has = alloc > 0
-            if not has.any():
-                continue
             if name == CPU:
-                requested = nodes.non_zero_requested()[0] + podreq
+                requested = nodes.non_zero_requested(CPU) + podreq
             elif name == MEMORY:
-                requested = nodes.non_zero_requested()[1] + podreq
+                requested = nodes.non_zero_requested(MEMORY) + podreq
             else:
                 requested = nodes.requested(name) + podreq
             rs = self._scorer(requested, alloc)

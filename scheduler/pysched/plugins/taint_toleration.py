@@ -83,14 +83,13 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
                    and not tolerates_taint(tolerations, t, self.cmp))
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray:
-        classes, taint_sets = nodes.taint_classes()
-        if len(taint_sets) == 1:
+        if len(nodes.taint_lists) == 1:
             return np.zeros(len(nodes), dtype=np.int64)
         cached = state.get(PRE_SCORE_KEY)
         tolerations: tuple[Toleration, ...] = cached if cached is not None else _scoring_tolerations(pod)
         per_class = per_taint_class(nodes, "score", self.cmp, tolerations,
                                     lambda taints: self._count(taints, tolerations), np.int64)
-        scores: np.ndarray = per_class[classes]
+        scores: np.ndarray = per_class[nodes.taint_class_ids()]
         return scores
 
     def normalize_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch,

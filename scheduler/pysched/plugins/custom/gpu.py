@@ -60,5 +60,6 @@ class GPU(ScorePlugin):
             return np.full(n, GPU_POD_SCORE, dtype=np.int64)
         gpu_node = np.zeros(n, dtype=bool)
         for name in self.resource_names:
-            gpu_node |= nodes.allocatable(name) > 0
+            if nodes.has_resource(name):
+                gpu_node |= nodes.allocatable(name) > 0
         return np.where(gpu_node, NON_GPU_ON_GPU_NODE, NON_GPU_ON_PLAIN_NODE).astype(np.int64)

@@ -17,8 +17,8 @@ FILTER_EFFECTS = (NO_SCHEDULE, NO_EXECUTE)
 def per_taint_class(nodes: NodeBatch, kind: str, comparison_operators: bool, tolerations: tuple[Toleration, ...],
                     fn: Callable[[tuple[Taint, ...]], Any], dtype: Any) -> np.ndarray:
     """``fn(taints)`` for every distinct taint list of the snapshot, memoised per tolerations;
-    the result is indexed by taint class (``NodeBatch.taint_classes``)."""
-    _, taint_sets = nodes.taint_classes()
+    the result is indexed by taint class id (``NodeBatch.taint_class_ids``)."""
+    taint_sets = nodes.taint_lists
     memo = nodes.memo.setdefault((f"TaintToleration/{kind}", comparison_operators), {})
     cached = memo.get(tolerations)
     n = len(taint_sets)
@@ -35,11 +35,10 @@ def per_taint_class(nodes: NodeBatch, kind: str, comparison_operators: bool, tol
 def untolerated_mask(nodes: NodeBatch, tolerations: tuple[Toleration, ...],
                      comparison_operators: bool = False) -> np.ndarray:
     """True where the node has a NoSchedule/NoExecute taint the tolerations do not tolerate."""
-    classes, taint_sets = nodes.taint_classes()
-    if len(taint_sets) == 1:
+    if len(nodes.taint_lists) == 1:
         return np.zeros(len(nodes), dtype=bool)
     ok = per_taint_class(nodes, "filter", comparison_operators, tolerations,
                          lambda taints: find_untolerated_taint(taints, tolerations, FILTER_EFFECTS,
                                                                comparison_operators) is None, bool)
-    untolerated: np.ndarray = ~ok[classes]
+    untolerated: np.ndarray = ~ok[nodes.taint_class_ids()]
     return untolerated

@@ -80,7 +80,8 @@ class SchedulerProcess:
     """``python -m pysched`` against the test control plane; output captured to a file."""
 
     def __init__(self, cp: ControlPlane, tmp_path: Path, config: dict | None = None, name: str = "sched",
-                 kubeconfig: Path | None = None, extra_args: list[str] | None = None):
+                 kubeconfig: Path | None = None, extra_args: list[str] | None = None,
+                 env: dict[str, str] | None = None):
         self.cp = cp
         self.name = name
         self.config_path = tmp_path / f"{name}-config.yaml"
@@ -88,6 +89,7 @@ class SchedulerProcess:
         self.log_path = tmp_path / f"{name}.log"
         self.kubeconfig = kubeconfig or cp.kubeconfig
         self.extra_args = extra_args or []
+        self.env = env
         self.proc: subprocess.Popen | None = None
         self._log = None
         self.port = free_port()
@@ -95,7 +97,7 @@ class SchedulerProcess:
 
     def start(self) -> SchedulerProcess:
         self._log = open(self.log_path, "ab")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        env = dict(self.env if self.env is not None else os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "pysched", "--config", str(self.config_path),
              "--kubeconfig", str(self.kubeconfig), "--log-level", "info", "--bind-address", "127.0.0.1",

@@ -1,7 +1,9 @@
 """The out-of-tree plugin example (``examples/pysched-plugin-example``) as a user would use it.
 
-The package is pip-installed into this virtualenv (editable, once; kept while it is current), so
-pysched finds its ``TeamNodes`` plugin through the ``pysched.plugins`` entry point with no flag.
+The package is pip-installed (``--target``, no dependencies: pysched and numpy come from this
+virtualenv) into a directory of its own that only the child processes see, through PYTHONPATH,
+so pysched finds its ``TeamNodes`` plugin through the ``pysched.plugins`` entry point with no flag
+while the test process itself, and every other test in it, never sees the entry point.
 Then: the example's own tests pass; ``--write-config-to`` shows the enabled plugin and its
 decoded args, and bad args fail naming the field; ``--plugin-module`` loads the same package
 without the entry point; and against a real kube-apiserver pods land only where TeamNodes
@@ -12,10 +14,12 @@ queueing hints accept.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 import tomllib
+from pathlib import Path
 
 import pytest
 import yaml
@@ -26,7 +30,6 @@ from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node,
 from .conftest import REPO, scheduler_config, wait_for
 
 EXAMPLE = REPO / "examples" / "pysched-plugin-example"
-DIST = "pysched-plugin-example"
 KEY = "example.com/team"
 REASON = "node(s) belong to another team"
 EVENTS = "/apis/events.k8s.io/v1/namespaces/default/events"
@@ -56,38 +59,34 @@ def _declared_entry_points() -> list[str]:
                   for name, value in eps.items())
 
 
-def _probe() -> tuple[dict | None, str]:
-    r = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
+def _child_env(site: Path) -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+
+
+def _probe(env: dict[str, str]) -> tuple[dict | None, str]:
+    r = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120, env=env)
     if r.returncode:
         return None, r.stderr
     return json.loads(r.stdout), ""
 
 
-def _current(seen: dict | None) -> bool:
-    """Installed from this checkout, with the entry points the pyproject declares, and loadable."""
-    return (seen is not None and seen["file"].startswith(str(EXAMPLE / "src"))
-            and seen["eps"] == _declared_entry_points() and seen["registered"] == "pysched_example_plugins.team_nodes")
-
-
-def _pip(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=600)
-
-
 @pytest.fixture(scope="module")
-def example_installed() -> None:
-    """The example installed (editable) in this venv; no pip run when it already is. A failed or
-    unloadable install is removed again, so that a broken entry point cannot break every later
-    ``pysched`` run of the suite."""
-    if sys.prefix == sys.base_prefix:
-        pytest.skip("not running in a virtualenv: not pip-installing the example into this Python")
-    seen, _ = _probe()
-    if _current(seen):
-        return
-    r = _pip("install", "--quiet", "--no-deps", "-e", str(EXAMPLE))
-    seen, err = _probe()
-    if r.returncode or not _current(seen):
-        _pip("uninstall", "--yes", DIST)
-        pytest.fail(f"installing {EXAMPLE} failed (removed again):\n{r.stdout}\n{r.stderr}\n{err}\n{seen}")
+def example_env(tmp_path_factory) -> dict[str, str]:
+    """The environment of a Python that has the example installed (built from this checkout).
+
+    Installed into a module-private directory, not into this virtualenv: an install in the running
+    interpreter's site-packages leaves its entry point visible to this process without its module
+    importable (the path a .pth adds is read only at start-up)."""
+    site = tmp_path_factory.mktemp("example-site")
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+                        str(EXAMPLE)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, f"installing {EXAMPLE} failed:\n{r.stdout}\n{r.stderr}"
+    env = _child_env(site)
+    seen, err = _probe(env)
+    assert seen is not None, err
+    assert seen["file"].startswith(str(site)) and seen["eps"] == _declared_entry_points(), seen
+    assert seen["registered"] == "pysched_example_plugins.team_nodes", seen
+    return env
 
 
 def team_profile(**args) -> dict:
@@ -97,26 +96,28 @@ def team_profile(**args) -> dict:
             "pluginConfig": [{"name": "TeamNodes", "args": {"labelKey": KEY, **args}}]}
 
 
-def run_cli(tmp_path, cfg: dict, *cli: str, script: str | None = None) -> subprocess.CompletedProcess:
+def run_cli(env: dict[str, str], tmp_path, cfg: dict, *cli: str,
+            script: str | None = None) -> subprocess.CompletedProcess:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(cfg))
     head = ["-c", script] if script else ["-m", "pysched"]
     return subprocess.run([sys.executable, *head, "--config", str(path), *cli],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)
+                          capture_output=True, text=True, timeout=120, cwd=REPO, env=env)
 
 
 # -- the package ----------------------------------------------------------------------------------
 
 
-def test_the_examples_own_tests_pass(example_installed):
+def test_the_examples_own_tests_pass(example_env):
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio"],
-                       cwd=EXAMPLE, capture_output=True, text=True, timeout=300)
+                       cwd=EXAMPLE, capture_output=True, text=True, timeout=300, env=example_env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert re.search(r"^\d+ passed", r.stdout.splitlines()[-1]), r.stdout
 
 
-def test_write_config_shows_the_plugin_found_through_its_entry_point(example_installed, tmp_path):
-    r = run_cli(tmp_path, scheduler_config(profiles=[team_profile(ownNodeWeight=4)]), "--write-config-to", "-")
+def test_write_config_shows_the_plugin_found_through_its_entry_point(example_env, tmp_path):
+    cfg = scheduler_config(profiles=[team_profile(ownNodeWeight=4)])
+    r = run_cli(example_env, tmp_path, cfg, "--write-config-to", "-")
     assert r.returncode == 0, r.stderr
     prof = yaml.safe_load(r.stdout)["profiles"][0]
     assert "TeamNodes" in [p["name"] for p in prof["plugins"]["multiPoint"]["enabled"]]
@@ -124,21 +125,22 @@ def test_write_config_shows_the_plugin_found_through_its_entry_point(example_ins
     assert args == {"labelKey": KEY, "ownNodeWeight": 4, "sharedNodeWeight": 1}   # the defaults filled in
 
 
-def test_bad_args_fail_at_startup_naming_the_field(example_installed, tmp_path):
+def test_bad_args_fail_at_startup_naming_the_field(example_env, tmp_path):
     # a plain start: the profiles are built, and their args decoded, before the cluster is contacted
-    r = run_cli(tmp_path, scheduler_config(profiles=[team_profile(ownNodeWeight=1, sharedNodeWeight=2)]))
+    r = run_cli(example_env, tmp_path, scheduler_config(profiles=[team_profile(ownNodeWeight=1, sharedNodeWeight=2)]))
     assert r.returncode == 2
     assert ("pysched: invalid configuration: profiles[0].pluginConfig[0].args.ownNodeWeight: "
             "must be >= sharedNodeWeight (2), got 1") in r.stderr
-    r = run_cli(tmp_path, scheduler_config(profiles=[team_profile(labelkey="team")]), "--write-config-to", "-")
+    cfg = scheduler_config(profiles=[team_profile(labelkey="team")])
+    r = run_cli(example_env, tmp_path, cfg, "--write-config-to", "-")
     assert r.returncode == 2 and "profiles[0].pluginConfig[0].args.labelkey: unknown field" in r.stderr
 
 
-def test_plugin_module_loads_the_package_without_its_entry_point(example_installed, tmp_path):
+def test_plugin_module_loads_the_package_without_its_entry_point(example_env, tmp_path):
     cfg = scheduler_config(profiles=[team_profile()])
-    r = run_cli(tmp_path, cfg, "--write-config-to", "-", script=_CLI_WITHOUT_ENTRY_POINT)
+    r = run_cli(example_env, tmp_path, cfg, "--write-config-to", "-", script=_CLI_WITHOUT_ENTRY_POINT)
     assert r.returncode == 2 and "plugin 'TeamNodes' does not exist" in r.stderr   # the entry point is hidden
-    r = run_cli(tmp_path, cfg, "--plugin-module", "pysched_example_plugins", "--write-config-to", "-",
+    r = run_cli(example_env, tmp_path, cfg, "--plugin-module", "pysched_example_plugins", "--write-config-to", "-",
                 script=_CLI_WITHOUT_ENTRY_POINT)
     assert r.returncode == 0, r.stderr
     enabled = yaml.safe_load(r.stdout)["profiles"][0]["plugins"]["multiPoint"]["enabled"]
@@ -156,9 +158,9 @@ async def metric_sum(sched, name: str, **labels: str) -> float:
 
 
 async def test_team_pods_land_on_allowed_nodes_and_rejected_ones_wait_for_a_usable_node(
-        example_installed, admin, scheduler_factory):
+        example_env, admin, scheduler_factory):
     await create_nodes(admin, [make_node("red-1", labels={KEY: "red"}), make_node("blue-1", labels={KEY: "blue"})])
-    sched = scheduler_factory(scheduler_config(profiles=[team_profile()])).start()
+    sched = scheduler_factory(scheduler_config(profiles=[team_profile()]), env=example_env).start()
     await sched.wait_log("caches synced")
     await create_pods(admin, [make_pod("red-a", labels={KEY: "red"}), make_pod("red-b", labels={KEY: "red"}),
                               make_pod("blue-a", labels={KEY: "blue"}), make_pod("plain"),

@@ -1,5 +1,7 @@
 """Framework behaviour: FitError messages, score checks, per-node plugins, PreFilter results."""
 
+import re
+
 import pytest
 
 from pysched.apis import config as configmod
@@ -138,3 +140,25 @@ def test_registry_requires_declarative_args():
     bad = type("HandArgs", (FilterPlugin,), {"name": "HandArgs", "Args": HandWritten})
     with pytest.raises(ValueError, match="HandArgs: Args must be a dataclass"):
         Registry().register(bad)
+
+
+def test_a_broken_entry_point_fails_only_the_profiles_that_use_it(monkeypatch, caplog):
+    """An installed plugin package whose import fails (removed, half-upgraded) is reported by the
+    profile that enables it, naming the entry point; profiles without it still build."""
+    from importlib.metadata import EntryPoint
+
+    from pysched.framework import registry as regmod
+    broken = EntryPoint("Gone", "no_such_pysched_plugin_pkg.mod:Gone", regmod.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(regmod, "entry_points", lambda group: [broken] if group == regmod.ENTRY_POINT_GROUP else [])
+    with caplog.at_level("WARNING", logger="pysched.registry"):
+        reg = default_registry()
+    assert "Gone" not in reg and "no_such_pysched_plugin_pkg" in reg.unloadable["Gone"]
+    assert "entry_point=no_such_pysched_plugin_pkg.mod:Gone" in caplog.text
+    head = {"apiVersion": configmod.API_VERSION, "kind": configmod.KIND}
+    offline = OfflineScheduler(configmod.parse({**head, "profiles": [{"schedulerName": "plain"}]}), registry=reg)
+    assert set(offline.frameworks) == {"plain"}
+    for profile, where in (({"plugins": {"filter": {"enabled": [{"name": "Gone"}]}}}, "plugins.filter.enabled[0]"),
+                           ({"pluginConfig": [{"name": "Gone", "args": {}}]}, "pluginConfig[0].name")):
+        with pytest.raises(configmod.ConfigError, match=rf"profiles\[0\]\.{re.escape(where)}: plugin 'Gone' could "
+                                                        r"not be loaded: entry point Gone \(no_such_pysched_plugin"):
+            OfflineScheduler(configmod.parse({**head, "profiles": [{"schedulerName": "x", **profile}]}), registry=reg)

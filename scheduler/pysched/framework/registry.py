@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import logging
 from collections.abc import Iterable
 from importlib.metadata import entry_points
 
@@ -18,12 +19,24 @@ from pysched.framework.interface import Plugin
 
 ENTRY_POINT_GROUP = "pysched.plugins"
 
+log = logging.getLogger("pysched.registry")
+
 
 class RegistryError(ValueError):
     pass
 
 
 class Registry(dict[str, type[Plugin]]):
+    """Name -> plugin class, plus the entry points that failed to load (name -> why).
+
+    A broken plugin package installed beside pysched must not take down profiles that do not use
+    it: its failure is kept here and reported, naming the entry point, by the profile that enables it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unloadable: dict[str, str] = {}
+
     def register(self, cls: type[Plugin], name: str | None = None) -> type[Plugin]:
         name = name or getattr(cls, "name", "")
         if not name:
@@ -66,8 +79,11 @@ def build_registry(modules: Iterable[str] = (), *, in_tree: Iterable[type[Plugin
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             reg.register(ep.load(), ep.name)
-        except Exception as exc:  # noqa: BLE001 - name the broken entry point
-            raise RegistryError(f"entry point {ep.name} ({ep.value}): {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - any import-time failure of a third-party package
+            why = f"entry point {ep.name} ({ep.value}): {type(exc).__name__}: {exc}"
+            reg.unloadable[ep.name] = why
+            log.warning("plugin entry point could not be loaded plugin=%s entry_point=%s error=%r",
+                        ep.name, ep.value, str(exc))
     for m in modules:
         load_module(m)
     for name, cls in _EXTRA.items():

@@ -105,12 +105,17 @@ class Framework:
         for ep, ps in sets.items():
             for i, ref in enumerate(ps.enabled):
                 if ref.name not in registry:
+                    if broken := getattr(registry, "unloadable", {}).get(ref.name):
+                        raise ConfigError(f"{path}.plugins.{ep}.enabled[{i}]: plugin {ref.name!r} could not be "
+                                          f"loaded: {broken}")
                     raise ConfigError(f"{path}.plugins.{ep}.enabled[{i}]: plugin {ref.name!r} does not exist "
                                       f"(known: {', '.join(sorted(registry))})")
                 needed.setdefault(ref.name, f"{path}.plugins.{ep}.enabled[{i}]")
         names = list(profile.plugin_config)
         for i, name in enumerate(names):
             if name not in registry:
+                if broken := getattr(registry, "unloadable", {}).get(name):
+                    raise ConfigError(f"{path}.pluginConfig[{i}].name: plugin {name!r} could not be loaded: {broken}")
                 raise ConfigError(f"{path}.pluginConfig[{i}].name: plugin {name!r} does not exist")
 
         self.plugins: dict[str, Plugin] = {}

@@ -20,8 +20,8 @@ from pysched.client.events import DEFAULT_LIMIT, EventRecorder
 from pysched.client.fence import WriteFence
 from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.leaderelection import LeaderElector
+from pysched.client.objectstore import GROUP_VERSIONS, ObjectStore, api_path
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
-from pysched.client.objectstore import ObjectStore
 from pysched.client.reflector import Reflector, name_key, uid_key
 from pysched.client.rest import ApiError, KubeClient
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
@@ -144,8 +144,7 @@ class SchedulerApp:
 
     def kopf_specs(self) -> list[WatchSpec]:
         """Low-volume streams kopf keeps for us."""
-        groups = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
-                  "storageclasses": ("storage.k8s.io", "v1")}
+        groups = GROUP_VERSIONS
         specs = [WatchSpec("", "v1", "pods", self._on_failed_pod, field_selector="status.phase=Failed")]
         for plural in OBJECT_KINDS:
             group, version = groups.get(plural, ("", "v1"))
@@ -188,12 +187,7 @@ class SchedulerApp:
         log.info("caches synced", extra=kv(nodes=len(self.cache.nodes), pods=len(self.cache.pods),
                                             pending=len(self.queue)))
 
-    OBJECT_PATHS = {"namespaces": "/api/v1/namespaces", "services": "/api/v1/services",
-                    "replicasets": "/apis/apps/v1/replicasets", "statefulsets": "/apis/apps/v1/statefulsets",
-                    "replicationcontrollers": "/api/v1/replicationcontrollers",
-                    "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
-                    "persistentvolumes": "/api/v1/persistentvolumes",
-                    "storageclasses": "/apis/storage.k8s.io/v1/storageclasses"}
+    OBJECT_PATHS = {plural: api_path(plural) for plural in OBJECT_KINDS}
 
     async def prefill_objects(self) -> None:
         """One LIST of each low-volume kind before the first cycle; kopf keeps them current after."""

@@ -73,7 +73,14 @@ class EventRegistry:
                 self.by_plugin[name] = list(fn())
 
     def interested(self, qpi: QueuedPodInfo, resource: str, actions: set[str], old, new) -> bool:
-        plugins = qpi.unschedulable_plugins | qpi.pending_plugins
+        if qpi.gated:
+            # A pod held by a PreEnqueue plugin: only the events that plugin registered (and its
+            # hints) can release it; the queue then runs PreEnqueue again.
+            plugins = {qpi.gating_plugin}
+            if not self.by_plugin.get(qpi.gating_plugin):
+                return False
+        else:
+            plugins = qpi.unschedulable_plugins | qpi.pending_plugins
         if not plugins or EXTENDER_NAME in plugins:
             return True
         for p in plugins:
@@ -110,7 +117,9 @@ class PodObserver(Protocol):
 OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persistentvolumes": "PersistentVolume",
                     "storageclasses": "StorageClass", "namespaces": "Namespace", "services": "Service",
                     "replicasets": "ReplicaSet", "statefulsets": "StatefulSet",
-                    "replicationcontrollers": "ReplicationController"}
+                    "replicationcontrollers": "ReplicationController", "csinodes": "CSINode",
+                    "volumeattachments": "VolumeAttachment",
+                    "resourceclaims": "ResourceClaim"}
 
 
 class ClusterEvents:
@@ -132,13 +141,19 @@ class ClusterEvents:
         else:
             self.queue.move_all(event, lambda qpi: reg.interested(qpi, resource, actions, old, new))
 
-    def object_event(self, plural: str, typ: str | None, obj: dict) -> None:
-        """An ObjectStore change (namespaces, PVCs, PVs, StorageClasses, workloads)."""
+    def object_event(self, plural: str, typ: str | None, old: dict | None, obj: dict) -> None:
+        """An ObjectStore change (namespaces, PVCs, PVs, StorageClasses, CSINodes, ResourceClaims,
+        workloads). Hints get (None, new) for an add, (old, new) for an update, (deleted, None)
+        for a delete, as upstream."""
         resource = OBJECT_RESOURCES.get(plural)
         if resource is None:
             return
-        action = {"DELETED": "Delete", "MODIFIED": "Update"}.get(typ or "", "Add")
-        self.move(resource, {action}, None, obj)
+        if typ == "DELETED":
+            self.move(resource, {"Delete"}, obj, None)
+        elif typ == "MODIFIED" and old is not None:
+            self.move(resource, {"Update"}, old, obj)
+        else:
+            self.move(resource, {"Add"}, None, obj)
 
 
 class EventHandlers:

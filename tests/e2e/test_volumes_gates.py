@@ -1,4 +1,5 @@
-"""Volumes (WaitForFirstConsumer provisioning), DRA refusal and scheduling gates, on a real API server."""
+"""Volumes (WaitForFirstConsumer provisioning), the DRA hold and refusal, and scheduling gates, on a real API
+server."""
 
 from __future__ import annotations
 
@@ -66,12 +67,26 @@ async def test_wait_for_first_consumer_claim_is_provisioned_before_the_pod_binds
     sched.terminate()
 
 
-async def test_dra_pods_are_refused_and_gated_pods_wait(admin, scheduler_factory):
+async def _claim(admin, name):
+    await admin.request("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims", body={
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "example.com"}}]}}})
+
+
+async def _events_for(admin, pod_name):
+    events = await admin.get("/apis/events.k8s.io/v1/namespaces/default/events")
+    return [e for e in events.get("items") or () if (e.get("regarding") or {}).get("name") == pod_name]
+
+
+async def test_dra_pods_wait_for_their_claims_then_are_refused_and_gated_pods_wait(admin, scheduler_factory):
     await create_nodes(admin, [make_node("n1")])
+    await _claim(admin, "some-claim")
     dra = make_pod("dra")
     dra["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "some-claim"}]
+    held = make_pod("held")
+    held["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "later-claim"}]
     gated = make_pod("gated", gates=["example.com/quota"])
-    await create_pods(admin, [dra, gated, make_pod("plain")])
+    await create_pods(admin, [dra, held, gated, make_pod("plain")])
     sched = scheduler_factory().start()
 
     async def plain_bound():
@@ -84,6 +99,18 @@ async def test_dra_pods_are_refused_and_gated_pods_wait(admin, scheduler_factory
         return pod_scheduled_condition(await _get(admin, "/api/v1/namespaces/default/pods/dra"))
 
     cond = await wait_for(dra_cond, 30, what="DRA pod condition")
+    assert cond["reason"] == "Unschedulable" and "spec.resourceClaims" in cond["message"]
+    # A pod whose claim does not exist yet is held before scheduling: no attempt, no condition, no event.
+    h = await _get(admin, "/api/v1/namespaces/default/pods/held")
+    assert not h["spec"].get("nodeName") and pod_scheduled_condition(h) is None
+    assert await _events_for(admin, "held") == []
+    # Its claim appears: the hold ends and the pod gets the explicit refusal.
+    await _claim(admin, "later-claim")
+
+    async def held_cond():
+        return pod_scheduled_condition(await _get(admin, "/api/v1/namespaces/default/pods/held"))
+
+    cond = await wait_for(held_cond, 30, what="released DRA pod condition")
     assert cond["reason"] == "Unschedulable" and "spec.resourceClaims" in cond["message"]
     g = await _get(admin, "/api/v1/namespaces/default/pods/gated")
     assert not g["spec"].get("nodeName")

@@ -3,7 +3,11 @@
 * Namespaces (labels) - InterPodAffinity's ``namespaceSelector``;
 * Services, ReplicaSets, StatefulSets, ReplicationControllers - PodTopologySpread's system default
   constraints select "the pods of the same workload" from them (``helper.DefaultSelector``);
-* PersistentVolumeClaims, PersistentVolumes, StorageClasses - VolumeBinding and VolumeZone.
+* PersistentVolumeClaims, PersistentVolumes, StorageClasses - VolumeBinding, VolumeZone,
+  VolumeRestrictions and NodeVolumeLimits;
+* CSINodes, VolumeAttachments - NodeVolumeLimits (per-driver attach limits; CSIDrivers are read
+  upstream only under the alpha VolumeLimitScaling gate, so they are not watched);
+* ResourceClaims - DynamicResources' PreEnqueue (a pod waits until its claims exist).
 
 Objects are kept as trimmed API dicts keyed by ``namespace/name`` (or ``name``). Waiters can
 await a change of a given object (VolumeBinding's PreBind waits for claims to be bound).
@@ -19,12 +23,26 @@ from collections.abc import Callable
 from pysched.apis.core.model import LabelSelector, parse_label_selector
 
 KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
-         "persistentvolumeclaims", "persistentvolumes", "storageclasses")
-NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims"}
+         "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
+         "resourceclaims")
+NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
+              "resourceclaims"}
+# API group and version of the kinds outside the core group.
+GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
+                  "storageclasses": ("storage.k8s.io", "v1"), "csinodes": ("storage.k8s.io", "v1"),
+                  "volumeattachments": ("storage.k8s.io", "v1"),
+                  "resourceclaims": ("resource.k8s.io", "v1")}
 KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet": "replicasets",
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
-                  "StorageClass": "storageclasses"}
+                  "StorageClass": "storageclasses", "CSINode": "csinodes", "VolumeAttachment": "volumeattachments",
+                  "ResourceClaim": "resourceclaims"}
+
+
+def api_path(plural: str) -> str:
+    """The cluster-wide collection path of ``plural`` (``/apis/storage.k8s.io/v1/csinodes``...)."""
+    group, version = GROUP_VERSIONS.get(plural, ("", "v1"))
+    return f"/apis/{group}/{version}/{plural}" if group else f"/api/v1/{plural}"
 
 
 def _key(plural: str, obj: dict) -> str:
@@ -39,15 +57,17 @@ class ObjectStore:
         self.objects: dict[str, dict[str, dict]] = {k: {} for k in KINDS}
         self.version = 0
         self._waiters: list[asyncio.Future] = []
-        self.listeners: list[Callable[[str, str | None, dict], None]] = []
+        self.listeners: list[Callable[[str, str | None, dict | None, dict], None]] = []
         self.synced: set[str] = set()
 
     # -- writes --------------------------------------------------------------------------------
 
 
-    def subscribe(self, listener: Callable[[str, str | None, dict], None]) -> None:
-        """Call ``listener(plural, event type, object)`` on every change (None type: initial list)."""
+    def subscribe(self, listener: Callable[[str, str | None, dict | None, dict], None]) -> None:
+        """Call ``listener(plural, event type, previous version or None, object)`` on every change
+        (None type: initial list)."""
         self.listeners.append(listener)
+
     def handler(self, plural: str) -> Callable[[str | None, dict], None]:
         def on_event(typ: str | None, obj: dict) -> None:
             self.apply(plural, typ, obj)
@@ -58,12 +78,13 @@ class ObjectStore:
         meta.pop("managedFields", None)
         key = _key(plural, obj)
         if typ == "DELETED":
-            self.objects[plural].pop(key, None)
+            old = self.objects[plural].pop(key, None)
         else:
+            old = self.objects[plural].get(key)
             self.objects[plural][key] = obj
         self.version += 1
         for fn in self.listeners:
-            fn(plural, typ, obj)
+            fn(plural, typ, old, obj)
         waiters, self._waiters = self._waiters, []
         for w in waiters:
             if not w.done():

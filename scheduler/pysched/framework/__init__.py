@@ -44,15 +44,15 @@ from pysched.framework.interface import (
 )
 from pysched.framework.matchers import MatcherTerm, PodMatcher
 from pysched.framework.nodeinfo import NodeInfo
-from pysched.framework.podinfo import PodInfo
+from pysched.framework.podinfo import PodInfo, PodVolume
 from pysched.framework.status import Code, Status
 from pysched.framework.types import FrameworkError
 
 __all__ = [
     "MAX_NODE_SCORE", "MIN_NODE_SCORE", "BindPlugin", "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState",
     "EnqueueExtensions", "FilterPlugin", "FilterResult", "FrameworkError", "Handle", "LabelValues", "MatcherTerm",
-    "NodeBatch", "NodeInfo", "PermitPlugin", "Plugin", "PodInfo", "PodMatcher", "PostBindPlugin", "PostFilterPlugin",
-    "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin", "PreFilterPlugin", "PreFilterResult", "PreScorePlugin",
-    "QueueSortPlugin", "ReservePlugin", "ScorePlugin", "Status", "WaitingPod", "arg", "decode_args", "encode_args",
-    "scores_each",
+    "NodeBatch", "NodeInfo", "PermitPlugin", "Plugin", "PodInfo", "PodMatcher", "PodVolume", "PostBindPlugin",
+    "PostFilterPlugin", "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin", "PreFilterPlugin", "PreFilterResult",
+    "PreScorePlugin", "QueueSortPlugin", "ReservePlugin", "ScorePlugin", "Status", "WaitingPod", "arg", "decode_args",
+    "encode_args", "scores_each",
 ]

@@ -59,6 +59,8 @@ class SnapshotView(Protocol):
     def with_affinity(self) -> Mapping[str, PodInfo]: ...
     @property
     def with_required_anti(self) -> Mapping[str, PodInfo]: ...
+    @property
+    def pvc_users(self) -> Mapping[str, int]: ...
 
     def image_sizes(self, name: str) -> np.ndarray: ...
 
@@ -133,6 +135,11 @@ class Handle:
         with the key are left out. ``weight``: 1 for required terms; for ``preferred`` the
         term's weight, negative for preferred anti-affinity (a term may come once per weight)."""
         return self.snapshot.terms.term_domains(kind, accept)
+
+    def pvc_in_use(self, namespace: str, claim: str) -> bool:
+        """Whether a pod on a node (bound or assumed) mounts PersistentVolumeClaim ``namespace/claim``
+        (a ``persistentVolumeClaim`` volume; kube-scheduler's ``IsPVCUsedByPods``)."""
+        return f"{namespace}/{claim}" in self.snapshot.pvc_users
 
     # The engine's name for the snapshot; kept so plugins written against it keep working.
     @property

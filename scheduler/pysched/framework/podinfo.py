@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from pysched.apis.core.model import (
     NodeSelector,
@@ -32,6 +32,49 @@ from pysched.framework.affinity import PodAffinityTerms, parse_pod_affinity
 
 log = logging.getLogger("pysched.framework.podinfo")
 _EPOCH_CACHE: dict[str, float] = {}
+
+
+class PodVolume(NamedTuple):
+    """An in-line volume that VolumeRestrictions or NodeVolumeLimits read (other kinds are not kept).
+
+    ``source``: the volume source's field name (``gcePersistentDisk``, ``awsElasticBlockStore``,
+    ``iscsi``, ``rbd``, ``azureDisk``, ``azureFile``, ``cinder``, ``portworxVolume``,
+    ``vsphereVolume``); ``name``: the volume's name in the pod; ``id``: what identifies the disk
+    (pdName, volumeID, iqn, ``pool/image``, diskURI, volumePath...); ``read_only``; ``extra``:
+    RBD monitors, or an Azure disk's ``kind``."""
+    source: str
+    name: str
+    id: str
+    read_only: bool = False
+    extra: tuple[str, ...] = ()
+
+
+# Volume source field -> (field holding the disk's identity); the sources PodVolume keeps.
+_INLINE_SOURCES = {"gcePersistentDisk": "pdName", "awsElasticBlockStore": "volumeID", "iscsi": "iqn",
+                   "rbd": "image", "azureDisk": "diskURI", "azureFile": "shareName", "cinder": "volumeID",
+                   "portworxVolume": "volumeID", "vsphereVolume": "volumePath"}
+
+
+# Sources that are never disks: checked first so that the common volumes cost one set lookup.
+_COMMON_SOURCES = frozenset(("configMap", "secret", "emptyDir", "projected", "downwardAPI", "hostPath", "csi", "nfs",
+                             "image"))
+
+
+def _inline_volume(v: dict[str, Any]) -> PodVolume | None:
+    for source, id_field in _INLINE_SOURCES.items():
+        src = v.get(source)
+        if src is None:
+            continue
+        name = v.get("name") or ""
+        ro = bool(src.get("readOnly"))
+        if source == "rbd":
+            # The API server defaults the pool to "rbd".
+            return PodVolume(source, name, f"{src.get('pool') or 'rbd'}/{src.get('image') or ''}", ro,
+                             tuple(src.get("monitors") or ()))
+        if source == "azureDisk":
+            return PodVolume(source, name, src.get("diskURI") or "", ro, (str(src.get("kind") or "Shared"),))
+        return PodVolume(source, name, str(src.get(id_field) or ""), ro)
+    return None
 
 
 def parse_time(text: str | None) -> float:
@@ -60,7 +103,7 @@ class PodInfo:
         "requests", "non0_cpu", "non0_mem", "host_ports", "tolerations", "node_selector",
         "required_affinity", "preferred_affinity", "pod_affinity", "pod_anti_affinity",
         "spread_constraints", "gates", "owner_kind", "owner_name", "owner_uid", "images",
-        "pvc_names", "resource_claims", "scheduled_condition", "nominated_node", "raw",
+        "pvc_names", "volumes", "resource_claims", "scheduled_condition", "nominated_node", "raw",
         "parse_error", "spec_hash", "affinity_terms",
     )
 
@@ -96,6 +139,7 @@ class PodInfo:
     owner_uid: str
     images: tuple[str, ...]
     pvc_names: tuple[tuple[str, bool], ...]    # (claim name, is an ephemeral volume's claim)
+    volumes: tuple[PodVolume, ...]             # in-line disks (GCE PD, EBS, iSCSI, RBD, ...)
     resource_claims: tuple[dict[str, Any], ...]
     scheduled_condition: tuple[str, str, str] | None   # PodScheduled (status, reason, message)
     nominated_node: str
@@ -154,6 +198,7 @@ class PodInfo:
         p.scheduled_condition = None
         p.requests, p.non0_cpu, p.non0_mem = {}, 0, 0
         p.host_ports, p.images, p.tolerations, p.gates, p.pvc_names, p.resource_claims = (), (), (), (), (), ()
+        p.volumes = ()
         p.node_selector = p.spread_constraints = p.pod_affinity = p.pod_anti_affinity = None
         p.required_affinity, p.preferred_affinity, p.affinity_terms = None, (), NO_AFFINITY
         p.raw = obj if keep_raw and isinstance(obj, dict) else None
@@ -231,12 +276,18 @@ class PodInfo:
         p.gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())
         p.spread_constraints = spec.get("topologySpreadConstraints") or None
         claims = []
+        inline: list[PodVolume] = []
         for v in spec.get("volumes") or ():
             if v.get("persistentVolumeClaim"):
                 claims.append((v["persistentVolumeClaim"].get("claimName", ""), False))
             elif v.get("ephemeral"):
                 claims.append((f"{p.name}-{v.get('name', '')}", True))
+            elif len(v) > 1 and not _COMMON_SOURCES.intersection(v):
+                vol = _inline_volume(v)
+                if vol is not None:
+                    inline.append(vol)
         p.pvc_names = tuple(claims)
+        p.volumes = tuple(inline)
         p.resource_claims = tuple(spec.get("resourceClaims") or ())
 
         affinity = spec.get("affinity") or {}

@@ -8,9 +8,10 @@ modules here; the brief's own are in ``custom``; code shared between plugins is 
 A plugin module imports only ``pysched.framework`` and ``pysched.plugins.helper``.
 
 Upstream semantics (kube-scheduler 1.35): SchedulingGates, PrioritySort, NodeUnschedulable,
-NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding, VolumeZone,
-PodTopologySpread, InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality,
-DefaultBinder; DynamicResources refuses DRA pods explicitly. The brief's own scores: GPU,
+NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions,
+NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity,
+NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder; DynamicResources holds pods whose
+ResourceClaims do not exist yet (PreEnqueue) and refuses the others explicitly. The brief's own scores: GPU,
 AZSpread, CapacityType, InstanceType.
 """
 
@@ -28,11 +29,13 @@ from pysched.plugins.node_name import NodeName
 from pysched.plugins.node_ports import NodePorts
 from pysched.plugins.node_resources_fit import NodeResourcesFit
 from pysched.plugins.node_unschedulable import NodeUnschedulable
+from pysched.plugins.node_volume_limits import NodeVolumeLimits
 from pysched.plugins.pod_topology_spread import PodTopologySpread
 from pysched.plugins.queue_sort import PrioritySort
 from pysched.plugins.scheduling_gates import SchedulingGates
 from pysched.plugins.taint_toleration import TaintToleration
 from pysched.plugins.volume_binding import VolumeBinding
+from pysched.plugins.volume_restrictions import VolumeRestrictions
 from pysched.plugins.volume_zone import VolumeZone
 
 IN_TREE = [
@@ -44,6 +47,8 @@ IN_TREE = [
     NodeAffinity,
     NodePorts,
     NodeResourcesFit,
+    VolumeRestrictions,
+    NodeVolumeLimits,
     VolumeBinding,
     VolumeZone,
     PodTopologySpread,

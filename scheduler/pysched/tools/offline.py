@@ -46,6 +46,7 @@ class OfflineScheduler:
                                            objects=self.objects)
         self.queue = build_queue(self.cfg, self.frameworks)
         self.events = ClusterEvents(self.queue, EventRegistry(self.frameworks.values()))
+        self.objects.subscribe(self.events.object_event)
         self.handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names, self.events,
                                       observer=observer)
         self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=self.frameworks,
@@ -67,7 +68,8 @@ class OfflineScheduler:
         self.handlers.pod_upsert(pod)
 
     def add_object(self, obj: dict) -> bool:
-        """A Namespace, Service, ReplicaSet, StatefulSet, ReplicationController, PVC, PV or StorageClass."""
+        """A Namespace, Service, ReplicaSet, StatefulSet, ReplicationController, PVC, PV, StorageClass,
+        CSINode, VolumeAttachment or ResourceClaim."""
         return self.objects.add(obj)
 
     def remove_pod(self, uid: str) -> None:

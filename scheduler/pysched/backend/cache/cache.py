@@ -55,6 +55,20 @@ class SchedulerCache:
         # ImageLocality: nodes per image name, and per-slot size columns built on demand.
         self.image_nodes: dict[str, int] = {}
         self._image_columns: dict[str, np.ndarray] = {}
+        # VolumeRestrictions: "namespace/claim" -> how many pods on known nodes mount the claim
+        # (``persistentVolumeClaim`` volumes), kube-scheduler's snapshot ``usedPVCSet``.
+        self.pvc_users: dict[str, int] = {}
+
+    def _count_claims(self, pod: PodInfo, sign: int) -> None:
+        for claim, ephemeral in pod.pvc_names:
+            if ephemeral:
+                continue
+            key = f"{pod.namespace}/{claim}"
+            n = self.pvc_users.get(key, 0) + sign
+            if n > 0:
+                self.pvc_users[key] = n
+            else:
+                self.pvc_users.pop(key, None)
 
     def _count_images(self, spec: NodeSpec, sign: int) -> None:
         if not spec.images:
@@ -84,6 +98,8 @@ class SchedulerCache:
     def _track(self, pod: PodInfo, slot: int) -> None:
         self.index.pod_added(pod, slot)
         self.terms.pod_added(pod, slot)
+        if pod.pvc_names:
+            self._count_claims(pod, 1)
         terms = pod.affinity_terms
         if terms.any:
             self.with_affinity[pod.uid] = pod
@@ -93,6 +109,8 @@ class SchedulerCache:
     def _untrack(self, pod: PodInfo, slot: int) -> None:
         self.index.pod_removed(pod, slot)
         self.terms.pod_removed(pod, slot)
+        if pod.pvc_names:
+            self._count_claims(pod, -1)
         self.with_affinity.pop(pod.uid, None)
         self.with_required_anti.pop(pod.uid, None)
 
@@ -166,6 +184,8 @@ class SchedulerCache:
             self.with_affinity.pop(pod.uid, None)
             self.with_required_anti.pop(pod.uid, None)
             self.terms.pod_removed(pod, info.slot)
+            if pod.pvc_names:
+                self._count_claims(pod, -1)
         self.index.slot_cleared(info.slot)
         self.table.remove(info)
         # Pods stay counted against the name: if the node comes back they are still there.

@@ -9,7 +9,9 @@
 * **unschedulable pool** - pods no node could take. A cluster event (node added or changed,
   assigned pod deleted, ...) moves the pods whose rejecting plugins registered that event back to
   activeQ or backoffQ; pods left there for 5 minutes are flushed back every 30 s. Pods held by a
-  PreEnqueue plugin (scheduling gates) wait here as "gated" and enter activeQ when un-gated.
+  PreEnqueue plugin (scheduling gates, DRA claims not there yet) wait here as "gated" and enter
+  activeQ when an update of the pod, or a cluster event their gating plugin registered, lets
+  PreEnqueue pass.
 
 The queue never loses a pod: every pending pod of our profiles is in exactly one of activeQ,
 backoffQ, the unschedulable pool, or "in flight" (popped and being scheduled or bound).
@@ -293,12 +295,22 @@ class SchedulingQueue:
         """A cluster event: move the unschedulable pods it may help to activeQ/backoffQ."""
         if not self._unsched:
             return 0
+        # Gated pods (held by a PreEnqueue plugin) move only on the events their gating plugin
+        # registered (``interested`` knows them), and only if PreEnqueue now lets them through.
         moved = [uid for uid, qpi in self._unsched.items()
-                 if not qpi.gated and (interested is None or interested(qpi))]
+                 if (interested(qpi) if interested is not None else not qpi.gated)]
+        released = 0
         for uid in moved:
             qpi = self._unsched.pop(uid)
+            if qpi.gated:
+                self._set_where(qpi, "")   # while still gated: keeps the gated count right
+                if self._gate(qpi):
+                    self._push_unschedulable(qpi, event)
+                    continue
+                qpi.timestamp = self._clock()
             self._requeue(qpi, event)
-        return len(moved)
+            released += 1
+        return released
 
     def activate(self, uids: Iterable[str]) -> None:
         for uid in uids:

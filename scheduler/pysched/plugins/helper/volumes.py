@@ -1,11 +1,15 @@
-"""Shared by the volume plugins (VolumeBinding, VolumeZone): the cluster events that can make a
-pod with volumes schedulable, and a claim's storage class."""
+"""Shared by the volume plugins (VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits):
+the cluster events that can make a pod with volumes schedulable, a claim's storage class, and the
+in-tree -> CSI migration rules of kube 1.35 (``k8s.io/csi-translation-lib``) that NodeVolumeLimits
+uses to count in-tree volumes against a CSI driver's attach limit."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
+from urllib.parse import urlparse
 
-from pysched.framework import ClusterEvent, ClusterEventWithHint
+from pysched.framework import ClusterEvent, ClusterEventWithHint, PodVolume
 
 VOLUME_EVENTS = (ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "*")),
                  ClusterEventWithHint(ClusterEvent("PersistentVolume", "*")),
@@ -21,3 +25,118 @@ def claim_class(pvc: dict[str, Any]) -> str:
     if cls is not None:
         return str(cls)
     return str((pvc.get("spec") or {}).get("storageClassName") or "")
+
+
+# -- in-tree -> CSI migration (csi-translation-lib) --------------------------------------------
+
+class TranslationError(ValueError):
+    """An in-tree volume the translation library refuses (its message is upstream's)."""
+
+
+MIGRATED_PLUGINS_ANNOTATION = "storage.alpha.kubernetes.io/migrated-plugins"
+PORTWORX = "kubernetes.io/portworx-volume"
+UNSPECIFIED = "UNSPECIFIED"
+
+# Volume source field -> (in-tree plugin name, CSI driver name): every plugin the translation
+# library knows. A volume or PV of these kinds is "migratable".
+IN_TREE: dict[str, tuple[str, str]] = {
+    "gcePersistentDisk": ("kubernetes.io/gce-pd", "pd.csi.storage.gke.io"),
+    "awsElasticBlockStore": ("kubernetes.io/aws-ebs", "ebs.csi.aws.com"),
+    "cinder": ("kubernetes.io/cinder", "cinder.csi.openstack.org"),
+    "azureDisk": ("kubernetes.io/azure-disk", "disk.csi.azure.com"),
+    "azureFile": ("kubernetes.io/azure-file", "file.csi.azure.com"),
+    "vsphereVolume": ("kubernetes.io/vsphere-volume", "csi.vsphere.vmware.com"),
+    "portworxVolume": (PORTWORX, "pxd.portworx.com"),
+}
+PLUGIN_TO_DRIVER = dict(IN_TREE.values())
+# Plugins whose migration the scheduler treats as on whenever the node has a CSINode (1.35);
+# Portworx only when the CSINode's migrated-plugins annotation lists it; the others never.
+ALWAYS_MIGRATED = frozenset(("kubernetes.io/aws-ebs", "kubernetes.io/gce-pd", "kubernetes.io/azure-disk",
+                             "kubernetes.io/cinder"))
+_EBS_ID = re.compile(r"vol-[^/]*")
+_BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+_ZONE = "topology.kubernetes.io/zone"
+
+
+def migration_on(csinode: dict[str, Any] | None, plugin: str) -> bool:
+    """``isCSIMigrationOn``: whether volumes of in-tree ``plugin`` count against its CSI driver."""
+    if csinode is None or not plugin:
+        return False
+    if plugin in ALWAYS_MIGRATED:
+        return True
+    if plugin != PORTWORX:
+        return False
+    ann = ((csinode.get("metadata") or {}).get("annotations") or {}).get(MIGRATED_PLUGINS_ANNOTATION) or ""
+    return plugin in ann.split(",")
+
+
+def ebs_volume_id(kubernetes_id: str) -> str:
+    """``aws://<zone>/vol-...`` or a bare ``vol-...`` -> the EBS volume id."""
+    if not kubernetes_id.startswith("aws://"):
+        return kubernetes_id
+    url = urlparse(kubernetes_id)
+    vol = url.path.strip("/")
+    if not _EBS_ID.fullmatch(vol):
+        raise TranslationError(f"Invalid format for AWS volume ({kubernetes_id})")
+    return vol
+
+
+def _gce_region(zones: list[str]) -> str:
+    regions = set()
+    for zone in zones:
+        parts = zone.split("-")
+        if len(parts) != 3:
+            raise TranslationError(f"zone in unexpected format, expected: {{locale}}-{{region}}-{{zone}}, got: {zone}")
+        regions.add("-".join(parts[:2]))
+    if len(regions) != 1:
+        raise TranslationError(f"multiple or no regions gotten from zones, got: {sorted(regions)}")
+    return regions.pop()
+
+
+def inline_volume_handle(vol: PodVolume) -> str:
+    """The CSI volume handle the translation library gives an in-line in-tree volume."""
+    if vol.source == "gcePersistentDisk":
+        return f"projects/{UNSPECIFIED}/zones/{UNSPECIFIED}/disks/{vol.id}"
+    if vol.source == "awsElasticBlockStore":
+        return ebs_volume_id(vol.id)
+    if vol.source == "azureDisk":
+        kind = vol.extra[0] if vol.extra else "Shared"
+        if kind.lower() != "managed":
+            raise TranslationError(f"kind({kind}) is not supported in csi migration")
+        return vol.id
+    return vol.id   # cinder, portworx: the volume id as is
+
+
+def pv_in_tree_source(pv: dict[str, Any]) -> str | None:
+    """The in-tree volume source field of a PersistentVolume the library can migrate, if any."""
+    spec = pv.get("spec") or {}
+    for source in IN_TREE:
+        if spec.get(source) is not None:
+            return source
+    return None
+
+
+def pv_volume_handle(pv: dict[str, Any], source: str) -> str:
+    """The CSI volume handle of an in-tree PersistentVolume translated to CSI."""
+    src = (pv.get("spec") or {}).get(source) or {}
+    if source == "gcePersistentDisk":
+        labels = (pv.get("metadata") or {}).get("labels") or {}
+        zones = (labels.get(_BETA_ZONE) or labels.get(_ZONE) or "").split("__")
+        pd = src.get("pdName") or ""
+        if len(zones) == 1 and zones[0]:
+            return f"projects/{UNSPECIFIED}/zones/{zones[0]}/disks/{pd}"
+        if len(zones) > 1:
+            return f"projects/{UNSPECIFIED}/regions/{_gce_region(zones)}/disks/{pd}"
+        return f"projects/{UNSPECIFIED}/zones/{UNSPECIFIED}/disks/{pd}"
+    if source == "awsElasticBlockStore":
+        return ebs_volume_id(str(src.get("volumeID") or ""))
+    if source == "azureDisk":
+        kind = str(src.get("kind") or "Shared")
+        if kind.lower() != "managed":
+            raise TranslationError(f"kind({kind}) is not supported in csi migration")
+        return str(src.get("diskURI") or "")
+    if source == "azureFile":
+        return ""   # never counted: its migration is off for the scheduler
+    if source == "vsphereVolume":
+        return ""
+    return str(src.get("volumeID") or "")

@@ -11,7 +11,8 @@ Upstream semantics (kube-scheduler 1.35): SchedulingGates, PrioritySort, NodeUns
 NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding, VolumeZone,
 PodTopologySpread, InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality,
 DefaultBinder; DynamicResources refuses DRA pods explicitly. The brief's own scores: GPU,
-AZSpread, CapacityType, InstanceType.
+AZSpread, CapacityType, InstanceType - registered here, but not in the default profile (which is
+exactly kube-scheduler's): a profile enables them (``manifests/configmap.yaml`` does).
 """
 
 from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation

@@ -40,7 +40,7 @@ import yaml
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
 from pysched_dev.devcluster import ControlPlane, binaries_dir, free_port
-from pysched_dev.testkit import create_nodes, create_pods, ensure_namespace
+from pysched_dev.testkit import create_nodes, create_pods, custom_scores_profile, ensure_namespace
 
 from . import procstat, stats, verify
 from .workloads import NAMESPACE, PHASE_LABEL, SMOKE, WORKLOADS, Workload
@@ -113,7 +113,8 @@ def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir:
     if kind == PYSCHED:
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                "leaderElection": {"leaderElect": False}, "clientConnection": client_connection,
-               "profiles": [{"schedulerName": SCHEDULER_NAMES[PYSCHED]}]}
+               # pysched as shipped (manifests/configmap.yaml): kube's default plugins plus its own scores.
+               "profiles": [custom_scores_profile(SCHEDULER_NAMES[PYSCHED])]}
         path = rundir / "pysched-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return Process([sys.executable, "-m", "pysched", "run", "--config", str(path),

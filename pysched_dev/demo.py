@@ -17,7 +17,15 @@ from pysched.app import Options, SchedulerApp
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
 from pysched_dev.devcluster import ControlPlane
-from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
+from pysched_dev.testkit import (
+    create_nodes,
+    create_pods,
+    custom_scores_profile,
+    list_pods,
+    make_node,
+    make_pod,
+    pod_scheduled_condition,
+)
 
 ZONE = "topology.kubernetes.io/zone"
 ITYPE = "node.kubernetes.io/instance-type"
@@ -64,8 +72,9 @@ async def _demo(cp: ControlPlane, creds, admin: KubeClient) -> int:
     await create_nodes(admin, sample_nodes())
     await create_pods(admin, sample_pods())
 
-    cfg = configmod.default_config()
-    cfg.leader_election.leader_elect = False
+    # The shipped ConfigMap's profile: kube-scheduler's defaults plus pysched's own scores.
+    cfg = configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
+                           "leaderElection": {"leaderElect": False}, "profiles": [custom_scores_profile()]})
     app = SchedulerApp(cfg, Options(kubeconfig=str(cp.kubeconfig), serve=False, seed=1), creds)
     task = asyncio.create_task(app.run())
     ours = {p["metadata"]["name"] for p in sample_pods() if p["spec"]["schedulerName"] == "pysched"}

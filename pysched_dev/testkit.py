@@ -12,8 +12,20 @@ from collections.abc import Iterable
 from pysched.client.rest import ApiError, KubeClient
 from pysched.testing.objects import PAUSE_IMAGE, make_node, make_pod
 
-__all__ = ["PAUSE_IMAGE", "create_node", "create_nodes", "create_pods", "ensure_namespace", "list_pods",
-           "make_node", "make_pod", "pod_scheduled_condition"]
+__all__ = ["CUSTOM_SCORES", "PAUSE_IMAGE", "create_node", "create_nodes", "create_pods", "custom_scores_profile",
+           "ensure_namespace", "list_pods", "make_node", "make_pod", "pod_scheduled_condition"]
+
+# pysched's own scores are opt-in (the default profile is exactly kube-scheduler's): the demo,
+# the bench and the tests that exercise them enable them as the shipped ConfigMap does.
+CUSTOM_SCORES = ("GPU", "AZSpread", "CapacityType", "InstanceType")
+
+
+def custom_scores_profile(scheduler_name: str = "pysched", **extra) -> dict:
+    """A profile with kube-scheduler's default plugins plus GPU, AZSpread, CapacityType and
+    InstanceType (weight 1 each) enabled through ``multiPoint``."""
+    return {"schedulerName": scheduler_name, **extra,
+            "plugins": {"multiPoint": {"enabled": [{"name": n, "weight": 1} for n in CUSTOM_SCORES]}}}
+
 
 async def create_node(client: KubeClient, node: dict) -> dict:
     """Create a Node and set its status (the API ignores status on create)."""

@@ -3,7 +3,8 @@
 For each seed a fresh control plane gets a random cluster (zones, labels, taints, cordons,
 capacities, extended resources, namespaces with labels, pods already bound with labels, host
 ports and anti-affinity, bound PVs with node affinity) and a batch of random pending pods
-(requests, nodeSelector, node affinity with every operator, tolerations, host ports, hard
+(requests, nodeSelector, node affinity with every operator - Gt/Lt values such as ``5_0`` or
+``0x3`` that the API server accepts and kube-scheduler cannot parse included -, tolerations, host ports, hard
 topology spread with minDomains / inclusion policies / matchLabelKeys, required pod affinity and
 anti-affinity with namespaces and namespaceSelector, PVC references).
 
@@ -255,10 +256,28 @@ class Recorder:
 
 # -- one seed ---------------------------------------------------------------------------------
 
+# Gt/Lt values the API server accepts (valid label values) that strconv.ParseInt(v, 10, 64)
+# refuses - the term then matches no node - and one it parses ("05").
+ODD_INTEGERS = ("5_0", "0x3", "1e2", "05")
+
+
+def odd_integers(pods: list[dict], rng: random.Random) -> None:
+    """Replace some required Gt/Lt values with ``ODD_INTEGERS`` (a separate random stream, so the
+    clusters and pods of a seed stay what they were)."""
+    for p in pods:
+        required = ((p["spec"].get("affinity") or {}).get("nodeAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution") or {}
+        for term in required.get("nodeSelectorTerms") or ():
+            for e in term.get("matchExpressions") or ():
+                if e["operator"] in ("Gt", "Lt") and rng.random() < 0.5:
+                    e["values"] = [rng.choice(ODD_INTEGERS)]
+
+
 async def run_seed(seed: int, pods_per_seed: int = 25, log=print) -> SeedResult:
     rng = random.Random(seed)
     nodes, namespaces, existing = gen_cluster(rng)
     pods = gen_pods(rng, pods_per_seed)
+    odd_integers(pods, random.Random(seed * 16 + 1))
     with ControlPlane() as cp:
         admin = KubeClient(load_kubeconfig(cp.kubeconfig), qps=0, burst=1)
         try:

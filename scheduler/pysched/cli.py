@@ -205,6 +205,14 @@ def load_config(path: str | None) -> configmod.SchedulerConfig:
     return configmod.default_config()
 
 
+def _plugin_config_order(fw) -> list[str]:
+    """The plugins whose args are written, in kube-scheduler's order (``setDefaults_KubeSchedulerProfile``):
+    the profile's own ``pluginConfig`` entries as given, then the defaulted ones sorted by name."""
+    with_args = {n for n, a in fw.plugin_args.items() if a is not None}
+    given = [n for n in fw.profile.plugin_config if n in with_args]
+    return given + sorted(with_args - set(given))
+
+
 def cmd_run(args) -> int:
     from pysched.app import Options, SchedulerApp
     from pysched.client.auth import CredentialsError, load
@@ -220,8 +228,7 @@ def cmd_run(args) -> int:
         # Build every profile once before touching the cluster: bad plugins/args fail here.
         fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None)
         if args.write_config_to:
-            args_out = {name: {pn: dump_args(a)
-                               for pn, a in fw.plugin_args.items() if a is not None}
+            args_out = {name: {pn: dump_args(fw.plugin_args[pn]) for pn in _plugin_config_order(fw)}
                         for name, fw in fws.items()}
             eff = {name: fw.plugin_sets for name, fw in fws.items()}
             text = yaml.safe_dump(configmod.to_dict(cfg, args_out, eff), sort_keys=False)

@@ -218,8 +218,8 @@ def check_answer(verb, path, status, answer):
     assert status in (200, 400, 422), (where, status, answer)
     if status == 422:
         # A valid body the framework cannot answer (a plugin's Error status), for verbs without an
-        # Error field: e.g. AZSpread and a node, sent without its zone label.
-        assert verb in ("prioritize", "preempt") and answer.startswith("running '"), (where, answer)
+        # Error field: e.g. a PreScore error (running PreScore plugin "X": ...).
+        assert verb in ("prioritize", "preempt") and answer.startswith("running "), (where, answer)
     elif status == 400:
         assert len(answer) < 2000, (where, answer)
         location = answer.split(": ", 1)[0]

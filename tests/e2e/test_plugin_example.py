@@ -122,7 +122,8 @@ def test_write_config_shows_the_plugin_found_through_its_entry_point(example_env
     prof = yaml.safe_load(r.stdout)["profiles"][0]
     assert "TeamNodes" in [p["name"] for p in prof["plugins"]["multiPoint"]["enabled"]]
     args = {c["name"]: c.get("args") for c in prof["pluginConfig"]}["TeamNodes"]
-    assert args == {"labelKey": KEY, "ownNodeWeight": 4, "sharedNodeWeight": 1}   # the defaults filled in
+    assert args == {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "TeamNodesArgs",   # as kube writes args
+                    "labelKey": KEY, "ownNodeWeight": 4, "sharedNodeWeight": 1}   # the defaults filled in
 
 
 def test_bad_args_fail_at_startup_naming_the_field(example_env, tmp_path):

@@ -10,9 +10,17 @@ import collections
 
 import pytest
 
-from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
+from pysched_dev.testkit import (
+    create_nodes,
+    create_pods,
+    custom_scores_profile,
+    list_pods,
+    make_node,
+    make_pod,
+    pod_scheduled_condition,
+)
 
-from .conftest import wait_for
+from .conftest import scheduler_config, wait_for
 from .test_scheduling import assert_no_overcommit
 
 pytestmark = pytest.mark.e2e
@@ -75,7 +83,8 @@ async def test_mixed_workload_respects_every_hard_constraint(admin, scheduler_fa
     await create_nodes(admin, nodes)
     pods = workload()
     await create_pods(admin, pods)
-    sched = scheduler_factory().start()
+    # GPU (plain pods stay off GPU nodes) and CapacityType (spot pods on spot nodes) are opt-in.
+    sched = scheduler_factory(scheduler_config(profiles=[custom_scores_profile()])).start()
     expect_pending = {"no-such-label", "too-many-gpus", "untolerated-gpu"}
 
     async def settled():

@@ -50,6 +50,17 @@ def test_node_ports_conflicts():
     assert hh.pre_filter(pod("none")).is_skip()
 
 
+def test_balanced_allocation_uses_pod_level_requests():
+    """Unlike NodeResourcesFit's score, BalancedAllocation's scorer has the PodLevelResources gate
+    (on in 1.35) and no non-zero defaults: pod-level requests count as they are."""
+    hh = PluginTester(NodeResourcesBalancedAllocation, nodes=[node("n", cpu="8", memory="1Gi")])
+    p = pod("p", cpu=None, memory=None)
+    p["spec"]["resources"] = {"requests": {"cpu": "1", "memory": "64Mi"}}
+    assert hh.plugin.pre_score(CycleState(), PodInfo.from_dict(p), hh.nodes()) is None   # not best-effort
+    # cpu 1/8, memory 64Mi/1Gi -> std 0.03125 -> 96 (containers' 100m/200Mi would give 90)
+    assert hh.score(p) == {"n": 96}
+
+
 def test_balanced_allocation():
     hh = PluginTester(NodeResourcesBalancedAllocation,
                        nodes=[node("n", cpu="4", memory="8Gi"), node("m", cpu="4", memory="4Gi")])

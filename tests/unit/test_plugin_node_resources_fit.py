@@ -162,3 +162,41 @@ def test_args_defaults_and_wire_form():
     # the decoded shape drives the score: utilisation 25% on "a" -> 10 - 2.5 -> 75
     hh = h([node("a", cpu="4", memory="4Gi")], args=raw)
     assert hh.score(pod("p", cpu="1", memory="1Gi"))["a"] == 75
+
+
+def _pod_level(name, cpu="1", memory="64Mi", **kw):
+    """A pod whose only requests are pod-level ``spec.resources`` (its container states none)."""
+    p = pod(name, cpu=None, memory=None, **kw)
+    p["spec"]["resources"] = {"requests": {"cpu": cpu, "memory": memory}}
+    return p
+
+
+def test_score_counts_container_requests_not_pod_level_ones():
+    """kube-scheduler 1.35 builds the scoring strategies without the PodLevelResources gate: the
+    score sees the containers' requests (100m / 200Mi non-zero defaults), the filter the pod-level."""
+    nodes = [node("cpu-heavy", cpu="8", memory="1Gi"), node("mem-heavy", cpu="4", memory="16Gi")]
+    hh = h(nodes)
+    got = hh.score(_pod_level("p"))
+    # LeastAllocated of (100m, 200Mi): cpu-heavy (7900/8000, 824/1024) -> (98 + 80) // 2; mem-heavy -> (97 + 98) // 2
+    assert got == {"cpu-heavy": (98 + 80) // 2, "mem-heavy": (97 + 98) // 2}
+    # the same pod asking its containers for 1 cpu / 64Mi is scored on those
+    assert hh.score(pod("q", cpu="1", memory="64Mi")) == {"cpu-heavy": (87 + 93) // 2, "mem-heavy": (75 + 99) // 2}
+    # MostAllocated and RequestedToCapacityRatio read the same requests
+    most = h(nodes, args={"scoringStrategy": {"type": "MostAllocated"}}).score(_pod_level("r"))
+    assert most == {"cpu-heavy": (1 + 19) // 2, "mem-heavy": (2 + 1) // 2}
+    # the filter still uses the pod-level requests
+    small = h([node("small", cpu="500m", memory="1Gi")])
+    assert small.filter(_pod_level("s"))["small"] == (UAU, ("Insufficient cpu",))
+
+
+def test_pod_level_requests_score_view_of_containers():
+    from pysched.framework.podinfo import PodInfo
+    plain = PodInfo.from_dict(pod("plain", cpu="250m", memory="1Gi"))
+    assert plain.fit_score_requests is None          # the common case costs nothing
+    two = pod("two", cpu="300m", memory=None)
+    two["spec"]["containers"].append({"name": "d", "image": "x", "resources": {"requests": {"memory": "1Gi"}}})
+    two["spec"]["resources"] = {"requests": {"cpu": "2", "memory": "3Gi"}}
+    info = PodInfo.from_dict(two)
+    assert info.requests["cpu"] == 2000 and info.requests["memory"] == 3 * GI       # pod-level for the filter
+    reqs, cpu, mem = info.fit_score_requests
+    assert (cpu, mem) == (300 + 100, 200 * 2**20 + GI)                               # containers, non-zero defaults

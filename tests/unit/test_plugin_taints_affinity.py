@@ -151,3 +151,62 @@ def test_priority_sort_key():
         return type("Q", (), {"pod": PodInfo.from_dict(pod("x", priority=prio)), "timestamp": ts})()
     assert sorted([mk(1, 1.0), mk(5, 2.0), mk(1, 0.5)], key=ps.sort_key)[0].pod.priority == 5
     assert ps.sort_key(mk(1, 0.5)) < ps.sort_key(mk(1, 1.0))
+
+
+def _preferred(*terms):
+    return {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": w, "preference": {"matchExpressions": [e]}} for w, e in terms]}}
+
+
+@pytest.mark.parametrize("value", ["5_0", "0x3", "1e2", " 5", "5\n", "", "99999999999999999999"])
+def test_non_integer_gt_lt_in_a_preferred_term_fails_pre_score_as_upstream(value):
+    """NewPreferredSchedulingTerms refuses what strconv.ParseInt(v, 10, 64) refuses; PreScore errors."""
+    hh = PluginTester(NodeAffinity, nodes=ZN)
+    p = pod("p", affinity=_preferred((10, {"key": "zone", "operator": "In", "values": ["a"]}),
+                                     (30, {"key": "cores", "operator": "Gt", "values": [value]})))
+    state = CycleState()
+    st = hh.plugin.pre_score(state, PodInfo.from_dict(p), hh.nodes())
+    quoted = '"' + value.replace("\n", "\\n") + '"'
+    assert st is not None and st.code.name == "ERROR"
+    assert st.message() == (f"[1].matchExpressions[0].values[0]: Invalid value: {quoted}: "
+                            "for 'Gt', 'Lt' operators, the value must be an integer")
+
+
+def test_preferred_term_errors_are_aggregated_and_valid_integers_pass():
+    hh = PluginTester(NodeAffinity, nodes=ZN)
+    p = pod("p", affinity=_preferred((0, {"key": "cores", "operator": "Lt", "values": ["x"]}),   # weight 0: skipped
+                                     (5, {"key": "cores", "operator": "Lt", "values": ["0x3"]}),
+                                     (5, {"key": "cores", "operator": "Gt", "values": ["1e2"]})))
+    st = hh.plugin.pre_score(CycleState(), PodInfo.from_dict(p), hh.nodes())
+    assert st.message() == ('[[1].matchExpressions[0].values[0]: Invalid value: "0x3": for \'Gt\', \'Lt\' operators, '
+                            'the value must be an integer, [2].matchExpressions[0].values[0]: Invalid value: "1e2": '
+                            "for 'Gt', 'Lt' operators, the value must be an integer]")
+    ok = pod("q", affinity=_preferred((5, {"key": "cores", "operator": "Lt", "values": ["+8"]}),
+                                      (5, {"key": "cores", "operator": "Gt", "values": ["-3"]})))
+    assert hh.plugin.pre_score(CycleState(), PodInfo.from_dict(ok), hh.nodes()) is None
+
+
+def test_non_integer_gt_in_a_required_term_matches_no_node_without_an_error():
+    """LazyErrorNodeSelector: the term that cannot be parsed matches nothing; the other terms count."""
+    hh = PluginTester(NodeAffinity, nodes=ZN)
+    bad = {"key": "cores", "operator": "Gt", "values": ["5_0"]}
+    zone_a = {"key": "zone", "operator": "In", "values": ["a"]}
+    p = pod("p", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [bad]}, {"matchExpressions": [zone_a]}]}}})
+    r = hh.filter(p)
+    assert {n for n, v in r.items() if v is None} == {"n-a-1", "n-a-2"}
+    only_bad = pod("q", affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [bad]}]}}})
+    assert all(v == (UAU, ("node(s) didn't match Pod's node affinity/selector",)) for v in hh.filter(only_bad).values())
+
+
+def test_the_cycle_fails_with_kube_schedulers_message_and_the_pod_is_not_placed():
+    from pysched.tools.offline import OfflineScheduler
+    off = OfflineScheduler()
+    for n in ZN:
+        off.add_node(n)
+    p = pod("p", affinity=_preferred((30, {"key": "cores", "operator": "Gt", "values": ["5_0"]})))
+    out = off.schedule(p)
+    assert out.node is None and out.code == "SchedulerError"
+    assert out.message == ('running PreScore plugin "NodeAffinity": [0].matchExpressions[0].values[0]: '
+                           "Invalid value: \"5_0\": for 'Gt', 'Lt' operators, the value must be an integer")

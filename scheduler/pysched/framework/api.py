@@ -40,3 +40,13 @@ __all__ = [
 from pysched.apis.core.model import PreferredTerm  # noqa: E402
 
 __all__ += ["PreferredTerm"]
+
+# Appended (issue 16, DynamicResourcesArgs): metav1.Duration fields in plugin args.
+from pysched.apis.config.fields import parse_duration  # noqa: E402
+
+__all__ += ["parse_duration"]
+
+# Appended (issue 16, NodeAffinity's preferred-term errors): upstream's error aggregation.
+from pysched.apis.core.model import aggregate_errors  # noqa: E402
+
+__all__ += ["aggregate_errors"]

@@ -27,6 +27,7 @@ from pysched.apis.config.types import ConfigError
 
 T = TypeVar("T")
 META_KEYS = ("apiVersion", "kind")
+ARGS_API_VERSION = "kubescheduler.config.k8s.io/v1"
 ARG_META = "pysched.arg"
 _NO_META: dict[str, Any] = {"json": None, "ge": None, "le": None, "choices": None, "required": False, "bits": 64,
                             "omit_empty": False}
@@ -165,5 +166,10 @@ def load_args(args_cls: Any, raw: Any, path: str) -> Any:
 
 
 def dump_args(args: Any) -> dict[str, Any]:
-    """``encode_args`` for any plugin's Args (``{}`` when it has none)."""
-    return {} if args is None else encode_args(args)
+    """A plugin's Args as kube-scheduler writes them (``--write-config-to``): ``apiVersion`` and
+    ``kind`` first when the class has a ``KIND``, then ``encode_args`` (``{}`` when it has none)."""
+    if args is None:
+        return {}
+    kind = getattr(type(args), "KIND", None)
+    head = {"apiVersion": ARGS_API_VERSION, "kind": kind} if kind else {}
+    return {**head, **encode_args(args)}

@@ -26,7 +26,7 @@ from pysched.apis.core.model import (
     parse_tolerations,
 )
 from pysched.apis.core.objectshape import pod_problem
-from pysched.apis.core.resources import pod_resource
+from pysched.apis.core.resources import fit_score_requests, pod_resource
 from pysched.framework.affinity import EMPTY as NO_AFFINITY
 from pysched.framework.affinity import PodAffinityTerms, parse_pod_affinity
 
@@ -104,7 +104,7 @@ class PodInfo:
         "required_affinity", "preferred_affinity", "pod_affinity", "pod_anti_affinity",
         "spread_constraints", "gates", "owner_kind", "owner_name", "owner_uid", "images",
         "pvc_names", "volumes", "resource_claims", "scheduled_condition", "nominated_node", "raw",
-        "parse_error", "spec_hash", "affinity_terms",
+        "parse_error", "spec_hash", "affinity_terms", "fit_score_requests",
     )
 
     # Declared fields (filled by ``from_dict``; treat as read-only).
@@ -125,6 +125,9 @@ class PodInfo:
     requests: dict[str, int]                   # effective requests (cpu in millicores)
     non0_cpu: int                              # cpu with kube-scheduler's non-zero defaults
     non0_mem: int
+    # NodeResourcesFit's score view of a pod with pod-level requests (containers only, non-zero
+    # defaults): (requests, cpu, memory); None for every other pod (use requests/non0_*).
+    fit_score_requests: tuple[dict[str, int], int, int] | None
     host_ports: tuple[tuple[str, str, int], ...]   # (hostIP, protocol, hostPort)
     tolerations: tuple[Toleration, ...]
     node_selector: dict[str, str] | None
@@ -197,6 +200,7 @@ class PodInfo:
         p.owner_kind = p.owner_name = p.owner_uid = ""
         p.scheduled_condition = None
         p.requests, p.non0_cpu, p.non0_mem = {}, 0, 0
+        p.fit_score_requests = None
         p.host_ports, p.images, p.tolerations, p.gates, p.pvc_names, p.resource_claims = (), (), (), (), (), ()
         p.volumes = ()
         p.node_selector = p.spread_constraints = p.pod_affinity = p.pod_anti_affinity = None
@@ -244,8 +248,11 @@ class PodInfo:
 
         if use_status is None:
             use_status = bool(p.node_name)
+        p.fit_score_requests = None
         try:
             p.requests, p.non0_cpu, p.non0_mem = pod_resource(spec, status, use_status=use_status)
+            if spec.get("resources"):
+                p.fit_score_requests = fit_score_requests(spec)
         except ValueError as exc:
             p.requests, p.non0_cpu, p.non0_mem = {}, 0, 0
             p.parse_error = f"spec.containers resources: {exc}"

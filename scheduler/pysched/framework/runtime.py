@@ -358,7 +358,9 @@ class Framework:
                 state.skip_score_plugins.add(pl.name)
                 continue
             if st is not None and not st.is_success():
-                status = st.with_plugin(pl.name)
+                # kube-scheduler's RunPreScorePlugins wording: running PreScore plugin "Name": ...
+                status = Status(Code.ERROR, f'running PreScore plugin "{pl.name}": {st.message()}',
+                                plugin=pl.name, error=st.error)
                 break
         metrics.extension_point("PreScore", status, self.profile_name, time.perf_counter() - t0)
         return status

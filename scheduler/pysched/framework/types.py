@@ -121,7 +121,9 @@ class FrameworkError(Exception):
 
     def __init__(self, status: Status):
         self.status = status
-        prefix = f"running {status.plugin!r}: " if status.plugin else ""
+        # Messages the runtime already wrapped (``running PreScore plugin "X": ...``) keep their words.
+        wrapped = status.message().startswith("running ")
+        prefix = f"running {status.plugin!r}: " if status.plugin and not wrapped else ""
         super().__init__(prefix + status.message())
 
 

@@ -11,8 +11,9 @@ Upstream semantics (kube-scheduler 1.35): SchedulingGates, PrioritySort, NodeUns
 NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions,
 NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity,
 NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder; DynamicResources holds pods whose
-ResourceClaims do not exist yet (PreEnqueue) and refuses the others explicitly. The brief's own scores: GPU,
-AZSpread, CapacityType, InstanceType.
+ResourceClaims do not exist yet (PreEnqueue) and refuses the others explicitly. The brief's own
+scores: GPU, AZSpread, CapacityType, InstanceType - registered here, but not in the default profile
+(which is exactly kube-scheduler's): a profile enables them (``manifests/configmap.yaml`` does).
 """
 
 from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation

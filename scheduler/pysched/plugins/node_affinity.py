@@ -11,7 +11,10 @@ PreFilter: when every required term names nodes with ``matchFields metadata.name
 those nodes are evaluated; terms that name no common node give ``pod affinity terms conflict``.
 
 Score: the sum of the weights of matching ``preferredDuringScheduling`` terms (plus the added
-preferred terms), normalised so the best node gets 100.
+preferred terms), normalised so the best node gets 100. A preferred term upstream cannot parse
+(a ``Gt``/``Lt`` value that is not a base-10 int64, such as ``5_0``, ``0x3`` or ``1e2``, which
+the API server accepts) fails PreScore with upstream's message, so the cycle fails and the pod is
+not bound, as with kube-scheduler; a required term that cannot be parsed only matches no node.
 
 Reads: node labels and name, pod ``spec.nodeSelector`` and ``spec.affinity.nodeAffinity``.
 """
@@ -46,6 +49,7 @@ from pysched.framework.api import (
     NodeSelector,
     ObjectError,
     PreferredTerm,
+    aggregate_errors,
     parse_node_selector,
     parse_preferred_terms,
 )
@@ -157,6 +161,10 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
     # -- score ---------------------------------------------------------------------------------
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
+        for t in pod.preferred_affinity:
+            if t.errors:
+                # NewPreferredSchedulingTerms refuses the pod's terms: the cycle fails.
+                return Status(Code.ERROR, aggregate_errors(e for p in pod.preferred_affinity for e in p.errors))
         if not pod.preferred_affinity and not self.added_preferred:
             return Status(Code.SKIP)
         return None

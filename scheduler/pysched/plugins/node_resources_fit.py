@@ -18,7 +18,11 @@ Score, with ``scoringStrategy.type``:
   (0-10, scaled to 100);
 
 weighted by ``resources`` (default cpu 1, memory 1). Requested amounts include the pod itself;
-cpu and memory use "non-zero" requests (100m / 200Mi for containers that state none).
+cpu and memory use "non-zero" requests (100m / 200Mi for containers that state none). For the
+pod being scheduled the score counts its containers' requests even when it has pod-level
+``spec.resources`` (``PodInfo.fit_score_requests``): kube-scheduler 1.35's scoring strategies are
+built without the PodLevelResources gate, while its filter (and BalancedAllocation) use the
+pod-level values.
 Resources the node does not have, and extended resources the pod does not request, are left out.
 
 Reads: the batch's allocatable, requested and non-zero requested amounts and pod counts
@@ -209,6 +213,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     # -- score ---------------------------------------------------------------------------------
 
     def _pod_score_request(self, pod: PodInfo, name: str) -> int:
+        own = pod.fit_score_requests   # set only for pods with pod-level requests
+        if own is not None:
+            reqs, cpu, mem = own
+            return cpu if name == CPU else mem if name == MEMORY else int(reqs.get(name, 0))
         if name == CPU:
             return int(pod.non0_cpu)
         if name == MEMORY:

@@ -50,8 +50,7 @@ def to_dict(cfg: SchedulerConfig, plugin_args: dict[str, dict[str, dict]] | None
                 continue
             entry: dict[str, Any] = {}
             if ps.enabled:
-                entry["enabled"] = [{"name": r.name, **({"weight": r.weight} if r.weight else {})}
-                                    for r in ps.enabled]
+                entry["enabled"] = [{"name": r.name, "weight": r.weight} for r in ps.enabled]
             if ps.disabled:
                 entry["disabled"] = [{"name": n} for n in ps.disabled]
             plugins[ep] = entry

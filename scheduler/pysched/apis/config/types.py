@@ -13,8 +13,13 @@ SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 EXTENSION_POINT_KEYS = ("preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore",
                         "score", "reserve", "permit", "preBind", "bind", "postBind", "multiPoint")
 
-# kube-scheduler 1.35's default MultiPoint list (default_plugins.go), restricted to what exists
-# in the registry; weights are upstream's. Names missing from the registry are skipped.
+# kube-scheduler 1.35's default MultiPoint list (``getDefaultPlugins`` and ``applyFeatureGates`` in
+# pkg/scheduler/apis/config/v1/default_plugins.go): plugins, order and weights exactly as upstream
+# with 1.35's default feature gates - DynamicResourceAllocation is GA (locked on), so
+# DynamicResources is inserted before DefaultPreemption with weight 2; NodeDeclaredFeatures and
+# GangScheduling are alpha (off), so their plugins are not added. Names missing from the registry
+# are skipped. pysched's own plugins (GPU, AZSpread, CapacityType, InstanceType) are not here:
+# a profile enables them explicitly.
 DEFAULT_MULTIPOINT: tuple[tuple[str, int], ...] = (
     ("SchedulingGates", 0),
     ("PrioritySort", 0),
@@ -30,15 +35,10 @@ DEFAULT_MULTIPOINT: tuple[tuple[str, int], ...] = (
     ("VolumeZone", 0),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
-    ("DynamicResources", 0),
+    ("DynamicResources", 2),
     ("DefaultPreemption", 0),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
-    # The brief's own scores (not in kube-scheduler): on by default, weight 1 each.
-    ("GPU", 1),
-    ("AZSpread", 1),
-    ("CapacityType", 1),
-    ("InstanceType", 1),
     ("DefaultBinder", 0),
 )
 

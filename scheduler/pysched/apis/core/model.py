@@ -8,12 +8,16 @@ knows how to match a single node (labels + name); the vectorised forms over all 
 Matching follows the API packages: an empty or unknown toleration operator never tolerates; node
 selector terms are ORed and their requirements ANDed; a term with no requirements matches
 nothing; ``NotIn`` and ``DoesNotExist`` match nodes that lack the label; ``Gt``/``Lt`` need one
-integer value and a node label that parses as an integer; a requirement that cannot be parsed
-makes its term match nothing (``LazyErrorNodeSelector``).
+integer value and a node label that parses as an integer (``strconv.ParseInt(v, 10, 64)``: an
+optional sign and ASCII digits, nothing else); a requirement that cannot be parsed makes its term
+match nothing (``LazyErrorNodeSelector``). A preferred term that cannot be parsed also keeps
+upstream's error message (``PreferredTerm.errors``, as ``NewPreferredSchedulingTerms`` words it),
+which NodeAffinity's PreScore turns into a failed cycle.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from typing import NamedTuple
@@ -21,7 +25,9 @@ from typing import NamedTuple
 NO_SCHEDULE = "NoSchedule"
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_EXECUTE = "NoExecute"
-_INT_RE = re.compile(r"^[+-]?[0-9]+$")
+# strconv.ParseInt(s, 10, 64): a sign, then ASCII digits only - no "_" (base 0 only), no spaces,
+# no trailing newline (hence fullmatch).
+_INT_RE = re.compile(r"[+-]?[0-9]+")
 
 
 class ObjectError(ValueError):
@@ -29,7 +35,8 @@ class ObjectError(ValueError):
 
 
 def parse_int(text: str) -> int | None:
-    if isinstance(text, str) and _INT_RE.match(text):
+    """``strconv.ParseInt(text, 10, 64)``, or None where Go returns an error."""
+    if isinstance(text, str) and _INT_RE.fullmatch(text):
         v = int(text)
         if -(2**63) <= v < 2**63:
             return v
@@ -224,6 +231,9 @@ def parse_node_selector(raw: dict | None, where: str) -> NodeSelector | None:
 class PreferredTerm(NamedTuple):
     weight: int
     term: NodeSelectorTerm
+    # Upstream's parse errors for this term, worded and located as ``NewPreferredSchedulingTerms``
+    # reports them ("[1].matchExpressions[0].values[0]: Invalid value: ..."); empty when it parses.
+    errors: tuple[str, ...] = ()
 
 
 def parse_preferred_terms(raw: list | None, where: str) -> tuple[PreferredTerm, ...]:
@@ -232,8 +242,67 @@ def parse_preferred_terms(raw: list | None, where: str) -> tuple[PreferredTerm, 
         w = p.get("weight", 0) if isinstance(p, dict) else 0
         if not w:
             continue
-        out.append(PreferredTerm(int(w), _parse_term(p.get("preference") or {}, f"{where}[{i}].preference")))
+        pref = p.get("preference") or {}
+        term = _parse_term(pref, f"{where}[{i}].preference")
+        errors = () if term.valid else tuple(_upstream_term_errors(pref, f"[{i}]"))
+        out.append(PreferredTerm(int(w), term, errors))
     return tuple(out)
+
+
+def aggregate_errors(errors: Iterable[str]) -> str:
+    """``utilerrors.NewAggregate(errs).Error()``: one message as is, several (duplicates dropped)
+    as ``[a, b]``."""
+    seen = list(dict.fromkeys(errors))
+    return seen[0] if len(seen) == 1 else "[" + ", ".join(seen) + "]"
+
+
+def go_quote(text: str) -> str:
+    """``strconv.Quote``: what ``%q`` prints for a string."""
+    out = ['"']
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    out.append('"')
+    return "".join(out)
+
+
+_GO_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+               "\v": "\\v"}
+
+
+def _upstream_term_errors(raw: dict, path: str) -> list[str]:
+    """The Gt/Lt value errors ``labels.NewRequirement`` gives for a term's ``matchExpressions``: the
+    API server checks keys, operators, value counts and label values of preferred terms, but not
+    that a Gt/Lt value is an integer. Paths are relative to the preferred-terms list, as upstream
+    prints them."""
+    errors: list[str] = []
+    for j, r in enumerate(raw.get("matchExpressions") or ()):
+        if not isinstance(r, dict):
+            continue
+        vp = f"{path}.matchExpressions[{j}].values"
+        values = r.get("values") or []
+        if not isinstance(values, list):
+            continue
+        op = r.get("operator")
+        if op in ("Gt", "Lt"):
+            if len(values) != 1:
+                shown = json.dumps(values, separators=(",", ":"), ensure_ascii=False)
+                errors.append(f"{vp}: Invalid value: {shown}: for 'Gt', 'Lt' operators, exactly one value is required")
+            for k, v in enumerate(values):
+                if parse_int(v) is None:
+                    errors.append(f"{vp}[{k}]: Invalid value: {go_quote(str(v))}: "
+                                  "for 'Gt', 'Lt' operators, the value must be an integer")
+    return errors
 
 
 # -- label selectors --------------------------------------------------------------------------

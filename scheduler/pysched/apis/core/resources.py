@@ -17,7 +17,8 @@ This is the arithmetic kube-scheduler gets from ``component-helpers/resource.Pod
   ``allocatedResources`` (or only the last two when the resize is Infeasible).
 
 "Non-zero" requests (cpu 100m, memory 200Mi for containers that state none) are what the scoring
-plugins use, exactly as upstream.
+plugins use, exactly as upstream; NodeResourcesFit's score ignores pod-level requests
+(``fit_score_requests``), as kube-scheduler 1.35 does.
 """
 
 from __future__ import annotations
@@ -156,6 +157,24 @@ def pod_resource(spec: dict, status: dict | None = None, *,
     # Sums of saturated amounts saturate too: the node table and the scores work in int64.
     return ({k: saturate(v) for k, v in reqs.items()}, saturate(non0.get(CPU, 0)),
             saturate(non0.get(MEMORY, 0)))
+
+
+def fit_score_requests(spec: dict) -> tuple[dict[str, int], int, int] | None:
+    """What NodeResourcesFit's *score* counts for a pod with pod-level ``spec.resources.requests``:
+    ``(requests, cpu, memory)`` from the containers alone, each container missing a cpu or memory
+    request counted at 100m / 200Mi; None for a pod without pod-level requests (the score then
+    uses ``pod_resource``'s non-zero values, which are the same thing).
+
+    kube-scheduler 1.35 builds the strategy scorer (``nodeResourceStrategyTypeMap``) without the
+    PodLevelResources gate, so ``calculatePodResourceRequest`` asks ``PodRequests`` to skip
+    pod-level resources there, while the filter and BalancedAllocation (whose scorer has the gate)
+    use them."""
+    if not _pod_level_requests(spec):
+        return None
+    containers_only = {k: v for k, v in spec.items() if k != "resources"}
+    reqs = pod_requests(containers_only, defaults={CPU: DEFAULT_MILLI_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST})
+    out = {k: saturate(v) for k, v in reqs.items()}
+    return out, out.get(CPU, 0), out.get(MEMORY, 0)
 
 
 def _every_container_states(spec: dict, names: dict[str, int]) -> bool:

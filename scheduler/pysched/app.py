@@ -145,7 +145,7 @@ class SchedulerApp:
     def kopf_specs(self) -> list[WatchSpec]:
         """Low-volume streams kopf keeps for us."""
         groups = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
-                  "storageclasses": ("storage.k8s.io", "v1")}
+                  "storageclasses": ("storage.k8s.io", "v1"), "poddisruptionbudgets": ("policy", "v1")}
         specs = [WatchSpec("", "v1", "pods", self._on_failed_pod, field_selector="status.phase=Failed")]
         for plural in OBJECT_KINDS:
             group, version = groups.get(plural, ("", "v1"))
@@ -193,7 +193,8 @@ class SchedulerApp:
                     "replicationcontrollers": "/api/v1/replicationcontrollers",
                     "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
                     "persistentvolumes": "/api/v1/persistentvolumes",
-                    "storageclasses": "/apis/storage.k8s.io/v1/storageclasses"}
+                    "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
+                    "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets"}
 
     async def prefill_objects(self) -> None:
         """One LIST of each low-volume kind before the first cycle; kopf keeps them current after."""

@@ -3,7 +3,8 @@
 * Namespaces (labels) - InterPodAffinity's ``namespaceSelector``;
 * Services, ReplicaSets, StatefulSets, ReplicationControllers - PodTopologySpread's system default
   constraints select "the pods of the same workload" from them (``helper.DefaultSelector``);
-* PersistentVolumeClaims, PersistentVolumes, StorageClasses - VolumeBinding and VolumeZone.
+* PersistentVolumeClaims, PersistentVolumes, StorageClasses - VolumeBinding and VolumeZone;
+* PodDisruptionBudgets - DefaultPreemption prefers victims no budget protects.
 
 Objects are kept as trimmed API dicts keyed by ``namespace/name`` (or ``name``). Waiters can
 await a change of a given object (VolumeBinding's PreBind waits for claims to be bound).
@@ -19,12 +20,13 @@ from collections.abc import Callable
 from pysched.apis.core.model import LabelSelector, parse_label_selector
 
 KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
-         "persistentvolumeclaims", "persistentvolumes", "storageclasses")
-NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims"}
+         "persistentvolumeclaims", "persistentvolumes", "storageclasses", "poddisruptionbudgets")
+NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
+              "poddisruptionbudgets"}
 KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet": "replicasets",
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
-                  "StorageClass": "storageclasses"}
+                  "StorageClass": "storageclasses", "PodDisruptionBudget": "poddisruptionbudgets"}
 
 
 def _key(plural: str, obj: dict) -> str:

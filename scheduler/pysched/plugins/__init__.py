@@ -10,7 +10,7 @@ A plugin module imports only ``pysched.framework`` and ``pysched.plugins.helper`
 Upstream semantics (kube-scheduler 1.35): SchedulingGates, PrioritySort, NodeUnschedulable,
 NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding, VolumeZone,
 PodTopologySpread, InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality,
-DefaultBinder; DynamicResources refuses DRA pods explicitly. The brief's own scores: GPU,
+DefaultBinder, DefaultPreemption; DynamicResources refuses DRA pods explicitly. The brief's own scores: GPU,
 AZSpread, CapacityType, InstanceType.
 """
 
@@ -20,6 +20,7 @@ from pysched.plugins.custom.capacity_type import CapacityType
 from pysched.plugins.custom.gpu import GPU
 from pysched.plugins.custom.instance_type import InstanceType
 from pysched.plugins.default_binder import DefaultBinder
+from pysched.plugins.default_preemption import DefaultPreemption
 from pysched.plugins.dynamic_resources import DynamicResources
 from pysched.plugins.image_locality import ImageLocality
 from pysched.plugins.inter_pod_affinity import InterPodAffinity
@@ -49,6 +50,7 @@ IN_TREE = [
     PodTopologySpread,
     InterPodAffinity,
     DynamicResources,
+    DefaultPreemption,
     NodeResourcesBalancedAllocation,
     ImageLocality,
     GPU,

@@ -1,8 +1,8 @@
 """Cluster snapshots and pod files for ``pysched simulate``: read, validate, sort by kind.
 
 A snapshot is what ``kubectl get nodes,pods -A -o yaml`` prints (a ``List``), or any YAML stream of
-objects and ``*List``s; Namespaces, Services, workloads, PVCs/PVs/StorageClasses and PriorityClasses
-are used when present, other kinds are counted and ignored. Every Node and Pod is validated up
+objects and ``*List``s; Namespaces, Services, workloads, PVCs/PVs/StorageClasses, PodDisruptionBudgets
+and PriorityClasses are used when present, other kinds are counted and ignored. Every Node and Pod is validated up
 front so that a bad file fails with an error naming the file, the object and the field -
 ``snapshot.yaml: Node node-a (items[3]): status.allocatable.cpu: invalid quantity '4x'`` - rather
 than with a wrong placement.
@@ -28,7 +28,8 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 TOLERATION_OPERATORS = ("", "Equal", "Exists", "Lt", "Gt")
 _INT64_RE = re.compile(r"0|-?[1-9][0-9]*")          # canonical decimal form, for fullmatch
 USED_KINDS = ("Namespace", "Service", "ReplicaSet", "StatefulSet", "ReplicationController",
-              "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "PriorityClass")
+              "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "PriorityClass",
+              "PodDisruptionBudget")
 
 
 class SnapshotError(ValueError):

@@ -75,7 +75,14 @@ class PodResult:
     def message_agree(self) -> bool:
         if self.kube_feasible is not None or self.ours_feasible is not None:
             return True
-        return strip_postfilter(self.kube_message) == self.ours_message
+        # Both schedulers end the message with DefaultPreemption's verdict: compare all of it, but
+        # for what kube-scheduler's DynamicResources PostFilter (ours has none) adds: a reason
+        # before preemption's, or - when PreFilter stopped before DynamicResources' own PreFilter -
+        # an error ("not found": no cycle state) that ends the PostFilter loop before preemption.
+        kube = self.kube_message.replace(DRA_POSTFILTER, "")
+        if kube.endswith(DRA_NO_STATE):
+            return strip_postfilter(kube) == strip_postfilter(self.ours_message)
+        return kube == self.ours_message
 
 
 @dataclass
@@ -84,10 +91,13 @@ class SeedResult:
     pods: list[PodResult] = field(default_factory=list)
 
 
+DRA_POSTFILTER = "no new claims to deallocate, "
+DRA_NO_STATE = ". not found"
+
+
 def strip_postfilter(msg: str) -> str:
-    """The FitError part only: kube-scheduler appends its PostFilter plugins' verdicts after the
-    reason list (DefaultPreemption's "preemption: ...", DynamicResources' "no new claims to
-    deallocate"); we run no PostFilter plugin."""
+    """The FitError part only, without the PostFilter plugins' verdicts after the reason list
+    (DefaultPreemption's "preemption: ...", DynamicResources' "no new claims to deallocate")."""
     head = "nodes are available: "
     start = msg.find(head)
     i = msg.find(". ", start + len(head) if start >= 0 else 0)
@@ -333,7 +343,7 @@ async def _run(cp, admin, seed, nodes, namespaces, existing, pods, log) -> SeedR
             r.ours_message = out.message
         if not (r.feasible_agree and r.message_agree and r.offline_agree):
             log(f"seed {seed} {key}: kube={sorted(r.kube_feasible or [])} ours={sorted(r.ours_feasible or [])} "
-                f"offline={sorted(offline or [])}\n  kube: {strip_postfilter(r.kube_message)}\n"
+                f"offline={sorted(offline or [])}\n  kube: {r.kube_message}\n"
                 f"  ours: {r.ours_message}\n"
                 f"  spec: {json.dumps(p['spec'], sort_keys=True)[:1500]}")
     return result
@@ -390,8 +400,8 @@ async def _judge(cp, admin, names: set[str], who: str, pods=None) -> tuple[dict,
                 for c in (pod.get("status") or {}).get("conditions") or ():
                     if c.get("type") == "PodScheduled" and c.get("status") == "False":
                         msg = c.get("message", "")
-                        # kube-scheduler's messages always end with a PostFilter verdict; ours never do
-                        if who == "kube" or (PROBE_REASON not in msg and strip_postfilter(msg) == msg):
+                        # a pod whose feasible nodes the probe extender rejected is judged by the recording
+                        if who == "kube" or PROBE_REASON not in strip_postfilter(msg):
                             messages[key] = msg
             if all(k in rec.feasible or k in messages for k in names):
                 break

@@ -63,6 +63,12 @@ class Metrics:
             "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge "
             "for all plugins that caused it to not schedule and so this metric have meaning only when "
             "broken down by plugin.", ["plugin", "profile"], registry=r)
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now",
+            registry=r)
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims", "Number of selected preemption victims",
+            buckets=_exp(1, 2, 7), registry=r)
         self.cache_size = Gauge(
             "scheduler_cache_size", "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
             ["type"], registry=r)

@@ -51,6 +51,16 @@ def build_queue(cfg: SchedulerConfig, frameworks: dict[str, Framework]) -> Sched
         fwk = frameworks.get(pod.scheduler_name)
         return fwk.run_pre_enqueue(pod) if fwk is not None else None
 
-    return SchedulingQueue(sort_key=first.queue_sort_key(), pre_enqueue=pre_enqueue,
-                           initial_backoff=float(cfg.pod_initial_backoff_seconds),
-                           max_backoff=float(cfg.pod_max_backoff_seconds))
+    running = [pl.is_running_preemption for fwk in frameworks.values() for pl in fwk.post_filter
+               if hasattr(pl, "is_running_preemption")]
+
+    def hold(pod) -> bool:
+        return any(r(pod.uid) for r in running)
+
+    queue = SchedulingQueue(sort_key=first.queue_sort_key(), pre_enqueue=pre_enqueue,
+                            initial_backoff=float(cfg.pod_initial_backoff_seconds),
+                            max_backoff=float(cfg.pod_max_backoff_seconds), hold=hold if running else None)
+    for fwk in frameworks.values():
+        fwk.handle.nominator = queue.nominator
+        fwk.handle.activate = queue.activate
+    return queue

@@ -125,6 +125,11 @@ class Scheduler:
         self.last_results: dict[str, dict] = {}
         self.scheduled = 0
         self.stopped = False
+        for fwk in {id(f): f for f in frameworks.values()}.values():
+            # Preemption's background API calls are tracked (drained, cancelled) like status
+            # patches; without a client (shadow mode, offline) nothing is sent.
+            fwk.handle.spawn = self._spawn_api_task
+            fwk.handle.extenders = self.extenders
 
     # -- main loop -----------------------------------------------------------------------------
 
@@ -223,16 +228,22 @@ class Scheduler:
             return None
         return fwk, state, trace, start
 
-    def _cycle_failed(self, fwk, state, qpi, exc, start, trace) -> None:
+    def _cycle_failed(self, fwk, state, qpi, exc, start, trace, post=None) -> None:
+        """A cycle that found no node: PostFilter (preemption) for a FitError - ``post`` when the
+        async cycle already ran it - then the failure, with the nominated node it chose."""
         pod = qpi.pod
         if isinstance(exc, FitError):
+            nominating: str | None = ""     # no PostFilter plugin: clear any nomination
             if fwk.post_filter:
-                _, st = fwk.run_post_filter(state, pod, exc.diagnosis)
+                result, st = post if post is not None else fwk.run_post_filter(state, pod, exc.diagnosis)
                 if st is not None and st.message():
                     exc.diagnosis.post_filter_msg = st.message()
+                nominating = result.nominated_node_name if result is not None else None
+                if trace is not None and result is not None and result.nominated_node_name:
+                    trace.nominated = {"node": result.nominated_node_name, "victims": list(result.victims)}
             d = exc.diagnosis
             code = Code.PENDING if d.pending_plugins and not d.unschedulable_plugins else Code.UNSCHEDULABLE
-            self._fail(fwk, qpi, Status(code, exc.message()), start, diagnosis=d, trace=trace)
+            self._fail(fwk, qpi, Status(code, exc.message()), start, diagnosis=d, trace=trace, nominating=nominating)
         else:
             self._fail(fwk, qpi, Status(Code.ERROR, str(exc)), start, trace=trace)
 
@@ -257,7 +268,10 @@ class Scheduler:
         try:
             result = await self.schedule_pod_async(fwk, state, qpi.pod, trace)
         except (FitError, NoNodesAvailable, FrameworkError, ExtenderError) as exc:
-            self._cycle_failed(fwk, state, qpi, exc, start, trace)
+            post = None
+            if isinstance(exc, FitError) and fwk.post_filter and any(e.preempt_verb for e in self.extenders):
+                post = await fwk.run_post_filter_async(state, qpi.pod, exc.diagnosis)
+            self._cycle_failed(fwk, state, qpi, exc, start, trace, post)
             return
         if qpi.pod.uid in self.cache.pods or qpi.pod.uid not in self.queue:
             self.queue.done(qpi.pod.uid)  # bound or deleted while the extenders answered
@@ -275,6 +289,7 @@ class Scheduler:
             self._store_trace(pod, trace)
 
         assumed = self.cache.assume(pod, host)
+        self.queue.nominator.delete(pod.uid)   # counted on its node now (DeleteNominatedPodIfExists)
         st = fwk.run_reserve(state, assumed, host)
         if st is not None and not st.is_success():
             fwk.run_unreserve(state, assumed, host)
@@ -320,6 +335,12 @@ class Scheduler:
                  else diagnosis.unschedulable_plugins).add(st.plugin)
             raise FitError(pod.key, n_all, diagnosis)
 
+        nominated = pod.nominated_node or self.queue.nominator.nominated_node(pod.uid)
+        if nominated and not self.extenders_filter_any():
+            hit = self._evaluate_nominated_node(fwk, state, pod, table, nominated, pre_res)
+            if hit is not None:
+                return hit, diagnosis, n_all
+
         start_idx = self.next_start_node_index % n_all
         rotated = np.concatenate([order[start_idx:], order[:start_idx]]) if start_idx else order
         if pre_res is not None and not pre_res.all_nodes():
@@ -344,6 +365,20 @@ class Scheduler:
             processed = n_cand
         self.next_start_node_index = (self.next_start_node_index + processed) % n_all
         return NodeBatch(table, rotated[feasible_pos]), diagnosis, n_all
+
+    def _evaluate_nominated_node(self, fwk: Framework, state: CycleState, pod: PodInfo, table, node: str,
+                                 pre_res) -> NodeBatch | None:
+        """``evaluateNominatedNode``: a preemptor tries the node it was nominated for first (the
+        room was made there); the node, if it passes every filter, is the only feasible one."""
+        slot = table.slot_by_name.get(node)
+        if slot is None or (pre_res is not None and not pre_res.all_nodes() and node not in pre_res.node_names):
+            return None
+        batch = NodeBatch(table, np.array([slot], dtype=np.int64))
+        if not fwk.run_filters(state, pod, batch, None)[0]:
+            return None
+        # upstream's findNodesThatPassFilters over a list of one node: the start index wraps to 0
+        self.next_start_node_index = 0
+        return batch
 
     def _filter_in_chunks(self, fwk: Framework, state: CycleState, pod: PodInfo, table, rotated: np.ndarray,
                           to_find: int, diagnosis: Diagnosis, whole: bool) -> np.ndarray:
@@ -637,7 +672,10 @@ class Scheduler:
     # -- failures ------------------------------------------------------------------------------
 
     def _fail(self, fwk: Framework | None, qpi: QueuedPodInfo, status: Status, start: float, *,
-              diagnosis: Diagnosis | None = None, trace: CycleTrace | None = None, binding: bool = False) -> None:
+              diagnosis: Diagnosis | None = None, trace: CycleTrace | None = None, binding: bool = False,
+              nominating: str | None = "") -> None:
+        """``handleSchedulingFailure``. ``nominating``: the pod's nominated node from now on (""
+        clears it, as every failure but a PostFilter's does; None leaves it as it is)."""
         pod = qpi.pod
         prof = fwk.profile_name if fwk is not None else pod.scheduler_name
         rejected = status.is_rejected()
@@ -668,29 +706,52 @@ class Scheduler:
         if pod.uid not in self.queue:
             return  # deleted while we were scheduling it
         self.queue.add_unschedulable_if_not_present(qpi)
+        latest = qpi.pod
+        # Recorded at once: the next cycle must see the nomination before the patch comes back.
+        if nominating is None:
+            self.queue.nominator.add(latest)
+        else:
+            self.queue.nominator.add(latest, nominating)
         if fwk is None:
             return
-        latest = qpi.pod
         self._record(fwk, latest, "Warning", "FailedScheduling", "Scheduling", truncate_message(msg))
-        self._patch_condition(latest, reason, msg)
+        self._patch_condition(latest, reason, msg, nominating)
 
     def _record(self, fwk: Framework, pod: PodInfo, type_: str, reason: str, action: str, note: str) -> None:
         if self.recorder is not None:
             self.recorder.record(pod, controller=fwk.profile_name, type_=type_, reason=reason, action=action,
                                  note=truncate_message(note))
 
-    def _patch_condition(self, pod: PodInfo, reason: str, message: str) -> None:
+    def _patch_condition(self, pod: PodInfo, reason: str, message: str, nominating: str | None = None) -> None:
+        """``updatePod``: the PodScheduled condition and the nominated node in one pods/status
+        patch, sent only when one of them changes."""
         if self.client is None:
             return
-        if pod.scheduled_condition == ("False", reason, message):
+        nnn_changed = nominating is not None and pod.nominated_node != nominating
+        cond_changed = pod.scheduled_condition != ("False", reason, message)
+        if not cond_changed and not nnn_changed:
             return
-        cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                "lastProbeTime": None}
-        if not pod.scheduled_condition or pod.scheduled_condition[0] != "False":
-            cond["lastTransitionTime"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        if pod.generation:
-            cond["observedGeneration"] = pod.generation
-        self._patch_soon(pod, {"status": {"conditions": [cond]}})
+        status: dict = {}
+        if cond_changed:
+            cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                    "lastProbeTime": None}
+            if not pod.scheduled_condition or pod.scheduled_condition[0] != "False":
+                cond["lastTransitionTime"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            if pod.generation:
+                cond["observedGeneration"] = pod.generation
+            status["conditions"] = [cond]
+        if nnn_changed:
+            status["nominatedNodeName"] = nominating or None
+        self._patch_soon(pod, {"status": status})
+
+    def _spawn_api_task(self, coro) -> bool:
+        """Run API calls made for a plugin (preemption) in the background, tracked in ``api_tasks``."""
+        if self.client is None:
+            return False
+        task = asyncio.get_running_loop().create_task(coro)
+        self.api_tasks.add(task)
+        task.add_done_callback(self.api_tasks.discard)
+        return True
 
     def _patch_soon(self, pod: PodInfo, patch: dict) -> None:
         """Send a pods/status patch in the background (tracked in ``api_tasks``)."""

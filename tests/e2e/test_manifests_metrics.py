@@ -118,6 +118,8 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
 
     for verb, res, kw in [("create", "pods", {"subresource": "binding", "namespace": "default"}),
                           ("patch", "pods", {"subresource": "status", "namespace": "default"}),
+                          ("delete", "pods", {"namespace": "default"}),        # preemption victims
+                          ("watch", "poddisruptionbudgets", {"group": "policy"}),
                           ("watch", "nodes", {}), ("list", "persistentvolumeclaims", {}),
                           ("create", "events", {"group": "events.k8s.io", "namespace": "default"}),
                           ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab",
@@ -127,7 +129,7 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
                           ("get", "configmaps", {"namespace": "kube-system",
                                                  "name": "extension-apiserver-authentication"})]:
         assert await allowed(admin, verb, res, **kw), f"{verb} {res} {kw} should be allowed"
-    for verb, res, kw in [("delete", "pods", {"namespace": "default"}), ("update", "pods", {"namespace": "default"}),
+    for verb, res, kw in [("update", "pods", {"namespace": "default"}),
                           ("create", "pods", {"namespace": "default"}), ("get", "secrets", {"namespace": "default"}),
                           ("list", "secrets", {}), ("patch", "nodes", {}), ("delete", "nodes", {}),
                           ("create", "pods", {"subresource": "eviction", "namespace": "default"}),

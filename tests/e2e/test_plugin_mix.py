@@ -24,6 +24,7 @@ from .conftest import scheduler_config, wait_for
 from .test_scheduling import assert_no_overcommit
 
 pytestmark = pytest.mark.e2e
+NOT_HELPFUL_9 = " preemption: 0/9 nodes are available: 9 Preemption is not helpful for scheduling."
 
 Z = "topology.kubernetes.io/zone"
 IT = "node.kubernetes.io/instance-type"
@@ -125,10 +126,12 @@ async def test_mixed_workload_respects_every_hard_constraint(admin, scheduler_fa
         return pod_scheduled_condition(got[n])["message"]
     # TaintToleration runs before NodeAffinity, so the tainted GPU nodes are counted under taints
     assert msg("no-such-label") == ("0/9 nodes are available: 3 node(s) had untolerated taint(s), "
-                                    "6 node(s) didn't match Pod's node affinity/selector.")
-    assert msg("too-many-gpus") == "0/9 nodes are available: 9 Insufficient nvidia.com/gpu."
+                                    "6 node(s) didn't match Pod's node affinity/selector." + NOT_HELPFUL_9)
+    # DefaultPreemption's verdict ends each message: taints, affinity and requests above
+    # allocatable are unresolvable, so no node is worth a dry run.
+    assert msg("too-many-gpus") == "0/9 nodes are available: 9 Insufficient nvidia.com/gpu." + NOT_HELPFUL_9
     assert msg("untolerated-gpu") == ("0/9 nodes are available: 3 node(s) had untolerated taint(s), "
-                                      "6 Insufficient nvidia.com/gpu.")
+                                      "6 Insufficient nvidia.com/gpu." + NOT_HELPFUL_9)
     sched.terminate()
 
 
@@ -161,8 +164,10 @@ async def test_spread_and_affinity_messages(admin, scheduler_factory):
     assert pod_scheduled_condition(got["spread-me"])["message"] == (
         "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints, "
         "1 node(s) didn't match pod topology spread constraints (missing required label), "
-        "1 node(s) had untolerated taint(s).")
+        "1 node(s) had untolerated taint(s). preemption: 0/3 nodes are available: "
+        "1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.")
     assert pod_scheduled_condition(got["needs-db"])["message"] == (
-        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 node(s) didn't match pod affinity rules.")
+        "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 node(s) didn't match pod affinity rules. "
+        "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
     assert got["spread-ok"]["spec"]["nodeName"] == "b1"
     sched.terminate()

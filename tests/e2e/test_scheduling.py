@@ -99,10 +99,13 @@ async def test_burst_fills_exactly_to_capacity_and_reports_the_rest(admin, sched
     await assert_no_overcommit(admin)
     cond = pod_scheduled_condition(pending[0])
     assert cond["status"] == "False"
-    assert cond["message"] == "0/12 nodes are available: 12 Insufficient cpu."
+    # DefaultPreemption's verdict ends the message: every pod has the same priority (0).
+    expected = ("0/12 nodes are available: 12 Insufficient cpu. "
+                "preemption: 0/12 nodes are available: 12 No preemption victims found for incoming pod.")
+    assert cond["message"] == expected
     name = pending[0]["metadata"]["name"]
     ev = await wait_for(lambda: events_for(admin, name, "FailedScheduling"), 20, what="FailedScheduling event")
-    assert ev[0]["type"] == "Warning" and ev[0]["message"] == "0/12 nodes are available: 12 Insufficient cpu."
+    assert ev[0]["type"] == "Warning" and ev[0]["message"] == expected
     sched.terminate()
 
 

@@ -50,7 +50,10 @@ def test_reasons_counted_from_first_failing_plugin_end_to_end():
     out = s.schedule(pod("p", cpu="2", memory="2Gi"))
     assert out.node is None
     assert out.message == ("0/4 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint(s), "
-                           "1 node(s) were unschedulable, 2 Insufficient cpu.")
+                           "1 node(s) were unschedulable, 2 Insufficient cpu. "
+                           # DefaultPreemption: taints and unschedulable are unresolvable, so is
+                           # a request above allocatable
+                           "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")
 
 
 class PerNodeLabel(FilterPlugin, ScorePlugin):
@@ -101,7 +104,8 @@ def test_out_of_tree_per_node_plugin():
     s.remove_node("b1")
     s.remove_node("b2")
     out = s.schedule(pod("q"))
-    assert out.message == "0/1 nodes are available: 1 node(s) not blue."
+    assert out.message == ("0/1 nodes are available: 1 node(s) not blue. "
+                           "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
 def test_score_out_of_range_is_an_error():
@@ -119,7 +123,9 @@ def test_prefilter_result_restricts_nodes_and_absent_reason():
     assert s.schedule(pod("p", cpu="500m")).node == "b2"
     out = s.schedule(pod("q", cpu="800m"))
     assert out.message == ("0/3 nodes are available: 1 Insufficient cpu, "
-                           "2 node(s) didn't satisfy plugin(s) [OnlyNode].")
+                           "2 node(s) didn't satisfy plugin(s) [OnlyNode]. "
+                           "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+                           "2 Preemption is not helpful for scheduling.")
 
 
 def test_registry_rejects_duplicates_and_non_plugins():

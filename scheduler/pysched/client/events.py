@@ -126,7 +126,10 @@ class EventRecorder:
 
     # -- recording -------------------------------------------------------------------------------
 
-    def record(self, pod, *, controller: str, type_: str, reason: str, action: str, note: str) -> None:
+    def record(self, pod, *, controller: str, type_: str, reason: str, action: str, note: str,
+               related=None) -> None:
+        """Count one occurrence of an event about ``pod`` (``related``: a second pod the event
+        names, as the preemptor in ``Preempted``)."""
         if self.client is None:
             return
         if not self._accepting:
@@ -137,14 +140,20 @@ class EventRecorder:
         regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": pod.name, "uid": pod.uid}
         if pod.resource_version:
             regarding["resourceVersion"] = pod.resource_version
+        rel = None
+        if related is not None:
+            rel = {"apiVersion": "v1", "kind": "Pod", "namespace": related.namespace or "default",
+                   "name": related.name, "uid": related.uid}
+            if related.resource_version:
+                rel["resourceVersion"] = related.resource_version
         instance = f"{controller}-{self.instance}"[:128]
-        key = isomorphic_key(regarding, None, controller=controller, instance=instance, type_=type_,
+        key = isomorphic_key(regarding, rel, controller=controller, instance=instance, type_=type_,
                              reason=reason, action=action)
 
         def make() -> PendingEvent:
             return PendingEvent(key, namespace=ns, name=event_name(pod.name), regarding=regarding,
                                 controller=controller, instance=instance, type_=type_, reason=reason,
-                                action=action, note=note, event_time=now_micro())
+                                action=action, note=note, event_time=now_micro(), related=rel)
 
         entry, aggregated, evicted = self.backlog.observe(key, make)
         if aggregated:

@@ -8,6 +8,7 @@
 * CSINodes, VolumeAttachments - NodeVolumeLimits (per-driver attach limits; CSIDrivers are read
   upstream only under the alpha VolumeLimitScaling gate, so they are not watched);
 * ResourceClaims - DynamicResources' PreEnqueue (a pod waits until its claims exist).
+* PodDisruptionBudgets - DefaultPreemption prefers victims no budget protects.
 
 Objects are kept as trimmed API dicts keyed by ``namespace/name`` (or ``name``). Waiters can
 await a change of a given object (VolumeBinding's PreBind waits for claims to be bound).
@@ -24,19 +25,19 @@ from pysched.apis.core.model import LabelSelector, parse_label_selector
 
 KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
-         "resourceclaims")
+         "resourceclaims", "poddisruptionbudgets")
 NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
-              "resourceclaims"}
+              "resourceclaims", "poddisruptionbudgets"}
 # API group and version of the kinds outside the core group.
 GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "storageclasses": ("storage.k8s.io", "v1"), "csinodes": ("storage.k8s.io", "v1"),
                   "volumeattachments": ("storage.k8s.io", "v1"),
-                  "resourceclaims": ("resource.k8s.io", "v1")}
+                  "resourceclaims": ("resource.k8s.io", "v1"), "poddisruptionbudgets": ("policy", "v1")}
 KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet": "replicasets",
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
                   "StorageClass": "storageclasses", "CSINode": "csinodes", "VolumeAttachment": "volumeattachments",
-                  "ResourceClaim": "resourceclaims"}
+                  "ResourceClaim": "resourceclaims", "PodDisruptionBudget": "poddisruptionbudgets"}
 
 
 def api_path(plural: str) -> str:

@@ -195,6 +195,10 @@ class KubeClient:
         return await self.request("PATCH", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status",
                                   body=patch, content_type="application/strategic-merge-patch+json")
 
+    async def delete_pod(self, namespace: str, name: str) -> Any:
+        """A graceful delete with the pod's own grace period (``util.DeletePod``: no options)."""
+        return await self.request("DELETE", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}")
+
     async def create_event(self, namespace: str, event: dict) -> Any:
         return await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events", body=event)
 

@@ -19,7 +19,12 @@ Per ``extenders:`` entry (``pkg/scheduler/extender.go`` semantics):
 * ``httpTimeout`` (default 5 s) bounds every call; ``enableHTTPS`` without a CA means an
   unverified connection, as upstream; ``tlsConfig`` supplies CA, client certificate (mTLS) and
   ``serverName``.
-* ``preemptVerb`` is accepted and validated but unused: this scheduler does not preempt.
+* preempt (``preemptVerb``): DefaultPreemption sends its candidates - node -> victims and PDB
+  violations - to every interested extender with the verb, in order, each seeing the previous
+  one's answer (``callExtenders``); ``nodeCacheCapable`` extenders get ``NodeNameToMetaVictims``
+  (UIDs), the others ``NodeNameToVictims`` whose pods carry identity, node and priority only (we
+  keep no full object of running pods). An answer naming a node we do not know or a pod that is
+  not on that node is an error, as upstream.
 """
 
 from __future__ import annotations
@@ -37,7 +42,13 @@ import orjson
 from pysched.apis.config import ExtenderConfig
 from pysched.apis.core.resources import limits_declare
 from pysched.client.httppool import HTTPPool
-from pysched.extender.wire import WireError, parse_filter_result, parse_priorities
+from pysched.extender.wire import (
+    WireError,
+    parse_filter_result,
+    parse_preemption_result,
+    parse_priorities,
+    victim_ref,
+)
 from pysched.metrics import METRICS
 from pysched.util.logs import kv
 
@@ -176,6 +187,40 @@ class HTTPExtender:
             log.warning("extender answer outside the contract; entry ignored",
                         extra=kv(extender=self.name, pod=pod.key, problem=p))
         return scores
+
+    async def process_preemption(self, pod, victims: dict, pods_on) -> dict:
+        """``ProcessPreemption``: ``victims`` node -> (victim PodInfos, PDB violations); answers the
+        same shape for the nodes the extender accepts. ``pods_on(node)``: uid -> pod on that node."""
+        if not self.preempt_verb:
+            raise ExtenderError(f"preempt verb is not defined for extender {self.url} but run into ProcessPreemption")
+        if self.node_cache_capable:
+            args = {"Pod": pod.raw, "NodeNameToMetaVictims": {
+                node: {"Pods": [{"UID": v.uid} for v in vs], "NumPDBViolations": n}
+                for node, (vs, n) in victims.items()}}
+        else:
+            args = {"Pod": pod.raw, "NodeNameToVictims": {
+                node: {"Pods": [victim_ref(v.namespace, v.name, v.uid, node, v.priority) for v in vs],
+                       "NumPDBViolations": n}
+                for node, (vs, n) in victims.items()}}
+        body = await self.send(self.preempt_verb, args)
+        try:
+            answer = parse_preemption_result(body, self.name)
+        except WireError as exc:
+            raise ExtenderError(str(exc)) from None
+        out = {}
+        for node, (uids, n_pdb) in answer.items():
+            pods = pods_on(node)
+            if pods is None:
+                raise ExtenderError(f"extender {self.name!r} preempt: node {node!r} not found")
+            chosen = []
+            for uid in uids:
+                p = pods.get(uid)
+                if p is None:
+                    raise ExtenderError(f"extender: {self.url} claims to preempt pod (UID: {uid}) on node: {node}, "
+                                        "but the pod is not found on that node")
+                chosen.append(p)
+            out[node] = (chosen, n_pdb)
+        return out
 
     async def _send_fenced(self, verb: str, args: dict):
         """POST a verb that writes on our behalf, through the lean pool so the fence is checked

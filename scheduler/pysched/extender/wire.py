@@ -175,6 +175,27 @@ def parse_preemption_args(body: Any) -> tuple[dict, dict[str, list[str]]]:
     return pod, out
 
 
+def parse_preemption_result(body: Any, who: str) -> dict[str, tuple[list[str], int]]:
+    """ExtenderPreemptionResult -> node -> (victim UIDs, NumPDBViolations)."""
+    obj = _mapping(body, f"{who}: ExtenderPreemptionResult")
+    victims = field(obj, "NodeNameToMetaVictims")
+    if victims is None:
+        return {}
+    where = f"{who}: ExtenderPreemptionResult.NodeNameToMetaVictims"
+    out = {}
+    for node, v in _mapping(victims, where).items():
+        uids = _victim_uids(v, f"{where}[{node}]", True)
+        out[node] = (uids, int(field(v, "NumPDBViolations") or 0))
+    return out
+
+
+def victim_ref(namespace: str, name: str, uid: str, node: str, priority: int) -> dict:
+    """The part of a victim pod a ``NodeNameToVictims`` request carries (the scheduler keeps no
+    full object of pods already on nodes): its identity, node and priority."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "spec": {"nodeName": node, "priority": priority}}
+
+
 def parse_filter_result(body: Any, sent: list[str], node_cache_capable: bool, who: str) -> tuple[list[str], dict, dict]:
     """ExtenderFilterResult -> (passing names, failed, failed-and-unresolvable); raises on bad answers."""
     obj = _mapping(body, f"{who}: ExtenderFilterResult")

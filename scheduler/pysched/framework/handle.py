@@ -10,7 +10,7 @@ recorder implement them, and the framework testing helpers build small real ones
 from __future__ import annotations
 
 import builtins
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -22,6 +22,7 @@ from pysched.framework.interface import NodeBatch, NodeColumns, WaitingPod
 from pysched.framework.matchers import PodMatcher
 from pysched.framework.nodeinfo import NodeInfo
 from pysched.framework.podinfo import PodInfo
+from pysched.framework.status import Status
 
 
 class PodCounts(Protocol):
@@ -64,6 +65,50 @@ class SnapshotView(Protocol):
 
     def image_sizes(self, name: str) -> np.ndarray: ...
 
+    def what_if(self) -> WhatIfMoves:
+        """Temporary pod moves on the snapshot for one synchronous evaluation (preemption)."""
+        ...
+
+
+class WhatIfMoves(Protocol):
+    """Pods taken off / put on nodes of the snapshot until ``restore()`` (``backend.cache.WhatIf``)."""
+
+    def remove(self, pod: PodInfo) -> None: ...
+    def add(self, pod: PodInfo) -> None: ...
+    def restore(self) -> None: ...
+
+
+class PodNominator(Protocol):
+    """Pending pods expected on a node (``status.nominatedNodeName``); falsy when there are none."""
+
+    def __bool__(self) -> bool: ...
+    def add(self, pod: PodInfo, node: str | None = None) -> None: ...
+    def delete(self, uid: str) -> None: ...
+    def nominated_node(self, uid: str) -> str: ...
+    def node_names(self) -> Iterable[str]: ...
+    def pods_for_node(self, node: str) -> list[PodInfo]: ...
+
+
+class FilterRunner(Protocol):
+    """The profile's filters, as preemption runs them on one node (``runtime.Framework``)."""
+
+    def filter_with_nominated(self, state: Any, pod: PodInfo, node_name: str, *,
+                              simulated: bool) -> Status | None: ...
+
+
+class PreemptionExtender(Protocol):
+    """An extender as preemption sees it (``extender.client.HTTPExtender``)."""
+
+    name: str
+    preempt_verb: str
+    ignorable: bool
+
+    def is_interested(self, pod: PodInfo) -> bool: ...
+
+    async def process_preemption(self, pod: PodInfo, victims: dict[str, tuple[list[PodInfo], int]],
+                                 pods_on: Callable[[str], Mapping[str, PodInfo] | None]
+                                 ) -> dict[str, tuple[list[PodInfo], int]]: ...
+
 
 class ObjectLister(Protocol):
     """Namespaces, Services, controllers, PVCs, PVs, StorageClasses... as API dicts."""
@@ -96,10 +141,14 @@ class APIClient(Protocol):
     async def bind_pod(self, namespace: str, name: str, uid: str, node: str,
                        timeout: float | None = None) -> None: ...
 
+    async def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any]) -> Any: ...
+
+    async def delete_pod(self, namespace: str, name: str) -> Any: ...
+
 
 class EventRecorder(Protocol):
     def record(self, pod: PodInfo, *, controller: str, type_: str, reason: str, action: str,
-               note: str) -> None: ...
+               note: str, related: PodInfo | None = None) -> None: ...
 
 
 @dataclass
@@ -112,6 +161,14 @@ class Handle:
     waiting_pods: dict[str, WaitingPod] = field(default_factory=dict)
     bind_timeout: float | None = None          # seconds a bind may take (None: the client's timeout)
     ignored_extended_resources: frozenset[str] = frozenset()  # extenders' ignoredByScheduler resources
+    nominator: PodNominator | None = None      # the scheduling queue's nominated pods (None: none kept)
+    extenders: Sequence[PreemptionExtender] = ()   # configured extenders (preemption asks those with preemptVerb)
+    # Runs a coroutine in the background, tracked by the engine (drained at shutdown); returns
+    # False when it will not (this scheduler does not write: shadow mode). None: a plain task on
+    # the running loop, or nothing when no loop runs (offline).
+    spawn: Callable[[Coroutine[Any, Any, None]], bool] | None = None
+    activate: Callable[[Iterable[str]], None] | None = None   # move pods (by uid) to the activeQ
+    framework: FilterRunner | None = None      # the profile's framework (set when it is built)
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self.snapshot.nodes.get(name)

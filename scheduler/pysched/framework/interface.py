@@ -295,7 +295,10 @@ class PreFilterResult:
 
 @dataclass
 class PostFilterResult:
+    """A PostFilter outcome that sets the pod's nominated node (an empty name clears it; no
+    result at all leaves it as it is). ``victims``: the pods a preemption evicts (``ns/name``)."""
     nominated_node_name: str = ""
+    victims: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

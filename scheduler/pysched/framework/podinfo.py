@@ -105,6 +105,7 @@ class PodInfo:
         "spread_constraints", "gates", "owner_kind", "owner_name", "owner_uid", "images",
         "pvc_names", "volumes", "resource_claims", "scheduled_condition", "nominated_node", "raw",
         "parse_error", "spec_hash", "affinity_terms", "fit_score_requests",
+        "preemption_policy", "start_time", "preempted_by_scheduler",
     )
 
     # Declared fields (filled by ``from_dict``; treat as read-only).
@@ -150,6 +151,9 @@ class PodInfo:
     parse_error: str | None                    # why the pod cannot be scheduled as sent
     spec_hash: int | None
     affinity_terms: PodAffinityTerms           # parsed pod (anti-)affinity terms
+    preemption_policy: str                     # spec.preemptionPolicy ("PreemptLowerPriority" or "Never")
+    start_time: float                          # status.startTime, epoch seconds (0.0: not started)
+    preempted_by_scheduler: bool               # condition DisruptionTarget=True, reason PreemptionByScheduler
 
     def __repr__(self) -> str:
         return f"PodInfo({self.key}, node={self.node_name or '-'})"
@@ -207,6 +211,7 @@ class PodInfo:
         p.required_affinity, p.preferred_affinity, p.affinity_terms = None, (), NO_AFFINITY
         p.raw = obj if keep_raw and isinstance(obj, dict) else None
         p.spec_hash = None
+        p.preemption_policy, p.start_time, p.preempted_by_scheduler = "PreemptLowerPriority", 0.0, False
         p.parse_error = problem
         return p
 
@@ -241,10 +246,16 @@ class PodInfo:
         p.owner_name = owner.get("name", "") if owner else ""
         p.owner_uid = owner.get("uid", "") if owner else ""
         p.scheduled_condition = None
+        p.preempted_by_scheduler = False
         for cond in status.get("conditions") or ():
-            if cond.get("type") == "PodScheduled":
+            ctype = cond.get("type")
+            if ctype == "PodScheduled" and p.scheduled_condition is None:
                 p.scheduled_condition = (cond.get("status"), cond.get("reason") or "", cond.get("message") or "")
-                break
+            elif ctype == "DisruptionTarget":
+                p.preempted_by_scheduler = (cond.get("status") == "True"
+                                            and cond.get("reason") == "PreemptionByScheduler")
+        p.preemption_policy = spec.get("preemptionPolicy") or "PreemptLowerPriority"
+        p.start_time = parse_time(status.get("startTime"))
 
         if use_status is None:
             use_status = bool(p.node_name)

@@ -71,12 +71,16 @@ class CycleTrace:
         self.selected: str = ""
         self.feasible: list[str] = []
         self.error: str = ""
+        self.nominated: dict[str, Any] | None = None   # preemption: {"node": ..., "victims": [ns/name]}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"preFilter": [{"plugin": p, "status": s} for p, s in self.pre_filter],
-                "filter": [{"plugin": p, "nodes": n} for p, n in self.filters],
-                "score": self.scores, "totalScores": self.totals, "extenders": self.extenders,
-                "feasibleNodes": self.feasible, "selectedNode": self.selected, "error": self.error}
+        out = {"preFilter": [{"plugin": p, "status": s} for p, s in self.pre_filter],
+               "filter": [{"plugin": p, "nodes": n} for p, n in self.filters],
+               "score": self.scores, "totalScores": self.totals, "extenders": self.extenders,
+               "feasibleNodes": self.feasible, "selectedNode": self.selected, "error": self.error}
+        if self.nominated is not None:
+            out["preemption"] = self.nominated
+        return out
 
 
 P = TypeVar("P", bound=Plugin)
@@ -118,6 +122,7 @@ class Framework:
                     raise ConfigError(f"{path}.pluginConfig[{i}].name: plugin {name!r} could not be loaded: {broken}")
                 raise ConfigError(f"{path}.pluginConfig[{i}].name: plugin {name!r} does not exist")
 
+        handle.framework = self
         self.plugins: dict[str, Plugin] = {}
         self.plugin_args: dict[str, Any] = {}
         for name in needed:
@@ -266,7 +271,20 @@ class Framework:
             metrics.extension_point("PreFilter", status, self.profile_name, time.perf_counter() - t0)
 
     def run_filters(self, state: CycleState, pod: PodInfo, batch: NodeBatch, diagnosis: Diagnosis | None) -> np.ndarray:
-        """Boolean mask over ``batch``: nodes that pass every filter."""
+        """Boolean mask over ``batch``: nodes that pass every filter.
+
+        Nodes with nominated pods of equal or higher priority (preemptors waiting for their
+        victims to leave) are checked one by one with those pods counted and without
+        (``filter_with_nominated``); all the others - every node when nothing is nominated - in
+        one batch."""
+        if self.handle.nominator:
+            special = self._nominated_positions(pod, batch)
+            if special is not None:
+                return self._run_filters_split(state, pod, batch, diagnosis, special)
+        return self._run_filters_batch(state, pod, batch, diagnosis)
+
+    def _run_filters_batch(self, state: CycleState, pod: PodInfo, batch: NodeBatch,
+                           diagnosis: Diagnosis | None) -> np.ndarray:
         t0 = time.perf_counter()
         n = len(batch)
         keep_idx = np.arange(n)
@@ -308,6 +326,111 @@ class Framework:
         mask[keep_idx] = True
         return mask
 
+    # -- nominated pods and what-if evaluation (RunFilterPluginsWithNominatedPods) ---------------
+
+    def _nominated_positions(self, pod: PodInfo, batch: NodeBatch) -> np.ndarray | None:
+        """Positions in ``batch`` of the nodes where equal-or-higher-priority pods are nominated."""
+        nom = self.handle.nominator
+        assert nom is not None
+        table = batch.table
+        slots = [table.slot_by_name[n] for n in nom.node_names() if n in table.slot_by_name
+                 and self.nominated_pods_to_add(pod, n)]
+        if not slots:
+            return None
+        pos = np.flatnonzero(np.isin(batch.slots, np.array(slots, dtype=np.int64)))
+        return pos if len(pos) else None
+
+    def _run_filters_split(self, state: CycleState, pod: PodInfo, batch: NodeBatch, diagnosis: Diagnosis | None,
+                           special: np.ndarray) -> np.ndarray:
+        n = len(batch)
+        rest = np.ones(n, dtype=bool)
+        rest[special] = False
+        mask = np.zeros(n, dtype=bool)
+        if rest.any():
+            mask[rest] = self._run_filters_batch(state, pod, batch.subset(rest), diagnosis)
+        infos = batch.table.infos
+        for i in special.tolist():
+            name = infos[int(batch.slots[i])].spec.name
+            st = self.filter_with_nominated(state, pod, name, simulated=False)
+            if st is None:
+                mask[i] = True
+                continue
+            if st.code == Code.ERROR:
+                raise FrameworkError(st)
+            if diagnosis is not None:
+                diagnosis.add_node_status(name, st)
+        return mask
+
+    def nominated_pods_to_add(self, pod: PodInfo, node_name: str) -> list[PodInfo]:
+        """``addGENominatedPods``: the pods nominated for ``node_name`` with a priority at least
+        ``pod``'s, other than ``pod`` itself (and not already counted on a node)."""
+        nom = self.handle.nominator
+        if not nom:
+            return []
+        counted = self.handle.snapshot.pods
+        return [p for p in nom.pods_for_node(node_name)
+                if p.priority >= pod.priority and p.uid != pod.uid and p.uid not in counted]
+
+    def filter_with_nominated(self, state: CycleState, pod: PodInfo, node_name: str, *,
+                              simulated: bool) -> Status | None:
+        """Every filter on one node, twice when pods are nominated there: first as if the
+        equal-or-higher-priority nominated pods ran on it, then as it is; None when both pass,
+        else the first rejection (or an Error status).
+
+        ``simulated``: the snapshot is in a what-if state (preemption removed victims), so
+        ``state`` - computed by PreFilter on the real snapshot - is stale and PreFilter runs again.
+        """
+        nominated = self.nominated_pods_to_add(pod, node_name)
+        if nominated:
+            moves = self.handle.snapshot.what_if()
+            try:
+                for p in nominated:
+                    moves.add(p.with_node(node_name))
+                st = self._filter_fresh(pod, node_name)
+            finally:
+                moves.restore()
+            if st is not None:
+                return st
+        if simulated:
+            return self._filter_fresh(pod, node_name)
+        return self._filter_node(state, pod, node_name)
+
+    def _filter_fresh(self, pod: PodInfo, node_name: str) -> Status | None:
+        """PreFilter on a new CycleState over the snapshot as it is now, then every filter on the node."""
+        state = CycleState()
+        table = self.handle.snapshot.table
+        all_nodes = NodeBatch(table, table.order())
+        result: PreFilterResult | None = None
+        for pl in self.pre_filter:
+            try:
+                res, st = pl.pre_filter(state, pod, all_nodes)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("prefilter plugin failed plugin=%s pod=%s", pl.name, pod.key)
+                return Status.as_error(exc, pl.name)
+            if st is not None and st.is_skip():
+                state.skip_filter_plugins.add(pl.name)
+                continue
+            if st is not None and not st.is_success():
+                return st.with_plugin(pl.name)
+            if res is not None and not res.all_nodes():
+                result = res if result is None else result.merge(res)
+        if result is not None and result.node_names is not None and node_name not in result.node_names:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "node(s) didn't satisfy plugin(s) PreFilter")
+        return self._filter_node(state, pod, node_name)
+
+    def _filter_node(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        info = self.handle.snapshot.nodes.get(node_name)
+        if info is None:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"node {node_name!r} not found")
+        one = NodeBatch(self.handle.snapshot.table, np.array([info.slot], dtype=np.int64))
+        try:
+            return self.run_filters_on_node(state, pod, one)
+        except FrameworkError as exc:
+            return exc.status
+        except Exception as exc:  # noqa: BLE001
+            log.exception("filter plugin failed pod=%s node=%s", pod.key, node_name)
+            return Status.as_error(exc)
+
     def run_filters_on_node(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         """Every filter on a batch of one node, stopping at the first rejection (its Status)."""
         for pl in self.filter:
@@ -322,28 +445,33 @@ class Framework:
     def run_post_filter(self, state: CycleState, pod: PodInfo,
                         diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
         t0 = time.perf_counter()
-        status: Status | None = Status(Code.UNSCHEDULABLE)
-        result = None
-        reasons = []
+        fold = _PostFilterFold()
         for pl in self.post_filter:
             try:
                 r, st = pl.post_filter(state, pod, diagnosis)
             except Exception as exc:  # noqa: BLE001
                 log.exception("postfilter plugin failed plugin=%s pod=%s", pl.name, pod.key)
                 r, st = None, Status.as_error(exc, pl.name)
-            if st is None or st.is_success():
-                result, status = r, None
+            if fold.add(pl.name, r, st):
                 break
-            if st.code != Code.UNSCHEDULABLE:
-                status = st.with_plugin(pl.name)
+        return fold.outcome(self.profile_name, t0)
+
+    async def run_post_filter_async(self, state: CycleState, pod: PodInfo,
+                                    diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
+        """``run_post_filter`` for a cycle that may await (extenders configured): a plugin with a
+        ``post_filter_async`` method (preemption asking preempt extenders) is awaited."""
+        t0 = time.perf_counter()
+        fold = _PostFilterFold()
+        for pl in self.post_filter:
+            try:
+                fn = getattr(pl, "post_filter_async", None)
+                r, st = await fn(state, pod, diagnosis) if fn is not None else pl.post_filter(state, pod, diagnosis)
+            except Exception as exc:  # noqa: BLE001
+                log.exception("postfilter plugin failed plugin=%s pod=%s", pl.name, pod.key)
+                r, st = None, Status.as_error(exc, pl.name)
+            if fold.add(pl.name, r, st):
                 break
-            if st.reasons:
-                reasons.append(st.message())
-            result = r
-        if status is not None and status.code == Code.UNSCHEDULABLE and reasons:
-            status = Status(Code.UNSCHEDULABLE, *reasons)
-        metrics.extension_point("PostFilter", status, self.profile_name, time.perf_counter() - t0)
-        return result, status
+        return fold.outcome(self.profile_name, t0)
 
     def run_pre_score(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> Status | None:
         t0 = time.perf_counter()
@@ -527,6 +655,38 @@ class Framework:
     def queue_sort_key(self) -> Callable[[Any], tuple[Any, ...]]:
         pl = self.queue_sort[0]
         return pl.sort_key
+
+
+class _PostFilterFold:
+    """``RunPostFilterPlugins``' bookkeeping: the first success wins, a status other than
+    Unschedulable stops the loop, the reasons of the others are joined."""
+
+    __slots__ = ("result", "status", "reasons")
+
+    def __init__(self) -> None:
+        self.result: PostFilterResult | None = None
+        self.status: Status | None = Status(Code.UNSCHEDULABLE)
+        self.reasons: list[str] = []
+
+    def add(self, plugin: str, r: PostFilterResult | None, st: Status | None) -> bool:
+        """One plugin's answer; True when the loop must stop."""
+        if st is None or st.is_success():
+            self.result, self.status = r, None
+            return True
+        if st.code != Code.UNSCHEDULABLE:
+            self.status = st.with_plugin(plugin)
+            return True
+        if st.reasons:
+            self.reasons.append(st.message())
+        self.result = r
+        return False
+
+    def outcome(self, profile: str, t0: float) -> tuple[PostFilterResult | None, Status | None]:
+        status = self.status
+        if status is not None and status.code == Code.UNSCHEDULABLE and self.reasons:
+            status = Status(Code.UNSCHEDULABLE, *self.reasons)
+        metrics.extension_point("PostFilter", status, profile, time.perf_counter() - t0)
+        return self.result, status
 
 
 def _verdict(res: FilterResult, i: int) -> str:

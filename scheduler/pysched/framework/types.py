@@ -80,6 +80,22 @@ class Diagnosis:
                     yield names[i], st
         yield from self._explicit.items()
 
+    def node_codes(self) -> dict[str, int]:
+        """Every failed node's status code (as ``node_statuses`` would give it) without building
+        the Statuses: what preemption needs to pick the nodes worth a dry run."""
+        out: dict[str, int] = {}
+        for _plugin, names_fn, result in self._records:
+            names = names_fn() if callable(names_fn) else names_fn
+            code = np.full(len(result.passed), int(Code.UNSCHEDULABLE), dtype=np.int64)
+            for c, _, mask in result.failures:
+                np.maximum(code, np.where(mask, int(c), 0), out=code)
+            idx = np.flatnonzero(~result.passed)
+            for i, c in zip(idx.tolist(), code[idx].tolist()):
+                out[names[i]] = c
+        for node, st in self._explicit.items():
+            out[node] = int(st.code)
+        return out
+
     def node_status_map(self) -> dict[str, Status]:
         return dict(self.node_statuses())
 

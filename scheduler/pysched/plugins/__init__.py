@@ -10,7 +10,7 @@ A plugin module imports only ``pysched.framework`` and ``pysched.plugins.helper`
 Upstream semantics (kube-scheduler 1.35): SchedulingGates, PrioritySort, NodeUnschedulable,
 NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions,
 NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity,
-NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder; DynamicResources holds pods whose
+NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, DefaultPreemption; DynamicResources holds pods whose
 ResourceClaims do not exist yet (PreEnqueue) and refuses the others explicitly. The brief's own
 scores: GPU, AZSpread, CapacityType, InstanceType - registered here, but not in the default profile
 (which is exactly kube-scheduler's): a profile enables them (``manifests/configmap.yaml`` does).
@@ -22,6 +22,7 @@ from pysched.plugins.custom.capacity_type import CapacityType
 from pysched.plugins.custom.gpu import GPU
 from pysched.plugins.custom.instance_type import InstanceType
 from pysched.plugins.default_binder import DefaultBinder
+from pysched.plugins.default_preemption import DefaultPreemption
 from pysched.plugins.dynamic_resources import DynamicResources
 from pysched.plugins.image_locality import ImageLocality
 from pysched.plugins.inter_pod_affinity import InterPodAffinity
@@ -55,6 +56,7 @@ IN_TREE = [
     PodTopologySpread,
     InterPodAffinity,
     DynamicResources,
+    DefaultPreemption,
     NodeResourcesBalancedAllocation,
     ImageLocality,
     GPU,

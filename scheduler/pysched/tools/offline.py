@@ -33,6 +33,8 @@ class Outcome:
     message: str = ""
     code: str = "Scheduled"
     trace: dict | None = None
+    nominated_node: str = ""             # preemption: the node the pod was nominated for
+    victims: tuple[str, ...] = ()        # ... and the pods it would evict there (ns/name)
 
 
 class OfflineScheduler:
@@ -87,13 +89,21 @@ class OfflineScheduler:
         try:
             result = self.scheduler.schedule_pod(fwk, state, info, trace)
         except FitError as fe:
+            nominated, victims = "", ()
             if fwk.post_filter:
-                _, st = fwk.run_post_filter(state, info, fe.diagnosis)
+                # Preemption runs as in the live cycle; offline nothing is evicted, the outcome
+                # reports the node it chose and the victims.
+                res, st = fwk.run_post_filter(state, info, fe.diagnosis)
                 if st is not None and st.message():
                     fe.diagnosis.post_filter_msg = st.message()
+                if res is not None and res.nominated_node_name:
+                    nominated, victims = res.nominated_node_name, tuple(res.victims)
+                    if trace is not None:
+                        trace.nominated = {"node": nominated, "victims": list(victims)}
             if trace is not None:
                 trace.error = fe.message()
-            return Outcome(info.key, None, fe.message(), "Unschedulable", trace.to_dict() if trace else None)
+            return Outcome(info.key, None, fe.message(), "Unschedulable", trace.to_dict() if trace else None,
+                           nominated, victims)
         except (NoNodesAvailable, FrameworkError) as exc:
             return Outcome(info.key, None, str(exc), "SchedulerError", trace.to_dict() if trace else None)
         if trace is not None:

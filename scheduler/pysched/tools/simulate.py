@@ -40,10 +40,15 @@ class Placement:
     code: str
     message: str
     scheduler_name: str
+    nominated_node: str = ""
+    victims: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
-        return {"pod": self.pod, "node": self.node, "result": self.code, "message": self.message,
-                "schedulerName": self.scheduler_name}
+        out = {"pod": self.pod, "node": self.node, "result": self.code, "message": self.message,
+               "schedulerName": self.scheduler_name}
+        if self.nominated_node:
+            out["preemption"] = {"nominatedNode": self.nominated_node, "victims": list(self.victims)}
+        return out
 
 
 @dataclass
@@ -168,7 +173,8 @@ class Simulation:
                 break
             todo = failed
         placements = [Placement(outcomes[i].pod, outcomes[i].node, outcomes[i].code, outcomes[i].message,
-                                created[i]["spec"]["schedulerName"]) for i in range(len(created))]
+                                created[i]["spec"]["schedulerName"], outcomes[i].nominated_node,
+                                outcomes[i].victims) for i in range(len(created))]
         missing = sorted(set(explain) - set(traces))
         for key in missing:
             notes.append(f"--explain {key}: no such pod in --pods")
@@ -206,7 +212,10 @@ def format_text(res: SimulationResult) -> str:
            f"{len(res.placements)} pods placed", ""]
     rows = [["POD", "NODE / REASON"]]
     for p in res.placements:
-        rows.append([p.pod, p.node if p.node else f"{p.code}: {p.message}"])
+        text = p.node if p.node else f"{p.code}: {p.message}"
+        if p.nominated_node:
+            text += f" (would preempt {', '.join(p.victims)} on {p.nominated_node})"
+        rows.append([p.pod, text])
     out += [_table(rows), ""]
     resources = res.before["resources"]
     out.append("Utilisation by node, requested/allocatable (before -> after):")

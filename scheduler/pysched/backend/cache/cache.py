@@ -287,6 +287,12 @@ class SchedulerCache:
         self._unplace(old)
         return old
 
+    # -- what-if (preemption, nominated pods) -------------------------------------------------
+
+    def what_if(self) -> WhatIf:
+        """Temporary pod moves for one synchronous evaluation (see ``WhatIf``)."""
+        return WhatIf(self)
+
     # -- reads ---------------------------------------------------------------------------------
 
     def node_count(self) -> int:
@@ -297,3 +303,44 @@ class SchedulerCache:
         return {name: {"allocatable": dict(info.allocatable), "requested": dict(info.requested),
                        "pods": sorted(p.key for p in info.pods.values())}
                 for name, info in self.nodes.items()}
+
+
+class WhatIf:
+    """Pods taken off or put on nodes of the live cache for one synchronous evaluation - the
+    victims a preemption would remove, the nominated pods a node is expected to receive - then
+    put back exactly by ``restore()`` (in reverse order).
+
+    Every structure that filters and scores read moves with them: NodeInfo, the node table's
+    requested/non-zero/pod-count columns, the pod-count and affinity-term indices. So every plugin,
+    in-tree or custom, sees the same simulated node without knowing it is one. The caller must
+    not await between the first move and ``restore()``: the informer and the scheduling cycle run
+    on the same event loop and must never see a simulated state.
+    """
+
+    __slots__ = ("cache", "_log")
+
+    def __init__(self, cache: SchedulerCache):
+        self.cache = cache
+        self._log: list[tuple[bool, PodInfo]] = []
+
+    def remove(self, pod: PodInfo) -> None:
+        """Take ``pod`` (as the cache holds it) off its node."""
+        if self.cache.pods.get(pod.uid) is not pod:
+            raise ValueError(f"pod {pod.key} is not the cached object; cannot simulate its removal")
+        self.cache._unplace(pod)
+        self._log.append((False, pod))
+
+    def add(self, pod: PodInfo) -> None:
+        """Count ``pod`` on ``pod.node_name`` (a copy placed there, e.g. ``with_node``)."""
+        if pod.uid in self.cache.pods:
+            raise ValueError(f"pod {pod.key} is already counted on node {self.cache.pods[pod.uid].node_name}")
+        self.cache._place(pod)
+        self._log.append((True, pod))
+
+    def restore(self) -> None:
+        while self._log:
+            added, pod = self._log.pop()
+            if added:
+                self.cache._unplace(pod)
+            else:
+                self.cache._place(pod)

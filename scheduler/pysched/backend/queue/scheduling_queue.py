@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
+from pysched.backend.queue.nominator import Nominator
 from pysched.framework.podinfo import PodInfo
 from pysched.metrics import METRICS
 
@@ -82,8 +83,12 @@ class SchedulingQueue:
                  pre_enqueue: Callable[[PodInfo], object] | None = None,
                  initial_backoff: float = 1.0, max_backoff: float = 10.0,
                  max_in_unschedulable: float = DEFAULT_MAX_IN_UNSCHEDULABLE,
-                 clock: Callable[[], float] = time.monotonic, pop_from_backoff: bool = True):
+                 clock: Callable[[], float] = time.monotonic, pop_from_backoff: bool = True,
+                 hold: Callable[[PodInfo], bool] | None = None):
+        """``hold(pod)``: the pod must stay in the unschedulable pool even when an event would move
+        it (its asynchronous preemption is still evicting victims: DefaultPreemption's PreEnqueue)."""
         self._sort_key = sort_key
+        self._hold = hold
         self._pre_enqueue = pre_enqueue
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
@@ -101,6 +106,7 @@ class SchedulingQueue:
         self.scheduling_cycle = 0
         self.counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, IN_FLIGHT: 0, "gated": 0}
         self.closed = False
+        self.nominator = Nominator()   # pending pods expected on a node (preemption)
 
     # -- bookkeeping -----------------------------------------------------------------------------
 
@@ -174,6 +180,9 @@ class SchedulingQueue:
         return qpi.backoff_expiry > now
 
     def _requeue(self, qpi: QueuedPodInfo, event: str) -> str:
+        if self._hold is not None and self._hold(qpi.pod):
+            self._push_unschedulable(qpi, event)
+            return UNSCHEDULABLE
         now = self._clock()
         if self._is_backing_off(qpi, now):
             self._push_backoff(qpi, event)
@@ -239,6 +248,8 @@ class SchedulingQueue:
         now = self._clock()
         qpi = QueuedPodInfo(pod, now)
         self._pods[pod.uid] = qpi
+        if pod.nominated_node:
+            self.nominator.add(pod)
         if self._gate(qpi):
             self._push_unschedulable(qpi, POD_ADD)
             return
@@ -263,6 +274,8 @@ class SchedulingQueue:
             return
         old = qpi.pod
         qpi.pod = pod
+        if self.nominator.node_of or pod.nominated_node:
+            self.nominator.update(old, pod)
         if qpi.where == UNSCHEDULABLE:
             if qpi.gated:
                 self._set_where(qpi, "")
@@ -285,6 +298,7 @@ class SchedulingQueue:
         qpi = self._pods.pop(uid, None)
         if qpi is None:
             return None
+        self.nominator.delete(uid)
         if qpi.where == UNSCHEDULABLE:
             self._unsched.pop(uid, None)
         self._set_where(qpi, "")
@@ -392,6 +406,7 @@ class SchedulingQueue:
         """The pod was scheduled (bound or handed to a binder): it leaves the queue."""
         qpi = self._pods.get(uid)
         if qpi is not None and qpi.where == IN_FLIGHT:
+            self.nominator.delete(uid)
             self._pods.pop(uid)
             self._set_where(qpi, "")
 

@@ -380,3 +380,26 @@ async def test_preemption_writes_pass_the_fence():
         assert client.requests_total == 0
     finally:
         await client.close()
+
+
+def test_no_lower_priority_pod_anywhere_skips_the_dry_runs(monkeypatch):
+    """The cache's priority census answers "no victims" for every candidate without a dry run,
+    with the message the dry runs would give; one lower-priority pod brings the dry runs back."""
+    nodes = [node(f"n{i}", cpu="1") for i in range(3)]
+    peers = [running(f"peer{i}", f"n{i}", "1", 100) for i in range(3)]
+    sim = sim_with(nodes, peers)
+    calls = []
+    policy = plugin_of(sim)
+    real = policy.select_victims
+    monkeypatch.setattr(policy, "select_victims", lambda *a: calls.append(a[2].name) or real(*a))
+    out = sim.schedule(pod("high", cpu="1", priority=100))
+    assert out.message == ("0/3 nodes are available: 3 Insufficient cpu. "
+                           "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.")
+    assert calls == [] and sim.cache.priority_counts == {100: 3}
+    sim.add_pod(running("low", "n0", "0", 1))     # a lower-priority pod, though evicting it frees nothing
+    out = sim.schedule(pod("high2", cpu="1", priority=100))
+    assert sorted(calls) == ["n0", "n1", "n2"] and sim.cache.priority_counts == {100: 3, 1: 1}
+    assert out.message == ("0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: "
+                           "1 Insufficient cpu, 2 No preemption victims found for incoming pod.")
+    sim.remove_pod(next(uid for uid, p in sim.cache.pods.items() if p.name == "low"))
+    assert sim.cache.priority_counts == {100: 3}

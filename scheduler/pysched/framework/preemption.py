@@ -224,7 +224,12 @@ class Evaluator:
         out.absent_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NOT_HELPFUL)
         candidates: list[Candidate] = []
         errors: list[str] = []
-        if potential:
+        if potential and not self.handle.snapshot.has_pod_below(pod.priority):
+            # No cached pod anywhere has a lower priority: every dry run would find no victim.
+            no_victims = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS)
+            for name in potential:
+                out.add_node_status(name, no_victims)
+        elif potential:
             pdbs = self.pdbs()
             offset, count = self.policy.offset_and_count(len(potential))
             candidates, errors = self.dry_run(state, pod, potential, pdbs, offset, count, out)

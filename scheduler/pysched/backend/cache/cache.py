@@ -58,6 +58,9 @@ class SchedulerCache:
         # VolumeRestrictions: "namespace/claim" -> how many pods on known nodes mount the claim
         # (``persistentVolumeClaim`` volumes), kube-scheduler's snapshot ``usedPVCSet``.
         self.pvc_users: dict[str, int] = {}
+        # Preemption: how many cached pods (assumed, bound, parked) have each priority, so that a
+        # pod no cached pod has a lower priority than is answered without a per-node dry run.
+        self.priority_counts: dict[int, int] = {}
 
     def _count_claims(self, pod: PodInfo, sign: int) -> None:
         for claim, ephemeral in pod.pvc_names:
@@ -205,10 +208,18 @@ class SchedulerCache:
             self.table.add_pod(info.slot, pod)
             self._track(pod, info.slot)
         self.pods[pod.uid] = pod
+        counts = self.priority_counts
+        counts[pod.priority] = counts.get(pod.priority, 0) + 1
         self.generation += 1
 
     def _unplace(self, pod: PodInfo) -> None:
-        self.pods.pop(pod.uid, None)
+        if self.pods.pop(pod.uid, None) is not None:
+            counts = self.priority_counts
+            n = counts.get(pod.priority, 0) - 1
+            if n > 0:
+                counts[pod.priority] = n
+            else:
+                counts.pop(pod.priority, None)
         info = self.nodes.get(pod.node_name)
         if info is not None:
             if info.remove_pod(pod):
@@ -294,6 +305,10 @@ class SchedulerCache:
         return WhatIf(self)
 
     # -- reads ---------------------------------------------------------------------------------
+
+    def has_pod_below(self, priority: int) -> bool:
+        """Whether any cached pod has a priority lower than ``priority`` (a possible victim)."""
+        return any(p < priority for p in self.priority_counts)
 
     def node_count(self) -> int:
         return len(self.nodes)

@@ -159,7 +159,7 @@ async def _offline(admin, pods):
     for p in live:
         if p["metadata"]["name"] in pods:
             feasible = sorted(n for n in names if ours.filter_status(p, n) is None)
-            out[p["metadata"]["name"]] = feasible or ours.schedule(p, assume=False).message
+            out[p["metadata"]["name"]] = feasible or strip_postfilter(ours.schedule(p, assume=False).message)
     return out
 
 

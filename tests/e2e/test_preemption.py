@@ -173,3 +173,21 @@ async def test_preempt_extender_narrows_the_candidates(admin, scheduler_factory)
         assert seen[0]["Pod"]["metadata"]["name"] == "high"
     finally:
         await runner.cleanup()
+
+
+async def test_victim_delete_names_the_pod_by_uid(admin):
+    """A victim's name may belong to a new pod by the time the delete goes out (a StatefulSet
+    recreates it): the delete carries the victim's UID, so the new pod is not touched."""
+    from pysched.client.rest import ApiError
+    from pysched_dev.testkit import make_pod
+    await create_pods(admin, [make_pod("web-0")])
+    live = await admin.request("GET", "/api/v1/namespaces/default/pods/web-0")
+    with pytest.raises(ApiError) as exc:
+        await admin.delete_pod("default", "web-0", uid="00000000-0000-0000-0000-000000000000")
+    assert exc.value.status == 409
+    assert (await admin.request("GET", "/api/v1/namespaces/default/pods/web-0"))["metadata"]["uid"] == live[
+        "metadata"]["uid"]
+    await admin.delete_pod("default", "web-0", uid=live["metadata"]["uid"])
+    with pytest.raises(ApiError) as exc:       # never scheduled: the API server removes it at once
+        await admin.request("GET", "/api/v1/namespaces/default/pods/web-0")
+    assert exc.value.status == 404

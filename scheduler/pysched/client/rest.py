@@ -195,9 +195,11 @@ class KubeClient:
         return await self.request("PATCH", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status",
                                   body=patch, content_type="application/strategic-merge-patch+json")
 
-    async def delete_pod(self, namespace: str, name: str) -> Any:
-        """A graceful delete with the pod's own grace period (``util.DeletePod``: no options)."""
-        return await self.request("DELETE", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}")
+    async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> Any:
+        """A graceful delete with the pod's own grace period. With ``uid``, only that pod: a pod
+        recreated under the same name (a StatefulSet's) answers 409 Conflict instead of going."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}} if uid else None
+        return await self.request("DELETE", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", body=body)
 
     async def create_event(self, namespace: str, event: dict) -> Any:
         return await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events", body=event)

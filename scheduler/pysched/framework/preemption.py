@@ -447,10 +447,12 @@ class Evaluator:
                         return
                     raise
             try:
-                await client.delete_pod(victim.namespace, victim.name)
+                await client.delete_pod(victim.namespace, victim.name, uid=victim.uid or None)
             except Exception as exc:
-                if getattr(exc, "status", None) == 404:
-                    log.info("victim pod is already deleted", extra=kv(pod=preemptor.key, victim=victim.key))
+                # 404: already gone; 409: the name now belongs to a new pod, which is no victim.
+                if getattr(exc, "status", None) in (404, 409):
+                    log.info("victim pod is already deleted", extra=kv(pod=preemptor.key, victim=victim.key,
+                                                                       status=getattr(exc, "status", None)))
                     return
                 raise
             log.info("preemptor pod preempted victim pod", extra=kv(pod=preemptor.key, victim=victim.key, node=c.name))

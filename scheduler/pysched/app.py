@@ -20,7 +20,7 @@ from pysched.client.events import DEFAULT_LIMIT, EventRecorder
 from pysched.client.fence import WriteFence
 from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.leaderelection import LeaderElector
-from pysched.client.objectstore import GROUP_VERSIONS, ObjectStore, api_path
+from pysched.client.objectstore import GROUP_VERSIONS, OPTIONAL, ObjectStore, api_path
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
 from pysched.client.reflector import Reflector, name_key, uid_key
 from pysched.client.rest import ApiError, KubeClient
@@ -63,6 +63,9 @@ class Options:
     kopf: bool = True
     auth: AuthOptions = field(default_factory=AuthOptions)  # the secure port's delegated authn/authz
     event_backlog_limit: int | None = None  # None: events.DEFAULT_LIMIT
+    # A kind served by an optional CRD (PodGroups) that was not installed at start-up is LISTed
+    # this often until it is, and then kept current the same way (kopf resolves resources once).
+    optional_crd_poll_seconds: float = 10.0
 
 
 class SchedulerApp:
@@ -195,12 +198,64 @@ class SchedulerApp:
             try:
                 items, _ = await self.client.list_all(path)
             except ApiError as exc:
+                if plural in OPTIONAL and exc.status == 404:
+                    log.info("custom resource not installed; polling until it is", extra=kv(
+                        resource=plural, path=path, interval=self.options.optional_crd_poll_seconds))
+                    self._spawn(self._poll_optional(plural, path), f"poll-{plural}")
+                    continue
                 log.warning("cannot list; plugins that read it will see none", extra=kv(
                     resource=plural, status=exc.status, error=exc.message))
                 continue
             for obj in items:
                 self.objects.apply(plural, None, obj)
             self.objects.synced.add(plural)
+
+    async def _poll_optional(self, plural: str, path: str) -> None:
+        """Keep ``plural`` (a kind whose CRD was missing at start-up) current by LISTing it every
+        ``optional_crd_poll_seconds``: kopf resolves its resources once, at start, so it never
+        watches a CRD installed later. Each LIST is diffed against the store (added, modified,
+        deleted), so plugins get the same change events a watch would give."""
+        interval = max(0.1, self.options.optional_crd_poll_seconds)
+        installed = False
+        failing = False
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                items, _ = await self.client.list_all(path)
+            except ApiError as exc:
+                if exc.status != 404 and not failing:
+                    log.warning("cannot list; will retry", extra=kv(resource=plural, status=exc.status,
+                                                                    error=exc.message))
+                failing = exc.status != 404
+                if exc.status == 404 and installed:
+                    installed = False
+                    log.info("custom resource removed", extra=kv(resource=plural))
+                    for obj in self.objects.list(plural):
+                        self.objects.apply(plural, "DELETED", obj)
+                continue
+            failing = False
+            if not installed:
+                installed = True
+                log.info("custom resource installed; following it by polling", extra=kv(
+                    resource=plural, objects=len(items), interval=interval))
+            self._sync_listed(plural, items)
+            self.objects.synced.add(plural)
+
+    def _sync_listed(self, plural: str, items: list[dict]) -> None:
+        store = self.objects
+        seen = set()
+        for obj in items:
+            meta = obj.get("metadata") or {}
+            key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+            seen.add(key)
+            old = store.get(plural, key)
+            if old is None:
+                store.apply(plural, "ADDED", obj)
+            elif (old.get("metadata") or {}).get("resourceVersion") != meta.get("resourceVersion"):
+                store.apply(plural, "MODIFIED", obj)
+        for key, obj in list(store.objects[plural].items()):
+            if key not in seen:
+                store.apply(plural, "DELETED", obj)
 
     async def _cache_metrics_loop(self) -> None:
         while True:

@@ -64,7 +64,12 @@ class EventRegistry:
     def __init__(self, frameworks) -> None:
         self.by_plugin: dict[str, list] = {}
         self.wildcard_plugins: set[str] = set()
+        # Plugins that follow pods themselves (``PodWatcher``: Coscheduling's group members).
+        self.pod_watchers: list = []
         for fwk in frameworks:
+            for pl in getattr(fwk, "pod_watchers", ()):
+                if all(pl is not w for w in self.pod_watchers):
+                    self.pod_watchers.append(pl)
             for name, pl in fwk.plugins.items():
                 fn = getattr(pl, "events_to_register", None)
                 if fn is None:
@@ -119,7 +124,7 @@ OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persiste
                     "replicasets": "ReplicaSet", "statefulsets": "StatefulSet",
                     "replicationcontrollers": "ReplicationController", "csinodes": "CSINode",
                     "volumeattachments": "VolumeAttachment",
-                    "resourceclaims": "ResourceClaim"}
+                    "resourceclaims": "ResourceClaim", "podgroups": "PodGroup"}
 
 
 class ClusterEvents:
@@ -169,6 +174,21 @@ class EventHandlers:
         self.on_bound = on_bound
         self.keep_node_raw = keep_node_raw
         self.observer = observer
+        self.pod_watchers = list(events.registry.pod_watchers) if events.registry is not None else []
+
+    def _seen(self, pod: PodInfo) -> None:
+        for w in self.pod_watchers:
+            try:
+                w.pod_seen(pod)
+            except Exception:  # noqa: BLE001 - a plugin bug must not stop the informer
+                log.exception("pod watcher failed", extra=kv(plugin=w.name, pod=pod.key))
+
+    def _gone(self, uid: str) -> None:
+        for w in self.pod_watchers:
+            try:
+                w.pod_gone(uid)
+            except Exception:  # noqa: BLE001
+                log.exception("pod watcher failed", extra=kv(plugin=w.name, uid=uid))
 
     def _move(self, resource: str, actions: set[str], old=None, new=None) -> None:
         self.events.move(resource, actions, old, new)
@@ -195,6 +215,8 @@ class EventHandlers:
                     self.queue.delete(uid)
             if confirmed and self.on_bound is not None:
                 self.on_bound(pod)
+            if self.pod_watchers:
+                self._seen(pod)
             if old is None:
                 if not confirmed:
                     self._move("Pod", {"Add"}, None, pod)
@@ -216,6 +238,8 @@ class EventHandlers:
             return
         if meta.get("deletionTimestamp"):
             self.queue.delete(uid)
+            if self.pod_watchers:
+                self._gone(uid)
             return
         if self.observer is not None and self.observer.seen(uid):
             return
@@ -224,6 +248,8 @@ class EventHandlers:
             self.queue.update(pod)
         else:
             self.queue.add(pod)
+        if self.pod_watchers:
+            self._seen(pod)
 
     def pod_delete(self, key: str, obj: dict | None) -> None:
         uid = key
@@ -235,6 +261,8 @@ class EventHandlers:
         qpi = self.queue.get(uid)
         if qpi is not None:
             self.queue.delete(uid)
+        if self.pod_watchers:
+            self._gone(uid)
         if removed is not None:
             self._move("Pod", {"Delete"}, removed, None)
 

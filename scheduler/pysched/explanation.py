@@ -51,6 +51,8 @@ def summary(trace: dict) -> dict:
            "topNodes": top}
     if trace.get("error"):
         out["error"] = trace["error"][:1000]
+    if trace.get("permit"):
+        out["permit"] = trace["permit"]   # e.g. a gang member waiting for its group's quorum
     skipped = [p["plugin"] for p in trace.get("preFilter") or () if p.get("status") == "Skip"]
     if skipped:
         out["skippedPlugins"] = skipped

@@ -135,6 +135,15 @@ class Metrics:
         self.shadow_agreement = Gauge(
             "pysched_shadow_agreement_ratio", "Shadow mode: fraction of compared placements where the other "
             "scheduler chose our node or one we score equally high.", registry=r)
+        self.podgroups_waiting = Gauge(
+            "pysched_podgroups_waiting", "Pod groups (gangs) with members held at Permit, waiting for their "
+            "minMember quorum.", ["profile"], registry=r)
+        self.podgroups_admitted = Counter(
+            "pysched_podgroups_admitted_total", "Pod groups whose minMember quorum was reached at Permit: every "
+            "waiting member was allowed to bind at once.", ["profile"], registry=r)
+        self.podgroups_timed_out = Counter(
+            "pysched_podgroups_timed_out_total", "Pod groups whose Permit wait timed out before quorum; every "
+            "waiting member was rejected and its reservation released.", ["profile"], registry=r)
         self._ep_children: dict = {}
         self._plugin_children: dict = {}
 

@@ -298,6 +298,8 @@ class Scheduler:
             return
         st, timeout = fwk.run_permit(state, assumed, host)
         waiting = st is not None and st.is_wait()
+        if waiting and trace is not None:
+            self._store_trace(pod, trace)   # /debug/explain shows what the pod waits for
         if st is not None and not st.is_success() and not waiting:
             fwk.run_unreserve(state, assumed, host)
             self._forget(assumed)
@@ -659,6 +661,17 @@ class Scheduler:
             log.warning("bind refused; dropping the pod from the queue", extra=kv(
                 pod=assumed.key, node=host, status=status_code, error=st.message()))
             self.queue.done(assumed.uid)
+            return
+        if st.is_rejected() and st.plugin:
+            # A plugin rejected the pod in the binding cycle (Permit wait rejected or timed out, a
+            # gang released): as upstream's handleBindingCycleError, the pod is unschedulable with
+            # that plugin in its UnschedulablePlugins, so the plugin's events requeue it.
+            log.info("pod rejected in the binding cycle; waiting", extra=kv(
+                pod=assumed.key, node=host, plugin=st.plugin, err=st.message()))
+            d = Diagnosis()
+            d.unschedulable_plugins = {p for p in st.plugin.split(",") if p}
+            self._fail(fwk, qpi, Status(Code.UNSCHEDULABLE, st.message(), plugin=st.plugin), start, binding=True,
+                       diagnosis=d, trace=state.get(TRACE_KEY))
             return
         log.warning("bind failed; will retry", extra=kv(pod=assumed.key, node=host, error=st.message()))
         self._fail(fwk, qpi, Status(Code.ERROR, st.message(), plugin=st.plugin), start, binding=True,

@@ -9,6 +9,8 @@
   upstream only under the alpha VolumeLimitScaling gate, so they are not watched);
 * ResourceClaims - DynamicResources' PreEnqueue (a pod waits until its claims exist).
 * PodDisruptionBudgets - DefaultPreemption prefers victims no budget protects.
+* PodGroups (``scheduling.x-k8s.io/v1alpha1``, scheduler-plugins' CRD) - Coscheduling's gangs. The
+  CRD is optional: without it the store simply holds none (``app`` polls until it appears).
 
 Objects are kept as trimmed API dicts keyed by ``namespace/name`` (or ``name``). Waiters can
 await a change of a given object (VolumeBinding's PreBind waits for claims to be bound).
@@ -25,19 +27,23 @@ from pysched.apis.core.model import LabelSelector, parse_label_selector
 
 KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
-         "resourceclaims", "poddisruptionbudgets")
+         "resourceclaims", "poddisruptionbudgets", "podgroups")
 NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
-              "resourceclaims", "poddisruptionbudgets"}
+              "resourceclaims", "poddisruptionbudgets", "podgroups"}
 # API group and version of the kinds outside the core group.
 GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "storageclasses": ("storage.k8s.io", "v1"), "csinodes": ("storage.k8s.io", "v1"),
                   "volumeattachments": ("storage.k8s.io", "v1"),
-                  "resourceclaims": ("resource.k8s.io", "v1"), "poddisruptionbudgets": ("policy", "v1")}
+                  "resourceclaims": ("resource.k8s.io", "v1"), "poddisruptionbudgets": ("policy", "v1"),
+                  "podgroups": ("scheduling.x-k8s.io", "v1alpha1")}
+# Kinds served by an optional CustomResourceDefinition: a 404 on LIST means "not installed".
+OPTIONAL = {"podgroups"}
 KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet": "replicasets",
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
                   "StorageClass": "storageclasses", "CSINode": "csinodes", "VolumeAttachment": "volumeattachments",
-                  "ResourceClaim": "resourceclaims", "PodDisruptionBudget": "poddisruptionbudgets"}
+                  "ResourceClaim": "resourceclaims", "PodDisruptionBudget": "poddisruptionbudgets",
+                  "PodGroup": "podgroups"}
 
 
 def api_path(plural: str) -> str:

@@ -12,6 +12,7 @@ counts), ``args`` (declarative plugin Args: dataclasses and one strict decoder),
 object model: selectors, taints, resources), ``registry`` and ``runtime`` (the engine's side).
 """
 
+from pysched.framework import groupmetrics
 from pysched.framework.args import arg, decode_args, encode_args
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.handle import Handle
@@ -28,10 +29,12 @@ from pysched.framework.interface import (
                                          NodeBatch,
                                          PermitPlugin,
                                          Plugin,
+                                         PodWatcher,
                                          PostBindPlugin,
                                          PostFilterPlugin,
                                          PostFilterResult,
                                          PreBindPlugin,
+                                         PreemptionGate,
                                          PreEnqueuePlugin,
                                          PreFilterPlugin,
                                          PreFilterResult,
@@ -51,8 +54,9 @@ from pysched.framework.types import FrameworkError
 __all__ = [
     "MAX_NODE_SCORE", "MIN_NODE_SCORE", "BindPlugin", "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState",
     "EnqueueExtensions", "FilterPlugin", "FilterResult", "FrameworkError", "Handle", "LabelValues", "MatcherTerm",
-    "NodeBatch", "NodeInfo", "PermitPlugin", "Plugin", "PodInfo", "PodMatcher", "PodVolume", "PostBindPlugin",
+    "NodeBatch", "NodeInfo", "PermitPlugin", "Plugin", "PodInfo", "PodMatcher", "PodVolume", "PodWatcher",
+    "PostBindPlugin", "PreemptionGate",
     "PostFilterPlugin", "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin", "PreFilterPlugin", "PreFilterResult",
     "PreScorePlugin", "QueueSortPlugin", "ReservePlugin", "ScorePlugin", "Status", "WaitingPod", "arg", "decode_args",
-    "encode_args", "scores_each",
+    "encode_args", "groupmetrics", "scores_each",
 ]

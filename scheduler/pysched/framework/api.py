@@ -50,3 +50,8 @@ __all__ += ["parse_duration"]
 from pysched.apis.core.model import aggregate_errors  # noqa: E402
 
 __all__ += ["aggregate_errors"]
+
+# Appended (issue 17, Coscheduling's minResources): a resource quantity in the scheduler's units.
+from pysched.apis.core.quantity import format_resource, resource_value  # noqa: E402
+
+__all__ += ["format_resource", "resource_value"]

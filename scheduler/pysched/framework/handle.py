@@ -97,6 +97,11 @@ class FilterRunner(Protocol):
     def filter_with_nominated(self, state: Any, pod: PodInfo, node_name: str, *,
                               simulated: bool) -> Status | None: ...
 
+    def preemption_blocked(self, pod: PodInfo) -> str:
+        """Why a ``PreemptionGate`` plugin forbids ``pod`` to preempt (a gang member whose group
+        cannot be completed), or ""."""
+        ...
+
 
 class PreemptionExtender(Protocol):
     """An extender as preemption sees it (``extender.client.HTTPExtender``)."""

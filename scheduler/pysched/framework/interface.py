@@ -426,12 +426,37 @@ EXTENSION_POINTS: dict[str, type] = {
 }
 
 
+class PodWatcher:
+    """A plugin that keeps its own view of pods, as upstream plugins add informer handlers: the
+    engine calls ``pod_seen`` for every pod of ours it learns of or sees change (pending, assumed
+    ones excepted, or bound - by anyone) and ``pod_gone`` when a pod is deleted or terminates.
+    Called on the event loop between cycles; must be cheap (no I/O, O(1) for pods it ignores)."""
+
+    def pod_seen(self, pod: PodInfo) -> None:
+        raise NotImplementedError
+
+    def pod_gone(self, uid: str) -> None:
+        raise NotImplementedError
+
+
+class PreemptionGate:
+    """A plugin that may forbid a pod from preempting others (DefaultPreemption asks every gate
+    before its dry runs): ``preemption_blocked(pod)`` returns why not, or "" to let it try."""
+
+    def preemption_blocked(self, pod: PodInfo) -> str:
+        raise NotImplementedError
+
+
 @dataclass
 class WaitingPod:
-    """A pod held at Permit. Plugins call ``allow(plugin)`` or ``reject(plugin, msg)``."""
+    """A pod held at Permit. Plugins call ``allow(plugin)`` or ``reject(plugin, msg)``.
+
+    Either may come before the binding cycle starts waiting (``future`` not created yet): an
+    allow empties ``pending``, a rejection is kept in ``rejection``, and the wait ends at once."""
     pod: Any
     pending: set[str] = field(default_factory=set)
     future: Any = None
+    rejection: Status | None = None
 
     def allow(self, plugin: str) -> None:
         self.pending.discard(plugin)
@@ -439,5 +464,9 @@ class WaitingPod:
             self.future.set_result(None)
 
     def reject(self, plugin: str, msg: str) -> None:
-        if self.future is not None and not self.future.done():
-            self.future.set_result(Status(Code.UNSCHEDULABLE, msg, plugin=plugin))
+        st = Status(Code.UNSCHEDULABLE, msg, plugin=plugin)
+        if self.future is None:
+            if self.rejection is None:
+                self.rejection = st
+        elif not self.future.done():
+            self.future.set_result(st)

@@ -36,10 +36,12 @@ from pysched.framework.interface import (
     NodeBatch,
     PermitPlugin,
     Plugin,
+    PodWatcher,
     PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
+    PreemptionGate,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
@@ -72,6 +74,7 @@ class CycleTrace:
         self.feasible: list[str] = []
         self.error: str = ""
         self.nominated: dict[str, Any] | None = None   # preemption: {"node": ..., "victims": [ns/name]}
+        self.permit: dict[str, Any] | None = None      # Permit's verdict: {"status": ..., "message": ...}
 
     def to_dict(self) -> dict[str, Any]:
         out = {"preFilter": [{"plugin": p, "status": s} for p, s in self.pre_filter],
@@ -80,6 +83,8 @@ class CycleTrace:
                "feasibleNodes": self.feasible, "selectedNode": self.selected, "error": self.error}
         if self.nominated is not None:
             out["preemption"] = self.nominated
+        if self.permit is not None:
+            out["permit"] = self.permit
         return out
 
 
@@ -169,6 +174,10 @@ class Framework:
             total += w * MAX_NODE_SCORE
             if total > 2**63 - 1:
                 raise ConfigError(f"{path}.plugins.score: total score of Score plugins could overflow")
+        # Plugins that watch pods themselves, and those that may veto a preemption (gangs).
+        self.pod_watchers: list[PodWatcher] = [p for p in self.plugins.values() if isinstance(p, PodWatcher)]
+        self.preemption_gates: list[PreemptionGate] = [p for p in self.plugins.values()
+                                                       if isinstance(p, PreemptionGate)]
         self._batch_filter = {pl.name: pl.filter for pl in self.filter}
         self._batch_score = {pl.name: pl.score for pl in self.score}
 
@@ -205,6 +214,14 @@ class Framework:
         out += multi_enabled
         out += [n for n in enabled_names if n not in overrides]
         return [self.plugins[n] for n in out]
+
+    def preemption_blocked(self, pod: PodInfo) -> str:
+        """Why ``pod`` may not preempt (a ``PreemptionGate`` said so), or ""."""
+        for gate in self.preemption_gates:
+            why = gate.preemption_blocked(pod)
+            if why:
+                return why
+        return ""
 
     def has_filter_plugins(self) -> bool:
         return bool(self.filter)
@@ -566,6 +583,7 @@ class Framework:
 
     def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status | None, float]:
         wait_plugins: dict[str, float] = {}
+        waits: list[str] = []
         for pl in self.permit:
             try:
                 st, timeout = pl.permit(state, pod, node)
@@ -576,12 +594,20 @@ class Framework:
                 continue
             if st.is_wait():
                 wait_plugins[pl.name] = max(0.0, min(float(timeout or 0.0), 900.0))
+                waits.extend(r for r in st.reasons if r)
                 continue
+            trace = state.get(TRACE_KEY)
+            if trace is not None:
+                trace.permit = {"status": st.code.upstream, "plugins": [pl.name], "message": st.message()}
             return st.with_plugin(pl.name), 0.0
         if wait_plugins:
             wp = WaitingPod(pod=pod, pending=set(wait_plugins))
             self.handle.waiting_pods[pod.uid] = wp
-            return (Status(Code.WAIT, "waiting on permit", plugin=",".join(sorted(wait_plugins))),
+            trace = state.get(TRACE_KEY)
+            if trace is not None:
+                trace.permit = {"status": "Wait", "plugins": sorted(wait_plugins),
+                                "message": "; ".join(waits) or "waiting on permit"}
+            return (Status(Code.WAIT, *(waits or ["waiting on permit"]), plugin=",".join(sorted(wait_plugins))),
                     min(wait_plugins.values()))
         return None, 0.0
 
@@ -593,13 +619,16 @@ class Framework:
             return None
         loop = asyncio.get_running_loop()
         wp.future = loop.create_future()
-        if not wp.pending:
+        if wp.rejection is not None:
+            wp.future.set_result(wp.rejection)   # rejected before the wait began
+        elif not wp.pending:
             wp.future.set_result(None)
         try:
             res = await asyncio.wait_for(wp.future, timeout)
         except TimeoutError:
+            pending = sorted(wp.pending)
             res = Status(Code.UNSCHEDULABLE, f"rejected due to timeout after waiting {timeout:g}s at plugin(s) "
-                                             f"{', '.join(sorted(wp.pending))}")
+                                             f"{', '.join(pending)}", plugin=pending[0] if pending else "")
         finally:
             self.handle.waiting_pods.pop(pod.uid, None)
         return res

@@ -14,9 +14,11 @@ NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, DefaultPreemption
 ResourceClaims do not exist yet (PreEnqueue) and refuses the others explicitly. The brief's own
 scores: GPU, AZSpread, CapacityType, InstanceType - registered here, but not in the default profile
 (which is exactly kube-scheduler's): a profile enables them (``manifests/configmap.yaml`` does).
+Coscheduling (scheduler-plugins' gang scheduling of PodGroups) is registered and likewise opt-in.
 """
 
 from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from pysched.plugins.coscheduling import Coscheduling
 from pysched.plugins.custom.az_spread import AZSpread
 from pysched.plugins.custom.capacity_type import CapacityType
 from pysched.plugins.custom.gpu import GPU
@@ -63,6 +65,7 @@ IN_TREE = [
     AZSpread,
     CapacityType,
     InstanceType,
+    Coscheduling,
     DefaultBinder,
 ]
 

@@ -122,6 +122,11 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
         """``PodEligibleToPreemptOthers``."""
         if pod.preemption_policy == "Never":
             return False, "not eligible due to preemptionPolicy=Never."
+        gates = self.handle.framework
+        if gates is not None:
+            blocked = gates.preemption_blocked(pod)
+            if blocked:
+                return False, blocked
         nominated = pod.nominated_node
         if nominated:
             if nominated_node_status is not None and nominated_node_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:

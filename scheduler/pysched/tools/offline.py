@@ -2,7 +2,10 @@
 
 Nodes and pods are fed as API dictionaries through the same event handlers the informers use;
 ``schedule()`` runs one scheduling cycle and, on success, assumes the pod exactly as the live
-scheduler does before binding. Used by ``pysched simulate``, the unit tests and the differential
+scheduler does before binding, then runs Permit: a pod a plugin holds (a gang member waiting for
+its group) stays assumed as ``Waiting`` until a later pod's Permit allows it or the group is
+released; ``settled`` says what became of it, ``expire_waiting()`` times the rest out.
+Used by ``pysched simulate``, the unit tests and the differential
 checks, so all of them exercise the production code path.
 """
 
@@ -51,6 +54,10 @@ class OfflineScheduler:
         self.objects.subscribe(self.events.object_event)
         self.handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names, self.events,
                                       observer=observer)
+        # Pods held at Permit (uid -> framework, state, assumed pod, node), and what became of the
+        # ones no longer held (uid -> node if allowed else None, message).
+        self.waiting: dict[str, tuple] = {}
+        self.settled: dict[str, tuple[str | None, str]] = {}
         self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=self.frameworks,
                                    percentage_of_nodes_to_score=self.cfg.percentage_of_nodes_to_score, seed=seed,
                                    on_cluster_event=self.events.move)
@@ -73,6 +80,13 @@ class OfflineScheduler:
         """A Namespace, Service, ReplicaSet, StatefulSet, ReplicationController, PVC, PV, StorageClass,
         CSINode, VolumeAttachment or ResourceClaim."""
         return self.objects.add(obj)
+
+    def observe_pending(self, pod: dict | PodInfo) -> None:
+        """Make a pending pod known to the plugins that follow pods (a gang's members are counted
+        before the first of them is scheduled), without queueing it."""
+        info = pod if isinstance(pod, PodInfo) else PodInfo.from_dict(pod, keep_raw=True)
+        for w in self.handlers.pod_watchers:
+            w.pod_seen(info)
 
     def remove_pod(self, uid: str) -> None:
         self.handlers.pod_delete(uid, None)
@@ -100,6 +114,7 @@ class OfflineScheduler:
                     nominated, victims = res.nominated_node_name, tuple(res.victims)
                     if trace is not None:
                         trace.nominated = {"node": nominated, "victims": list(victims)}
+                self._settle()   # a gang's PostFilter may have released its waiting members
             if trace is not None:
                 trace.error = fe.message()
             return Outcome(info.key, None, fe.message(), "Unschedulable", trace.to_dict() if trace else None,
@@ -116,9 +131,56 @@ class OfflineScheduler:
                 self.cache.forget(assumed)
                 return Outcome(info.key, None, st.message(),
                                "Unschedulable" if st.is_rejected() else "SchedulerError")
+            st, _ = fwk.run_permit(state, assumed, result.host)
+            if st is not None and st.is_wait():
+                # Held at Permit (a gang waiting for its quorum): counted on the node until a
+                # later pod's Permit allows it or it is released (``settled``).
+                self.waiting[info.uid] = (fwk, state, assumed, result.host)
+                self._settle()
+                if info.uid in self.waiting:
+                    return Outcome(info.key, result.host, st.message(), "Waiting", trace.to_dict() if trace else None)
+            elif st is not None and not st.is_success():
+                fwk.run_unreserve(state, assumed, result.host)
+                self.cache.forget(assumed)
+                self._settle()
+                return Outcome(info.key, None, st.message(),
+                               "Unschedulable" if st.is_rejected() else "SchedulerError",
+                               trace.to_dict() if trace else None)
             # Offline there is no bind: the assumed pod stands for the bound one.
             self.cache.assumed.pop(info.uid, None)
+            self._settle()
         return Outcome(info.key, result.host, "", "Scheduled", trace.to_dict() if trace else None)
+
+    def _settle(self) -> None:
+        """Pods held at Permit that were allowed since (bound, offline) or rejected (released:
+        Unreserve, forgotten) go to ``settled`` as ``uid -> (node or None, message)``."""
+        changed = True
+        while changed:
+            changed = False
+            for uid, (fwk, state, assumed, host) in list(self.waiting.items()):
+                wp = fwk.handle.waiting_pods.get(uid)
+                if wp is not None and wp.rejection is None and wp.pending:
+                    continue
+                del self.waiting[uid]
+                fwk.handle.waiting_pods.pop(uid, None)
+                changed = True
+                if wp is not None and wp.rejection is None:
+                    self.cache.assumed.pop(uid, None)
+                    self.settled[uid] = (host, "")
+                    continue
+                fwk.run_unreserve(state, assumed, host)
+                self.cache.forget(assumed)
+                self.settled[uid] = (None, wp.rejection.message() if wp is not None and wp.rejection else "rejected")
+
+    def expire_waiting(self) -> None:
+        """End of the run: every pod still held at Permit times out (as its wait would), and is
+        released - a gang that never reached its quorum holds nothing afterwards."""
+        for uid, (fwk, _state, _assumed, _host) in list(self.waiting.items()):
+            wp = fwk.handle.waiting_pods.get(uid)
+            if wp is not None:
+                wp.reject(",".join(sorted(wp.pending)), "rejected due to timeout: the group never reached its "
+                                                        "quorum at Permit")
+        self._settle()
 
     def filter_status(self, pod: dict, node_name: str) -> Status | None:
         """Every filter on one node (scalar path), for checks and explanations."""

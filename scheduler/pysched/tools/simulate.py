@@ -7,6 +7,10 @@ order - each assumed on its node exactly as the live scheduler assumes before bi
 unschedulable are retried while a pass places at least one pod (a later pod can satisfy an
 earlier pod's affinity or spread, as the live queue retries on Pod/Add events).
 
+Gangs (pods labelled ``scheduling.x-k8s.io/pod-group`` with Coscheduling enabled) go through
+Permit: a group is placed all or nothing, and the report gives each group's verdict and the member
+that blocks it.
+
 Output: each pod's node or the scheduler's reason, per-node and per-zone utilisation before and
 after; ``--explain ns/name`` adds every plugin's filter verdict per node and the raw, normalised
 and weighted scores; ``--output json`` prints all of it as JSON; ``--report out.html`` writes a
@@ -60,6 +64,7 @@ class SimulationResult:
     after: dict
     explain: dict[str, dict] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    groups: list[dict] = field(default_factory=list)    # gangs: verdict and the member blocking it
 
     @property
     def all_placed(self) -> bool:
@@ -68,7 +73,7 @@ class SimulationResult:
     def as_dict(self) -> dict:
         return {"profile": self.profile, "seed": self.seed, "placements": [p.as_dict() for p in self.placements],
                 "utilisation": {"before": self.before, "after": self.after}, "explain": self.explain,
-                "notes": self.notes}
+                "notes": self.notes, "podGroups": self.groups}
 
 
 def zone_of(labels: dict) -> str:
@@ -149,8 +154,18 @@ class Simulation:
         profile = self.sim.profile
         created = [apidefaults.apply(p, default_scheduler=profile, classes=classes,
                                      global_default=global_default, seq=i) for i, p in enumerate(pods)]
-        order = sorted(range(len(created)), key=lambda i: (-(created[i]["spec"].get("priority") or 0), i))
+        groups = _groups_of(created)
+        first_of = {key: idx[0] for key, idx in groups.items()}
+        # Queue order: priority, then file order - a gang's members together, at its first member
+        # (Coscheduling's QueueSort keeps a group contiguous in the live queue too).
+        order = sorted(range(len(created)), key=lambda i: (-(created[i]["spec"].get("priority") or 0),
+                                                           first_of.get(_group_key(created[i]), i), i))
+        for key in groups:
+            for i in groups[key]:
+                self.sim.observe_pending(created[i])
+        index_of_uid = {created[i]["metadata"]["uid"]: i for i in range(len(created))}
         outcomes: dict[int, Outcome] = {}
+        own_failure: dict[int, str] = {}
         traces: dict[str, dict] = {}
         todo = order
         for _ in range(MAX_RETRY_PASSES):
@@ -169,9 +184,15 @@ class Simulation:
                     traces[key] = dict(out.trace, pod=key, result=out.code, message=out.message)
                 if not out.node and out.code == "Unschedulable":
                     failed.append(i)
+                    own_failure.setdefault(i, out.message)
+                released = self._apply_settled(outcomes, index_of_uid)
+                failed.extend(j for j in released if j not in failed)
             if not failed or len(failed) == len(todo):
                 break
-            todo = failed
+            todo = sorted(failed, key=order.index)
+        self.sim.expire_waiting()
+        self._apply_settled(outcomes, index_of_uid)
+        verdicts = self._group_verdicts(groups, created, outcomes, own_failure)
         placements = [Placement(outcomes[i].pod, outcomes[i].node, outcomes[i].code, outcomes[i].message,
                                 created[i]["spec"]["schedulerName"], outcomes[i].nominated_node,
                                 outcomes[i].victims) for i in range(len(created))]
@@ -179,7 +200,77 @@ class Simulation:
         for key in missing:
             notes.append(f"--explain {key}: no such pod in --pods")
         return SimulationResult(profile, self.seed, placements, before, utilisation(self.sim, resources),
-                                traces, notes)
+                                traces, notes, verdicts)
+
+    def _apply_settled(self, outcomes: dict[int, Outcome], index_of_uid: dict[str, int]) -> list[int]:
+        """Pods held at Permit that were since allowed or released: their outcomes; returns the
+        indices of the released ones (to retry)."""
+        released = []
+        for uid, (node, message) in self.sim.settled.items():
+            i = index_of_uid.get(uid)
+            if i is None or i not in outcomes:
+                continue
+            prev = outcomes[i]
+            if node:
+                outcomes[i] = Outcome(prev.pod, node, "", "Scheduled", prev.trace)
+            else:
+                outcomes[i] = Outcome(prev.pod, None, message, "Unschedulable", prev.trace)
+                released.append(i)
+        self.sim.settled.clear()
+        return released
+
+    def _group_verdicts(self, groups: dict[str, list[int]], created: list[dict], outcomes: dict[int, Outcome],
+                        own_failure: dict[int, str]) -> list[dict]:
+        """Each gang's verdict: placed (all-or-nothing, at least minMember members) or not, and
+        the member that blocks it with its own reason; its unplaced members' messages say so."""
+        out = []
+        for key, idx in groups.items():
+            pg = self.sim.objects.get("podgroups", key)
+            min_member = int(((pg or {}).get("spec") or {}).get("minMember") or 0)
+            placed = [i for i in idx if i in outcomes and outcomes[i].node]
+            ok = pg is not None and len(placed) >= min_member
+            verdict = {"group": key, "minMember": min_member, "members": len(idx), "placed": len(placed),
+                       "verdict": "placed" if ok else "not placed"}
+            if not ok:
+                members = set(idx)
+                blocker = next((i for i in own_failure if i in members), None)   # the first to fail
+                if pg is None:
+                    reason = f"PodGroup {key} not found"
+                elif blocker is not None:
+                    reason = own_failure[blocker]
+                elif len(idx) < min_member:
+                    reason = f"only {len(idx)} pod(s) of minMember {min_member}"
+                else:
+                    reason = "timed out waiting at Permit"
+                name = created[blocker]["metadata"]["name"] if blocker is not None else ""
+                verdict["blockedBy"] = f"{key.split('/')[0]}/{name}" if name else ""
+                verdict["reason"] = reason
+                for i in idx:
+                    o = outcomes.get(i)
+                    if o is not None and not o.node and i != blocker:
+                        o.message = (f"PodGroup {key} not placed ({len(placed)}/{min_member} members could be "
+                                     f"placed), blocked by {verdict['blockedBy'] or 'missing members'}: {reason}")
+            out.append(verdict)
+        return out
+
+
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def _group_key(pod: dict) -> str:
+    meta = pod.get("metadata") or {}
+    name = (meta.get("labels") or {}).get(GROUP_LABEL)
+    return f"{meta.get('namespace') or 'default'}/{name}" if name else ""
+
+
+def _groups_of(pods: list[dict]) -> dict[str, list[int]]:
+    """Gang members by ``namespace/podgroup`` (Coscheduling's pod label), in file order."""
+    out: dict[str, list[int]] = {}
+    for i, pod in enumerate(pods):
+        key = _group_key(pod)
+        if key:
+            out.setdefault(key, []).append(i)
+    return out
 
 
 # -- text output ------------------------------------------------------------------------------
@@ -217,6 +308,14 @@ def format_text(res: SimulationResult) -> str:
             text += f" (would preempt {', '.join(p.victims)} on {p.nominated_node})"
         rows.append([p.pod, text])
     out += [_table(rows), ""]
+    if res.groups:
+        rows = [["POD GROUP", "PLACED", "VERDICT"]]
+        for g in res.groups:
+            text = g["verdict"]
+            if g.get("reason"):
+                text += f": blocked by {g.get('blockedBy') or 'missing members'}: {g['reason']}"
+            rows.append([g["group"], f"{g['placed']}/{g['members']} (minMember {g['minMember']})", text])
+        out += [_table(rows), ""]
     resources = res.before["resources"]
     out.append("Utilisation by node, requested/allocatable (before -> after):")
     rows = [["NODE", "ZONE", *[r.upper() if r in BASE_RESOURCES else r for r in resources]]]

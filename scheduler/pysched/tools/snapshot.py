@@ -30,7 +30,7 @@ TOLERATION_OPERATORS = ("", "Equal", "Exists", "Lt", "Gt")
 _INT64_RE = re.compile(r"0|-?[1-9][0-9]*")          # canonical decimal form, for fullmatch
 USED_KINDS = ("Namespace", "Service", "ReplicaSet", "StatefulSet", "ReplicationController",
               "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment",
-              "ResourceClaim", "PriorityClass", "PodDisruptionBudget")
+              "ResourceClaim", "PriorityClass", "PodDisruptionBudget", "PodGroup")
 
 
 class SnapshotError(ValueError):

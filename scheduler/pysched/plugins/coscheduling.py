@@ -1,0 +1,449 @@
+"""Coscheduling: gang scheduling of PodGroups, wire-compatible with scheduler-plugins.
+
+A pod labelled ``scheduling.x-k8s.io/pod-group: <name>`` belongs to PodGroup ``<name>``
+(``scheduling.x-k8s.io/v1alpha1``) in its namespace. A group is placed all or nothing:
+
+* QueueSort: priority, then the group's time (the PodGroup's creationTimestamp, or its last
+  failure, so a group that keeps failing goes behind newer ones), then the group key, then the pod
+  name - a group's members leave the queue one after the other. Non-members sort by priority and
+  queue time, as PrioritySort. Enable it in place of PrioritySort (``queueSort: enabled:
+  [Coscheduling], disabled: ["*"]``), as scheduler-plugins' sample configuration does.
+* PreFilter: a member is rejected early (UnschedulableAndUnresolvable, as upstream, so it never
+  preempts) when its PodGroup does not exist, the group is backing off, fewer than ``minMember``
+  of its pods exist (gated pods not counted), or the cluster's free capacity (aggregate over the
+  nodes, the group's own placed pods given back) cannot hold ``minResources``. Non-members: Skip.
+* Reserve records the group's generation; Permit makes a member Wait until ``minMember`` members
+  hold live reservations (assumed or bound in this generation), then allows every waiting member
+  at once. The first waiter sets the group's deadline (``scheduleTimeoutSeconds``, else
+  ``permitWaitingTimeSeconds``), so later members do not extend the wait, and wakes the siblings.
+* Unreserve (a timeout, a rejection, a failed PreBind or bind, a deleted node) fails the group:
+  its generation moves on, every waiting member is rejected (their reservations go), and the group
+  backs off as a unit (``podGroupBackoffSeconds``). PreBind fails a member allowed in an older
+  generation, so siblings allowed but not yet bound do not bind without their group.
+* PostFilter: a member no node fits rejects the group's waiting members unless quorum is already
+  reached or the gap is within ``podGroupRejectPercentage`` of ``minMember`` (upstream's rule).
+* PreemptionGate: a member may preempt only when every other member its quorum needs is already
+  assumed, waiting or bound (DefaultPreemption asks before its dry runs).
+
+Reads: PodGroups from the object store; the group's pods from the engine's pod events
+(``PodWatcher``); reservations from its own Reserve/Unreserve. Metrics: groups waiting, admitted,
+timed out (``framework.groupmetrics``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from pysched.framework import (
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    Handle,
+    NodeBatch,
+    PermitPlugin,
+    PodInfo,
+    PodWatcher,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreemptionGate,
+    PreFilterPlugin,
+    PreFilterResult,
+    QueueSortPlugin,
+    ReservePlugin,
+    Status,
+    arg,
+    groupmetrics,
+)
+from pysched.framework.api import ConfigError, format_resource, resource_value
+
+NAME = "Coscheduling"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+PODGROUPS = "podgroups"
+DEFAULT_WAIT_SECONDS = 60
+GEN_KEY = NAME + "/generation"
+UAU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
+
+@dataclass
+class CoschedulingArgs:
+    KIND: ClassVar[str] = "CoschedulingArgs"
+    permit_waiting_time_seconds: int = field(default=DEFAULT_WAIT_SECONDS, metadata=arg(ge=0))
+    pod_group_backoff_seconds: int = field(default=0, metadata=arg(ge=0))
+    pod_group_reject_percentage: int = field(default=10, metadata=arg(ge=0, le=100))
+
+    def validate(self, path: str) -> None:
+        if self.permit_waiting_time_seconds > 900:
+            raise ConfigError(f"{path}.permitWaitingTimeSeconds: Invalid value: {self.permit_waiting_time_seconds}: "
+                              "at most 900 (the framework caps a Permit wait at 15 minutes)")
+
+
+@dataclass
+class PodGroupSpec:
+    """The fields of a PodGroup the plugin uses."""
+    key: str
+    min_member: int
+    min_resources: dict[str, int]
+    timeout: float | None           # scheduleTimeoutSeconds (None: the plugin's default)
+    created: float                  # creationTimestamp, epoch seconds
+
+
+@dataclass
+class Group:
+    """One PodGroup's members and the state of its current attempt."""
+    key: str
+    members: dict[str, PodInfo] = field(default_factory=dict)   # uid -> pod (pending or bound)
+    bound: set[str] = field(default_factory=set)                # members on a node (informer)
+    reserved: dict[str, int] = field(default_factory=dict)      # uid -> generation at Reserve
+    waiting: set[str] = field(default_factory=set)              # members held at Permit
+    generation: int = 0
+    deadline: float = 0.0            # monotonic; 0: nobody waits
+    failed_at: float = 0.0           # epoch of the last failure (queue order), 0: none
+    backoff_until: float = 0.0       # monotonic
+    capacity_ok_until: float = 0.0   # monotonic: minResources passed recently
+    admitted_generation: int = -1
+
+    def placed(self) -> int:
+        """Members holding a live reservation: bound, or reserved in this generation."""
+        gen = self.generation
+        return len(self.bound) + sum(1 for uid, g in self.reserved.items() if g == gen and uid not in self.bound)
+
+
+def _epoch(ts: str | None) -> float:
+    if not ts:
+        return 0.0
+    try:
+        return float(calendar.timegm(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return 0.0
+
+
+def group_key(pod: PodInfo) -> str:
+    """``namespace/podgroup`` of a member, "" for any other pod."""
+    name = pod.labels.get(POD_GROUP_LABEL)
+    return f"{pod.namespace}/{name}" if name else ""
+
+
+class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePlugin, PermitPlugin, PreBindPlugin,
+                   EnqueueExtensions, PodWatcher, PreemptionGate):
+    name = NAME
+    Args = CoschedulingArgs
+    args: CoschedulingArgs
+
+    def __init__(self, args: CoschedulingArgs | None, handle: Handle) -> None:
+        super().__init__(args or CoschedulingArgs(), handle)
+        self.groups: dict[str, Group] = {}
+        self.group_of: dict[str, str] = {}       # uid -> group key
+        self.clock = time.monotonic
+        self._mono_to_epoch = time.time() - time.monotonic()
+        self._waiting_groups: set[str] = set()
+
+    # -- PodGroups and members -------------------------------------------------------------------
+
+    def podgroup(self, key: str) -> PodGroupSpec | None:
+        obj = self.handle.objects.get(PODGROUPS, key) if self.handle.objects is not None else None
+        if obj is None:
+            return None
+        spec = obj.get("spec") or {}
+        res: dict[str, int] = {}
+        for name, q in (spec.get("minResources") or {}).items():
+            try:
+                res[name] = resource_value(name, q)
+            except (ValueError, TypeError):
+                continue
+        timeout = spec.get("scheduleTimeoutSeconds")
+        meta = obj.get("metadata") or {}
+        try:
+            min_member = int(spec.get("minMember") or 0)
+        except (TypeError, ValueError):
+            min_member = 0
+        return PodGroupSpec(key, min_member, res,
+                            float(timeout) if isinstance(timeout, int) and timeout > 0 else None,
+                            _epoch(meta.get("creationTimestamp")))
+
+    def _group(self, key: str) -> Group:
+        g = self.groups.get(key)
+        if g is None:
+            g = self.groups[key] = Group(key)
+        return g
+
+    def pod_seen(self, pod: PodInfo) -> None:
+        key = group_key(pod)
+        old_key = self.group_of.get(pod.uid)
+        if old_key is not None and old_key != key:
+            self.pod_gone(pod.uid)
+        if not key:
+            return
+        g = self._group(key)
+        before = g.members.get(pod.uid)
+        g.members[pod.uid] = pod
+        self.group_of[pod.uid] = key
+        if pod.node_name:
+            g.bound.add(pod.uid)
+            g.reserved.pop(pod.uid, None)
+            g.waiting.discard(pod.uid)
+        if before is None or (before.gates and not pod.gates):
+            # A sibling arrived (or lost its gates): wake the group when it now has enough pods.
+            pg = self.podgroup(key)
+            if pg is not None and self._live_members(g) == pg.min_member:
+                self._activate(g)
+
+    def pod_gone(self, uid: str) -> None:
+        key = self.group_of.pop(uid, None)
+        if key is None:
+            return
+        g = self.groups.get(key)
+        if g is None:
+            return
+        g.members.pop(uid, None)
+        g.bound.discard(uid)
+        if not g.members and not g.reserved and not g.waiting:
+            del self.groups[key]
+            self._waiting_groups.discard(key)
+
+    @staticmethod
+    def _live_members(g: Group) -> int:
+        return sum(1 for p in g.members.values() if not p.gates)
+
+    def _activate(self, g: Group, but: str = "") -> None:
+        if self.handle.activate is not None:
+            self.handle.activate([uid for uid in g.members if uid != but and uid not in g.bound])
+
+    def _update_waiting(self, g: Group) -> None:
+        if g.waiting:
+            self._waiting_groups.add(g.key)
+        else:
+            self._waiting_groups.discard(g.key)
+        groupmetrics.set_waiting(self.handle.profile_name, len(self._waiting_groups))
+
+    def _fail_group(self, g: Group, reason: str, *, timed_out: bool = False) -> None:
+        """End the group's attempt: reject every waiting member (their Unreserve releases them),
+        invalidate members allowed but not bound yet, back the group off."""
+        g.generation += 1
+        waiting, g.waiting = g.waiting, set()
+        for uid in waiting:
+            wp = self.handle.waiting_pods.get(uid)
+            if wp is not None:
+                wp.reject(self.name, reason)
+        g.deadline = 0.0
+        g.capacity_ok_until = 0.0
+        g.failed_at = time.time()
+        if timed_out:
+            groupmetrics.timed_out(self.handle.profile_name)
+        backoff = self.args.pod_group_backoff_seconds
+        if backoff > 0:
+            g.backoff_until = self.clock() + backoff
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None:
+                loop.call_later(backoff, self._activate, g)
+        self._update_waiting(g)
+
+    # -- QueueSort -------------------------------------------------------------------------------
+
+    def sort_key(self, qpi: Any) -> tuple[Any, ...]:
+        pod: PodInfo = qpi.pod
+        name = pod.labels.get(POD_GROUP_LABEL)
+        if not name:
+            return (-pod.priority, qpi.timestamp + self._mono_to_epoch, "", "")
+        key = f"{pod.namespace}/{name}"
+        g = self.groups.get(key)
+        when = g.failed_at if g is not None and g.failed_at else 0.0
+        if not when:
+            pg = self.podgroup(key)
+            when = pg.created if pg is not None and pg.created else pod.created
+        return (-pod.priority, when, key, pod.name)
+
+    # -- PreFilter -------------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
+        name = pod.labels.get(POD_GROUP_LABEL)
+        if not name:
+            return None, Status(Code.SKIP)
+        key = f"{pod.namespace}/{name}"
+        pg = self.podgroup(key)
+        if pg is None:
+            return None, Status(UAU, f"can not find pod group {key}")
+        g = self._group(key)
+        if pod.uid not in g.members:
+            self.pod_seen(pod)
+        now = self.clock()
+        if g.backoff_until > now:
+            return None, Status(UAU, f"podGroup {key} failed recently")
+        total = self._live_members(g)
+        if total < pg.min_member:
+            return None, Status(UAU, f"pre-filter pod {pod.name} cannot find enough sibling pods, "
+                                     f"current pods number: {total}, minMember of group: {pg.min_member}")
+        if pg.min_resources and g.capacity_ok_until <= now:
+            gap = self._resource_gap(g, pg, nodes)
+            if gap:
+                text = ", ".join(f"{r}: {format_resource(r, v)}" for r, v in sorted(gap.items()))
+                return None, Status(UAU, f"pre-filter pod {pod.name} cannot find enough resources for "
+                                         f"PodGroup {key}: resource gap: {text}")
+            g.capacity_ok_until = now + self.args.permit_waiting_time_seconds
+        return None, None
+
+    def _resource_gap(self, g: Group, pg: PodGroupSpec, nodes: NodeBatch) -> dict[str, int]:
+        """``CheckClusterResource``: what ``minResources`` (and ``pods: minMember``) needs beyond the
+        free capacity summed over the nodes, the group's own placed pods given back."""
+        need = dict(pg.min_resources)
+        need["pods"] = need.get("pods", 0) + pg.min_member
+        cache_pods = self.handle.snapshot.pods
+        own = [cache_pods[uid] for uid in (*g.bound, *g.reserved) if uid in cache_pods]
+        gap = {}
+        for res, amount in need.items():
+            if res == "pods":
+                free = np.maximum(nodes.allocatable("pods") - nodes.pod_count(), 0).sum()
+                free += len(own)
+            else:
+                free = np.maximum(nodes.allocatable(res) - nodes.requested(res), 0).sum()
+                free += sum(p.requests.get(res, 0) for p in own)
+            if amount > free:
+                gap[res] = int(amount - free)
+        return gap
+
+    # -- PostFilter ------------------------------------------------------------------------------
+
+    def post_filter(self, state: CycleState, pod: PodInfo,
+                    diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
+        key = group_key(pod)
+        if not key:
+            return None, Status(Code.UNSCHEDULABLE)
+        pg = self.podgroup(key)
+        if pg is None:
+            return None, Status(Code.UNSCHEDULABLE, "can not find pod group")
+        g = self._group(key)
+        placed = g.placed()
+        if placed >= pg.min_member:
+            return None, Status(Code.UNSCHEDULABLE)
+        gap_pct = (pg.min_member - placed) * 100
+        if pg.min_member > 0 and gap_pct <= self.args.pod_group_reject_percentage * pg.min_member:
+            return None, Status(Code.UNSCHEDULABLE)
+        self._fail_group(g, "optimistic rejection in PostFilter")
+        return None, Status(Code.UNSCHEDULABLE, f"PodGroup {key} gets rejected due to Pod {pod.name} "
+                                                "is unschedulable even after PostFilter")
+
+    # -- Reserve / Permit / PreBind --------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        key = group_key(pod)
+        if not key:
+            return None
+        g = self._group(key)
+        if pod.uid not in g.members:
+            self.pod_seen(pod)
+        g.reserved[pod.uid] = g.generation
+        state.write(GEN_KEY, g.generation)
+        return None
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        key = group_key(pod)
+        if not key:
+            return
+        g = self.groups.get(key)
+        if g is None:
+            return
+        was_waiting = pod.uid in g.waiting
+        g.waiting.discard(pod.uid)
+        g.reserved.pop(pod.uid, None)
+        if state.get(GEN_KEY) != g.generation:
+            self._update_waiting(g)   # an attempt that already failed: nothing more to release
+            return
+        timed_out = was_waiting and g.deadline > 0 and self.clock() >= g.deadline - 0.05
+        self._fail_group(g, "rejection in Unreserve", timed_out=timed_out)
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]:
+        key = group_key(pod)
+        if not key:
+            return None, 0.0
+        pg = self.podgroup(key)
+        if pg is None:
+            return Status(Code.UNSCHEDULABLE, "PodGroup not found"), 0.0
+        g = self._group(key)
+        placed = g.placed()
+        if placed >= pg.min_member:
+            for uid in g.waiting:
+                wp = self.handle.waiting_pods.get(uid)
+                if wp is not None:
+                    wp.allow(self.name)
+            if g.admitted_generation != g.generation and (g.waiting or placed == pg.min_member):
+                g.admitted_generation = g.generation
+                groupmetrics.admitted(self.handle.profile_name)
+            g.waiting.clear()
+            g.deadline = 0.0
+            g.failed_at = 0.0
+            self._update_waiting(g)
+            return None, 0.0
+        now = self.clock()
+        first = not g.waiting
+        g.waiting.add(pod.uid)
+        if first or g.deadline <= 0:
+            wait = pg.timeout if pg.timeout is not None else float(self.args.permit_waiting_time_seconds)
+            g.deadline = now + min(wait or DEFAULT_WAIT_SECONDS, 900.0)
+            self._activate(g, but=pod.uid)
+        self._update_waiting(g)
+        msg = (f"waiting for {pg.min_member - placed} more member(s) of PodGroup {key} "
+               f"(minMember {pg.min_member}, {placed} assumed or bound)")
+        return Status(Code.WAIT, msg), max(0.001, g.deadline - now)
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        key = group_key(pod)
+        if not key:
+            return Status(Code.SKIP)
+        g = self.groups.get(key)
+        gen = state.get(GEN_KEY)
+        if g is not None and gen is not None and gen != g.generation:
+            return Status(Code.UNSCHEDULABLE, f"PodGroup {key} was rejected before this member was bound "
+                                              "(another member failed); retrying the group")
+        return None
+
+    # -- PreemptionGate --------------------------------------------------------------------------
+
+    def preemption_blocked(self, pod: PodInfo) -> str:
+        key = group_key(pod)
+        if not key:
+            return ""
+        pg = self.podgroup(key)
+        if pg is None:
+            return f"not eligible: PodGroup {key} not found"
+        g = self._group(key)
+        others = g.placed() - (1 if g.reserved.get(pod.uid) == g.generation or pod.uid in g.bound else 0)
+        if others + 1 >= pg.min_member:
+            return ""
+        return (f"not eligible: PodGroup {key} has {others} of minMember {pg.min_member} members assumed or bound; "
+                "a gang member preempts only to complete its group")
+
+    # -- requeueing ------------------------------------------------------------------------------
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        def own_group(pod: PodInfo, old: Any, new: Any) -> bool:
+            obj = new if new is not None else old
+            meta = (obj or {}).get("metadata") or {}
+            return (meta.get("namespace") == pod.namespace
+                    and meta.get("name") == pod.labels.get(POD_GROUP_LABEL))
+
+        def not_own_release(pod: PodInfo, old: Any, new: Any) -> bool:
+            # A sibling's reservation released with its group frees nothing the group can use:
+            # without this a gang that cannot complete re-grabs its own capacity forever.
+            return not (isinstance(old, PodInfo) and old.namespace == pod.namespace
+                        and old.labels.get(POD_GROUP_LABEL) == pod.labels.get(POD_GROUP_LABEL))
+
+        # Capacity freed by anyone else may help: not skipped (scheduler-plugins#983: precise
+        # hints livelocked priorities).
+        return (ClusterEventWithHint(ClusterEvent("PodGroup", "Add"), own_group),
+                ClusterEventWithHint(ClusterEvent("PodGroup", "Update"), own_group),
+                ClusterEventWithHint(ClusterEvent("Pod", "Delete"), not_own_release),
+                ClusterEventWithHint(ClusterEvent("Node", "Add")),
+                ClusterEventWithHint(ClusterEvent("Node", "Update")))

@@ -1,0 +1,348 @@
+"""Coscheduling (gang scheduling): Permit quorum, all-or-nothing release, PreFilter checks, the
+queue order, the preemption gate, bind failures reaching the group, and simulate's verdicts.
+
+Offline tests run the production cycle (``OfflineScheduler`` runs Permit); the live-loop tests run
+the real ``Scheduler`` binding cycles with a test Bind plugin in place of the API."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pysched.apis import config as configmod
+from pysched.apis.config import ConfigError
+from pysched.framework import BindPlugin, Code, PreBindPlugin, Status
+from pysched.metrics import METRICS
+from pysched.profile import default_registry
+from pysched.tools.offline import OfflineScheduler
+from pysched.tools.simulate import Simulation
+from pysched.tools.snapshot import Snapshot
+
+from .conftest import node, pod
+
+LABEL = "scheduling.x-k8s.io/pod-group"
+GPU = "nvidia.com/gpu"
+GANG = {"queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+        "multiPoint": {"enabled": [{"name": "Coscheduling"}]}}
+
+
+def podgroup(name, min_member, *, timeout=None, min_resources=None, ns="default", created="2026-01-01T00:00:00Z"):
+    spec = {"minMember": min_member}
+    if timeout is not None:
+        spec["scheduleTimeoutSeconds"] = timeout
+    if min_resources:
+        spec["minResources"] = min_resources
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": created, "resourceVersion": "1"},
+            "spec": spec}
+
+
+def member(name, group, gpus=1, **kw):
+    return pod(name, labels={LABEL: group}, extended={GPU: str(gpus)}, **kw)
+
+
+def config(plugins=None, args=None):
+    prof = {"schedulerName": "pysched", "plugins": plugins or GANG}
+    if args is not None:
+        prof["pluginConfig"] = [{"name": "Coscheduling", "args": args}]
+    return configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND, "profiles": [prof]})
+
+
+def gang_sim(gpu_nodes, groups=(), args=None, registry=None, plugins=None):
+    sim = OfflineScheduler(config(plugins, args), registry=registry)
+    for g in groups:
+        assert sim.add_object(g)
+    for i in range(gpu_nodes):
+        sim.add_node(node(f"n{i}", extended={GPU: "1"}))
+    return sim
+
+
+def plugin(sim):
+    return sim.frameworks["pysched"].plugins["Coscheduling"]
+
+
+def assumed_or_bound(sim):
+    return sorted(p.name for p in sim.cache.pods.values())
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+def test_opt_in_and_replaces_priority_sort():
+    assert "Coscheduling" not in OfflineScheduler().frameworks["pysched"].plugins
+    fwk = gang_sim(0).frameworks["pysched"]
+    assert [p.name for p in fwk.queue_sort] == ["Coscheduling"]
+    assert {"Coscheduling"} <= {p.name for p in fwk.permit} & {p.name for p in fwk.reserve}
+    # multiPoint alone keeps PrioritySort too: two queue sorts, as upstream refuses
+    with pytest.raises(ConfigError, match="only one queue sort"):
+        OfflineScheduler(config({"multiPoint": {"enabled": [{"name": "Coscheduling"}]}}))
+
+
+def test_args_defaults_and_validation():
+    a = plugin(gang_sim(0)).args
+    assert (a.permit_waiting_time_seconds, a.pod_group_backoff_seconds, a.pod_group_reject_percentage) == (60, 0, 10)
+    with pytest.raises(ConfigError, match="podGroupRejectPercentage"):
+        gang_sim(0, args={"podGroupRejectPercentage": 101})
+    with pytest.raises(ConfigError, match="permitWaitingTimeSeconds"):
+        gang_sim(0, args={"permitWaitingTimeSeconds": -1})
+    with pytest.raises(ConfigError, match="kind"):
+        gang_sim(0, args={"kind": "Other"})
+    assert plugin(gang_sim(0, args={"kind": "CoschedulingArgs", "podGroupBackoffSeconds": 5})).args \
+        .pod_group_backoff_seconds == 5
+
+
+# -- Permit quorum, all or nothing -----------------------------------------------------------
+
+def test_permit_waits_for_quorum_then_allows_every_member():
+    sim = gang_sim(3, [podgroup("g", 3)])
+    pods = [member(f"m{i}", "g") for i in range(3)]
+    for p in pods:
+        sim.observe_pending(p)
+    before = METRICS.podgroups_admitted.labels("pysched")._value.get()
+    outs = [sim.schedule(p) for p in pods]
+    assert [o.code for o in outs] == ["Waiting", "Waiting", "Scheduled"]
+    assert "waiting for 2 more member(s) of PodGroup default/g" in outs[0].message
+    assert {v[0] for v in sim.settled.values()} == {outs[0].node, outs[1].node}
+    assert not sim.waiting and not sim.frameworks["pysched"].handle.waiting_pods
+    assert assumed_or_bound(sim) == ["m0", "m1", "m2"]
+    assert METRICS.podgroups_admitted.labels("pysched")._value.get() == before + 1
+
+
+def test_no_partial_group_when_a_member_cannot_fit():
+    sim = gang_sim(2, [podgroup("g", 3)])
+    pods = [member(f"m{i}", "g") for i in range(3)]
+    for p in pods:
+        sim.observe_pending(p)
+    outs = [sim.schedule(p) for p in pods]
+    assert [o.code for o in outs] == ["Waiting", "Waiting", "Unschedulable"]
+    assert "PodGroup default/g gets rejected due to Pod m2 is unschedulable even after PostFilter" in outs[2].message
+    assert {v for v in sim.settled.values()} == {(None, "optimistic rejection in PostFilter")}
+    assert assumed_or_bound(sim) == []                      # the GPUs the waiters held are free again
+    assert plugin(sim).groups["default/g"].placed() == 0
+
+
+def test_small_gap_keeps_waiters_by_reject_percentage():
+    # 1 missing of 10 = 10 % <= podGroupRejectPercentage (10): the waiters stay (until the timeout)
+    sim = gang_sim(9, [podgroup("g", 10)])
+    pods = [member(f"m{i}", "g") for i in range(10)]
+    for p in pods:
+        sim.observe_pending(p)
+    outs = [sim.schedule(p) for p in pods]
+    assert [o.code for o in outs].count("Waiting") == 9 and outs[9].code == "Unschedulable"
+    assert len(sim.waiting) == 9
+    sim.expire_waiting()
+    assert assumed_or_bound(sim) == [] and not sim.waiting
+
+
+def test_non_members_skip_and_are_not_held():
+    sim = gang_sim(1)
+    out = sim.schedule(pod("plain", extended={GPU: "1"}), explain=True)
+    assert out.code == "Scheduled"
+    assert {"plugin": "Coscheduling", "status": "Skip"} in out.trace["preFilter"]
+
+
+# -- PreFilter -------------------------------------------------------------------------------
+
+def test_prefilter_rejections_with_upstream_messages():
+    sim = gang_sim(4, [podgroup("g", 3), podgroup("big", 2, min_resources={GPU: "8"})])
+    out = sim.schedule(member("orphan", "missing"))
+    assert out.code == "Unschedulable" and "can not find pod group default/missing" in out.message
+    sim.observe_pending(member("a0", "g"))
+    out = sim.schedule(member("a1", "g"))
+    assert ("pre-filter pod a1 cannot find enough sibling pods, current pods number: 2, minMember of group: 3"
+            in out.message)
+    for name in ("b0", "b1"):
+        sim.observe_pending(member(name, "big"))
+    out = sim.schedule(member("b0", "big"))
+    assert "resource gap: nvidia.com/gpu: 4" in out.message and assumed_or_bound(sim) == []
+
+
+def test_gated_siblings_do_not_count():
+    sim = gang_sim(3, [podgroup("g", 2)])
+    m0 = member("m0", "g")
+    sim.observe_pending(m0)
+    sim.observe_pending(member("m1", "g", gates=["wait"]))
+    assert "current pods number: 1" in sim.schedule(m0).message
+
+
+def test_backoff_after_group_rejection():
+    sim = gang_sim(1, [podgroup("g", 2)], args={"podGroupBackoffSeconds": 30})
+    pods = [member(f"m{i}", "g") for i in range(2)]
+    for p in pods:
+        sim.observe_pending(p)
+    assert [sim.schedule(p).code for p in pods] == ["Waiting", "Unschedulable"]
+    assert "podGroup default/g failed recently" in sim.schedule(pods[0]).message
+
+
+# -- queue order -----------------------------------------------------------------------------
+
+def test_queue_sort_keeps_group_members_together():
+    sim = gang_sim(0, [podgroup("old", 2, created="2026-01-01T00:00:00Z"),
+                       podgroup("new", 2, created="2026-01-02T00:00:00Z")])
+    for name, g in (("n0", "new"), ("o0", "old"), ("n1", "new"), ("o1", "old")):
+        sim.add_pod(member(name, g))
+    sim.add_pod(pod("high", priority=10))
+    order = []
+    while (qpi := sim.queue.pop_nowait()) is not None:
+        order.append(qpi.pod.name)
+    assert order == ["high", "o0", "o1", "n0", "n1"]
+
+
+# -- preemption gate -------------------------------------------------------------------------
+
+def test_member_preempts_only_to_complete_its_group():
+    sim = gang_sim(2, [podgroup("g", 2)])
+    for i in range(2):
+        sim.add_pod(pod(f"low{i}", extended={GPU: "1"}, node_name=f"n{i}", priority=0))
+    pods = [member(f"m{i}", "g", priority=100) for i in range(2)]
+    for p in pods:
+        sim.observe_pending(p)
+    out = sim.schedule(pods[0])
+    assert out.code == "Unschedulable" and not out.victims
+    assert ("preemption: not eligible: PodGroup default/g has 0 of minMember 2 members assumed or bound"
+            in out.message)
+
+
+def test_member_completing_its_group_may_preempt():
+    sim = gang_sim(2, [podgroup("g", 2)])
+    sim.add_pod(pod("low", extended={GPU: "1"}, node_name="n1", priority=0))
+    pods = [member(f"m{i}", "g", priority=100) for i in range(2)]
+    for p in pods:
+        sim.observe_pending(p)
+    assert sim.schedule(pods[0]).code == "Waiting"
+    out = sim.schedule(pods[1])
+    assert out.nominated_node == "n1" and out.victims == ("default/low",)
+
+
+# -- live binding cycles: timeout, bind failure ----------------------------------------------
+
+class FlakyBinder(BindPlugin):
+    name = "FlakyBinder"
+    fail: set[str] = set()
+    bound: dict[str, str] = {}
+
+    async def bind(self, state, pod, node_name):
+        if pod.name in self.fail:
+            return Status(Code.ERROR, f"bind of {pod.name} failed")
+        FlakyBinder.bound[pod.name] = node_name
+        return None
+
+
+class SlowPreBind(PreBindPlugin):
+    """Holds every member but the failing one a moment, so the failure happens first."""
+    name = "SlowPreBind"
+
+    quick: set[str] = set()
+
+    async def pre_bind(self, state, pod, node_name):
+        if pod.name not in FlakyBinder.fail:
+            await asyncio.sleep(0.3 if pod.name in self.quick else 0.6)
+        return None
+
+
+def live_sim(gpus, groups, args=None):
+    registry = default_registry()
+    registry["FlakyBinder"] = FlakyBinder
+    registry["SlowPreBind"] = SlowPreBind
+    plugins = {"queueSort": GANG["queueSort"],
+               "multiPoint": {"enabled": [{"name": "SlowPreBind"}, {"name": "Coscheduling"}]},
+               "bind": {"enabled": [{"name": "FlakyBinder"}], "disabled": [{"name": "*"}]}}
+    FlakyBinder.fail, FlakyBinder.bound, SlowPreBind.quick = set(), {}, set()
+    return gang_sim(gpus, groups, args=args, registry=registry, plugins=plugins)
+
+
+async def until(cond, timeout=10.0):
+    end = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        assert asyncio.get_running_loop().time() < end, "condition not reached"
+        await asyncio.sleep(0.02)
+
+
+def run_live(sim, body):
+    async def main():
+        loop_task = asyncio.create_task(sim.scheduler.run())
+        try:
+            await body()
+        finally:
+            sim.scheduler.stop()
+            await asyncio.wait_for(loop_task, 5)
+            for t in list(sim.scheduler.binding_tasks):
+                t.cancel()
+    asyncio.run(main())
+
+
+def test_timeout_releases_every_waiting_member_together():
+    # PostFilter never rejects (100 %): only the group's deadline can end the wait
+    sim = live_sim(2, [podgroup("g", 3, timeout=1)], args={"podGroupRejectPercentage": 100})
+    before = METRICS.podgroups_timed_out.labels("pysched")._value.get()
+
+    async def body():
+        sim.add_pod(member("m0", "g"))
+        sim.add_pod(member("m1", "g"))
+        sim.add_pod(member("m2", "g", node_selector={"zone": "nowhere"}))   # never fits
+        await until(lambda: len(sim.frameworks["pysched"].handle.waiting_pods) == 2)
+        assert METRICS.podgroups_waiting.labels("pysched")._value.get() == 1
+        await until(lambda: not sim.frameworks["pysched"].handle.waiting_pods and not sim.cache.assumed, 5)
+        assert FlakyBinder.bound == {}
+        assert METRICS.podgroups_timed_out.labels("pysched")._value.get() >= before + 1
+        assert METRICS.podgroups_waiting.labels("pysched")._value.get() == 0
+    run_live(sim, body)
+
+
+def test_bind_failure_of_one_member_releases_the_group_then_it_retries_as_a_unit():
+    sim = live_sim(3, [podgroup("g", 3, timeout=30)])
+
+    async def body():
+        FlakyBinder.fail = {"m2"}
+        for i in range(3):
+            sim.add_pod(member(f"m{i}", "g"))
+        # m2 is the last member: its Permit reaches quorum, its bind fails while m0/m1 are in PreBind
+        await until(lambda: sim.scheduler.last_results and all(
+            "error" in sim.scheduler.last_results.get(p.pod.uid, {}) for p in sim.queue.pending()) and
+            len(sim.queue.pending()) == 3)
+        assert FlakyBinder.bound == {}                 # nobody bound without the group
+        assert not sim.cache.assumed                   # no reservation leaked
+        errors = {p.pod.name: sim.scheduler.last_results[p.pod.uid]["error"] for p in sim.queue.pending()}
+        assert "bind of m2 failed" in errors["m2"]
+        assert "PodGroup default/g was rejected before this member was bound" in errors["m0"]
+        FlakyBinder.fail = set()
+        await until(lambda: len(FlakyBinder.bound) == 3, 15)
+        assert sorted(FlakyBinder.bound.values()) == ["n0", "n1", "n2"]
+    run_live(sim, body)
+
+
+def test_deleted_node_between_permit_and_bind_releases_the_group():
+    sim = live_sim(3, [podgroup("g", 2, timeout=30)])
+
+    async def body():
+        SlowPreBind.quick = {"m0"}       # m0 leaves PreBind first and finds its node gone
+        sim.add_pod(member("m0", "g"))
+        sim.add_pod(member("m1", "g"))
+        # both allowed, both held in PreBind: delete m0's node meanwhile
+        await until(lambda: len(sim.cache.assumed) == 2 and not sim.frameworks["pysched"].handle.waiting_pods)
+        doomed = sim.cache.assumed[next(u for u, p in sim.cache.assumed.items() if p.name == "m0")].node_name
+        sim.remove_node(doomed)
+        await until(lambda: len(sim.queue.pending()) == 2 and not sim.cache.assumed)
+        assert FlakyBinder.bound == {}              # m1 did not bind without m0
+        await until(lambda: len(FlakyBinder.bound) == 2, 15)   # retried as a unit on the nodes left
+        assert doomed not in FlakyBinder.bound.values()
+    run_live(sim, body)
+
+
+# -- simulate --------------------------------------------------------------------------------
+
+def test_simulate_places_groups_all_or_nothing_and_names_the_blocker():
+    snap = Snapshot(nodes=[node(f"n{i}", extended={GPU: "1"}) for i in range(6)],
+                    objects=[podgroup("a", 4), podgroup("b", 4)])
+    pods = [member(f"a{i}", "a") for i in range(4)] + [member(f"b{i}", "b") for i in range(4)]
+    for p in pods:
+        del p["metadata"]["uid"]
+    res = Simulation(config()).run(snap, pods)
+    placed = {p.pod.split("/")[1]: p.node for p in res.placements}
+    assert all(placed[f"a{i}"] for i in range(4)) and not any(placed[f"b{i}"] for i in range(4))
+    verdicts = {g["group"]: g for g in res.groups}
+    assert verdicts["default/a"]["verdict"] == "placed"
+    b = verdicts["default/b"]
+    assert b["verdict"] == "not placed" and b["blockedBy"] == "default/b2"
+    assert "Insufficient nvidia.com/gpu" in b["reason"]
+    assert sum(n["requested"][GPU] for n in res.after["nodes"]) == 4       # nothing held by b

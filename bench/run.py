@@ -13,6 +13,14 @@ unthrottled) the null binder. One run:
    RSS from /proc, list every pod and check every placement against every hard constraint
    (``bench.verify``), then stop everything.
 
+Gang workloads (``Workload.gang_size``) also install the PodGroup CRD from
+``manifests/components/coscheduling/``, create one PodGroup per group before the measured pods, run
+pysched with the Coscheduling profile (the PodGroup status controller off: only scheduling is
+measured), wait for the pods of the groups that fit, and report groups placed per second, the
+time to admit a group and partial groups (``bench.gangs``, ``bench.verify.check_gangs``).
+kube-scheduler has no Coscheduling plugin: it schedules the same pods without gang semantics and
+its row is a reference (its partial groups are reported, not failed); the null binder is skipped.
+
 Results go to ``--out`` (JSON per run, a PNG chart per workload) and are printed as a table with
 the throughput ratio pysched / kube-scheduler; ``--results-md`` also writes that table with the
 machine and versions as Markdown.
@@ -42,8 +50,8 @@ from pysched.client.rest import KubeClient
 from pysched_dev.devcluster import ControlPlane, binaries_dir, free_port
 from pysched_dev.testkit import create_nodes, create_pods, custom_scores_profile, ensure_namespace
 
-from . import procstat, stats, verify
-from .workloads import NAMESPACE, PHASE_LABEL, SMOKE, WORKLOADS, Workload
+from . import gangs, procstat, stats, verify
+from .workloads import NAMESPACE, PHASE_LABEL, SMOKE, WORKLOADS, Workload, podgroups
 
 REPO = Path(__file__).resolve().parent.parent
 PYSCHED, KUBE, NULL = "pysched", "kube-scheduler", "null-binder"
@@ -71,6 +79,7 @@ class RunResult:
     bind_offsets: list[float] = field(repr=False)
     seen_offsets: list[float] = field(repr=False, default_factory=list)
     error: str = ""
+    gang: dict = field(default_factory=dict)   # gang workloads: bench.gangs.gang_summary + "partial"
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -108,19 +117,32 @@ class Process:
         self._log.close()
 
 
-def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir: Path) -> Process:
+COSCHEDULING_CRD = REPO / "manifests" / "components" / "coscheduling" / "crd.yaml"
+
+
+def coscheduling_profile(scheduler_name: str) -> dict:
+    """pysched as shipped with the coscheduling component (its configmap-patch.yaml profile)."""
+    profile = custom_scores_profile(scheduler_name)
+    profile["plugins"]["queueSort"] = {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
+    profile["plugins"]["multiPoint"]["enabled"].append({"name": "Coscheduling"})
+    return profile
+
+
+def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir: Path, gang: bool = False) -> Process:
     client_connection = {"qps": qps, "burst": burst}
     if kind == PYSCHED:
+        # pysched as shipped (manifests/configmap.yaml): kube's default plugins plus its own scores.
+        profile = (coscheduling_profile if gang else custom_scores_profile)(SCHEDULER_NAMES[PYSCHED])
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                "leaderElection": {"leaderElect": False}, "clientConnection": client_connection,
-               # pysched as shipped (manifests/configmap.yaml): kube's default plugins plus its own scores.
-               "profiles": [custom_scores_profile(SCHEDULER_NAMES[PYSCHED])]}
+               "profiles": [profile]}
         path = rundir / "pysched-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return Process([sys.executable, "-m", "pysched", "run", "--config", str(path),
                         "--kubeconfig", str(cp.kubeconfig), "--log-level", "warning",
                         "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
-                        "--cert-dir", str(rundir / "pysched-certs")], rundir / "pysched.log")
+                        "--cert-dir", str(rundir / "pysched-certs"), "--podgroup-controller=off"],
+                       rundir / "pysched.log")
     if kind == KUBE:
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                "leaderElection": {"leaderElect": False},
@@ -189,13 +211,16 @@ async def run_one(workload: Workload, kind: str, qps: float, burst: int, rundir:
     try:
         await create_nodes(client, (workload.node(i) for i in range(workload.nodes)), concurrency=CREATE_CONCURRENCY)
         await ensure_namespace(client, NAMESPACE)
-        sched = start_scheduler(kind, cp, qps, burst, rundir)
+        if workload.gang_size:
+            await install_podgroups(client, workload)
+        sched = start_scheduler(kind, cp, qps, burst, rundir, gang=bool(workload.gang_size))
         if workload.init_pods:
             await create_pods(client, (workload.pod(i, name, "init") for i in range(workload.init_pods)),
                               concurrency=CREATE_CONCURRENCY)
             await _wait_all_bound(client, "init", sched, _timeout(workload.init_pods, qps))
         timeout = _timeout(workload.measure_pods, qps)
-        watcher, watcher_out = await _start_watcher(cp, workload.measure_pods, timeout, rundir)
+        expect = workload.expected_bound
+        watcher, watcher_out = await _start_watcher(cp, expect, timeout, rundir)
         if profile_dir is not None and kind == PYSCHED:
             profile_dir.mkdir(parents=True, exist_ok=True)
             slug = workload.name.replace("/", "_")
@@ -222,18 +247,19 @@ async def run_one(workload: Workload, kind: str, qps: float, burst: int, rundir:
             except subprocess.TimeoutExpired:
                 profiler.kill()
         records = json.loads(watcher_out.read_text())["pods"]
-        summary = stats.summarise(t0, records, workload.measure_pods)
+        summary = stats.summarise(t0, records, expect)
         nodes, _ = await client.list_all("/api/v1/nodes")
         all_pods, _ = await client.list_all(f"/api/v1/namespaces/{NAMESPACE}/pods")
         violations = [str(v) for v in verify.check_placements(nodes, all_pods)]
         error = ""
-        if summary.bound < workload.measure_pods:
-            error = f"only {summary.bound}/{workload.measure_pods} measured pods bound within {timeout:.0f}s"
+        if summary.bound < expect:
+            error = f"only {summary.bound}/{expect} measured pods bound within {timeout:.0f}s"
+        gang = gang_report(workload, t0, records, all_pods) if workload.gang_size else {}
         binds = sorted(r["bound"] - t0 for r in records.values() if r.get("bound") is not None)
         seen = sorted(r["seen"] - t0 for r in records.values() if r.get("seen") is not None)
         return RunResult(workload.name, kind, qps, burst, workload.nodes, workload.init_pods, summary.as_dict(),
                          round(create_rate, 1), round(cpu1.cpu_s - cpu0.cpu_s, 2), round(cpu1.peak_rss_mib, 1),
-                         violations, [round(b, 4) for b in binds], [round(x, 4) for x in seen], error)
+                         violations, [round(b, 4) for b in binds], [round(x, 4) for x in seen], error, gang)
     finally:
         if profiler is not None and profiler.poll() is None:
             profiler.kill()
@@ -245,6 +271,33 @@ async def run_one(workload: Workload, kind: str, qps: float, burst: int, rundir:
             if src and src.exists():
                 shutil.copy(src, rundir / log)
         cp.stop()
+
+
+async def install_podgroups(client: KubeClient, workload: Workload) -> None:
+    """The PodGroup CRD (the coscheduling component's) and the workload's groups."""
+    await client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                         body=yaml.safe_load(COSCHEDULING_CRD.read_text()), rate_limit=False)
+    path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/podgroups"
+    deadline = time.monotonic() + 60
+    for pg in podgroups(workload):
+        while True:
+            try:
+                await client.request("POST", path, body=pg, rate_limit=False)
+                break
+            except Exception:  # noqa: BLE001 - the CRD is not served yet
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+
+def gang_report(workload: Workload, t0: float, records: dict, all_pods: list[dict]) -> dict:
+    group_of = {p["metadata"]["name"]: p["metadata"]["labels"][verify.GANG_LABEL] for p in all_pods
+                if verify.GANG_LABEL in (p["metadata"].get("labels") or {})}
+    out = gangs.gang_summary(t0, records, group_of, workload.gang_size)
+    need = {f"{NAMESPACE}/{g}": workload.gang_size for g in set(group_of.values())}
+    out["partial"] = len(verify.check_gangs(all_pods, need))
+    out["fitting"] = workload.fitting_groups
+    return out
 
 
 # -- reporting ------------------------------------------------------------------------------------
@@ -284,6 +337,30 @@ def table(results: list[dict]) -> str:
             ratio = "(ceiling)"
         lines.append(_row(r, ratio))
     return "\n".join(lines)
+
+
+def gang_table(results: list[dict]) -> str:
+    """Gang workloads: groups placed, partial groups, groups/s and admit times ("" when none ran)."""
+    rows = [r for r in results if r.get("gang")]
+    if not rows:
+        return ""
+    lines = ["| workload | QPS/burst | scheduler | gang semantics | groups placed / fitting / total | "
+             "partial groups | groups/s | admit p50 ms | admit p99 ms |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        g = r["gang"]
+        sem = "Coscheduling" if r["scheduler"] == PYSCHED else "none (reference)"
+        lines.append(f"| {r['workload']} | {_qps(r)} | {r['scheduler']} | {sem} | "
+                     f"{g['placed']} / {g['fitting']} / {g['groups']} | {g['partial']} | {g['groups_per_s']:.2f} | "
+                     f"{g['admit_p50_ms']:.0f} | {g['admit_p99_ms']:.0f} |")
+    return "\n".join(lines)
+
+
+def failed_runs(results: list[dict]) -> list[dict]:
+    """Runs that make ``bench.run`` exit 1: errors, placement violations (not the null binder's), and
+    partial groups under pysched's Coscheduling (kube-scheduler's gang row is only a reference)."""
+    return [r for r in results if r["error"] or (r["violations"] and r["scheduler"] != NULL)
+            or (r.get("gang") and r["scheduler"] == PYSCHED and r["gang"]["partial"])]
 
 
 def chart(results: list[dict], out: Path) -> list[Path]:
@@ -359,6 +436,9 @@ def markdown(results: list[dict], info: dict, command: str, charts: list[Path], 
              "watcher-seen bind; CPU seconds and peak RSS (VmHWM) are the scheduler process's during the",
              "measured phase; `placements valid` is `bench.verify` over every pod at the end.", "",
              table(results), ""]
+    if gang_table(results):
+        lines += ["Gang workloads (pods/s and latency above count the pods of the groups that fit):", "",
+                  gang_table(results), ""]
     lines += READING
     for c in charts:
         rel = os.path.relpath(c, md_dir)
@@ -415,8 +495,8 @@ async def main_async(args) -> list[dict]:
     for wl in workloads:
         for qps, burst in modes:
             for kind in schedulers:
-                if kind == NULL and qps < 1000:
-                    continue  # the ceiling is only interesting unthrottled
+                if kind == NULL and (qps < 1000 or wl.gang_size):
+                    continue  # the ceiling is only interesting unthrottled, and means nothing for gangs
                 rundir = out / "runs" / f"{wl.name.replace('/', '_')}-{kind}-qps{int(qps)}"
                 print(f"# {wl.name} scheduler={kind} qps={qps:g}/{burst} ...", flush=True)
                 try:
@@ -454,13 +534,15 @@ def main(argv: list[str] | None = None) -> int:
     charts = chart(results, chart_dir)
     print()
     print(table(results))
+    if gang_table(results):
+        print()
+        print(gang_table(results))
     print(f"\ncharts: {', '.join(str(c) for c in charts)}")
     if args.results_md:
         command = "make bench BENCH_ARGS=" + shlex.quote(" ".join(argv if argv is not None else sys.argv[1:]))
         md = markdown(results, machine_info(binaries_dir()), command, charts, Path(args.results_md).parent)
         Path(args.results_md).write_text(md + "\n")
-    failed = [r for r in results if r["error"] or (r["violations"] and r["scheduler"] != NULL)]
-    return 1 if failed else 0
+    return 1 if failed_runs(results) else 0
 
 
 if __name__ == "__main__":

@@ -231,3 +231,19 @@ def _check_spread(bound: list[dict], by_name: dict) -> list[Violation]:
                                  f"{key} skew {max(counts.values()) - min(counts.values())} > maxSkew {max_skew}: "
                                  f"{counts}"))
     return out
+
+
+GANG_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def check_gangs(pods: list[dict], min_member: dict[str, int]) -> list[Violation]:
+    """Gang (PodGroup) placements: a group with some members bound must have at least its
+    ``minMember`` bound. ``min_member``: ``namespace/group`` -> minMember; pods of other groups are
+    not judged."""
+    bound: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        group = (pod["metadata"].get("labels") or {}).get(GANG_LABEL)
+        if group and pod["spec"].get("nodeName"):
+            bound[f"{pod['metadata'].get('namespace', 'default')}/{group}"] += 1
+    return [Violation("partial-gang", f"{key}/*", "*", f"{bound[key]} of minMember {need} bound")
+            for key, need in sorted(min_member.items()) if 0 < bound[key] < need]

@@ -9,7 +9,7 @@ on every node. A workload is data plus two builder functions; the same pods (onl
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pysched_dev.testkit import make_node, make_pod
 
@@ -112,6 +112,42 @@ def anti_affinity_pod(i: int, scheduler: str, phase: str) -> dict:
     return pod
 
 
+# -- gangs (PodGroups) ---------------------------------------------------------------------------
+
+GANG_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+def gang_node(i: int) -> dict:
+    """An 8-GPU node; CPU and memory never the limit for the gang pods."""
+    return make_node(f"node-{i:05d}", cpu="64", memory="512Gi", extended={GPU: "8"},
+                     labels={ZONE: ZONES[i % len(ZONES)], INSTANCE_TYPE: "p4d.24xlarge"})
+
+
+def gang_group(i: int, size: int) -> str:
+    return f"gang-{i // size:04d}"
+
+
+def make_gang_pod(size: int) -> Callable[[int, str, str], dict]:
+    """Measured pod ``i`` is member ``i % size`` of group ``i // size`` and takes one GPU; init pods
+    are plain default pods."""
+    def pod(i: int, scheduler: str, phase: str) -> dict:
+        if phase != "measure":
+            return default_pod(i, scheduler, phase)
+        group = gang_group(i, size)
+        return make_pod(f"measure-{group}-{i % size}", namespace=NAMESPACE, scheduler=scheduler, cpu="1",
+                        memory="1Gi", extended={GPU: "1"}, labels={PHASE_LABEL: phase, GANG_LABEL: group})
+    return pod
+
+
+def podgroups(workload: Workload) -> list[dict]:
+    """The PodGroups of the measured pods (minMember = the group size)."""
+    size = workload.gang_size
+    return [{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": gang_group(g * size, size), "namespace": NAMESPACE},
+             "spec": {"minMember": size, "scheduleTimeoutSeconds": 30}}
+            for g in range(workload.measure_pods // size)]
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -122,9 +158,25 @@ class Workload:
     pod: Callable[[int, str, str], dict] = default_pod
     description: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
+    gang_size: int = 0        # > 0: measured pods form PodGroups of this size (pysched runs Coscheduling)
+    gpus_per_node: int = 0    # gang workloads: how many GPUs each node has (each member takes one)
 
     def scaled(self, nodes: int, init_pods: int, measure_pods: int) -> Workload:
-        return Workload(self.name, nodes, init_pods, measure_pods, self.node, self.pod, self.description, self.tags)
+        return replace(self, nodes=nodes, init_pods=init_pods, measure_pods=measure_pods)
+
+    @property
+    def groups(self) -> int:
+        return self.measure_pods // self.gang_size if self.gang_size else 0
+
+    @property
+    def fitting_groups(self) -> int:
+        """Gang workloads: how many whole groups the nodes' GPUs hold."""
+        return min(self.groups, self.nodes * self.gpus_per_node // self.gang_size) if self.gang_size else 0
+
+    @property
+    def expected_bound(self) -> int:
+        """Measured pods that a correct scheduler binds: all, or for gangs only whole fitting groups."""
+        return self.fitting_groups * self.gang_size if self.gang_size else self.measure_pods
 
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
@@ -142,6 +194,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              description="10% tainted 8-GPU nodes, 40% tainted spot nodes; GPU, spot-tolerant and on-demand pods"),
     Workload("SchedulingPodAntiAffinity/2000Nodes", 2000, 1000, 1000, pod=anti_affinity_pod,
              description="1,000 pods with required anti-affinity to each other on hostname"),
+    Workload("GangScheduling/100Nodes_150Groups", 100, 100, 1200, node=gang_node, pod=make_gang_pod(8),
+             gang_size=8, gpus_per_node=8, tags=("gang",),
+             description="150 PodGroups of 8 one-GPU pods onto 100 8-GPU nodes that hold 100 groups; pysched "
+                         "with Coscheduling, kube-scheduler without gang semantics (reference only)"),
 )}
 
 SMOKE = Workload("Smoke/GPUSpotMix", 10, 4, 16, node=gpu_spot_node, pod=gpu_spot_pod,

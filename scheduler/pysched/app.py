@@ -3,7 +3,8 @@
 Start-up order, as kube-scheduler's: build every profile's framework (bad configuration fails
 here, before any API call) -> start the Node and Pod informers and wait until both have listed
 (so pods bound by anyone before we started are counted) -> (with leader election) wait for the
-Lease -> run the scheduling loop. Followers keep their informers warm and never bind.
+Lease -> run the scheduling loop and the PodGroup status controller. Followers keep their
+informers warm and never bind or write PodGroup status.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pysched.client.objectstore import GROUP_VERSIONS, OPTIONAL, ObjectStore, ap
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
 from pysched.client.reflector import Reflector, name_key, uid_key
 from pysched.client.rest import ApiError, KubeClient
+from pysched.controllers.podgroup import PodGroupController
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
 from pysched.extender.client import HTTPExtender
 from pysched.framework.registry import Registry
@@ -61,6 +63,7 @@ class Options:
     shadow: bool = False
     shadow_scheduler_names: list[str] = field(default_factory=lambda: ["default-scheduler"])
     kopf: bool = True
+    podgroup_controller: str = "auto"   # auto | on | off (controllers.podgroup)
     auth: AuthOptions = field(default_factory=AuthOptions)  # the secure port's delegated authn/authz
     event_backlog_limit: int | None = None  # None: events.DEFAULT_LIMIT
     # A kind served by an optional CRD (PodGroups) that was not installed at start-up is LISTed
@@ -140,6 +143,11 @@ class SchedulerApp:
         self._shutting_down = False
         self._failed_seen: set[str] = set()
         self.kopf = KopfWatch(creds, self.kopf_specs()) if options.kopf else None
+        # PodGroup status, written by the leader only (its own client, behind the same fence).
+        self.podgroups: PodGroupController | None = None
+        if options.podgroup_controller != "off" and options.kopf and not shadow:
+            self.podgroup_client = KubeClient(creds, qps=20, burst=50, max_connections=4, fence=self.fence)
+            self.podgroups = PodGroupController(self.podgroup_client, creds, mode=options.podgroup_controller)
         self.tasks: list[asyncio.Task] = []
         self.stopping = asyncio.Event()
         self.synced = asyncio.Event()
@@ -291,6 +299,8 @@ class SchedulerApp:
                 if self.stopping.is_set():
                     return self.exit_code
                 log.info("started leading; scheduling")
+            if self.podgroups is not None:
+                self.podgroups.start()   # leader (or the only replica): PodGroup status controller
             loop = self.shadow.run() if self.shadow is not None else self.scheduler.run()
             sched = self._spawn(loop, "scheduling-loop")
             watch = [sched, stop, self.tasks[0], self.tasks[1]]
@@ -358,6 +368,8 @@ class SchedulerApp:
 
     def _on_lease_lost(self) -> None:
         self.fence.close("leader election lost")
+        if self.podgroups is not None:
+            self.podgroups.cancel()
         if self._shutting_down:
             return
         log.error("leaderelection lost; exiting")
@@ -381,6 +393,8 @@ class SchedulerApp:
         self._shutting_down = True
         self.scheduler.stop()
         self.scheduler.abort_pending(keep_in_flight=True)
+        if self.podgroups is not None:
+            self.podgroups.cancel()
         await self.scheduler.drain(timeout=float(self.frameworks_bind_timeout()))
         await self.recorder.stop(drain=EVENT_FLUSH_ON_SHUTDOWN)
         self.fence.close("shutting down")
@@ -396,6 +410,9 @@ class SchedulerApp:
         await self.recorder.stop(drain=0)
         if self.kopf is not None:
             await asyncio.to_thread(self.kopf.stop)
+        if self.podgroups is not None:
+            await self.podgroups.stop()
+            await self.podgroup_client.close()
         if self.server is not None:
             await self.server.stop()
         if self.auth is not None:

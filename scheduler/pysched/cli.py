@@ -153,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "drops the least valuable (default: 100000)")
     run.add_argument("--shadow-scheduler-name", action="append", default=[], metavar="NAME",
                      help="schedulerName whose pods --shadow predicts (repeatable; default: default-scheduler)")
+    run.add_argument("--podgroup-controller", default="auto", choices=("auto", "on", "off"),
+                     help="keep the status of scheduling.x-k8s.io PodGroups current (phase, running/succeeded/"
+                          "failed, occupiedBy, scheduleStartTime) while this replica leads: auto (default) runs it "
+                          "once the PodGroup CRD is served, checking every 10s; on does the same but warns while "
+                          "the CRD is absent; off never runs it (another controller owns PodGroup status)")
     _auth_flags(run)
 
     ext = sub.add_parser("extender", help="serve the plugins as a kube-scheduler extender")
@@ -246,7 +251,7 @@ def cmd_run(args) -> int:
                           identity=args.identity, event_backlog_limit=args.event_backlog_limit,
                           explain_all=args.explain_all, shadow=args.shadow,
                           shadow_scheduler_names=args.shadow_scheduler_name or ["default-scheduler"],
-                          auth=auth_options(args))
+                          podgroup_controller=args.podgroup_controller, auth=auth_options(args))
         if options.serve:
             options.auth.validate()
         creds = load(options.kubeconfig)

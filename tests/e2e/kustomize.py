@@ -1,8 +1,10 @@
 """A minimal kustomize for the test: applies ``manifests/`` to the test API server.
 
-Supports what our base uses - ``resources``, ``namespace`` and ``labels`` (metadata labels only)
-- so the manifests users apply with ``kubectl apply -k manifests/`` are the ones tested.
-``images`` only matters to a kubelet and is ignored here.
+Supports what our base and components use - ``resources``, ``namespace``, ``labels`` (metadata
+labels only), ``components`` (``kind: Component`` directories with their own resources, labels and
+``patches``: strategic-merge patches, applied here as a recursive map merge, which is what they are
+for maps without lists) - so the manifests users apply with ``kubectl apply -k`` are the ones
+tested. ``images`` only matters to a kubelet and is ignored here.
 """
 
 from __future__ import annotations
@@ -25,16 +27,44 @@ PATHS = {
     "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
     "ServiceMonitor": "/apis/monitoring.coreos.com/v1/namespaces/{ns}/servicemonitors",
 }
+# Created first, so the kinds they define can be created after them.
+CRDS = {"CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"}
 
 
-def build(directory: Path) -> list[dict]:
+def _merge(base: dict, patch: dict) -> dict:
+    out = dict(base)
+    for k, v in patch.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _ident(obj: dict) -> tuple:
+    return obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace", "")
+
+
+def build(directory: Path, components: list[Path] = ()) -> list[dict]:
+    """The objects of the kustomization in ``directory``, plus ``components`` as an overlay adds them."""
+    out = _build(directory)
+    for comp in components:
+        k = yaml.safe_load((comp / "kustomization.yaml").read_text())
+        assert k["kind"] == "Component", f"{comp}: not a kustomize Component"
+        out.extend(_build(comp))
+        for entry in k.get("patches") or ():
+            patch = yaml.safe_load((comp / entry["path"]).read_text())
+            matches = [i for i, o in enumerate(out) if _ident(o) == _ident(patch)]
+            assert len(matches) == 1, f"{comp}/{entry['path']}: patch target {_ident(patch)} not found once"
+            out[matches[0]] = _merge(out[matches[0]], patch)
+    return out
+
+
+def _build(directory: Path) -> list[dict]:
     k = yaml.safe_load((directory / "kustomization.yaml").read_text())
     ns = k.get("namespace")
     extra_labels: dict = {}
     for entry in k.get("labels") or ():
         extra_labels.update(entry.get("pairs") or {})
     out = []
-    for res in k["resources"]:
+    for res in k.get("resources") or ():
         for doc in yaml.safe_load_all((directory / res).read_text()):
             if not doc:
                 continue
@@ -49,11 +79,12 @@ def build(directory: Path) -> list[dict]:
     return out
 
 
-async def apply(client, directory: Path) -> list[dict]:
-    objs = build(directory)
-    order = list(PATHS)
+async def apply(client, directory: Path, components: list[Path] = ()) -> list[dict]:
+    objs = build(directory, components)
+    paths = {**CRDS, **PATHS}
+    order = list(paths)
     for obj in sorted(objs, key=lambda o: order.index(o["kind"])):
-        path = PATHS[obj["kind"]].format(ns=obj["metadata"].get("namespace", ""))
+        path = paths[obj["kind"]].format(ns=obj["metadata"].get("namespace", ""))
         await client.request("POST", path, body=obj, rate_limit=False)
     return objs
 

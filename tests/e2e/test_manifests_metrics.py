@@ -206,3 +206,79 @@ async def test_metrics_and_health_over_https(admin, scheduler_factory):
     status, body = await sched.get("/configz")
     assert status == 200 and json.loads(body)["componentconfig"]["profiles"][0]["schedulerName"] == "pysched"
     sched.terminate()
+
+
+COMPONENT = REPO / "manifests" / "components" / "coscheduling"
+
+
+def _without_coscheduling(cfg: dict) -> dict:
+    """The component's configuration minus exactly the two Coscheduling entries it adds."""
+    cfg = json.loads(json.dumps(cfg))
+    plugins = cfg["profiles"][0]["plugins"]
+    assert plugins.pop("queueSort") == {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
+    enabled = plugins["multiPoint"]["enabled"]
+    assert enabled[-1] == {"name": "Coscheduling"}
+    enabled.pop()
+    return cfg
+
+
+def test_coscheduling_component_is_the_base_plus_gang_scheduling(tmp_path):
+    base = kustomize.build(REPO / "manifests")
+    objs = kustomize.build(REPO / "manifests", [COMPONENT])
+    added = {(o["kind"], o["metadata"]["name"]) for o in objs} - {(o["kind"], o["metadata"]["name"]) for o in base}
+    assert added == {("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io"),
+                     ("ClusterRole", "pysched-coscheduling"), ("ClusterRoleBinding", "pysched-coscheduling")}
+    base_cfg = yaml.safe_load(next(o for o in base if o["kind"] == "ConfigMap")["data"]["config.yaml"])
+    comp_cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
+    assert _without_coscheduling(comp_cfg) == base_cfg, "configmap-patch.yaml drifted from manifests/configmap.yaml"
+    # Where kubectl is installed, its kustomize renders the same objects as this test's mini-kustomize.
+    import shutil
+    import subprocess
+    if shutil.which("kubectl"):
+        shutil.copytree(REPO / "manifests", tmp_path / "manifests")
+        (tmp_path / "overlay").mkdir()
+        (tmp_path / "overlay" / "kustomization.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": ["../manifests"], "components": ["../manifests/components/coscheduling"]}))
+        out = subprocess.run(["kubectl", "kustomize", str(tmp_path / "overlay")], capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        real = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out.stdout)}
+        for o in objs:
+            r = real.pop((o["kind"], o["metadata"]["name"]))
+            if o["kind"] == "Deployment":      # `images:` rewrites the image; the mini-kustomize ignores it
+                r["spec"]["template"]["spec"]["containers"][0]["image"] = "pysched"
+            assert r == o, o["metadata"]["name"]
+        assert not real
+
+
+async def test_coscheduling_component_applies_and_grants_podgroups(control_plane, admin, scheduler_factory):
+    from .podgroup_kit import create_podgroup, podgroup, wait_for_crd, wait_status
+    await admin.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                        body=kustomize.SERVICEMONITOR_CRD, rate_limit=False)
+    await asyncio.sleep(2)  # CRD established
+    objs = await kustomize.apply(admin, REPO / "manifests", [COMPONENT])
+    await wait_for_crd(admin)
+    for verb, res, sub in [("list", "podgroups", ""), ("watch", "podgroups", ""), ("get", "podgroups", ""),
+                           ("patch", "podgroups", "status"), ("update", "podgroups", "status")]:
+        assert await allowed(admin, verb, res, group="scheduling.x-k8s.io", subresource=sub), (verb, res, sub)
+    for verb in ("create", "update", "patch", "delete"):
+        assert not await allowed(admin, verb, "podgroups", group="scheduling.x-k8s.io"), verb
+    assert not await allowed(admin, "create", "customresourcedefinitions", group="apiextensions.k8s.io")
+
+    # The scheduler as the ServiceAccount keeps PodGroup status with exactly these rights. The
+    # component's profile needs the Coscheduling plugin; the controller does not, so it runs here
+    # with the base profile.
+    tr = await admin.request("POST", "/api/v1/namespaces/scheduler-lab/serviceaccounts/pysched/token", rate_limit=False,
+                             body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                   "spec": {"expirationSeconds": 3600}})
+    kubeconfig = control_plane.kubeconfig_for_token(tr["status"]["token"], "pysched-sa")
+    base_cfg = _without_coscheduling(yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")
+                                                    ["data"]["config.yaml"]))
+    sched = scheduler_factory(base_cfg, name="sa", kubeconfig=kubeconfig).start()
+    await create_podgroup(admin, podgroup("pg1", "default", 1))
+    await create_pods(admin, [make_pod("m0", scheduler="nobody", labels={"scheduling.x-k8s.io/pod-group": "pg1"})])
+    await wait_status(admin, "default", "pg1", timeout=60, phase="Scheduling")
+    log = sched.log()
+    assert not re.search(r"\b403\b", log) and "Forbidden" not in log, log[-3000:]
+    sched.terminate()

@@ -24,3 +24,12 @@ def test_every_flag_has_help():
                for name, sub in subparsers.choices.items() for a in sub._actions
                if not isinstance(a, argparse._HelpAction) and not (a.help or "").strip()]
     assert not missing, f"flags without help text: {missing}"
+
+
+def test_podgroup_controller_flag():
+    from pysched.cli import parse_args
+    assert parse_args([]).podgroup_controller == "auto"
+    assert parse_args(["--podgroup-controller=off"]).podgroup_controller == "off"
+    import pytest
+    with pytest.raises(SystemExit):
+        parse_args(["--podgroup-controller=maybe"])

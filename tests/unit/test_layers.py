@@ -3,8 +3,9 @@
 Read bottom-up: ``util`` and ``metrics`` know nothing of scheduling; ``apis`` (configuration and
 object model) builds on ``util``; ``framework`` (the plugin API) on ``apis``; ``backend`` (cache,
 queue) and ``client`` (API I/O) below the engine; in-tree ``plugins`` see only the framework and
-their helpers; ``tools`` never reach for the live app; only the process entry points (``cli``,
-``app``, ``extender.server``) may import everything. Nothing in the wheel imports the dev harness.
+their helpers; ``controllers`` (PodGroup status) sit beside ``server`` on ``client``; ``tools``
+never reach for the live app; only the process entry points (``cli``, ``app``,
+``extender.server``) may import everything. Nothing in the wheel imports the dev harness.
 Every import counts, ``TYPE_CHECKING`` ones included.
 """
 
@@ -26,6 +27,8 @@ ALLOWED = {
     "pysched.backend": {"pysched.backend", "pysched.framework", "pysched.apis"} | BASE,
     "pysched.client": {"pysched.client", "pysched.apis"} | BASE,
     "pysched.server": {"pysched.server", "pysched.client", "pysched.apis"} | BASE,
+    # in-process controllers (PodGroup status): API I/O and the object model, never the framework or plugins
+    "pysched.controllers": {"pysched.controllers", "pysched.client", "pysched.apis"} | BASE,
     "pysched.extender.wire": {"pysched.extender.wire", "pysched.apis"} | BASE,
     "pysched.extender.client": {"pysched.extender.wire", "pysched.framework", "pysched.client", "pysched.apis"} | BASE,
     "pysched.testing": {"pysched.framework", "pysched.backend", "pysched.client", "pysched.apis"} | BASE,
@@ -105,3 +108,5 @@ def test_the_rule_catches_an_upward_import(tmp_path):
     allowed = rule_for("pysched.framework.runtime")
     assert not any(within("pysched.app", a) for a in allowed)
     assert not any(within("pysched.backend.cache.cache", a) for a in rule_for("pysched.plugins.gpu") or ())
+    assert not any(within("pysched.framework", a) or within("pysched.plugins", a)
+                   for a in rule_for("pysched.controllers.podgroup") or ())

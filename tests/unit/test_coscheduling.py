@@ -174,6 +174,42 @@ def test_backoff_after_group_rejection():
     assert "podGroup default/g failed recently" in sim.schedule(pods[0]).message
 
 
+
+def test_group_backs_off_by_default_doubling_to_ten_seconds():
+    """podGroupBackoffSeconds 0 does not mean "retry at once": a group that cannot complete would
+    grab and release its partial capacity in a tight loop. It backs off 1, 2, 4, 8, 10, 10 s."""
+    sim = gang_sim(1, [podgroup("g", 2)])
+    pl = plugin(sim)
+    now = [1000.0]
+    pl.clock = lambda: now[0]
+    pods = [member(f"m{i}", "g") for i in range(2)]
+    for p in pods:
+        sim.observe_pending(p)
+    waits = []
+    for _ in range(6):
+        assert [sim.schedule(p).code for p in pods] == ["Waiting", "Unschedulable"]
+        assert "podGroup default/g failed recently" in sim.schedule(pods[0]).message
+        waits.append(pl.groups["default/g"].backoff_until - now[0])
+        now[0] += waits[-1]                      # the backoff has passed: the next attempt runs
+    assert waits == [1, 2, 4, 8, 10, 10]
+    assert assumed_or_bound(sim) == []          # nothing held between attempts
+
+
+def test_a_sibling_assumed_on_a_deleted_node_releases_the_group_at_permit():
+    """m0 waits at Permit on a node that is then deleted; when the last member arrives the group
+    must not count m0's reservation (it can never bind): the group is released, nobody binds."""
+    sim = gang_sim(2, [podgroup("g", 2, timeout=60)])
+    m0, m1 = member("m0", "g"), member("m1", "g")
+    for p in (m0, m1):
+        sim.observe_pending(p)
+    assert sim.schedule(m0).code == "Waiting"
+    doomed = next(p.node_name for p in sim.cache.pods.values() if p.name == "m0")
+    sim.remove_node(doomed)
+    out = sim.schedule(m1)
+    assert out.code == "Unschedulable" and f"node {doomed}, which was deleted" in out.message
+    assert assumed_or_bound(sim) == []
+
+
 # -- queue order -----------------------------------------------------------------------------
 
 def test_queue_sort_keeps_group_members_together():

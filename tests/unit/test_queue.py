@@ -37,7 +37,7 @@ def test_priority_then_age():
     assert q.pop_nowait() is None
 
 
-@pytest.mark.parametrize("n,expected", [(1, 1), (2, 2), (3, 4), (4, 8), (5, 10), (9, 10)])
+@pytest.mark.parametrize("n,expected", [(1, 1), (2, 2), (3, 4), (4, 8), (5, 10), (9, 10), (1100, 10), (10**6, 10)])
 def test_backoff_doubles_to_max(n, expected):
     q = mkq(Clock(), initial_backoff=1, max_backoff=10)
     qpi = type("Q", (), {"consecutive_errors": 0, "unschedulable_count": n})()

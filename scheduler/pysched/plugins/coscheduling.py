@@ -104,6 +104,7 @@ class Group:
     members: dict[str, PodInfo] = field(default_factory=dict)   # uid -> pod (pending or bound)
     bound: set[str] = field(default_factory=set)                # members on a node (informer)
     reserved: dict[str, int] = field(default_factory=dict)      # uid -> generation at Reserve
+    reserved_on: dict[str, str] = field(default_factory=dict)   # uid -> node of that reservation
     waiting: set[str] = field(default_factory=set)              # members held at Permit
     generation: int = 0
     deadline: float = 0.0            # monotonic; 0: nobody waits
@@ -111,11 +112,22 @@ class Group:
     backoff_until: float = 0.0       # monotonic
     capacity_ok_until: float = 0.0   # monotonic: minResources passed recently
     admitted_generation: int = -1
+    failures: int = 0                # consecutive failed attempts (reset when admitted)
 
     def placed(self) -> int:
         """Members holding a live reservation: bound, or reserved in this generation."""
         gen = self.generation
         return len(self.bound) + sum(1 for uid, g in self.reserved.items() if g == gen and uid not in self.bound)
+
+    def reserved_on_missing_node(self, nodes: Any) -> str:
+        """A node that holds a reservation of this generation but is gone from the snapshot ("" if none)."""
+        gen = self.generation
+        for uid, g in self.reserved.items():
+            if g == gen and uid not in self.bound:
+                node = self.reserved_on.get(uid, "")
+                if node and node not in nodes:
+                    return node
+        return ""
 
 
 def _epoch(ts: str | None) -> float:
@@ -190,6 +202,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         if pod.node_name:
             g.bound.add(pod.uid)
             g.reserved.pop(pod.uid, None)
+            g.reserved_on.pop(pod.uid, None)
             g.waiting.discard(pod.uid)
         if before is None or (before.gates and not pod.gates):
             # A sibling arrived (or lost its gates): wake the group when it now has enough pods.
@@ -239,16 +252,27 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         g.failed_at = time.time()
         if timed_out:
             groupmetrics.timed_out(self.handle.profile_name)
-        backoff = self.args.pod_group_backoff_seconds
-        if backoff > 0:
-            g.backoff_until = self.clock() + backoff
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                loop = None
-            if loop is not None:
-                loop.call_later(backoff, self._activate, g)
+        g.failures += 1
+        backoff = self.group_backoff(g)
+        g.backoff_until = self.clock() + backoff
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            loop.call_later(backoff, self._activate, g)
         self._update_waiting(g)
+
+    def group_backoff(self, g: Group) -> float:
+        """How long a failed group waits before its members are tried again, as a unit.
+
+        ``podGroupBackoffSeconds`` when set; otherwise (0, scheduler-plugins' "disabled") the
+        pod backoff's shape - 1 s doubling per consecutive failure up to 10 s - because a group
+        retried with no pause at all re-grabs and releases its partial capacity in a tight loop
+        (scheduler-plugins#429)."""
+        if self.args.pod_group_backoff_seconds > 0:
+            return float(self.args.pod_group_backoff_seconds)
+        return float(min(2 ** min(g.failures - 1, 8), 10))
 
     # -- QueueSort -------------------------------------------------------------------------------
 
@@ -325,8 +349,15 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         if pg is None:
             return None, Status(Code.UNSCHEDULABLE, "can not find pod group")
         g = self._group(key)
+        if g.backoff_until > self.clock():
+            # Rejected while the group backs off (PreFilter): the attempt already failed; failing
+            # it again would only stretch the backoff.
+            return None, Status(Code.UNSCHEDULABLE)
         placed = g.placed()
         if placed >= pg.min_member:
+            return None, Status(Code.UNSCHEDULABLE)
+        if not g.waiting and placed == len(g.bound):
+            # Nothing of this attempt is held: nothing to release, no group to back off.
             return None, Status(Code.UNSCHEDULABLE)
         gap_pct = (pg.min_member - placed) * 100
         if pg.min_member > 0 and gap_pct <= self.args.pod_group_reject_percentage * pg.min_member:
@@ -345,6 +376,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         if pod.uid not in g.members:
             self.pod_seen(pod)
         g.reserved[pod.uid] = g.generation
+        g.reserved_on[pod.uid] = node_name
         state.write(GEN_KEY, g.generation)
         return None
 
@@ -358,6 +390,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         was_waiting = pod.uid in g.waiting
         g.waiting.discard(pod.uid)
         g.reserved.pop(pod.uid, None)
+        g.reserved_on.pop(pod.uid, None)
         if state.get(GEN_KEY) != g.generation:
             self._update_waiting(g)   # an attempt that already failed: nothing more to release
             return
@@ -372,6 +405,13 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         if pg is None:
             return Status(Code.UNSCHEDULABLE, "PodGroup not found"), 0.0
         g = self._group(key)
+        gone = g.reserved_on_missing_node(self.handle.snapshot.nodes)
+        if gone:
+            # A sibling is assumed on a node that no longer exists: it can never bind, so the
+            # group cannot reach quorum with it. Release everyone now rather than at the deadline.
+            self._fail_group(g, f"a member's node {gone} was deleted")
+            return Status(Code.UNSCHEDULABLE, f"PodGroup {key} was released: a member was assumed on node {gone}, "
+                                              "which was deleted"), 0.0
         placed = g.placed()
         if placed >= pg.min_member:
             for uid in g.waiting:
@@ -384,6 +424,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
             g.waiting.clear()
             g.deadline = 0.0
             g.failed_at = 0.0
+            g.failures = 0
             self._update_waiting(g)
             return None, 0.0
         now = self.clock()
@@ -407,6 +448,10 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
         if g is not None and gen is not None and gen != g.generation:
             return Status(Code.UNSCHEDULABLE, f"PodGroup {key} was rejected before this member was bound "
                                               "(another member failed); retrying the group")
+        if g is not None and (gone := g.reserved_on_missing_node(self.handle.snapshot.nodes)):
+            self._fail_group(g, f"a member's node {gone} was deleted")
+            return Status(Code.UNSCHEDULABLE, f"PodGroup {key} was released before this member was bound: a "
+                                              f"member was assumed on node {gone}, which was deleted")
         return None
 
     # -- PreemptionGate --------------------------------------------------------------------------

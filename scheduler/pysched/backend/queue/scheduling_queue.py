@@ -173,7 +173,9 @@ class SchedulingQueue:
         count = qpi.consecutive_errors or qpi.unschedulable_count
         if count == 0 or self.max_backoff == 0:
             return 0.0
-        d = self.initial_backoff * (2 ** (count - 1))
+        # Doubling from initial_backoff, capped; the exponent is bounded first, so a pod retried
+        # thousands of times cannot overflow the float (2.0 ** 1024 raises OverflowError).
+        d = self.initial_backoff * (2.0 ** min(count - 1, 62))
         return min(d, self.max_backoff)
 
     def _is_backing_off(self, qpi: QueuedPodInfo, now: float) -> bool:

@@ -134,6 +134,7 @@ async def test_two_gpu_jobs_one_runs_whole_other_waits_with_nothing_held(admin, 
     got = await wait_for(loser_whole, 60, what=f"{loser} runs with all four members")
     assert all(n.startswith("gpu") for n in got[loser].values()), got
     assert await metric(sched, "pysched_podgroups_admitted_total") >= 2
+    assert sched.terminate() == 0, sched.log()[-3000:]
 
 
 async def _failed_attempts(sched) -> float:
@@ -242,3 +243,4 @@ async def test_scheduler_started_without_the_crd_schedules_groups_once_installed
         got = (await placements(admin))["late"]
         return got if bound_count(got) == 3 else None
     await wait_for(whole, 45, what="the group scheduled once its CRD and PodGroup appeared")
+    assert sched.terminate() == 0, sched.log()[-3000:]   # the CRD poller stops with the scheduler

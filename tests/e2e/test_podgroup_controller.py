@@ -105,7 +105,7 @@ async def test_status_follows_member_pods_per_namespace(admin, scheduler_factory
     await set_phase(admin, "team-a", "a0", "Failed")
     await wait_status(admin, "team-a", "flaky", phase="Failed")
     assert (await get_podgroup(admin, "team-a", "train"))["status"]["phase"] == "Finished"
-    sched.terminate()
+    assert sched.terminate() == 0, sched.log()[-3000:]     # SIGTERM: the controller's watcher stops too
 
 
 async def test_controller_off_writes_nothing(admin, scheduler_factory):

@@ -364,7 +364,7 @@ class SchedulerApp:
         return {"componentconfig": to_dict(self.cfg, effective_plugins=effective)}
 
     def explain(self, pod_key: str) -> dict | None:
-        return self.scheduler.traces.get(pod_key)
+        return self.scheduler.explanation(pod_key)
 
     def _on_lease_lost(self) -> None:
         self.fence.close("leader election lost")

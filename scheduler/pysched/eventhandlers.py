@@ -5,6 +5,10 @@
 * A pod without ``spec.nodeName`` whose ``schedulerName`` is one of our profiles goes to the
   queue; other schedulers' pending pods are ignored. Updates of a pod we assumed but whose bind
   is still in flight are ignored (the binding cycle owns it).
+* A pending pod of ours that gains the explain annotation (``pysched.io/explain: "true"``, newly
+  set or changed to it) is re-evaluated at once: moved to activeQ past its backoff (an attempt
+  in flight is followed by another), so its explanation does not wait for a cluster event or the
+  5-minute flush. Only that change does it; other updates of the pod take the usual paths.
 * Deletes (or pods turning Succeeded/Failed) free capacity and are cluster events.
 * Cluster events (node added/changed, assigned pod added/changed/deleted) move unschedulable
   pods back to the active or backoff queue when a plugin that rejected them registered the event.
@@ -18,6 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
+from pysched import explanation as explain
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.backend.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
 from pysched.framework.nodeinfo import NodeSpec
@@ -30,6 +35,12 @@ log = logging.getLogger("pysched.eventhandlers")
 
 KUBELET_REJECTION_REASONS = ("OutOfcpu", "OutOfmemory", "OutOfpods", "OutOfephemeral-storage",
                              "UnexpectedAdmissionError", "NodeAffinity", "Evicted")
+
+
+def explain_newly_requested(old: PodInfo, new: PodInfo) -> bool:
+    """The update asks for an explanation the pod did not ask for before."""
+    key = explain.REQUEST_ANNOTATION
+    return explain.requested(new) and (old.annotations or {}).get(key) != (new.annotations or {}).get(key)
 
 
 def node_update_actions(old: NodeSpec, new: NodeSpec) -> set[str]:
@@ -244,8 +255,13 @@ class EventHandlers:
         if self.observer is not None and self.observer.seen(uid):
             return
         pod = PodInfo.from_dict(obj, keep_raw=True)
-        if uid in self.queue:
+        queued = self.queue.get(uid)
+        if queued is not None:
+            old_pod = queued.pod
             self.queue.update(pod)
+            if explain_newly_requested(old_pod, pod):
+                where = self.queue.force_activate(uid)
+                log.info("explanation requested; re-evaluating the pod", extra=kv(pod=pod.key, queue=where))
         else:
             self.queue.add(pod)
         if self.pod_watchers:

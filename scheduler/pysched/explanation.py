@@ -9,6 +9,10 @@ through the ``pods/status`` subresource, which may change metadata, so no extra 
 only when it changed since the last write, and only once the cycle has an outcome (the bind
 succeeded, or the cycle failed and ``error`` says why), so a ``selectedNode`` without an ``error``
 is the node the pod is bound to.
+
+A pod that failed before it asked has no trace yet: adding the annotation re-evaluates it at once
+(see ``eventhandlers``), and until that cycle ends ``/debug/explain`` answers with
+``reevaluating(...)`` instead of "no explanation".
 """
 
 from __future__ import annotations
@@ -23,6 +27,20 @@ MAX_REASON = 200
 
 def requested(pod) -> bool:
     return (pod.annotations or {}).get(REQUEST_ANNOTATION) == "true"
+
+
+def reevaluating(pod_key: str, queue: str, gating_plugin: str = "") -> dict:
+    """What ``/debug/explain`` serves for a pending pod that asked for an explanation and has no
+    traced cycle yet. ``queue``: where the pod waits (active, backoff, unschedulable, inflight)."""
+    if gating_plugin:
+        message = (f"the pod is held by PreEnqueue plugin {gating_plugin}; it is explained when its "
+                   f"first scheduling cycle runs")
+    else:
+        message = "the pod is being re-evaluated with the trace on; ask again in a moment"
+    out = {"pod": pod_key, "reevaluating": True, "queue": queue, "message": message}
+    if gating_plugin:
+        out["gatingPlugin"] = gating_plugin
+    return out
 
 
 def summary(trace: dict) -> dict:

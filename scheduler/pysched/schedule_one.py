@@ -789,6 +789,18 @@ class Scheduler:
         data = self.traces[pod.key] = trace.to_dict()
         return data
 
+    def explanation(self, pod_key: str) -> dict | None:
+        """``/debug/explain``: the pod's last traced cycle; for a pending pod that asked for an
+        explanation but has no trace yet (it failed before it asked, and its re-evaluation has
+        not ended), where it waits (``explain.reevaluating``); else None."""
+        got = self.traces.get(pod_key)
+        if got is not None:
+            return got
+        for qpi in self.queue.pending():
+            if qpi.pod.key == pod_key and explain.requested(qpi.pod):
+                return explain.reevaluating(pod_key, qpi.where, qpi.gating_plugin if qpi.gated else "")
+        return None
+
     def _publish_explanation(self, pod: PodInfo, data: dict) -> None:
         """Write the summary onto a pod that asked for it, once the cycle's outcome is known."""
         if self.client is not None and explain.requested(pod):

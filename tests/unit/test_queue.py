@@ -2,7 +2,7 @@
 
 import pytest
 
-from pysched.backend.queue.scheduling_queue import ACTIVE, BACKOFF, UNSCHEDULABLE, SchedulingQueue
+from pysched.backend.queue.scheduling_queue import ACTIVE, BACKOFF, IN_FLIGHT, UNSCHEDULABLE, SchedulingQueue
 from pysched.framework.podinfo import PodInfo
 
 from .conftest import pod
@@ -161,3 +161,61 @@ async def test_pop_waits_for_add():
     q.add(P("a"))
     got = await asyncio.wait_for(task, 1)
     assert got.pod.name == "a"
+
+
+def _failed(q, name="a", **kw):
+    q.add(P(name, **kw))
+    qpi = q.pop_nowait()
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    assert q.add_unschedulable_if_not_present(qpi) == UNSCHEDULABLE
+    return qpi
+
+
+def test_force_activate_moves_an_unschedulable_pod_to_active_at_once():
+    clk = Clock()
+    q = mkq(clk, pop_from_backoff=False)
+    qpi = _failed(q)
+    assert qpi.backoff_expiry > clk.t       # inside its backoff: an event would send it to backoffQ
+    assert q.force_activate(qpi.pod.uid) == ACTIVE
+    assert q.pop_nowait() is qpi
+    assert q.force_activate("no-such-uid") == ""
+
+
+def test_force_activate_cuts_backoff_short():
+    clk = Clock()
+    q = mkq(clk, pop_from_backoff=False)
+    qpi = _failed(q)
+    q.move_all("NodeAdd")
+    assert qpi.where == BACKOFF and q.pop_nowait() is None
+    assert q.force_activate(qpi.pod.uid) == ACTIVE
+    assert q.pop_nowait() is qpi
+    clk.t += 20
+    assert q.flush_backoff_completed() == 0   # its stale backoffQ entry is dropped, not popped twice
+    assert q.pop_nowait() is None
+
+
+def test_force_activate_in_flight_reruns_once_after_the_failed_attempt():
+    q = mkq(Clock(), pop_from_backoff=False)
+    q.add(P("a"))
+    qpi = q.pop_nowait()
+    assert q.force_activate(qpi.pod.uid) == IN_FLIGHT
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    assert q.add_unschedulable_if_not_present(qpi) == ACTIVE
+    assert q.pop_nowait() is qpi
+    qpi.unschedulable_plugins = {"NodeResourcesFit"}
+    assert q.add_unschedulable_if_not_present(qpi) == UNSCHEDULABLE   # only once
+    assert q.pop_nowait() is None
+
+
+def test_force_activate_leaves_gated_and_held_pods():
+    from pysched.framework.status import Code, Status
+    q = mkq(Clock(), pre_enqueue=lambda p: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "gated", plugin="Gate")
+            if p.gates else None)
+    g = PodInfo.from_dict(pod("g", gates=["example.com/wait"]), keep_raw=True)
+    q.add(g)
+    assert q.force_activate(g.uid) == UNSCHEDULABLE and q.pop_nowait() is None
+    held: set[str] = set()
+    q2 = mkq(Clock(), hold=lambda p: p.uid in held)
+    qpi = _failed(q2)
+    held.add(qpi.pod.uid)
+    assert q2.force_activate(qpi.pod.uid) == UNSCHEDULABLE and q2.pop_nowait() is None

@@ -9,7 +9,8 @@ kube-scheduler does, a self-signed one written to ``--cert-dir`` on first start
 * ``/readyz``: the Node and Pod informers have listed (the cache reflects the cluster) and the
   process is not shutting down; 503 with the failing check otherwise.
 * ``/metrics``: the Prometheus registry; ``/configz``: the effective configuration.
-* ``/debug/explain?pod=ns/name``: the last cycle's per-plugin trace for a pod (see ``explain``).
+* ``/debug/explain?pod=ns/name``: the last cycle's per-plugin trace for a pod (see ``explain``);
+  202 with where the pod waits while a pod that just asked is being re-evaluated.
 
 Every request goes through delegated authentication and authorization (``delegated_auth``), as
 kube-scheduler's: only ``--authorization-always-allow-paths`` (the health paths) are open to
@@ -138,4 +139,6 @@ class SecureServer:
         if got is None:
             return web.Response(status=404, text=f"no scheduling cycle recorded for pod {key}: annotate the pod "
                                                   f"pysched.io/explain=true or run with --explain-all")
-        return web.Response(text=json.dumps(got, indent=2), content_type="application/json")
+        # 202: the pod asked for an explanation and its re-evaluation has not ended yet.
+        return web.Response(status=202 if got.get("reevaluating") else 200, text=json.dumps(got, indent=2),
+                            content_type="application/json")

@@ -12,6 +12,9 @@
   PreEnqueue plugin (scheduling gates, DRA claims not there yet) wait here as "gated" and enter
   activeQ when an update of the pod, or a cluster event their gating plugin registered, lets
   PreEnqueue pass.
+* **force_activate** - a pod someone asked about (it gained the explain annotation) moves from
+  the unschedulable pool or backoffQ straight to activeQ, backoff or not; a pod in flight goes
+  there when its attempt fails. Gated and held pods stay where they are.
 
 The queue never loses a pod: every pending pod of our profiles is in exactly one of activeQ,
 backoffQ, the unschedulable pool, or "in flight" (popped and being scheduled or bound).
@@ -55,7 +58,8 @@ POD_ADD = "PodAdd"
 class QueuedPodInfo:
     __slots__ = ("pod", "timestamp", "initial_attempt", "attempts", "unschedulable_count",
                  "consecutive_errors", "unschedulable_plugins", "pending_plugins", "gated",
-                 "gating_plugin", "where", "seq", "backoff_expiry", "sort_key", "first_enqueued")
+                 "gating_plugin", "where", "seq", "backoff_expiry", "sort_key", "first_enqueued",
+                 "activate_on_return")
 
     def __init__(self, pod: PodInfo, now: float):
         self.pod = pod
@@ -73,6 +77,7 @@ class QueuedPodInfo:
         self.seq = 0
         self.backoff_expiry = 0.0
         self.sort_key: tuple = ()
+        self.activate_on_return = ""   # force_activate while in flight: the event, for after the attempt
 
     def __repr__(self) -> str:
         return f"QueuedPodInfo({self.pod.key}, {self.where}, attempts={self.attempts})"
@@ -337,6 +342,26 @@ class SchedulingQueue:
                 del self._unsched[uid]
             self._push_active(qpi, FORCE_ACTIVATE)
 
+    def force_activate(self, uid: str, event: str = FORCE_ACTIVATE) -> str:
+        """Move a pending pod to activeQ now, bypassing its backoff (upstream's ``Activate``, for
+        one pod a user asked about). A pod in flight is moved when its attempt fails (``Activate``
+        registers the event for in-flight pods too); a gated pod, or one ``hold`` keeps (its
+        preemption is still evicting), stays. Returns where the pod is, or "" if not queued."""
+        qpi = self._pods.get(uid)
+        if qpi is None:
+            return ""
+        if qpi.where == IN_FLIGHT:
+            qpi.activate_on_return = event
+            return IN_FLIGHT
+        if qpi.where not in (UNSCHEDULABLE, BACKOFF) or qpi.gated:
+            return qpi.where
+        if self._hold is not None and self._hold(qpi.pod):
+            return qpi.where
+        if qpi.where == UNSCHEDULABLE:
+            del self._unsched[uid]
+        self._push_active(qpi, event)   # a pod left in the backoff heap is dropped lazily (seq)
+        return ACTIVE
+
     # -- scheduler side --------------------------------------------------------------------------
 
     def _pop_now(self) -> QueuedPodInfo | None:
@@ -398,6 +423,11 @@ class SchedulingQueue:
             qpi.consecutive_errors = 0
         qpi.timestamp = self._clock()
         qpi.backoff_expiry = qpi.timestamp + self.backoff_duration(qpi)
+        event, qpi.activate_on_return = qpi.activate_on_return, ""
+        if event and not (self._hold is not None and self._hold(qpi.pod)):
+            # Activated while in flight (the attempt began before the request): once more, now.
+            self._push_active(qpi, event)
+            return ACTIVE
         if not qpi.unschedulable_plugins and not qpi.pending_plugins:
             self._push_backoff(qpi, SCHEDULE_ATTEMPT_FAILURE)
             return BACKOFF
@@ -415,6 +445,7 @@ class SchedulingQueue:
     def requeue_in_flight(self, qpi: QueuedPodInfo, event: str = FORCE_ACTIVATE) -> None:
         """Put an in-flight pod straight back (e.g. the leader lost its lease mid-cycle)."""
         if self._pods.get(qpi.pod.uid) is qpi and qpi.where == IN_FLIGHT:
+            qpi.activate_on_return = ""
             self._push_active(qpi, event)
 
     def close(self) -> None:

@@ -145,7 +145,10 @@ class SchedulerApp:
         self.kopf = KopfWatch(creds, self.kopf_specs()) if options.kopf else None
         # PodGroup status, written by the leader only (its own client, behind the same fence).
         self.podgroups: PodGroupController | None = None
-        if options.podgroup_controller != "off" and options.kopf and not shadow:
+        # ``auto``: only when a profile schedules PodGroups (Coscheduling reads them); ``on``: always.
+        wanted = options.podgroup_controller == "on" or (options.podgroup_controller == "auto"
+                                                         and "podgroups" in self.object_kinds)
+        if wanted and options.kopf and not shadow:
             self.podgroup_client = KubeClient(creds, qps=20, burst=50, max_connections=4, fence=self.fence)
             self.podgroups = PodGroupController(self.podgroup_client, creds, mode=options.podgroup_controller)
         self.tasks: list[asyncio.Task] = []
@@ -157,7 +160,7 @@ class SchedulerApp:
         """Low-volume streams kopf keeps for us."""
         groups = GROUP_VERSIONS
         specs = [WatchSpec("", "v1", "pods", self._on_failed_pod, field_selector="status.phase=Failed")]
-        for plural in OBJECT_KINDS:
+        for plural in self.object_kinds:
             group, version = groups.get(plural, ("", "v1"))
             specs.append(WatchSpec(group, version, plural, self.objects.handler(plural)))
         return specs
@@ -198,11 +201,18 @@ class SchedulerApp:
         log.info("caches synced", extra=kv(nodes=len(self.cache.nodes), pods=len(self.cache.pods),
                                             pending=len(self.queue)))
 
-    OBJECT_PATHS = {plural: api_path(plural) for plural in OBJECT_KINDS}
+    @property
+    def object_kinds(self) -> list[str]:
+        """The low-volume kinds to list and watch: every required one, and the optional ones
+        (CRDs such as PodGroups) only when an enabled plugin reads them (``Plugin.object_kinds``),
+        so a scheduler without gang scheduling needs neither the CRD nor RBAC for it."""
+        wanted = {k for fw in self.frameworks.values() for pl in fw.plugins.values() for k in pl.object_kinds}
+        return [k for k in OBJECT_KINDS if k not in OPTIONAL or k in wanted]
 
     async def prefill_objects(self) -> None:
         """One LIST of each low-volume kind before the first cycle; kopf keeps them current after."""
-        for plural, path in self.OBJECT_PATHS.items():
+        for plural in self.object_kinds:
+            path = api_path(plural)
             try:
                 items, _ = await self.client.list_all(path)
             except ApiError as exc:

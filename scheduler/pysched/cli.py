@@ -156,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--podgroup-controller", default="auto", choices=("auto", "on", "off"),
                      help="keep the status of scheduling.x-k8s.io PodGroups current (phase, running/succeeded/"
                           "failed, occupiedBy, scheduleStartTime) while this replica leads: auto (default) runs it "
-                          "once the PodGroup CRD is served, checking every 10s; on does the same but warns while "
-                          "the CRD is absent; off never runs it (another controller owns PodGroup status)")
+                          "when a profile enables Coscheduling, once the PodGroup CRD is served, checking every "
+                          "10s; on runs it whatever the profiles and warns while the CRD is absent; off never runs "
+                          "it (another controller owns PodGroup status)")
     _auth_flags(run)
 
     ext = sub.add_parser("extender", help="serve the plugins as a kube-scheduler extender")

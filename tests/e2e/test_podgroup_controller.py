@@ -63,7 +63,8 @@ async def test_crd_schema_is_scheduler_plugins(admin):
 
 async def test_status_follows_member_pods_per_namespace(admin, scheduler_factory):
     await create_nodes(admin, [make_node("n1"), make_node("n2")])
-    sched = scheduler_factory(scheduler_config()).start()
+    # ``on``: the controller whatever the profiles (``auto`` runs it only beside Coscheduling).
+    sched = scheduler_factory(scheduler_config(), extra_args=["--podgroup-controller=on"]).start()
     # No CRD yet: the scheduler starts all the same and says why the controller waits.
     await sched.wait_log("podgroup controller waiting", 60)
     await sched.wait_log("caches synced", 60)
@@ -145,7 +146,7 @@ async def test_only_the_leader_writes_podgroup_status(audited_plane, tmp_path):
     admin = KubeClient(load_kubeconfig(cp.kubeconfig), qps=0, burst=1)
     cfg = scheduler_config(leaderElection=LE)
     r1, r2 = (SchedulerProcess(cp, tmp_path, cfg, n, kubeconfig=cp.kubeconfig_for_user(n),
-                               extra_args=["--identity", n]) for n in ("r1", "r2"))
+                               extra_args=["--identity", n, "--podgroup-controller=on"]) for n in ("r1", "r2"))
     try:
         await install_crd(admin)
         await create_nodes(admin, [make_node("n1")])

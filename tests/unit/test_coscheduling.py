@@ -382,3 +382,26 @@ def test_simulate_places_groups_all_or_nothing_and_names_the_blocker():
     assert b["verdict"] == "not placed" and b["blockedBy"] == "default/b2"
     assert "Insufficient nvidia.com/gpu" in b["reason"]
     assert sum(n["requested"][GPU] for n in res.after["nodes"]) == 4       # nothing held by b
+
+
+def test_podgroups_are_listed_and_watched_only_when_a_profile_reads_them():
+    """The base manifests grant no access to PodGroups: a scheduler without Coscheduling must not
+    ask for them (a 403 in its log, a kopf watch that cannot start)."""
+    from pysched.app import Options, SchedulerApp
+    from pysched.client.auth import Credentials
+    creds = Credentials(server="https://127.0.0.1:1", insecure=True)   # never contacted
+
+    def kinds(cfg):
+        app = SchedulerApp(cfg, Options(serve=False, kopf=False), creds)
+        return app.object_kinds, [s.plural for s in app.kopf_specs()]
+
+    plain, plain_watches = kinds(configmod.default_config())
+    gang, gang_watches = kinds(config())
+    assert "podgroups" not in plain and "podgroups" not in plain_watches
+    assert "podgroups" in gang and "podgroups" in gang_watches
+    assert set(gang) - set(plain) == {"podgroups"}
+    # --podgroup-controller=auto (the default) runs the status controller beside Coscheduling only
+    assert SchedulerApp(configmod.default_config(), Options(serve=False), creds).podgroups is None
+    assert SchedulerApp(config(), Options(serve=False), creds).podgroups is not None
+    assert SchedulerApp(configmod.default_config(), Options(serve=False, podgroup_controller="on"),
+                        creds).podgroups is not None

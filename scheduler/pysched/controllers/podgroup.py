@@ -18,8 +18,9 @@ Lease is held and stops it when it is lost or on shutdown):
   ``podgroups`` every ``retry_period`` seconds, logs the absence once, and starts watching when
   it appears. The same holds when listing PodGroups is forbidden (RBAC of the component missing).
 
-``--podgroup-controller``: ``auto`` (default) runs it once the CRD is served, logging its absence
-at info level; ``on`` does the same but logs the absence as a warning; ``off`` never starts it.
+``--podgroup-controller``: ``auto`` (default) runs it when a profile enables Coscheduling (the
+app decides), once the CRD is served, logging its absence at info level; ``on`` runs it whatever
+the profiles and logs the absence as a warning; ``off`` never starts it.
 """
 
 from __future__ import annotations

@@ -319,6 +319,10 @@ class Plugin:
 
     name: ClassVar[str] = ""
     Args: ClassVar[type[Any] | None] = None   # a dataclass (see ``framework.args``), or None
+    # Optional API kinds (object-store plurals, e.g. "podgroups") this plugin reads: the scheduler
+    # lists and watches an optional kind - and needs RBAC for it - only when an enabled plugin
+    # names it here.
+    object_kinds: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, args: Any, handle: Handle) -> None:
         """``args``: the decoded ``Args`` (None when the profile gave none: use the defaults);

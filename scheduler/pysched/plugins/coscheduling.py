@@ -149,6 +149,7 @@ class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePl
                    EnqueueExtensions, PodWatcher, PreemptionGate):
     name = NAME
     Args = CoschedulingArgs
+    object_kinds = (PODGROUPS,)
     args: CoschedulingArgs
 
     def __init__(self, args: CoschedulingArgs | None, handle: Handle) -> None:

@@ -266,16 +266,15 @@ async def test_coscheduling_component_applies_and_grants_podgroups(control_plane
         assert not await allowed(admin, verb, "podgroups", group="scheduling.x-k8s.io"), verb
     assert not await allowed(admin, "create", "customresourcedefinitions", group="apiextensions.k8s.io")
 
-    # The scheduler as the ServiceAccount keeps PodGroup status with exactly these rights. The
-    # component's profile needs the Coscheduling plugin; the controller does not, so it runs here
-    # with the base profile.
+    # The scheduler as the ServiceAccount, with the component's own configuration (Coscheduling on,
+    # so the PodGroup informer and the status controller run), works with exactly these rights.
     tr = await admin.request("POST", "/api/v1/namespaces/scheduler-lab/serviceaccounts/pysched/token", rate_limit=False,
                              body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                                    "spec": {"expirationSeconds": 3600}})
     kubeconfig = control_plane.kubeconfig_for_token(tr["status"]["token"], "pysched-sa")
-    base_cfg = _without_coscheduling(yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")
-                                                    ["data"]["config.yaml"]))
-    sched = scheduler_factory(base_cfg, name="sa", kubeconfig=kubeconfig).start()
+    cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
+    assert "Coscheduling" in yaml.safe_dump(cfg)
+    sched = scheduler_factory(cfg, name="sa", kubeconfig=kubeconfig).start()
     await create_podgroup(admin, podgroup("pg1", "default", 1))
     await create_pods(admin, [make_pod("m0", scheduler="nobody", labels={"scheduling.x-k8s.io/pod-group": "pg1"})])
     await wait_status(admin, "default", "pg1", timeout=60, phase="Scheduling")

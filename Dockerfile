@@ -1,6 +1,15 @@
-# pysched container image: slim Python, non-root (65532), works with a read-only root filesystem.
-# Build: make image   (needs a Docker engine; not part of `make test`)
-FROM python:3.11-slim AS build
+# pysched container image: slim Python, non-root (65532), runs with a read-only root filesystem.
+# Build: make image IMAGE=registry/name:tag; push: make image-push (needs a Docker engine; not part
+# of `make test`). tests/e2e/test_image_entrypoint.py runs this file's ENTRYPOINT + CMD with its ENV
+# and USER against a test API server, with / read-only and only /tmp writable.
+#
+# Base image pinned by tag and digest (python:3.11.14-slim-bookworm; the digest is the one several
+# public Dockerfiles pin for that tag's multi-architecture index: this machine has no registry access
+# to re-resolve it). Re-check or bump with `docker buildx imagetools inspect <tag>`, or override
+# with `make image BASE_IMAGE=...`.
+ARG BASE_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
+
+FROM ${BASE_IMAGE} AS build
 WORKDIR /src
 COPY requirements.lock pyproject.toml README.md ./
 COPY scheduler ./scheduler
@@ -8,8 +17,11 @@ RUN pip install --no-cache-dir --upgrade pip \
  && pip wheel --no-cache-dir --no-deps -w /wheels -r requirements.lock \
  && pip wheel --no-cache-dir --no-deps -w /wheels .
 
-FROM python:3.11-slim
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp
+FROM ${BASE_IMAGE}
+# Nothing is written at start-up outside /tmp (mount an emptyDir there): no bytecode caches, HOME
+# and TMPDIR in /tmp, and the self-signed serving certificate in /tmp/pysched-certs (--cert-dir's
+# default). The configuration is mounted read-only at /etc/pysched (manifests/deployment.yaml).
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp TMPDIR=/tmp
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir --no-deps /wheels/*.whl && rm -rf /wheels \
  && python -c "import pysched, pysched.plugins, kopf, numpy, orjson"

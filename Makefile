@@ -7,10 +7,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 IMAGE ?= pysched:dev
+DOCKER ?= docker
+# empty: the Dockerfile's pinned default
+BASE_IMAGE ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --results-md bench/RESULTS.md
 
-.PHONY: all venv install control-plane lint test unit e2e demo bench bench-smoke image clean
+.PHONY: all venv install control-plane lint test unit e2e demo bench bench-smoke image image-push clean
 
 all: test
 
@@ -48,8 +51,12 @@ demo: install control-plane
 bench: install control-plane
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m bench.run $(BENCH_ARGS)
 
+# IMAGE=registry/name:tag; image-push builds, then pushes it (log in to the registry first).
 image:
-	docker build -t $(IMAGE) .
+	$(DOCKER) build $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) -t $(IMAGE) .
+
+image-push: image
+	$(DOCKER) push $(IMAGE)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -1,10 +1,12 @@
 """A minimal kustomize for the test: applies ``manifests/`` to the test API server.
 
-Supports what our base and components use - ``resources``, ``namespace``, ``labels`` (metadata
-labels only), ``components`` (``kind: Component`` directories with their own resources, labels and
-``patches``: strategic-merge patches, applied here as a recursive map merge, which is what they are
-for maps without lists) - so the manifests users apply with ``kubectl apply -k`` are the ones
-tested. ``images`` only matters to a kubelet and is ignored here.
+Supports what our base, components and overlays use - ``resources`` (files and directories),
+``namespace``, ``labels`` (metadata labels only), ``components`` (``kind: Component`` directories
+with their own resources, labels and ``patches``: strategic-merge patches, applied here as a
+recursive map merge, which is what they are for maps without lists) - so the manifests users apply
+with ``kubectl apply -k`` are the ones tested. ``images`` only matters to a kubelet and is ignored
+here. Where kubectl is installed, tests/e2e/test_manifests_metrics.py checks that ``kubectl
+kustomize`` renders the same objects.
 """
 
 from __future__ import annotations
@@ -42,41 +44,63 @@ def _ident(obj: dict) -> tuple:
     return obj["kind"], obj["metadata"]["name"], obj["metadata"].get("namespace", "")
 
 
+def _load(directory: Path) -> dict:
+    return yaml.safe_load((directory / "kustomization.yaml").read_text())
+
+
+def _resources(directory: Path, k: dict) -> list[dict]:
+    out = []
+    for res in k.get("resources") or ():
+        path = (directory / res).resolve()
+        if path.is_dir():
+            out.extend(build(path))
+            continue
+        out.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
+    return out
+
+
 def build(directory: Path, components: list[Path] = ()) -> list[dict]:
-    """The objects of the kustomization in ``directory``, plus ``components`` as an overlay adds them."""
-    out = _build(directory)
-    for comp in components:
-        k = yaml.safe_load((comp / "kustomization.yaml").read_text())
-        assert k["kind"] == "Component", f"{comp}: not a kustomize Component"
-        out.extend(_build(comp))
-        for entry in k.get("patches") or ():
+    """The objects of the kustomization in ``directory``, plus ``components`` as an overlay adds them.
+
+    As kustomize does: resources (files, or directories built recursively), then the components
+    (the kustomization's own, then ``components``), then this kustomization's ``namespace`` and
+    ``labels`` over all of them. ``namespace`` also renames the Namespace object and sets the
+    namespace of ServiceAccount subjects of (Cluster)RoleBindings, as kustomize 5 does for a
+    single-namespace base.
+    """
+    k = _load(directory)
+    out = _resources(directory, k)
+    for comp in [directory / c for c in k.get("components") or ()] + list(components):
+        ck = _load(comp)
+        assert ck["kind"] == "Component", f"{comp}: not a kustomize Component"
+        added = _resources(comp, ck)
+        for entry in ck.get("patches") or ():
             patch = yaml.safe_load((comp / entry["path"]).read_text())
             matches = [i for i, o in enumerate(out) if _ident(o) == _ident(patch)]
             assert len(matches) == 1, f"{comp}/{entry['path']}: patch target {_ident(patch)} not found once"
             out[matches[0]] = _merge(out[matches[0]], patch)
-    return out
-
-
-def _build(directory: Path) -> list[dict]:
-    k = yaml.safe_load((directory / "kustomization.yaml").read_text())
+        out.extend(_labelled(added, ck))
     ns = k.get("namespace")
-    extra_labels: dict = {}
+    for doc in out:
+        meta = doc.setdefault("metadata", {})
+        if ns and doc["kind"] == "Namespace":
+            meta["name"] = ns
+        elif ns and doc["kind"] not in CLUSTER_SCOPED:
+            meta["namespace"] = ns
+        for subj in doc.get("subjects") or ():
+            if subj.get("kind") == "ServiceAccount" and ns:
+                subj["namespace"] = ns
+    return _labelled(out, k)
+
+
+def _labelled(objs: list[dict], k: dict) -> list[dict]:
+    extra: dict = {}
     for entry in k.get("labels") or ():
-        extra_labels.update(entry.get("pairs") or {})
-    out = []
-    for res in k.get("resources") or ():
-        for doc in yaml.safe_load_all((directory / res).read_text()):
-            if not doc:
-                continue
-            meta = doc.setdefault("metadata", {})
-            if ns and doc["kind"] not in CLUSTER_SCOPED:
-                meta["namespace"] = ns
-            meta.setdefault("labels", {}).update(extra_labels)
-            for subj in doc.get("subjects") or ():
-                if subj.get("kind") == "ServiceAccount" and ns:
-                    subj["namespace"] = ns
-            out.append(doc)
-    return out
+        extra.update(entry.get("pairs") or {})
+    for doc in objs:
+        if extra:
+            doc.setdefault("metadata", {}).setdefault("labels", {}).update(extra)
+    return objs
 
 
 async def apply(client, directory: Path, components: list[Path] = ()) -> list[dict]:

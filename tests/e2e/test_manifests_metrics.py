@@ -3,9 +3,12 @@ metrics and health endpoints scraped over HTTPS."""
 
 from __future__ import annotations
 
-import asyncio
 import json
+import os
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -16,10 +19,11 @@ from . import kustomize
 from .conftest import REPO, wait_for
 
 pytestmark = pytest.mark.e2e
-SA_USER = "system:serviceaccount:scheduler-lab:pysched"
+COMPONENTS = REPO / "manifests" / "components"
 
 
-async def allowed(admin, verb, resource, *, group="", namespace="", name="", subresource="") -> bool:
+async def allowed(admin, verb, resource, *, group="", namespace="", name="", subresource="",
+                  sa_namespace="scheduler-lab") -> bool:
     attrs = {"verb": verb, "resource": resource, "group": group}
     if namespace:
         attrs["namespace"] = namespace
@@ -28,20 +32,38 @@ async def allowed(admin, verb, resource, *, group="", namespace="", name="", sub
     if subresource:
         attrs["subresource"] = subresource
     sar = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-           "spec": {"user": SA_USER, "groups": ["system:serviceaccounts", "system:serviceaccounts:scheduler-lab",
-                                                "system:authenticated"], "resourceAttributes": attrs}}
+           "spec": {"user": f"system:serviceaccount:{sa_namespace}:pysched",
+                    "groups": ["system:serviceaccounts", f"system:serviceaccounts:{sa_namespace}",
+                               "system:authenticated"], "resourceAttributes": attrs}}
     r = await admin.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=sar, rate_limit=False)
     return bool(r["status"].get("allowed"))
 
 
+def pod_env(dep: dict, pod_name: str = "pysched-0") -> dict[str, str]:
+    """The scheduler container's environment as the kubelet would set it (downward API resolved)."""
+    env = {}
+    for e in dep["spec"]["template"]["spec"]["containers"][0].get("env") or ():
+        ref = (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath")
+        env[e["name"]] = {"metadata.namespace": dep["metadata"]["namespace"], "metadata.name": pod_name}[ref] \
+            if ref else e["value"]
+    return env
+
+
+async def sa_kubeconfig(control_plane, admin, namespace: str, name: str = "pysched"):
+    tr = await admin.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+                             rate_limit=False, body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                                     "spec": {"expirationSeconds": 3600}})
+    return control_plane.kubeconfig_for_token(tr["status"]["token"], f"{name}-{namespace}")
+
+
 async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, admin, scheduler_factory, tmp_path):
-    await admin.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                        body=kustomize.SERVICEMONITOR_CRD, rate_limit=False)
-    await asyncio.sleep(2)  # CRD established
+    # The base applies to an API server without the Prometheus Operator's CRDs (nor any other CRD).
+    crds = await admin.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+    assert not crds["items"]
     objs = await kustomize.apply(admin, REPO / "manifests")
     kinds = {o["kind"] for o in objs}
-    assert {"Namespace", "ServiceAccount", "ClusterRole", "Role", "ConfigMap", "Deployment", "Service",
-            "PodDisruptionBudget", "ServiceMonitor"} <= kinds
+    assert kinds == {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+                     "ConfigMap", "Deployment", "Service", "PodDisruptionBudget"}
     for o in objs:
         if o["kind"] in ("ClusterRoleBinding", "RoleBinding"):
             # no binding to system:kube-scheduler; system:auth-delegator is what delegated auth needs
@@ -58,18 +80,16 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
     assert c["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}}
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
 
-    # A real bound token for the ServiceAccount, and the ConfigMap's own configuration.
-    tr = await admin.request("POST", "/api/v1/namespaces/scheduler-lab/serviceaccounts/pysched/token", rate_limit=False,
-                             body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                                   "spec": {"expirationSeconds": 3600}})
-    kubeconfig = control_plane.kubeconfig_for_token(tr["status"]["token"], "pysched-sa")
+    # A real bound token for the ServiceAccount, the ConfigMap's own configuration and the
+    # Deployment's environment (POD_NAMESPACE: the Lease goes to the pod's namespace).
+    kubeconfig = await sa_kubeconfig(control_plane, admin, "scheduler-lab")
     cm = next(o for o in objs if o["kind"] == "ConfigMap")
     cfg = yaml.safe_load(cm["data"]["config.yaml"])
-    assert cfg["leaderElection"]["resourceNamespace"] == "scheduler-lab"
+    assert "resourceNamespace" not in cfg["leaderElection"]
 
     await create_nodes(admin, [make_node("n1", cpu="2"), make_node("n2", cpu="2")])
     await create_pods(admin, [make_pod(f"p{i}", cpu="500m") for i in range(4)] + [make_pod("big", cpu="16")])
-    sched = scheduler_factory(cfg, name="sa", kubeconfig=kubeconfig).start()
+    sched = scheduler_factory(cfg, name="sa", kubeconfig=kubeconfig, env={**os.environ, **pod_env(dep)}).start()
 
     async def settled():
         pods = {p["metadata"]["name"]: p for p in await list_pods(admin, "default")}
@@ -88,8 +108,6 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
     await wait_for(events, 30, what="events recorded with the ServiceAccount")
     # Prometheus' ServiceAccount, bound to the manifests' metrics-reader ClusterRole, scrapes /metrics;
     # the scheduler checks its token and access as its own ServiceAccount (system:auth-delegator).
-    mon = next(o for o in objs if o["kind"] == "ServiceMonitor")
-    assert mon["spec"]["endpoints"][0]["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
     await admin.request("POST", "/api/v1/namespaces/default/serviceaccounts", rate_limit=False,
                         body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus"}})
     prom = (await admin.request("POST", "/api/v1/namespaces/default/serviceaccounts/prometheus/token", rate_limit=False,
@@ -140,6 +158,8 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
                           ("create", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system"}),
                           ("get", "configmaps", {"namespace": "kube-system"}),
                           ("get", "configmaps", {"namespace": "kube-system", "name": "kubeadm-config"}),
+                          ("list", "configmaps", {"namespace": "kube-system"}),
+                          ("watch", "configmaps", {"namespace": "kube-system"}),
                           ("update", "configmaps", {"namespace": "kube-system",
                                                     "name": "extension-apiserver-authentication"}),
                           ("create", "clusterrolebindings", {"group": "rbac.authorization.k8s.io"})]:
@@ -208,7 +228,7 @@ async def test_metrics_and_health_over_https(admin, scheduler_factory):
     sched.terminate()
 
 
-COMPONENT = REPO / "manifests" / "components" / "coscheduling"
+COMPONENT = COMPONENTS / "coscheduling"
 
 
 def _without_coscheduling(cfg: dict) -> dict:
@@ -222,41 +242,169 @@ def _without_coscheduling(cfg: dict) -> dict:
     return cfg
 
 
-def test_coscheduling_component_is_the_base_plus_gang_scheduling(tmp_path):
+def _names(objs: list[dict]) -> set[tuple[str, str]]:
+    return {(o["kind"], o["metadata"]["name"]) for o in objs}
+
+
+def test_coscheduling_component_is_the_base_plus_gang_scheduling():
     base = kustomize.build(REPO / "manifests")
     objs = kustomize.build(REPO / "manifests", [COMPONENT])
-    added = {(o["kind"], o["metadata"]["name"]) for o in objs} - {(o["kind"], o["metadata"]["name"]) for o in base}
-    assert added == {("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io"),
-                     ("ClusterRole", "pysched-coscheduling"), ("ClusterRoleBinding", "pysched-coscheduling")}
+    assert _names(objs) - _names(base) == {("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io"),
+                                           ("ClusterRole", "pysched-coscheduling"),
+                                           ("ClusterRoleBinding", "pysched-coscheduling")}
     base_cfg = yaml.safe_load(next(o for o in base if o["kind"] == "ConfigMap")["data"]["config.yaml"])
     comp_cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
     assert _without_coscheduling(comp_cfg) == base_cfg, "configmap-patch.yaml drifted from manifests/configmap.yaml"
-    # Where kubectl is installed, its kustomize renders the same objects as this test's mini-kustomize.
-    import shutil
-    import subprocess
-    if shutil.which("kubectl"):
+
+
+def _overlay(tmp_path: Path, components: list[str], namespace: str | None = None, **extra) -> Path:
+    """A user's kustomization over a copy of manifests/ (as README's install section writes it)."""
+    if not (tmp_path / "manifests").exists():
         shutil.copytree(REPO / "manifests", tmp_path / "manifests")
-        (tmp_path / "overlay").mkdir()
-        (tmp_path / "overlay" / "kustomization.yaml").write_text(yaml.safe_dump({
-            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "resources": ["../manifests"], "components": ["../manifests/components/coscheduling"]}))
-        out = subprocess.run(["kubectl", "kustomize", str(tmp_path / "overlay")], capture_output=True, text=True,
-                             timeout=60)
-        assert out.returncode == 0, out.stderr
-        real = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out.stdout)}
-        for o in objs:
-            r = real.pop((o["kind"], o["metadata"]["name"]))
-            if o["kind"] == "Deployment":      # `images:` rewrites the image; the mini-kustomize ignores it
-                r["spec"]["template"]["spec"]["containers"][0]["image"] = "pysched"
-            assert r == o, o["metadata"]["name"]
-        assert not real
+    d = tmp_path / f"overlay-{'-'.join(components) or 'base'}-{namespace or 'default'}"
+    d.mkdir()
+    k = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": ["../manifests"],
+         "components": [f"../manifests/components/{c}" for c in components]}
+    if namespace:
+        k["namespace"] = namespace
+    (d / "kustomization.yaml").write_text(yaml.safe_dump({**k, **extra}))
+    return d
+
+
+@pytest.mark.parametrize("components,namespace", [
+    ([], None), (["coscheduling"], None), (["prometheus-operator"], None), (["extender"], None),
+    ([], "other-ns"), (["coscheduling", "prometheus-operator", "extender"], "other-ns")])
+def test_kubectl_kustomize_renders_what_the_tests_apply(tmp_path, components, namespace):
+    """Where kubectl is installed, its kustomize renders the same objects as this test's mini-kustomize."""
+    if not shutil.which("kubectl"):
+        pytest.skip("kubectl not installed: the mini-kustomize alone renders the manifests")
+    overlay = _overlay(tmp_path, components, namespace)
+    objs = kustomize.build(overlay)
+    out = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    real = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out.stdout)}
+    for o in objs:
+        r = real.pop((o["kind"], o["metadata"]["name"]))
+        if o["kind"] == "Deployment":      # `images:` rewrites the image; the mini-kustomize ignores it
+            assert r["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/example/pysched:0.1.0"
+            r["spec"]["template"]["spec"]["containers"][0]["image"] = "pysched"
+        assert r == o, o["metadata"]["name"]
+    assert not real
+    if namespace:
+        assert {o["metadata"].get("namespace") for o in objs} == {namespace, None}
+        assert next(o for o in objs if o["kind"] == "Namespace")["metadata"]["name"] == namespace
+        subjects = [s for o in objs for s in o.get("subjects") or ()]
+        assert subjects and {s["namespace"] for s in subjects} == {namespace}
+
+
+def test_an_overlay_sets_the_image_of_every_deployment(tmp_path):
+    """README's install step: one `images:` entry in the overlay sets the scheduler's and the extender's image."""
+    if not shutil.which("kubectl"):
+        pytest.skip("kubectl not installed")
+    overlay = _overlay(tmp_path, ["extender"], images=[{"name": "ghcr.io/example/pysched",
+                                                        "newName": "registry.example/pysched", "newTag": "1.2.3"}])
+    out = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    deployments = [o for o in yaml.safe_load_all(out.stdout) if o["kind"] == "Deployment"]
+    assert {d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["image"] for d in deployments} \
+        == {"pysched": "registry.example/pysched:1.2.3", "pysched-extender": "registry.example/pysched:1.2.3"}
+
+
+async def test_prometheus_operator_component_applies_with_the_crd(admin):
+    """The ServiceMonitor lives in its own component; with the CRD installed (a minimal fixture),
+    base + component apply and the ServiceMonitor selects the scheduler's Service port."""
+    base = kustomize.build(REPO / "manifests")
+    assert "ServiceMonitor" not in {o["kind"] for o in base}
+    await admin.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                        body=kustomize.SERVICEMONITOR_CRD, rate_limit=False)
+
+    async def served():
+        try:
+            return await admin.get("/apis/monitoring.coreos.com/v1/namespaces/default/servicemonitors")
+        except Exception:   # 404 until the CRD is established
+            return None
+    await wait_for(served, 30, what="ServiceMonitor CRD served")
+    objs = await kustomize.apply(admin, REPO / "manifests", [COMPONENTS / "prometheus-operator"])
+    assert _names(objs) - _names(base) == {("ServiceMonitor", "pysched")}
+    mon = await admin.get("/apis/monitoring.coreos.com/v1/namespaces/scheduler-lab/servicemonitors/pysched")
+    svc = next(o for o in objs if o["kind"] == "Service")
+    assert mon["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    ep = mon["spec"]["endpoints"][0]
+    assert ep["port"] == svc["spec"]["ports"][0]["name"] and ep["scheme"] == "https" and ep["path"] == "/metrics"
+    assert ep["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+async def test_extender_component_applies_and_its_args_are_pysched_extenders(admin):
+    """The extender Deployment's args parse as `pysched extender` options, its TLS files come from the
+    mounted Secret, its Service exposes the port, and the kube-scheduler snippet points at that Service
+    with TLS and a client certificate."""
+    from pysched.apis.config import parse
+    from pysched.cli import build_parser
+    base = kustomize.build(REPO / "manifests")
+    objs = await kustomize.apply(admin, REPO / "manifests", [COMPONENTS / "extender"])
+    assert _names(objs) - _names(base) == {("Deployment", "pysched-extender"), ("Service", "pysched-extender")}
+    dep = await admin.get("/apis/apps/v1/namespaces/scheduler-lab/deployments/pysched-extender")
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    args = build_parser().parse_args(c["args"])
+    assert c["args"][0] == "extender" and args.address == "0.0.0.0"
+    mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    tls_dir = mounts[next(n for n, v in volumes.items() if "secret" in v)]
+    for f in (args.tls_cert_file, args.tls_private_key_file, args.client_ca_file):
+        assert f and Path(f).parent == Path(tls_dir), f
+    assert Path(args.config).parent == Path(mounts[next(n for n, v in volumes.items() if "configMap" in v)])
+    assert c["securityContext"]["readOnlyRootFilesystem"] and mounts[next(n for n, v in volumes.items()
+                                                                           if "emptyDir" in v)] == "/tmp"
+    assert pod["serviceAccountName"] == "pysched" and pod["securityContext"]["runAsUser"] == 65532
+    svc = await admin.get("/api/v1/namespaces/scheduler-lab/services/pysched-extender")
+    assert svc["spec"]["ports"][0]["port"] == args.port
+    assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+
+    snippet = yaml.safe_load((COMPONENTS / "extender" / "kube-scheduler-extender.yaml").read_text())
+    parse({**snippet, "profiles": [{"schedulerName": "default-scheduler"}]})   # a valid extenders entry
+    (ext,) = snippet["extenders"]
+    assert ext["urlPrefix"] == f"https://pysched-extender.scheduler-lab.svc:{args.port}"
+    assert ext["enableHTTPS"] and {"caFile", "certFile", "keyFile"} <= ext["tlsConfig"].keys()
+    assert (ext["filterVerb"], ext["prioritizeVerb"]) == ("filter", "prioritize")
+
+
+async def test_namespace_overlay_takes_its_lease_in_that_namespace(control_plane, admin, scheduler_factory, tmp_path):
+    """`namespace: other-ns` over the base: every object, binding subject and the Lease follow; the
+    scheduler runs as other-ns's ServiceAccount with the Deployment's environment and is refused nothing."""
+    objs = await kustomize.apply(admin, _overlay(tmp_path, [], "other-ns"))
+    assert {o["metadata"].get("namespace") for o in objs} == {"other-ns", None}
+    dep = next(o for o in objs if o["kind"] == "Deployment")
+    cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
+    kubeconfig = await sa_kubeconfig(control_plane, admin, "other-ns")
+    await create_nodes(admin, [make_node("n1", cpu="2")])
+    await create_pods(admin, [make_pod("p0", cpu="500m")])
+    sched = scheduler_factory(cfg, name="other", kubeconfig=kubeconfig, env={**os.environ, **pod_env(dep)}).start()
+
+    async def lease():
+        try:
+            got = await admin.get("/apis/coordination.k8s.io/v1/namespaces/other-ns/leases/pysched")
+        except Exception:   # 404 until the first election
+            return None
+        return got if got["spec"].get("holderIdentity") else None
+
+    await wait_for(lease, 60, what="Lease pysched in other-ns")
+
+    async def bound():
+        return all(p["spec"].get("nodeName") for p in await list_pods(admin, "default"))
+    await wait_for(bound, 60, what="pod bound by the other-ns scheduler")
+    namespaces = {n["metadata"]["name"] for n in (await admin.get("/api/v1/namespaces"))["items"]}
+    assert "scheduler-lab" not in namespaces
+    assert await allowed(admin, "get", "configmaps", namespace="kube-system",
+                         name="extension-apiserver-authentication", sa_namespace="other-ns")
+    log = sched.log()
+    assert not re.search(r"\b403\b", log) and "Forbidden" not in log, log[-3000:]
+    assert "cannot look up the client CA" not in log
+    sched.terminate()
 
 
 async def test_coscheduling_component_applies_and_grants_podgroups(control_plane, admin, scheduler_factory):
     from .podgroup_kit import create_podgroup, podgroup, wait_for_crd, wait_status
-    await admin.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
-                        body=kustomize.SERVICEMONITOR_CRD, rate_limit=False)
-    await asyncio.sleep(2)  # CRD established
     objs = await kustomize.apply(admin, REPO / "manifests", [COMPONENT])
     await wait_for_crd(admin)
     for verb, res, sub in [("list", "podgroups", ""), ("watch", "podgroups", ""), ("get", "podgroups", ""),
@@ -268,13 +416,11 @@ async def test_coscheduling_component_applies_and_grants_podgroups(control_plane
 
     # The scheduler as the ServiceAccount, with the component's own configuration (Coscheduling on,
     # so the PodGroup informer and the status controller run), works with exactly these rights.
-    tr = await admin.request("POST", "/api/v1/namespaces/scheduler-lab/serviceaccounts/pysched/token", rate_limit=False,
-                             body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                                   "spec": {"expirationSeconds": 3600}})
-    kubeconfig = control_plane.kubeconfig_for_token(tr["status"]["token"], "pysched-sa")
+    kubeconfig = await sa_kubeconfig(control_plane, admin, "scheduler-lab")
     cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
     assert "Coscheduling" in yaml.safe_dump(cfg)
-    sched = scheduler_factory(cfg, name="sa", kubeconfig=kubeconfig).start()
+    dep = next(o for o in objs if o["kind"] == "Deployment")
+    sched = scheduler_factory(cfg, name="sa", kubeconfig=kubeconfig, env={**os.environ, **pod_env(dep)}).start()
     await create_podgroup(admin, podgroup("pg1", "default", 1))
     await create_pods(admin, [make_pod("m0", scheduler="nobody", labels={"scheduling.x-k8s.io/pod-group": "pg1"})])
     await wait_status(admin, "default", "pg1", timeout=60, phase="Scheduling")

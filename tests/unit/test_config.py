@@ -201,3 +201,21 @@ def test_file_roundtrip(tmp_path):
     assert [x.scheduler_name for x in c.profiles] == ["one", "two"]
     assert c.profiles[1].percentage_of_nodes_to_score == 30
     assert c.leader_election.lease_duration == 20 and c.leader_election.resource_namespace == "scheduler-lab"
+
+
+def test_lease_namespace_defaults_to_the_pods_own(tmp_path, monkeypatch):
+    """No leaderElection.resourceNamespace (manifests/configmap.yaml names none): POD_NAMESPACE (the
+    Deployment's downward API), else the ServiceAccount's namespace file, else kube-system."""
+    import pysched.apis.config.decode as decode
+    cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+           "leaderElection": {"leaderElect": True}}
+    sa_file = tmp_path / "namespace"
+    monkeypatch.setattr(decode, "SA_NAMESPACE_FILE", str(sa_file))
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    assert parse(cfg).leader_election.resource_namespace == "kube-system"
+    sa_file.write_text("from-sa\n")
+    assert parse(cfg).leader_election.resource_namespace == "from-sa"
+    monkeypatch.setenv("POD_NAMESPACE", "from-pod")
+    assert parse(cfg).leader_election.resource_namespace == "from-pod"
+    explicit = {**cfg, "leaderElection": {"leaderElect": True, "resourceNamespace": "pinned"}}
+    assert parse(explicit).leader_election.resource_namespace == "pinned"

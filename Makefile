@@ -1,6 +1,7 @@
 # pysched developer entry points. `make test` needs nothing pre-installed but python3 and go:
 # it creates the virtualenv, installs the package, obtains etcd + kube-apiserver + kube-scheduler
-# (KUBEBUILDER_ASSETS or a cached build from the Go module proxy) and runs every test.
+# (KUBEBUILDER_ASSETS or a cached build from the Go module proxy) and helm (HELM or a cached build
+# from the Go module proxy) and runs every test.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,7 +14,7 @@ BASE_IMAGE ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --results-md bench/RESULTS.md
 
-.PHONY: all venv install control-plane lint test unit e2e demo bench bench-smoke image image-push clean
+.PHONY: all venv install control-plane helm lint test unit e2e demo bench bench-smoke image image-push clean
 
 all: test
 
@@ -28,21 +29,24 @@ venv install: $(VENV)/.installed
 control-plane:
 	./hack/control-plane.sh
 
+helm:
+	./hack/helm.sh
+
 # ruff (pycodestyle, pyflakes, isort, pyupgrade, bugbear) everywhere; mypy --strict on the plugin API
 # and the in-tree plugins (pyproject.toml [tool.mypy]).
 lint: install
 	$(PY) -m ruff check scheduler pysched_dev tests bench hack examples
 	$(PY) -m mypy -p pysched.framework -p pysched.plugins -p pysched.testing
 
-test: install lint control-plane
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+test: install lint control-plane helm
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-e2e: install control-plane
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+e2e: install control-plane helm
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 demo: install control-plane

@@ -5,13 +5,25 @@ dashboards work unchanged (set ``profile`` to our schedulerName; tell the schedu
 ``job`` label). Metrics that only this scheduler has are prefixed ``pysched_``: bind conflicts
 (HTTP 409 from another binder), kubelet rejections of pods we bound (OutOfcpu, OutOfmemory, ...),
 the event recorder (written, aggregated into series, failed, dropped, backlog) and informer relists.
+The API client's ``rest_client_*`` metrics follow client-go (``k8s.io/component-base/metrics/
+prometheus/restclient``): the same names, labels and buckets, so the kubernetes-mixin panels on API
+request rate and latency read them too.
 
 Label children are cached because ``labels()`` costs more than ``observe()`` on the hot path.
+
+Importing this module turns off prometheus-client's ``*_created`` series (one per counter,
+histogram and summary child): Go components do not export them, they double the series count, and
+every process that serves ``/metrics`` (the scheduler, ``pysched extender``) imports this module.
 """
 
 from __future__ import annotations
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+
+disable_created_metrics()
+
+# client-go's buckets for rest_client_request_duration_seconds and rest_client_rate_limiter_duration_seconds.
+REST_CLIENT_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 
 
 def _exp(start: float, factor: float, count: int) -> list[float]:
@@ -144,6 +156,16 @@ class Metrics:
         self.podgroups_timed_out = Counter(
             "pysched_podgroups_timed_out_total", "Pod groups whose Permit wait timed out before quorum; every "
             "waiting member was rejected and its reservation released.", ["profile"], registry=r)
+        self.rest_requests = Counter(
+            "rest_client_requests_total", "Number of HTTP requests, partitioned by status code, method, and host.",
+            ["code", "method", "host"], registry=r)
+        self.rest_duration = Histogram(
+            "rest_client_request_duration_seconds", "Request latency in seconds. Broken down by verb, and host.",
+            ["verb", "host"], buckets=REST_CLIENT_BUCKETS, registry=r)
+        self.rest_rate_limiter_duration = Histogram(
+            "rest_client_rate_limiter_duration_seconds",
+            "Client side rate limiter latency in seconds. Broken down by verb, and host.",
+            ["verb", "host"], buckets=REST_CLIENT_BUCKETS, registry=r)
         self._ep_children: dict = {}
         self._plugin_children: dict = {}
 
@@ -160,6 +182,46 @@ class Metrics:
         if child is None:
             child = self._plugin_children[key] = self.plugin_execution_duration.labels(plugin, ep, status)
         child.observe(seconds)
+
+
+class RestClientMetrics:
+    """client-go's ``rest_client_*`` metrics for the requests of one client to one API server host.
+
+    As client-go counts them: ``rest_client_requests_total`` once per request sent, retries and
+    watches' initial requests included, with code ``<error>`` when no HTTP response came back;
+    ``rest_client_request_duration_seconds`` once per call, from before the rate limiter to the
+    last response (retries included; watches not observed); the rate limiter's wait. The label
+    children's bound ``inc``/``observe`` are looked up once per (code, method) or verb and kept.
+    """
+
+    __slots__ = ("metrics", "host", "_results", "_durations", "_waits")
+
+    def __init__(self, metrics: Metrics, host: str):
+        self.metrics = metrics
+        self.host = host
+        self._results: dict = {}
+        self._durations: dict = {}
+        self._waits: dict = {}
+
+    def result(self, status: int | None, method: str) -> None:
+        """One request sent: ``status`` is the HTTP status, None for a transport error."""
+        inc = self._results.get((status, method))
+        if inc is None:
+            code = "<error>" if status is None else str(status)
+            inc = self._results[(status, method)] = self.metrics.rest_requests.labels(code, method, self.host).inc
+        inc()
+
+    def duration(self, verb: str, seconds: float) -> None:
+        observe = self._durations.get(verb)
+        if observe is None:
+            observe = self._durations[verb] = self.metrics.rest_duration.labels(verb, self.host).observe
+        observe(seconds)
+
+    def rate_limiter_wait(self, verb: str, seconds: float) -> None:
+        observe = self._waits.get(verb)
+        if observe is None:
+            observe = self._waits[verb] = self.metrics.rest_rate_limiter_duration.labels(verb, self.host).observe
+        observe(seconds)
 
 
 METRICS = Metrics()

@@ -7,7 +7,9 @@ streaming, and every body through orjson, because the generated client models co
 the calls themselves on this path (and the official client cannot even decode a Binding response,
 kubernetes-client/python#547). A client-go style token bucket enforces
 ``clientConnection.qps``/``burst``. Errors come back as ``ApiError`` carrying the HTTP status and
-the API's ``Status.reason``/``message``; a 401 re-reads rotated credentials once.
+the API's ``Status.reason``/``message``; a 401 re-reads rotated credentials once. Every request,
+watches' initial requests included, is counted in client-go's ``rest_client_*`` metrics
+(``pysched.metrics.RestClientMetrics``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 import orjson
@@ -26,6 +28,7 @@ from pysched import __version__
 from pysched.apis.core.errors import ApiError
 from pysched.client.auth import Credentials
 from pysched.client.httppool import HTTPPool
+from pysched.metrics import METRICS, RestClientMetrics
 
 log = logging.getLogger("pysched.client.rest")
 USER_AGENT = f"pysched/{__version__}"
@@ -56,9 +59,10 @@ class TokenBucket:
         if self.rate > 0:
             self.tokens = min(self.capacity, self.tokens + 1.0)
 
-    async def acquire(self, max_wait: float | None = None) -> None:
+    async def acquire(self, max_wait: float | None = None) -> bool:
         """Wait for a token; with ``max_wait``, fail at once (TimeoutError, token given back) when
-        the wait would be longer, as client-go's limiter does for a request's context deadline."""
+        the wait would be longer, as client-go's limiter does for a request's context deadline.
+        Returns whether it had to wait."""
         wait = self.reserve()
         if wait > 0:
             if max_wait is not None and wait > max_wait:
@@ -66,6 +70,8 @@ class TokenBucket:
                 raise TimeoutError(f"client rate limiter: a token is {wait:.3g}s away, "
                                            f"beyond the request's {max(0.0, max_wait):.3g}s left")
             await asyncio.sleep(wait)
+            return True
+        return False
 
 
 def _dumps(obj: Any) -> bytes:
@@ -91,6 +97,8 @@ class KubeClient:
         self._pool: HTTPPool | None = None
         self._watch_session: aiohttp.ClientSession | None = None
         self.requests_total = 0
+        # client-go's host label: the server URL's host[:port]
+        self.rest_metrics = RestClientMetrics(METRICS, urlsplit(self.base).netloc.rpartition("@")[2] or "none")
         self.closed = False
 
     def _new_session(self, limit: int) -> aiohttp.ClientSession:
@@ -141,12 +149,15 @@ class KubeClient:
         """One API request. ``timeout`` bounds all of it - the rate limiter, a free connection,
         the response - and a write is checked against the fence after each of those waits."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + (timeout or self.timeout)
+        start = loop.time()
+        deadline = start + (timeout or self.timeout)
         fence = self.fence if method in WRITE_METHODS else None
         if fence is not None:
             fence.check()  # fail fast: no token spent for a write that cannot go out
-        if rate_limit:
-            await self.limiter.acquire(deadline - loop.time())
+        metrics = self.rest_metrics
+        if rate_limit and self.limiter.rate > 0:
+            waited = await self.limiter.acquire(deadline - start)
+            metrics.rate_limiter_wait(method, loop.time() - start if waited else 0.0)
         if body is None or isinstance(body, bytes):
             data = body
         else:
@@ -159,9 +170,14 @@ class KubeClient:
         try:
             for attempt in (0, 1):
                 self.requests_total += 1
-                resp = await pool.request(method, target,
-                                          self._headers(content_type if data is not None else None), data,
-                                          deadline=deadline, guard=guard, on_sent=on_sent)
+                try:
+                    resp = await pool.request(method, target,
+                                              self._headers(content_type if data is not None else None), data,
+                                              deadline=deadline, guard=guard, on_sent=on_sent)
+                except OSError:  # connection failure, timeout, TLS (not the fence: nothing was sent)
+                    metrics.result(None, method)
+                    raise
+                metrics.result(resp.status, method)
                 raw = resp.body
                 if resp.status == 401 and attempt == 0:
                     self.creds.invalidate()
@@ -177,6 +193,7 @@ class KubeClient:
         finally:
             if fence is not None:
                 fence.finished()
+            metrics.duration(method, loop.time() - start)
         raise ApiError(401, "Unauthorized", "credentials rejected twice")
 
     # -- verbs the scheduler uses ----------------------------------------------------------------
@@ -231,11 +248,21 @@ class KubeClient:
 
     async def watch(self, path: str, params: dict, *, idle_timeout: float = 90.0) -> AsyncIterator[dict]:
         """Yield decoded watch events until the server closes the stream."""
-        await self.limiter.acquire()
+        metrics = self.rest_metrics
+        if self.limiter.rate > 0:
+            start = time.monotonic()
+            waited = await self.limiter.acquire()
+            metrics.rate_limiter_wait("GET", time.monotonic() - start if waited else 0.0)
         q = dict(params)
         q["watch"] = "true"
         to = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=idle_timeout)
-        async with self.watch_session.get(self.base + path, params=q, timeout=to, headers=self._headers()) as resp:
+        try:
+            resp = await self.watch_session.get(self.base + path, params=q, timeout=to, headers=self._headers())
+        except (aiohttp.ClientError, OSError):  # no response (asyncio.TimeoutError is an OSError)
+            metrics.result(None, "GET")
+            raise
+        metrics.result(resp.status, "GET")
+        async with resp:
             if resp.status == 401:
                 self.creds.invalidate()
             if resp.status >= 400:

@@ -17,7 +17,7 @@ from pysched.apis import config as configmod
 from pysched.util import eventloop, logs
 
 log = logging.getLogger("pysched.cli")
-SUBCOMMANDS = ("run", "extender", "simulate")
+SUBCOMMANDS = ("run", "extender", "simulate", "snapshot")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -184,10 +184,19 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--body-timeout", type=_positive_float, default=30.0, metavar="SECONDS",
                      help="answer 408 and close when a request body takes longer than this (default: 30)")
 
-    sim = sub.add_parser("simulate", help="schedule pods onto a cluster snapshot without an API server")
+    from pysched.tools.exitcodes import SIMULATE_EXIT_HELP
+    sim = sub.add_parser("simulate", help="schedule pods onto a cluster snapshot without an API server",
+                         epilog=SIMULATE_EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(sim)
-    sim.add_argument("--cluster", required=True, help="snapshot (kubectl get nodes,pods -A -o yaml)")
-    sim.add_argument("--pods", required=True, help="pods to schedule (YAML, one or many documents)")
+    sim.add_argument("--cluster", required=True,
+                     help="snapshot (pysched snapshot, or kubectl get nodes,pods,... -A -o yaml); its pending pods "
+                          "whose schedulerName is a profile's are scheduled too")
+    sim.add_argument("--pods", required=True,
+                     help="pods to schedule (YAML, one or many documents): Pods, Deployments, ReplicaSets, "
+                          "ReplicationControllers, StatefulSets, Jobs, DaemonSets")
+    sim.add_argument("--add-nodes", action="append", default=[], metavar="TEMPLATE:N",
+                     help="what-if: add N copies of TEMPLATE (a node in the snapshot, or a Node YAML file), "
+                          "named <template>-sim-<i> (repeatable)")
     sim.add_argument("--explain", action="append", default=[], metavar="NS/NAME",
                      help="print the per-plugin trace of this pod's cycle (repeatable)")
     sim.add_argument("--report", metavar="OUT.html", help="write a self-contained HTML report with utilisation charts")
@@ -195,6 +204,22 @@ def build_parser() -> argparse.ArgumentParser:
                      help="tie-break random seed (default: 0; the live scheduler with the same seed agrees)")
     sim.add_argument("--output", default="text", choices=("text", "json"),
                      help="result format on stdout (default: text)")
+
+    snap = sub.add_parser("snapshot", help="export the cluster objects simulate reads, as one YAML List",
+                          epilog="exit status:\n  0  written\n  1  the API server could not be reached or "
+                                 "refused a list\n  2  bad flags or kubeconfig",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    snap.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+    snap.add_argument("--context", help="kubeconfig context (default: its current-context)")
+    snap.add_argument("-o", "--output", default="-", metavar="FILE", help="where to write (default: stdout)")
+    snap.add_argument("--format", default="yaml", choices=("yaml", "json"),
+                      help="yaml (default), or json: the same List, much faster to write and read on large clusters")
+    snap.add_argument("--page-size", type=_positive_int, default=500, metavar="N",
+                      help="objects per LIST page (limit/continue, as kubectl; default: 500)")
+    snap.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
+                      help="least severe log level written (default: info)")
+    snap.add_argument("--log-format", default="logfmt", choices=("logfmt", "json"),
+                      help="structured log lines as key=value (logfmt) or JSON objects (default: logfmt)")
 
     return parser
 
@@ -278,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
     if cmd == "simulate":
         from pysched.tools.simulate import main as sim_main
         return sim_main(args)
+    if cmd == "snapshot":
+        from pysched.tools.export import main as snapshot_main
+        return snapshot_main(args)
     return 2
 
 

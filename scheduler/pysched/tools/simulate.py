@@ -1,21 +1,30 @@
 """``pysched simulate``: the real profiles and plugins over a cluster snapshot, no API server.
 
 The snapshot's nodes, bound pods and supporting objects are loaded into an OfflineScheduler (the
-production cache, frameworks and scheduling cycle); the pods from ``--pods`` get the API server's
-create-time defaulting (``apidefaults``) and are scheduled in queue order - priority, then file
-order - each assumed on its node exactly as the live scheduler assumes before binding. Pods left
-unschedulable are retried while a pass places at least one pod (a later pod can satisfy an
-earlier pod's affinity or spread, as the live queue retries on Pod/Add events).
+production cache, frameworks and scheduling cycle). ``--pods`` holds Pods and workloads
+(Deployments, ReplicaSets, ReplicationControllers, StatefulSets, Jobs, DaemonSets), expanded into
+the Pods their controllers would create (``workloads.py``); file pods get the API server's
+create-time defaulting (``apidefaults``). ``--add-nodes TEMPLATE:N`` adds what-if nodes first
+(``whatif.py``).
+
+Which pods are scheduled, in which order: the ``--pods`` pods, and the snapshot's pending pods
+(no ``nodeName``, a ``schedulerName`` one of the profiles serves, no scheduling gates). Queue order
+is kube-scheduler's PrioritySort: priority, then the time the pod entered the queue - the pending
+ones were created before anything in ``--pods``, so at equal priority they come first (oldest
+``creationTimestamp`` first), then the ``--pods`` in file order. Each pod is assumed on its node
+exactly as the live scheduler assumes before binding. Pods left unschedulable are retried while a
+pass places at least one pod (a later pod can satisfy an earlier pod's affinity or spread, as the
+live queue retries on Pod/Add events).
 
 Gangs (pods labelled ``scheduling.x-k8s.io/pod-group`` with Coscheduling enabled) go through
 Permit: a group is placed all or nothing, and the report gives each group's verdict and the member
 that blocks it.
 
 Output: each pod's node or the scheduler's reason, per-node and per-zone utilisation before and
-after; ``--explain ns/name`` adds every plugin's filter verdict per node and the raw, normalised
-and weighted scores; ``--output json`` prints all of it as JSON; ``--report out.html`` writes a
-self-contained page with utilisation charts (``report.py``). Exit status: 0 when every pod was
-placed, 1 when some were not, 2 for a bad configuration, snapshot or pod file.
+after, how many pods the added nodes took; ``--explain ns/name`` adds every plugin's filter verdict
+per node and the raw, normalised and weighted scores; ``--output json`` prints all of it as JSON;
+``--report out.html`` writes a self-contained page with utilisation charts (``report.py``).
+Exit status (``exitcodes.py``): 0 every pod placed, 1 some not placed, 2 bad input, 3 internal error.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from pysched.apis.core import defaults as apidefaults
 from pysched.apis.core.quantity import format_resource
 from pysched.framework.registry import RegistryError
 from pysched.profile import default_registry
+from pysched.tools.exitcodes import EXIT_ALL_PLACED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_UNSCHEDULABLE
 from pysched.tools.offline import OfflineScheduler, Outcome
 from pysched.tools.snapshot import Snapshot, SnapshotError, load_pods, load_snapshot
 
@@ -46,10 +56,14 @@ class Placement:
     scheduler_name: str
     nominated_node: str = ""
     victims: tuple[str, ...] = ()
+    source: str = "pods"        # "pods": the --pods file; "snapshot": pending in the snapshot
+    owner: str = ""             # the workload it was expanded from ("Deployment web"), if any
 
     def as_dict(self) -> dict:
         out = {"pod": self.pod, "node": self.node, "result": self.code, "message": self.message,
-               "schedulerName": self.scheduler_name}
+               "schedulerName": self.scheduler_name, "source": self.source}
+        if self.owner:
+            out["owner"] = self.owner
         if self.nominated_node:
             out["preemption"] = {"nominatedNode": self.nominated_node, "victims": list(self.victims)}
         return out
@@ -65,6 +79,7 @@ class SimulationResult:
     explain: dict[str, dict] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     groups: list[dict] = field(default_factory=list)    # gangs: verdict and the member blocking it
+    added_nodes: list[dict] = field(default_factory=list)   # --add-nodes: template, nodes, pods they took
 
     @property
     def all_placed(self) -> bool:
@@ -73,7 +88,7 @@ class SimulationResult:
     def as_dict(self) -> dict:
         return {"profile": self.profile, "seed": self.seed, "placements": [p.as_dict() for p in self.placements],
                 "utilisation": {"before": self.before, "after": self.after}, "explain": self.explain,
-                "notes": self.notes, "podGroups": self.groups}
+                "notes": self.notes, "podGroups": self.groups, "addedNodes": self.added_nodes}
 
 
 def zone_of(labels: dict) -> str:
@@ -102,9 +117,9 @@ def utilisation(sim: OfflineScheduler, resources: list[str]) -> dict:
     return {"resources": resources, "nodes": nodes, "zones": [zones[k] for k in sorted(zones)]}
 
 
-def _resources_of(snapshot: Snapshot) -> list[str]:
+def _resources_of(nodes: list[dict]) -> list[str]:
     extra = set()
-    for n in snapshot.nodes:
+    for n in nodes:
         for name, q in ((n.get("status") or {}).get("allocatable") or {}).items():
             if name not in BASE_RESOURCES and "/" in name and str(q) not in ("0", ""):
                 extra.add(name)
@@ -117,47 +132,76 @@ class Simulation:
         self.seed = seed
         self.sim = OfflineScheduler(self.cfg, registry=default_registry(plugin_modules), seed=seed)
 
-    def load(self, snapshot: Snapshot) -> list[str]:
+    def load(self, snapshot: Snapshot, added_nodes: list[dict] = ()) -> tuple[list[str], list[dict]]:
+        """The snapshot into the cache and object store; returns the notes and the snapshot's
+        pending pods this simulation schedules (no node, a profile's schedulerName, not gated),
+        oldest first."""
         notes = []
         for obj in snapshot.objects:
             self.sim.add_object(obj)
-        for node in snapshot.nodes:
+        for node in [*snapshot.nodes, *added_nodes]:
             self.sim.add_node(node)
-        pending = missing = 0
+        pending: list[tuple[str, int, dict]] = []
+        foreign = gated = missing = 0
         for i, pod in enumerate(snapshot.pods):
             pod = dict(pod, metadata=dict(pod["metadata"]))
             pod["metadata"].setdefault("uid", f"snapshot-{i:06d}")
+            pod["metadata"]["namespace"] = pod["metadata"].get("namespace") or "default"
             phase = (pod.get("status") or {}).get("phase")
             if phase in ("Succeeded", "Failed"):
                 continue
-            node = (pod.get("spec") or {}).get("nodeName")
+            spec = pod.get("spec") or {}
+            node = spec.get("nodeName")
             if not node:
-                pending += 1
+                if (spec.get("schedulerName") or "default-scheduler") not in self.sim.frameworks:
+                    foreign += 1
+                elif spec.get("schedulingGates"):
+                    gated += 1
+                else:
+                    pod["spec"] = dict(spec, schedulerName=spec.get("schedulerName") or "default-scheduler")
+                    pending.append((pod["metadata"].get("creationTimestamp") or "", i, pod))
                 continue
             if node not in self.sim.cache.nodes:
                 missing += 1
             self.sim.add_pod(pod)
+        if foreign:
+            notes.append(f"{foreign} pending pod(s) in the snapshot are not counted (they hold no node and no "
+                         "profile here schedules their schedulerName)")
+        if gated:
+            notes.append(f"{gated} pending pod(s) in the snapshot are not scheduled (schedulingGates)")
         if pending:
-            notes.append(f"{pending} pending pod(s) in the snapshot are not counted (they hold no node)")
+            notes.append(f"{len(pending)} pending pod(s) in the snapshot are scheduled too (queue order: priority, "
+                         "then creation time; before the --pods of the same priority)")
         if missing:
             notes.append(f"{missing} pod(s) in the snapshot are bound to nodes it does not contain")
         if snapshot.ignored:
             kinds = ", ".join(f"{k} ({n})" for k, n in sorted(snapshot.ignored.items()))
             notes.append(f"ignored objects of kinds that do not affect scheduling: {kinds}")
-        return notes
+        return notes, [p for _, _, p in sorted(pending, key=lambda t: (t[0], t[1]))]
 
-    def run(self, snapshot: Snapshot, pods: list[dict], explain: set[str] = frozenset()) -> SimulationResult:
-        notes = self.load(snapshot)
-        resources = _resources_of(snapshot)
+    def run(self, snapshot: Snapshot, pods: list[dict], explain: set[str] = frozenset(), *,
+            objects: list[dict] = (), added_nodes: list[dict] = (), added_from: dict[str, str] | None = None,
+            owners: dict[str, str] | None = None) -> SimulationResult:
+        """Schedule the snapshot's pending pods and ``pods``. ``objects``: what the pod file's
+        workloads brought (ReplicaSets, StatefulSets, PVCs); ``added_nodes``: the --add-nodes
+        what-ifs, ``added_from`` maps each to its template; ``owners``: ns/name -> workload."""
+        for obj in objects:
+            self.sim.add_object(obj)
+        notes, pending = self.load(snapshot, list(added_nodes))
+        resources = _resources_of([*snapshot.nodes, *added_nodes])
         before = utilisation(self.sim, resources)
-        classes, global_default = apidefaults.priority_classes(snapshot.objects)
+        classes, global_default = apidefaults.priority_classes([*snapshot.objects, *objects])
         profile = self.sim.profile
         created = [apidefaults.apply(p, default_scheduler=profile, classes=classes,
                                      global_default=global_default, seq=i) for i, p in enumerate(pods)]
+        # Queue order (PrioritySort): priority, then the time the pod entered the queue. Pods pending
+        # in the snapshot were created before the --pods ones: at equal priority they go first, oldest
+        # first, then the --pods in file order. A gang's members stay together, at its first member
+        # (Coscheduling's QueueSort keeps a group contiguous in the live queue too).
+        sources = ["snapshot"] * len(pending) + ["pods"] * len(created)
+        created = pending + created
         groups = _groups_of(created)
         first_of = {key: idx[0] for key, idx in groups.items()}
-        # Queue order: priority, then file order - a gang's members together, at its first member
-        # (Coscheduling's QueueSort keeps a group contiguous in the live queue too).
         order = sorted(range(len(created)), key=lambda i: (-(created[i]["spec"].get("priority") or 0),
                                                            first_of.get(_group_key(created[i]), i), i))
         for key in groups:
@@ -193,14 +237,16 @@ class Simulation:
         self.sim.expire_waiting()
         self._apply_settled(outcomes, index_of_uid)
         verdicts = self._group_verdicts(groups, created, outcomes, own_failure)
+        owners = owners or {}
         placements = [Placement(outcomes[i].pod, outcomes[i].node, outcomes[i].code, outcomes[i].message,
                                 created[i]["spec"]["schedulerName"], outcomes[i].nominated_node,
-                                outcomes[i].victims) for i in range(len(created))]
+                                outcomes[i].victims, sources[i], owners.get(outcomes[i].pod, ""))
+                      for i in range(len(created))]
         missing = sorted(set(explain) - set(traces))
         for key in missing:
-            notes.append(f"--explain {key}: no such pod in --pods")
+            notes.append(f"--explain {key}: no such pod in --pods or pending in the snapshot")
         return SimulationResult(profile, self.seed, placements, before, utilisation(self.sim, resources),
-                                traces, notes, verdicts)
+                                traces, notes, verdicts, _added_summary(added_nodes, added_from or {}, placements))
 
     def _apply_settled(self, outcomes: dict[int, Outcome], index_of_uid: dict[str, int]) -> list[int]:
         """Pods held at Permit that were since allowed or released: their outcomes; returns the
@@ -252,6 +298,23 @@ class Simulation:
                                      f"placed), blocked by {verdict['blockedBy'] or 'missing members'}: {reason}")
             out.append(verdict)
         return out
+
+
+def _added_summary(added: list[dict], template_of: dict[str, str], placements: list[Placement]) -> list[dict]:
+    """Per --add-nodes template: the nodes added and how many of the simulated pods they took."""
+    out: dict[str, dict] = {}
+    for node in added:
+        name = node["metadata"]["name"]
+        entry = out.setdefault(template_of.get(name, ""), {"template": template_of.get(name, ""), "nodes": [],
+                                                            "podsPlaced": 0})
+        entry["nodes"].append(name)
+    where = {name: e for e in out.values() for name in e["nodes"]}
+    for p in placements:
+        if p.node in where:
+            where[p.node]["podsPlaced"] += 1
+    for e in out.values():
+        e["count"] = len(e["nodes"])
+    return list(out.values())
 
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -306,6 +369,8 @@ def format_text(res: SimulationResult) -> str:
         text = p.node if p.node else f"{p.code}: {p.message}"
         if p.nominated_node:
             text += f" (would preempt {', '.join(p.victims)} on {p.nominated_node})"
+        if p.source == "snapshot":
+            text += " (pending in the snapshot)"
         rows.append([p.pod, text])
     out += [_table(rows), ""]
     if res.groups:
@@ -326,6 +391,12 @@ def format_text(res: SimulationResult) -> str:
     for b, a in zip(res.before["zones"], res.after["zones"]):
         rows.append([b["zone"] or "(no zone)", str(b["nodes"])] + [_pct_change(r, b, a) for r in resources])
     out.append(_table(rows))
+    if res.added_nodes:
+        out += ["", "Added nodes (--add-nodes):"]
+        rows = [["TEMPLATE", "NODES", "PODS PLACED ON THEM"]]
+        for a in res.added_nodes:
+            rows.append([a["template"], str(a["count"]), str(a["podsPlaced"])])
+        out.append(_table(rows))
     for _key, trace in res.explain.items():
         out += ["", format_explain(trace)]
     if res.notes:
@@ -368,26 +439,58 @@ def format_explain(trace: dict) -> str:
 
 # -- entry point ------------------------------------------------------------------------------
 
+def prepare(args) -> tuple[Simulation, Snapshot, list[dict], dict]:
+    """Read and check everything the run needs (every error here is bad input)."""
+    from pysched.tools.whatif import build_nodes
+    from pysched.tools.workloads import Expander
+    cfg = configmod.load_file(args.config) if args.config else configmod.default_config()
+    snapshot = load_snapshot(args.cluster)
+    added, template_of = build_nodes(list(getattr(args, "add_nodes", None) or ()), snapshot.nodes)
+    expander = Expander([*snapshot.nodes, *added], snapshot.objects)
+
+    def expand(obj: dict, where: str) -> list[tuple[dict, str]]:
+        first = len(expander.out.pods)
+        expander.expand(obj, where)
+        return [(p, f"{where}, from {obj['kind']} {obj['metadata']['name']} spec.template")
+                for p in expander.out.pods[first:]]
+    pods = load_pods(args.pods, expand)
+    simulation = Simulation(cfg, seed=args.seed, plugin_modules=args.plugin_module)
+    return simulation, snapshot, pods, {"objects": expander.out.objects, "added_nodes": added,
+                                        "added_from": template_of, "owners": expander.out.origin,
+                                        "notes": expander.out.notes}
+
+
 def main(args) -> int:
+    """``pysched simulate``; returns the exit status (``EXIT_*``)."""
     try:
-        cfg = configmod.load_file(args.config) if args.config else configmod.default_config()
-        snapshot = load_snapshot(args.cluster)
-        pods = load_pods(args.pods)
-        simulation = Simulation(cfg, seed=args.seed, plugin_modules=args.plugin_module)
-        result = simulation.run(snapshot, pods, explain=set(args.explain))
-    except (configmod.ConfigError, RegistryError) as exc:
-        print(f"pysched simulate: invalid configuration: {exc}", file=sys.stderr)
-        return 2
-    except (SnapshotError, apidefaults.AdmissionError) as exc:
-        print(f"pysched simulate: {exc}", file=sys.stderr)
-        return 2
-    if args.output == "json":
-        print(json.dumps(result.as_dict(), indent=2))
-    else:
-        print(format_text(result))
-    if args.report:
-        from pysched.tools.report import write_report
-        write_report(result, args.report)
-        if args.output != "json":
-            print(f"\nreport: {args.report}")
-    return 0 if result.all_placed else 1
+        try:
+            simulation, snapshot, pods, extra = prepare(args)
+            notes = extra.pop("notes")
+            result = simulation.run(snapshot, pods, explain=set(args.explain), **extra)
+            result.notes.extend(notes)
+        except (configmod.ConfigError, RegistryError) as exc:
+            print(f"pysched simulate: invalid configuration: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except (SnapshotError, apidefaults.AdmissionError) as exc:
+            print(f"pysched simulate: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        if args.output == "json":
+            print(json.dumps(result.as_dict(), indent=2))
+        else:
+            print(format_text(result))
+        if args.report:
+            from pysched.tools.report import write_report
+            try:
+                write_report(result, args.report)
+            except OSError as exc:
+                print(f"pysched simulate: --report: cannot write {args.report}: {exc.strerror or exc}",
+                      file=sys.stderr)
+                return EXIT_BAD_INPUT
+            if args.output != "json":
+                print(f"\nreport: {args.report}")
+        return EXIT_ALL_PLACED if result.all_placed else EXIT_UNSCHEDULABLE
+    except Exception:   # noqa: BLE001 - anything else is our bug: say so, distinctly from bad input
+        import traceback
+        print("pysched simulate: internal error (please report it with the traceback below)", file=sys.stderr)
+        traceback.print_exc()
+        return EXIT_INTERNAL

@@ -310,22 +310,35 @@ def load_snapshot(path: str | Path) -> Snapshot:
     return snap
 
 
-def load_pods(path: str | Path) -> list[dict]:
-    """Pods to simulate (Pods only; a Deployment etc. is an error, since nothing expands it)."""
+def load_pods(path: str | Path, expand=None) -> list[dict]:
+    """Pods to simulate, in file order. Workloads (``workloads.WORKLOAD_KINDS``) are handed to
+    ``expand(obj, where) -> [(pod, where)]``; without it they are an error."""
+    from pysched.tools.workloads import WORKLOAD_KINDS, WorkloadError
     pods = []
     seen: dict[str, str] = {}
-    for obj, where in read_objects(path):
+    objects = read_objects(path)
+    for obj, where in objects:
         kind = obj.get("kind")
-        if kind != "Pod":
-            raise SnapshotError(f"{path}: {_describe(obj, where)}: kind: expected Pod, got {kind!r} "
-                                "(simulate schedules Pods; expand workloads into Pods first)")
-        validate_pod(obj, path, where)
-        meta = obj["metadata"]
-        key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
-        if key in seen:
-            raise SnapshotError(f"{path}: {_describe(obj, where)}: metadata.name: duplicate of {seen[key]}")
-        seen[key] = where
-        pods.append(obj)
-    if not pods:
+        if kind in WORKLOAD_KINDS and expand is not None:
+            _metadata(path, obj, where, namespaced=True, name_problem=dns1123_subdomain_problem)
+            try:
+                produced = expand(obj, where)
+            except WorkloadError as exc:
+                raise SnapshotError(f"{path}: {exc}") from None
+        elif kind != "Pod":
+            raise SnapshotError(f"{path}: {_describe(obj, where)}: kind: expected Pod"
+                                f"{' or one of ' + ', '.join(WORKLOAD_KINDS) if expand is not None else ''}, "
+                                f"got {kind!r}")
+        else:
+            produced = [(obj, where)]
+        for pod, pod_where in produced:
+            validate_pod(pod, path, pod_where)
+            meta = pod["metadata"]
+            key = f"{meta.get('namespace') or 'default'}/{meta['name']}"
+            if key in seen:
+                raise SnapshotError(f"{path}: {_describe(pod, pod_where)}: metadata.name: duplicate of {seen[key]}")
+            seen[key] = pod_where
+            pods.append(pod)
+    if not objects:
         raise SnapshotError(f"{path}: no Pods found")
-    return pods
+    return pods     # may be empty: workloads with 0 replicas, a DaemonSet with no eligible node

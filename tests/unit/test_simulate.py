@@ -317,3 +317,59 @@ def test_report_escapes_user_text():
     page = render(res)
     assert "ns/&lt;script&gt;" in page and "&lt;/script&gt;&lt;b&gt;x" in page  # HTML escaped
     assert "<\\/script><b>x" in page and "</script><b>x" not in page  # the JSON cannot close its script
+
+
+def _util_row(name, zone, labels, alloc_cpu, used_cpu):
+    return {"node": name, "zone": zone, "labels": labels, "allocatable": {"cpu": alloc_cpu, "pods": 110},
+            "requested": {"cpu": used_cpu, "pods": 1}}
+
+
+def test_report_data_groups_by_instance_and_capacity_type_and_reason():
+    from pysched.tools import report_data
+    from pysched.tools.simulate import Placement, SimulationResult
+    it = "node.kubernetes.io/instance-type"
+    labels = [{it: "m5.large", "karpenter.sh/capacity-type": "spot"},
+              {it: "m5.large", "eks.amazonaws.com/capacityType": "ON_DEMAND"},
+              {it: "p4d.24xlarge", "karpenter.sh/capacity-type": "reserved"},   # counts as on-demand
+              {}]
+    before = {"resources": ["cpu", "pods"], "zones": [],
+              "nodes": [_util_row(f"n{i}", "z", lab, 1000, 0) for i, lab in enumerate(labels)]}
+    after = {"resources": ["cpu", "pods"], "zones": [],
+             "nodes": [_util_row(f"n{i}", "z", lab, 1000, 250 * i) for i, lab in enumerate(labels)]}
+    fit = ("0/4 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu, x: y}, 3 Insufficient cpu. "
+           "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")
+    res = SimulationResult("p", 0, [Placement("a/ok", "n0", "", "Scheduled", "p"),
+                                    Placement("a/big", None, "Unschedulable", fit, "p"),
+                                    Placement("a/big2", None, "Unschedulable", fit, "p"),
+                                    Placement("a/other", None, "NotHandled", "no profile for schedulerName 'x'", "x"),
+                                    Placement("a/m", None, "Unschedulable", "PodGroup a/g not placed (0/2 ...)", "p")],
+                           before, after)
+    view = report_data.build(res)
+    by_type = {g["key"]: (g["nodes"], g["after"]["cpu"]) for g in view["byInstanceType"]}
+    assert by_type == {"m5.large": (2, 12.5), "p4d.24xlarge": (1, 50.0), "(unlabelled)": (1, 75.0)}
+    by_cap = {g["key"]: g["nodes"] for g in view["byCapacityType"]}
+    assert by_cap == {"on-demand": 2, "spot": 1, "(unlabelled)": 1}
+    assert view["summary"]["placed"] == 1 and view["summary"]["unplaced"] == 4
+    assert view["summary"]["reasons"] == [
+        {"reason": "Insufficient cpu", "pods": 2},
+        {"reason": "node(s) had untolerated taint {dedicated: gpu, x: y}", "pods": 2},
+        {"reason": "no profile for the pod's schedulerName", "pods": 1},
+        {"reason": "pod group not placed (all or nothing)", "pods": 1}]
+    assert view["histograms"]["cpu"]["after"] == [1, 0, 1, 0, 0, 1, 0, 1, 0, 0]
+    assert view["nodeBars"] is not None  # small cluster: the per-node bar charts stay
+
+
+def test_report_explain_matrix_top_nodes_and_failures_by_reason():
+    from pysched.tools import report_data
+    trace = {"pod": "a/p", "selectedNode": "n7", "result": "Scheduled",
+             "filter": [{"plugin": "TaintToleration",
+                         "nodes": {"t0": "untolerated", "t1": "untolerated", **{f"n{i}": "passed" for i in range(30)}}},
+                        {"plugin": "NodeResourcesFit", "nodes": {"n0": "Insufficient cpu",
+                                                                 **{f"n{i}": "passed" for i in range(1, 30)}}}],
+             "score": {"Fit": {f"n{i}": {"raw": i, "normalized": i, "weighted": i} for i in range(1, 30)}},
+             "totalScores": {f"n{i}": 100 if i != 7 else 90 for i in range(1, 30)}, "feasibleNodes": []}
+    m = report_data._explain_matrix(trace)
+    assert len(m["top"]) == report_data.TOP_NODES and "n7" in [r["node"] for r in m["top"]]  # the winner is shown
+    assert [(f["plugin"], f["reason"], f["count"]) for f in m["failed"]] == [
+        ("TaintToleration", "untolerated", 2), ("NodeResourcesFit", "Insufficient cpu", 1)]
+    assert m["failedNodes"] == 3 and m["evaluated"] == 32

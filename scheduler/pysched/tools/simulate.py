@@ -43,6 +43,8 @@ from pysched.tools.offline import OfflineScheduler, Outcome
 from pysched.tools.snapshot import Snapshot, SnapshotError, load_pods, load_snapshot
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+# Node labels the report groups utilisation by (instance type; capacity type as CapacityType reads it).
+REPORT_LABELS = ("node.kubernetes.io/instance-type", "karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType")
 BASE_RESOURCES = ("cpu", "memory", "pods")
 MAX_RETRY_PASSES = 10
 
@@ -103,7 +105,8 @@ def utilisation(sim: OfflineScheduler, resources: list[str]) -> dict:
     nodes, zones = [], {}
     for name in sorted(sim.cache.nodes):
         info = sim.cache.nodes[name]
-        row = {"node": name, "zone": zone_of(info.labels), "allocatable": {}, "requested": {}}
+        row = {"node": name, "zone": zone_of(info.labels), "allocatable": {}, "requested": {},
+               "labels": {k: info.labels[k] for k in REPORT_LABELS if k in info.labels}}
         for r in resources:
             alloc = info.allocatable.get(r, 0)
             used = len(info.pods) if r == "pods" else info.requested.get(r, 0)

@@ -133,7 +133,8 @@ def test_default_rendering_mirrors_the_manifests(helm):
         ("ClusterRole", "pysched"), ("ClusterRoleBinding", "pysched"),
         ("Role", "pysched-leader-election"), ("RoleBinding", "pysched-leader-election"),
         ("ClusterRoleBinding", "pysched:auth-delegator"),
-        ("RoleBinding", "pysched:extension-apiserver-authentication-reader"),
+        ("ClusterRole", "pysched:extension-apiserver-authentication-reader"),
+        ("ClusterRoleBinding", "pysched:extension-apiserver-authentication-reader"),
         ("ClusterRole", "pysched-metrics-reader")]), "ServiceMonitor and gang scheduling are off by default"
     for o in objs:
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding"):

@@ -115,6 +115,7 @@ mount --rbind /proc "$S/root/proc"
 mount --rbind /dev "$S/root/dev"
 mount --rbind /sys "$S/root/sys"
 mount --bind "$WRITABLE" "$S/root/tmp"
+for d in $KEEP; do mkdir -p "$S/root$d"; mount --bind "$d" "$S/root$d"; mount -o remount,bind,ro "$S/root$d"; done
 for d in $TRAVERSE; do chmod o+x "$S/root$d"; done
 mount -o remount,ro "$S/root"
 exec chroot "$S/root" setpriv --reuid="$RUN_UID" --regid="$RUN_GID" --clear-groups --no-new-privs -- \
@@ -158,6 +159,11 @@ async def test_entrypoint_runs_as_65532_with_a_read_only_root(control_plane, adm
     writable.chmod(0o1777)
     assert config_path.parent == Path("/etc/pysched"), "the jail mounts the configuration at /etc/pysched"
 
+    # A checkout (and its venv) under /tmp - CI's clean clone may be there - would be hidden by the
+    # pod's /tmp: it is bind-mounted back, read-only, at its own path (the mount point is the only
+    # thing in the writable dir not written by pysched, and is left out of the checks below).
+    keep = [p for p in {REPO.resolve(), VENV_BIN.resolve().parent} if p.is_relative_to("/tmp")]
+    kept_tops = {p.relative_to("/tmp").parts[0] for p in keep}
     port = free_port()
     env = {**stage["env"], "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
            "KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(control_plane.apiserver_port)}
@@ -168,7 +174,7 @@ async def test_entrypoint_runs_as_65532_with_a_read_only_root(control_plane, adm
         proc = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sh", "-c", JAIL, "jail", str(stage_dir), *argv],
             env={**os.environ, "CONFIG_DIR": str(config_dir), "SA_DIR": str(sa_dir), "WRITABLE": str(writable),
-                 "RUN_UID": uid, "RUN_GID": gid,
+                 "RUN_UID": uid, "RUN_GID": gid, "KEEP": " ".join(str(k) for k in keep),
                  "TRAVERSE": " ".join(closed_ancestors(Path(os.path.realpath(sys.executable)).parent, REPO))},
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -200,9 +206,10 @@ async def test_entrypoint_runs_as_65532_with_a_read_only_root(control_plane, adm
         text = logged()
         assert "Read-only file system" not in text and "Permission denied" not in text, text[-4000:]
         # What pysched writes at start-up: the self-signed serving certificate, in /tmp only.
-        wrote = sorted(str(p.relative_to(writable)) for p in writable.rglob("*"))
+        written = [p for p in writable.iterdir() if p.name not in kept_tops]
+        wrote = sorted(str(q.relative_to(writable)) for p in written for q in (p, *p.rglob("*")))
         assert wrote[0] == "pysched-certs" and all(w.startswith("pysched-certs/") for w in wrote[1:]), wrote
-        assert {p.stat().st_uid for p in writable.rglob("*")} == {int(uid)}
+        assert {q.stat().st_uid for p in written for q in (p, *p.rglob("*"))} == {int(uid)}
 
         os.killpg(proc.pid, signal.SIGTERM)
         assert proc.wait(30) == 0, log_path.read_text(errors="replace")[-4000:]

@@ -211,6 +211,8 @@ async def run_one(workload: Workload, kind: str, qps: float, burst: int, rundir:
     try:
         await create_nodes(client, (workload.node(i) for i in range(workload.nodes)), concurrency=CREATE_CONCURRENCY)
         await ensure_namespace(client, NAMESPACE)
+        for path, body in workload.prelude():
+            await client.request("POST", path, body=body, rate_limit=False)
         if workload.gang_size:
             await install_podgroups(client, workload)
         sched = start_scheduler(kind, cp, qps, burst, rundir, gang=bool(workload.gang_size))

@@ -6,7 +6,9 @@ the node's pods (cpu, memory, ephemeral-storage, extended resources, pod count) 
 nodeSelector and required node affinity; NoSchedule/NoExecute taints are tolerated; required pod
 anti-affinity (and existing pods' anti-affinity against it); DoNotSchedule topology spread skew.
 A constraint it cannot check (required pod affinity, minDomains, matchLabelKeys) is reported as a
-violation of kind ``unchecked`` rather than passed silently.
+violation of kind ``unchecked`` rather than passed silently. ``check_evictions`` counts the pods
+that are gone (preemption victims) against what the workload allows; ``check_gangs`` finds
+partially placed PodGroups.
 """
 
 from __future__ import annotations
@@ -247,3 +249,25 @@ def check_gangs(pods: list[dict], min_member: dict[str, int]) -> list[Violation]
             bound[f"{pod['metadata'].get('namespace', 'default')}/{group}"] += 1
     return [Violation("partial-gang", f"{key}/*", "*", f"{bound[key]} of minMember {need} bound")
             for key, need in sorted(min_member.items()) if 0 < bound[key] < need]
+
+
+def check_evictions(pods: list[dict], label: str, created: dict[str, int],
+                    budget: dict[str, int]) -> list[Violation]:
+    """Pods removed (by preemption) beyond what is allowed. ``created``: label value (e.g. the
+    benchmark phase) -> how many pods with that value were created; ``budget``: value -> how many
+    of them may be gone (absent: none). A terminating pod (``deletionTimestamp`` set) counts as
+    gone. Too many gone means a scheduler evicted pods it did not need to, or evicted pods it must
+    not (a measured pod)."""
+    alive: dict[str, int] = defaultdict(int)
+    for pod in pods:
+        val = (pod["metadata"].get("labels") or {}).get(label)
+        if val is not None and not pod["metadata"].get("deletionTimestamp"):
+            alive[val] += 1
+    out = []
+    for val, count in sorted(created.items()):
+        gone = count - alive[val]
+        allowed = budget.get(val, 0)
+        if gone > allowed:
+            out.append(Violation("eviction", f"*/{label}={val}", "*",
+                                 f"{gone} of {count} pods gone, at most {allowed} allowed"))
+    return out

@@ -2,8 +2,9 @@
 
 Node and pod shapes follow scheduler_perf's templates (``node-default.yaml``: 4 CPU, 32Gi, 110
 pods; ``pod-default.yaml``: one pause container, 100m / 500Mi) with zone and instance-type labels
-on every node. A workload is data plus two builder functions; the same pods (only
-``schedulerName`` differs) go to every scheduler under test.
+on every node. A workload is data plus two builder functions and a prelude (cluster objects such
+as PriorityClasses that the driver creates before any scheduler starts); the same pods (only
+``schedulerName`` differs) go to every scheduler under test, and every builder is deterministic.
 """
 
 from __future__ import annotations
@@ -112,6 +113,75 @@ def anti_affinity_pod(i: int, scheduler: str, phase: str) -> dict:
     return pod
 
 
+# -- pod anti-affinity with many distinct terms ---------------------------------------------------
+
+GROUP_LABEL = "bench.pysched.io/group"
+HOSTNAME = "kubernetes.io/hostname"
+MANY_TERMS_GROUP_SIZE = 2   # pods of one phase per group: init pod i and measured pod i share group i // 2
+
+
+def many_terms_group(i: int) -> int:
+    return i // MANY_TERMS_GROUP_SIZE
+
+
+def _group(g: int) -> str:
+    return f"g-{g:04d}"
+
+
+def many_terms_pod(i: int, scheduler: str, phase: str) -> dict:
+    """Pod ``i`` of either phase is in group ``g = i // 2`` (so a group has 2 init and 2 measured
+    pods) and has required anti-affinity to its own group on the hostname; even pods also prefer
+    (weight 50) to stay out of the zones of group g+1, pods with ``i % 4 == 1`` prefer (weight 10)
+    the zones of groups g+2 or g+3 (a matchExpressions selector). The selectors name groups that
+    may not exist (past the last one): such a term matches no pod, which is harmless."""
+    pod = default_pod(i, scheduler, phase)
+    g = many_terms_group(i)
+    pod["metadata"]["labels"][GROUP_LABEL] = _group(g)
+    affinity: dict = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {GROUP_LABEL: _group(g)}}, "topologyKey": HOSTNAME}]}}
+    if i % 2 == 0:
+        affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"] = [{
+            "weight": 50, "podAffinityTerm": {
+                "labelSelector": {"matchLabels": {GROUP_LABEL: _group(g + 1)}}, "topologyKey": ZONE}}]
+    if i % 4 == 1:
+        affinity["podAffinity"] = {"preferredDuringSchedulingIgnoredDuringExecution": [{
+            "weight": 10, "podAffinityTerm": {
+                "labelSelector": {"matchExpressions": [
+                    {"key": GROUP_LABEL, "operator": "In", "values": [_group(g + 2), _group(g + 3)]}]},
+                "topologyKey": ZONE}}]}
+    pod["spec"]["affinity"] = affinity
+    return pod
+
+
+# -- preemption --------------------------------------------------------------------------------
+
+PRIORITY_CLASSES_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
+LOW_PRIORITY = ("bench-low", 1)
+HIGH_PRIORITY = ("bench-high", 1000)
+PREEMPTION_CPU = "900m"     # 4 fill a 4-CPU node (400m left); a measured pod needs one of them gone
+
+
+def priority_classes() -> list[tuple[str, dict]]:
+    return [(PRIORITY_CLASSES_PATH, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                     "metadata": {"name": name}, "value": value,
+                                     "description": "pysched benchmark (Preemption workload)"})
+            for name, value in (LOW_PRIORITY, HIGH_PRIORITY)]
+
+
+def preemption_pod(i: int, scheduler: str, phase: str) -> dict:
+    """scheduler_perf's pod-low-priority shape (900m / 500Mi, ``terminationGracePeriodSeconds: 0``
+    so a victim's delete removes it at once without a kubelet) for both phases: init pods in
+    ``bench-low``, measured pods in ``bench-high``. ``spec.priority`` is set to the class's value
+    too (the Priority admission plugin accepts a matching value and fills it in if absent; with the
+    plugin off, as in scheduler_perf, the explicit value is what counts)."""
+    cls, value = HIGH_PRIORITY if phase == "measure" else LOW_PRIORITY
+    pod = make_pod(f"{phase}-{i:05d}", namespace=NAMESPACE, scheduler=scheduler, cpu=PREEMPTION_CPU,
+                   memory="500Mi", labels={PHASE_LABEL: phase}, priority=value)
+    pod["spec"]["priorityClassName"] = cls
+    pod["spec"]["terminationGracePeriodSeconds"] = 0
+    return pod
+
+
 # -- gangs (PodGroups) ---------------------------------------------------------------------------
 
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -148,6 +218,10 @@ def podgroups(workload: Workload) -> list[dict]:
             for g in range(workload.measure_pods // size)]
 
 
+def no_prelude() -> list[tuple[str, dict]]:
+    return []
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -160,6 +234,8 @@ class Workload:
     tags: tuple[str, ...] = field(default_factory=tuple)
     gang_size: int = 0        # > 0: measured pods form PodGroups of this size (pysched runs Coscheduling)
     gpus_per_node: int = 0    # gang workloads: how many GPUs each node has (each member takes one)
+    prelude: Callable[[], list[tuple[str, dict]]] = no_prelude
+    preemption_victims: int = 0   # preemption workloads: init pods each measured pod must evict
 
     def scaled(self, nodes: int, init_pods: int, measure_pods: int) -> Workload:
         return replace(self, nodes=nodes, init_pods=init_pods, measure_pods=measure_pods)
@@ -178,12 +254,26 @@ class Workload:
         """Measured pods that a correct scheduler binds: all, or for gangs only whole fitting groups."""
         return self.fitting_groups * self.gang_size if self.gang_size else self.measure_pods
 
+    @property
+    def eviction_budget(self) -> dict[str, int]:
+        """How many pods of each phase may be gone at the end (``bench.verify.check_evictions``).
+        No workload may lose a measured pod, and only preemption workloads lose init pods: at least
+        ``preemption_victims`` per measured pod, and a few more are no error: with 50 nodes
+        kube-scheduler evicted 52 and pysched 51 pods for 50 preemptors. (pysched's log shows the
+        race: preemptor A is nominated to a node, B is nominated there too and picks a second
+        victim; A is retried before that victim's delete arrives, the node looks full with B
+        counted, and A preempts again elsewhere.) Twice the minimum allows that but not victim
+        sets that are not minimal (with a 900m preemptor, evicting all four pods of a node is 4x)."""
+        return {"init": 2 * self.measure_pods * self.preemption_victims, "measure": 0}
+
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("SchedulingBasic/500Nodes", 500, 500, 1000,
              description="default pods (100m, 500Mi) on plain nodes"),
     Workload("SchedulingBasic/5000Nodes_10000Pods", 5000, 1000, 10000,
              description="default pods on 5,000 plain nodes", tags=("large",)),
+    Workload("SchedulingBasic/15000Nodes_10000Pods", 15000, 1000, 10000,
+             description="default pods on 15,000 plain nodes", tags=("large",)),
     Workload("SchedulingNodeAffinity/1000Nodes", 1000, 1000, 2000, node=default_node, pod=affinity_pod,
              description="required node affinity zone In [zone-a, zone-b]"),
     Workload("SchedulingTaintsTolerations/1000Nodes", 1000, 1000, 2000, node=tainted_node, pod=toleration_pod,
@@ -194,6 +284,15 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              description="10% tainted 8-GPU nodes, 40% tainted spot nodes; GPU, spot-tolerant and on-demand pods"),
     Workload("SchedulingPodAntiAffinity/2000Nodes", 2000, 1000, 1000, pod=anti_affinity_pod,
              description="1,000 pods with required anti-affinity to each other on hostname"),
+    Workload("SchedulingPodAntiAffinity/ManyTerms_2000Nodes", 2000, 1000, 1000, pod=many_terms_pod,
+             description="500 groups of 2 init + 2 measured pods, each with required anti-affinity to its own "
+                         "group on hostname; half also prefer (weight 50) to avoid the next group's zones, a "
+                         "quarter prefer (weight 10) the zones of groups g+2/g+3: 1,250 distinct terms"),
+    Workload("Preemption/500Nodes", 500, 2000, 500, pod=preemption_pod, prelude=priority_classes,
+             preemption_victims=1,
+             description="2,000 bench-low (priority 1) init pods of 900m fill 500 4-CPU nodes; 500 bench-high "
+                         "(1000) measured pods of 900m each preempt one (scheduler_perf PreemptionBasic with "
+                         "one victim per preemptor)"),
     Workload("GangScheduling/100Nodes_150Groups", 100, 100, 1200, node=gang_node, pod=make_gang_pod(8),
              gang_size=8, gpus_per_node=8, tags=("gang",),
              description="150 PodGroups of 8 one-GPU pods onto 100 8-GPU nodes that hold 100 groups; pysched "

@@ -105,3 +105,26 @@ def test_pod_on_missing_node_and_unchecked_constraints_are_reported():
 def test_unbound_pods_are_ignored():
     nodes = [make_node("n1", cpu="1")]
     assert verify.check_placements(nodes, [make_pod("p", cpu="5")]) == []
+
+
+def phase_pod(name: str, phase: str, deleting: bool = False) -> dict:
+    pod = make_pod(name, labels={"phase": phase})
+    if deleting:
+        pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return pod
+
+
+def test_evictions_within_the_budget_pass():
+    pods = [phase_pod(f"i{k}", "init") for k in range(3)] + [phase_pod(f"m{k}", "measure") for k in range(2)]
+    created = {"init": 5, "measure": 2}
+    assert verify.check_evictions(pods, "phase", created, {"init": 2, "measure": 0}) == []
+
+
+def test_evictions_beyond_the_budget_and_lost_measured_pods_are_violations():
+    pods = [phase_pod("i0", "init"), phase_pod("i1", "init", deleting=True), phase_pod("m0", "measure")]
+    vs = verify.check_evictions(pods, "phase", {"init": 4, "measure": 2}, {"init": 2})
+    assert [(v.kind, v.pod, v.detail) for v in vs] == [
+        ("eviction", "*/phase=init", "3 of 4 pods gone, at most 2 allowed"),
+        ("eviction", "*/phase=measure", "1 of 2 pods gone, at most 0 allowed")]
+    # Pods without the label are not counted.
+    assert verify.check_evictions([make_pod("x")], "phase", {"init": 0}, {}) == []

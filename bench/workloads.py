@@ -148,6 +148,9 @@ def podgroups(workload: Workload) -> list[dict]:
             for g in range(workload.measure_pods // size)]
 
 
+def no_prelude() -> list[tuple[str, dict]]: return []
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -160,6 +163,7 @@ class Workload:
     tags: tuple[str, ...] = field(default_factory=tuple)
     gang_size: int = 0        # > 0: measured pods form PodGroups of this size (pysched runs Coscheduling)
     gpus_per_node: int = 0    # gang workloads: how many GPUs each node has (each member takes one)
+    prelude: Callable[[], list[tuple[str, dict]]] = no_prelude
 
     def scaled(self, nodes: int, init_pods: int, measure_pods: int) -> Workload:
         return replace(self, nodes=nodes, init_pods=init_pods, measure_pods=measure_pods)

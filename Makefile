@@ -12,7 +12,7 @@ DOCKER ?= docker
 # empty: the Dockerfile's pinned default
 BASE_IMAGE ?=
 PYTEST_ARGS ?=
-BENCH_ARGS ?= --results-md bench/RESULTS.md
+BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
 .PHONY: all venv install control-plane helm lint test unit e2e demo bench bench-smoke image image-push clean
 

@@ -6,18 +6,27 @@ list's resourceVersion, so nothing created after READY is missed), and follows t
 ``N`` pods have ``spec.nodeName`` or ``--timeout`` passes. It writes
 ``{"pods": {name: {"seen": t, "bound": t|null, "node": name|null}}}`` with wall-clock
 (``time.time()``) timestamps so the driver can line them up with its own clock.
+
+The driver side is ``spawn``: it starts this module as a child process (which inherits the
+driver's CPU affinity), waits for ``READY`` and returns a handle whose ``records()`` waits for the
+process to finish and reads its output.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 from pysched.client.auth import load as load_credentials
 from pysched.client.rest import ApiError, KubeClient
+
+from .process import BenchError
 
 
 async def watch(args) -> dict:
@@ -70,6 +79,57 @@ async def watch(args) -> dict:
     finally:
         await client.close()
     return {"pods": records}
+
+
+class Spawned:
+    """A running watcher process (driver side)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, out: Path):
+        self.proc, self.out = proc, out
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    async def records(self, alive: Callable[[], None]) -> dict[str, dict]:
+        """Wait until the watcher has seen every pod bound (or timed out); ``alive()`` is called every
+        second and may raise to abort the wait. Returns ``{pod name: {"seen", "bound", "node"}}``."""
+        while self.proc.returncode is None:
+            alive()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 1.0)
+            except TimeoutError:
+                pass
+        if self.proc.returncode != 0 or not self.out.exists():
+            raise BenchError(f"watcher exited with {self.proc.returncode}")
+        return json.loads(self.out.read_text())["pods"]
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+
+
+async def spawn(kubeconfig: Path, namespace: str, selector: str, expect: int, timeout: float,
+                rundir: Path, cwd: Path) -> Spawned:
+    """Start ``python -m bench.watcher`` and return once it printed READY (its list is done)."""
+    out = rundir / "watcher.json"
+    out.unlink(missing_ok=True)
+    with open(rundir / "watcher.log", "ab") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.watcher", "--kubeconfig", str(kubeconfig), "--namespace", namespace,
+            "--selector", selector, "--expect", str(expect), "--timeout", str(timeout), "--out", str(out),
+            cwd=cwd, stdout=asyncio.subprocess.PIPE, stderr=log)
+    spawned = Spawned(proc, out)
+    assert proc.stdout is not None
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 120)
+    except TimeoutError:
+        line = b""
+    if line.strip() != b"READY":
+        spawned.kill()
+        raise BenchError(f"watcher did not start: {line!r}")
+    return spawned
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,12 +1,15 @@
-"""A tiny run of ``make bench`` so the benchmark cannot rot: every scheduler, verification, chart.
+"""A tiny run of ``make bench`` so the benchmark cannot rot: every mode, repeats in ABBA order,
+both schedulers, the Events wait, the /metrics scrapes, verification, charts and the report.
 
-No speed is asserted here (speed is what ``make bench`` reports); the test checks that each
-scheduler bound every measured pod, that pysched's and kube-scheduler's placements pass the
-independent checker, and that the checker is live end to end: the null binder, which ignores
+No speed is asserted here (speed is what ``make bench`` reports); the test checks that in every
+run each scheduler bound every measured pod, that the placements pass the independent checker,
+that each posted a Scheduled Event per bound pod before the end sample, that both schedulers'
+/metrics were scraped, and that the checker is live end to end: the null binder, which ignores
 every constraint, is caught violating the GPU/spot workload's taints and resources.
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,24 +20,62 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 
 
+def bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench.run", "--workloads", "smoke", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=1500)
+
+
 def test_bench_smoke_run(control_plane, tmp_path):
     out = tmp_path / "bench"
     md = tmp_path / "report" / "RESULTS.md"
-    proc = subprocess.run([sys.executable, "-m", "bench.run", "--workloads", "smoke", "--qps", "5000/5000",
-                           "--out", str(out), "--results-md", str(md)],
-                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    proc = bench("--modes", "drain,steady,burst", "--repeats", "2", "--schedulers", "pysched,kube-scheduler",
+                 "--out", str(out), "--results-md", str(md))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = {r["scheduler"]: r for r in json.loads((out / "results.json").read_text())}
-    assert set(results) == {"pysched", "kube-scheduler", "null-binder"}
-    for name, r in results.items():
-        assert r["error"] == "", (name, r["error"])
-        assert r["summary"]["bound"] == r["summary"]["pods"] == 16, name
-        assert len(r["bind_offsets"]) == 16
-        assert r["peak_rss_mib"] > 0 and r["summary"]["avg"] > 0
-    assert results["pysched"]["violations"] == []
-    assert results["kube-scheduler"]["violations"] == []
-    assert results["null-binder"]["violations"], "the checker should catch the null binder's blind placements"
+    doc = json.loads((out / "results.json").read_text())
+    runs = doc["runs"]
+    # ABBA: per mode, repeat 0 in the given order, repeat 1 reversed.
+    order = [(r["mode"], r["repeat"], r["scheduler"]) for r in runs]
+    assert order == [(m, r, s) for m in ("drain", "steady", "burst")
+                     for r, ss in ((0, ("pysched", "kube-scheduler")), (1, ("kube-scheduler", "pysched")))
+                     for s in ss]
+    cpus = sorted(os.sched_getaffinity(0))
+    for r in runs:
+        what = (r["mode"], r["repeat"], r["scheduler"])
+        assert r["error"] == "", (what, r["error"])
+        assert r["summary"]["bound"] == r["summary"]["pods"] == 16, what
+        assert len(r["bind_offsets"]) == 16, what
+        assert r["violations"] == [], what
+        assert r["events"]["posted"] == 16 and not r["events"]["short"], (what, r["events"])
+        assert r["metrics"]["attempts"] and r["metrics"]["attempts"] > 0, (what, r["metrics"])
+        assert r["metrics"]["api_requests_per_pod"] > 0, (what, r["metrics"])
+        assert r["cpu_s"] is not None and r["peak_rss_mib"] > 0, what
+        assert "other_cpu_per_s" in r["load"] and r["load"]["loadavg_start"], what
+        if len(cpus) >= 2:
+            assert r["affinity"]["scheduler"] == str(cpus[-1]), (what, r["affinity"])
+        if r["mode"] == "drain":
+            assert r["drain"]["time_to_first_bind_s"] > 0, what
+            assert r["summary"]["latency_p50_ms"] is None, what
+        else:
+            assert r["summary"]["latency_p50_ms"] > 0, what
+        if r["mode"] == "steady":
+            assert r["target_rate"] == 100.0 and r["create_rate"] > 0, what
+    assert doc["pinning"]["mode"] == "auto" and doc["repeats"] == 2
     text = md.read_text()
-    assert "| Smoke/GPUSpotMix | 5000/5000 | pysched |" in text and "kube-scheduler" in text
+    for title in ("## Method", "## Drain", "## Drain: extension-point means", "## Steady", "## Burst",
+                  "## Other load on the machine"):
+        assert title in text, title
+    assert "| Smoke/GPUSpotMix | 5000/5000 | pysched |" in text and "| 2/2 |" in text
+    assert "Pinning" in text and "ABBA" in text
     chart = md.parent / "charts" / "Smoke_GPUSpotMix.png"
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_catches_the_null_binders_violations(control_plane, tmp_path):
+    out = tmp_path / "bench"
+    proc = bench("--modes", "burst", "--repeats", "1", "--schedulers", "null-binder", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]   # its violations are expected
+    (r,) = json.loads((out / "results.json").read_text())["runs"]
+    assert r["scheduler"] == "null-binder" and r["error"] == ""
+    assert r["summary"]["bound"] == 16
+    assert r["violations"], "the checker should catch the null binder's blind placements"
+    assert r["events"] == {} and r["metrics"] == {}

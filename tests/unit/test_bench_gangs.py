@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bench import gangs, verify
-from bench.run import coscheduling_profile, failed_runs, gang_table
+from bench import aggregate, gangs, verify
+from bench.report import failed_runs, gang_table
+from bench.schedulers import coscheduling_profile
 from bench.workloads import GANG_LABEL, GPU, WORKLOADS, podgroups
 from pysched_dev.testkit import make_node, make_pod
 
@@ -62,8 +63,9 @@ def test_partial_groups_are_violations_whole_and_empty_ones_are_not():
     assert verify.check_placements([make_node("n1")], pods) == []   # the generic checker does not see gangs
 
 
-def _result(scheduler, partial, error=""):
-    return {"workload": "GangScheduling/x", "scheduler": scheduler, "qps": 50.0, "burst": 100, "error": error,
+def _result(scheduler, partial, error="", repeat=0):
+    return {"workload": "GangScheduling/x", "mode": "burst", "repeat": repeat, "scheduler": scheduler, "qps": 50.0,
+            "burst": 100, "error": error,
             "violations": [], "gang": {"groups": 3, "fitting": 2, "placed": 2 - partial, "partial": partial,
                                         "group_size": 2, "groups_per_s": 1.5, "admit_p50_ms": 10.0,
                                         "admit_p99_ms": 20.0}}
@@ -72,7 +74,10 @@ def _result(scheduler, partial, error=""):
 def test_partial_groups_fail_pysched_but_not_the_kube_scheduler_reference_row():
     assert failed_runs([_result("pysched", 0), _result("kube-scheduler", 2)]) == []
     assert [r["scheduler"] for r in failed_runs([_result("pysched", 1)])] == ["pysched"]
-    text = gang_table([_result("pysched", 0), _result("kube-scheduler", 1)])
+    text = gang_table(aggregate.cells([_result("pysched", 0), _result("kube-scheduler", 1),
+                                       _result("kube-scheduler", 0, repeat=1)]))
     assert "| pysched | Coscheduling | 2 / 2 / 3 | 0 | 1.50 | 10 | 20 |" in text
-    assert "| kube-scheduler | none (reference) | 1 / 2 / 3 | 1 |" in text
-    assert gang_table([{"gang": {}}]) == ""
+    assert "| kube-scheduler | none (reference) | 1 / 2 / 3 | 1 |" in text   # the worst repeat
+    no_gang = _result("pysched", 0)
+    no_gang["gang"] = {}
+    assert gang_table(aggregate.cells([no_gang])) == ""

@@ -1,0 +1,170 @@
+"""Runs grouped into cells, figures summarised over repeats, and the targets evaluated.
+
+A cell is one (workload, mode, client QPS/burst, scheduler); its figures are the median and range
+of the repeats that completed (``bench.stats.spread``); a comparison is the ratio of medians
+pysched / kube-scheduler. The targets are evaluated on drain mode for workloads with at least
+``TARGET_MIN_NODES`` nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .schedulers import KUBE, PYSCHED
+from .scrape import EXTENSION_POINTS
+from .stats import Spread, ratio, spread
+
+TARGET_MIN_NODES = 5000
+
+
+def _get(*path: str) -> Callable[[dict], float | None]:
+    def get(run: dict) -> float | None:
+        cur: object = run
+        for k in path:
+            if not isinstance(cur, dict):
+                return None
+            cur = cur.get(k)
+        return float(cur) if isinstance(cur, int | float) and not isinstance(cur, bool) else None
+    return get
+
+
+def _loadavg1(run: dict) -> float | None:
+    avg = (run.get("load") or {}).get("loadavg_start") or []
+    return float(avg[0]) if avg else None
+
+
+def _throughput(run: dict) -> float | None:
+    if run.get("mode") == "drain":
+        return _get("drain", "drain_pods_per_s")(run)
+    return _get("summary", "avg")(run)
+
+
+def _metrics_cpu_per_1000(run: dict) -> float | None:
+    cpu, bound = _get("metrics", "cpu_s")(run), _get("summary", "bound")(run)
+    return cpu / bound * 1000 if cpu is not None and bound else None
+
+
+FIGURES: dict[str, Callable[[dict], float | None]] = {
+    "throughput": _throughput,                       # drain: bound / (last - first bind); else pods/s avg
+    "overall": _get("drain", "overall_pods_per_s"),
+    "ttfb": _get("drain", "time_to_first_bind_s"),
+    "pps_p50": _get("summary", "p50"), "pps_p90": _get("summary", "p90"), "pps_p99": _get("summary", "p99"),
+    "lat_p50": _get("summary", "latency_p50_ms"), "lat_p90": _get("summary", "latency_p90_ms"),
+    "lat_p99": _get("summary", "latency_p99_ms"),
+    "create_rate": _get("create_rate"),
+    "cpu_per_1000": _get("cpu_s_per_1000_pods"),
+    "metrics_cpu_per_1000": _metrics_cpu_per_1000,
+    "peak_rss": _get("peak_rss_mib"),
+    "events": _get("events", "posted"),
+    "api_per_pod": _get("metrics", "api_requests_per_pod"),
+    "attempts": _get("metrics", "attempts"),
+    "attempt_p50": _get("metrics", "attempt_p50_ms"), "attempt_p99": _get("metrics", "attempt_p99_ms"),
+    "other_cpu": _get("load", "other_cpu_per_s"),
+    "loadavg1": _loadavg1,
+    **{f"ext:{ep}": _get("metrics", "extension_point_mean_ms", ep) for ep in EXTENSION_POINTS},
+}
+
+
+@dataclass
+class Cell:
+    workload: str
+    mode: str
+    qps: float
+    burst: int
+    scheduler: str
+    nodes: int
+    runs: list[dict] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple:
+        return (self.workload, self.mode, self.qps, self.scheduler)
+
+    @property
+    def completed(self) -> list[dict]:
+        return [r for r in self.runs if not r.get("error")]
+
+    def fig(self, name: str) -> Spread | None:
+        return spread(FIGURES[name](r) for r in self.completed)
+
+    @property
+    def verified(self) -> int:
+        """Repeats that bound every pod and whose placements passed ``bench.verify``."""
+        return sum(1 for r in self.runs if not r.get("error") and not r.get("violations"))
+
+    @property
+    def events_short(self) -> int:
+        """Repeats whose Scheduled Events fell short of the bound pods."""
+        return sum(1 for r in self.runs if (r.get("events") or {}).get("short"))
+
+
+def cells(results: list[dict]) -> list[Cell]:
+    """Cells in the order their first run appears."""
+    out: dict[tuple, Cell] = {}
+    for r in results:
+        key = (r["workload"], r["mode"], r["qps"], r["scheduler"])
+        cell = out.get(key)
+        if cell is None:
+            cell = out[key] = Cell(r["workload"], r["mode"], r["qps"], r["burst"], r["scheduler"], r.get("nodes", 0))
+        cell.runs.append(r)
+    return list(out.values())
+
+
+def peer(all_cells: list[Cell], cell: Cell, scheduler: str) -> Cell | None:
+    for c in all_cells:
+        if (c.workload, c.mode, c.qps, c.scheduler) == (cell.workload, cell.mode, cell.qps, scheduler):
+            return c
+    return None
+
+
+def ratio_to_kube(all_cells: list[Cell], cell: Cell, figure: str) -> float | None:
+    """Ratio of medians pysched / kube-scheduler of ``figure`` (only for pysched's cell)."""
+    if cell.scheduler != PYSCHED:
+        return None
+    kube = peer(all_cells, cell, KUBE)
+    return ratio(cell.fig(figure), kube.fig(figure)) if kube else None
+
+
+@dataclass(frozen=True)
+class Target:
+    workload: str
+    qps: float
+    name: str
+    rule: str
+    ours: float | None
+    theirs: float | None
+    value: float | None      # the ratio (for ratio targets) or ours
+    passed: bool | None      # None: not measurable (a cell or a figure missing)
+
+
+TARGETS: tuple[tuple[str, str, str, str, float], ...] = (
+    # (name, figure, rule text, kind, bound): kind ratio_min / ratio_max compare ours / kube's with bound,
+    # kind le compares ours <= kube's (bound unused)
+    ("drain throughput", "throughput", ">= 2.0x kube", "ratio_min", 2.0),
+    ("scheduler CPU per pod", "cpu_per_1000", "<= 0.4x kube", "ratio_max", 0.4),
+    ("time to first bind", "ttfb", "<= kube's", "le", 0.0),
+    ("peak RSS", "peak_rss", "<= kube's", "le", 0.0),
+)
+
+
+def evaluate_targets(all_cells: list[Cell], min_nodes: int = TARGET_MIN_NODES) -> list[Target]:
+    out = []
+    for cell in all_cells:
+        if cell.mode != "drain" or cell.scheduler != PYSCHED or cell.nodes < min_nodes:
+            continue
+        kube = peer(all_cells, cell, KUBE)
+        for name, figure, rule, kind, bound in TARGETS:
+            ours = cell.fig(figure)
+            theirs = kube.fig(figure) if kube else None
+            o = ours.median if ours else None
+            t = theirs.median if theirs else None
+            if o is None or t is None:
+                out.append(Target(cell.workload, cell.qps, name, rule, o, t, None, None))
+                continue
+            if kind in ("ratio_min", "ratio_max"):
+                value = o / t if t else None
+                passed = None if value is None else (value >= bound if kind == "ratio_min" else value <= bound)
+            else:
+                value, passed = o, o <= t
+            out.append(Target(cell.workload, cell.qps, name, rule, o, t, value, passed))
+    return out

@@ -1,0 +1,256 @@
+"""The benchmark's tables (Markdown, also printed) and which runs make ``bench.run`` exit 1.
+
+One table per mode (drain, steady, burst) with every figure as ``median [min-max]`` over the
+repeats of a cell and ratios of medians pysched / kube-scheduler; the drain extension-point means;
+the other load on the machine; the targets (drain, >= 5,000 nodes); the gang table; the method.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import aggregate
+from .aggregate import Cell
+from .schedulers import NULL, PYSCHED
+from .scrape import EXTENSION_POINTS
+from .stats import Spread, spread
+
+NA = "n/a"
+
+
+def fmt(s: Spread | None, nd: int = 0, of: int = 0) -> str:
+    """``median [min-max]`` (just the value for one repeat or no spread), n/a when not measured;
+    ``(k/N repeats)`` when only k of the ``of`` repeats had the figure."""
+    if s is None:
+        return NA
+    med = f"{s.median:,.{nd}f}"
+    text = med if s.n == 1 or round(s.low, nd) == round(s.high, nd) else f"{med} [{s.low:,.{nd}f}-{s.high:,.{nd}f}]"
+    return text + (f" ({s.n}/{of} repeats)" if s.n < of else "")
+
+
+def cf(c: Cell, figure: str, nd: int = 0) -> str:
+    """A cell's figure over its completed repeats."""
+    return fmt(c.fig(figure), nd, of=len(c.completed))
+
+
+def fmt_ratio(x: float | None) -> str:
+    return NA if x is None else f"**{x:.2f}**"
+
+
+def _qps(c: Cell) -> str:
+    return f"{c.qps:g}/{c.burst}"
+
+
+def _verified(c: Cell) -> str:
+    if c.scheduler == NULL:
+        n = max((len(r.get("violations") or []) for r in c.runs), default=0)
+        return f"n/a (no filtering: up to {n} violations)"
+    errors = [r["error"] for r in c.runs if r.get("error")]
+    text = f"{c.verified}/{len(c.runs)}"
+    if c.verified < len(c.runs):
+        text = f"**{text}**"
+        if errors:
+            text += f" ({errors[0][:80]})"
+    return text
+
+
+def _events(c: Cell) -> str:
+    if c.scheduler == NULL:
+        return NA
+    text = cf(c, "events")
+    if c.events_short:
+        text += f" **below bound in {c.events_short}/{len(c.runs)}**"
+    return text
+
+
+def _table(head: list[str], align: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _cells(all_cells: list[Cell], mode: str) -> list[Cell]:
+    return [c for c in all_cells if c.mode == mode]
+
+
+def drain_table(all_cells: list[Cell]) -> str:
+    rows = []
+    for c in _cells(all_cells, "drain"):
+        r = aggregate.ratio_to_kube
+        rows.append([c.workload, _qps(c), c.scheduler, cf(c, "throughput"),
+                     fmt_ratio(r(all_cells, c, "throughput")),
+                     cf(c, "overall"), cf(c, "ttfb", 2), cf(c, "cpu_per_1000", 2),
+                     fmt_ratio(r(all_cells, c, "cpu_per_1000")), cf(c, "peak_rss"), _events(c),
+                     cf(c, "api_per_pod", 2), cf(c, "attempt_p50", 1), cf(c, "attempt_p99", 1),
+                     _verified(c)])
+    if not rows:
+        return ""
+    head = ["workload", "QPS/burst", "scheduler", "drain pods/s", "ratio ours/kube", "overall pods/s",
+            "time to first bind s", "sched CPU s / 1,000 pods", "CPU ratio ours/kube", "peak RSS MiB",
+            "events posted", "API requests / pod", "attempt p50 ms", "attempt p99 ms", "placements verified"]
+    return _table(head, ["---"] * 3 + ["---:"] * 11 + ["---"], rows)
+
+
+def extension_table(all_cells: list[Cell]) -> str:
+    rows = []
+    for c in _cells(all_cells, "drain"):
+        if c.scheduler == NULL:
+            continue
+        rows.append([c.workload, _qps(c), c.scheduler] + [cf(c, f"ext:{ep}", 3) for ep in EXTENSION_POINTS])
+    if not rows:
+        return ""
+    return _table(["workload", "QPS/burst", "scheduler"] + [f"{ep} ms" for ep in EXTENSION_POINTS],
+                  ["---"] * 3 + ["---:"] * len(EXTENSION_POINTS), rows)
+
+
+def steady_table(all_cells: list[Cell]) -> str:
+    rows = []
+    for c in _cells(all_cells, "steady"):
+        target = spread(r.get("target_rate") for r in c.completed)
+        rows.append([c.workload, _qps(c), c.scheduler, fmt(target), cf(c, "create_rate", 1),
+                     cf(c, "lat_p50"), cf(c, "lat_p90"), cf(c, "lat_p99"),
+                     cf(c, "cpu_per_1000", 2), _events(c), _verified(c)])
+    if not rows:
+        return ""
+    head = ["workload", "QPS/burst", "scheduler", "target create/s", "achieved create/s", "latency p50 ms",
+            "latency p90 ms", "latency p99 ms", "sched CPU s / 1,000 pods", "events posted", "placements verified"]
+    return _table(head, ["---"] * 3 + ["---:"] * 7 + ["---"], rows)
+
+
+def burst_table(all_cells: list[Cell]) -> str:
+    rows = []
+    for c in _cells(all_cells, "burst"):
+        rows.append([c.workload, _qps(c), c.scheduler, cf(c, "throughput"),
+                     fmt_ratio(aggregate.ratio_to_kube(all_cells, c, "throughput")),
+                     cf(c, "pps_p50"), cf(c, "pps_p90"), cf(c, "pps_p99"), cf(c, "create_rate"),
+                     cf(c, "lat_p50"), cf(c, "lat_p99"), cf(c, "cpu_per_1000", 2),
+                     cf(c, "peak_rss"), _events(c), _verified(c)])
+    if not rows:
+        return ""
+    head = ["workload", "QPS/burst", "scheduler", "pods/s avg", "ratio ours/kube", "per-second p50", "p90", "p99",
+            "create/s", "latency p50 ms", "latency p99 ms", "sched CPU s / 1,000 pods", "peak RSS MiB",
+            "events posted", "placements verified"]
+    return _table(head, ["---"] * 3 + ["---:"] * 11 + ["---"], rows)
+
+
+def load_table(all_cells: list[Cell]) -> str:
+    rows = [[c.workload, c.mode, _qps(c), c.scheduler, str(len(c.runs)), cf(c, "loadavg1", 2),
+             cf(c, "other_cpu", 2)] for c in all_cells]
+    if not rows:
+        return ""
+    return _table(["workload", "mode", "QPS/burst", "scheduler", "repeats", "loadavg 1 min at start",
+                   "other CPU (CPU-s/s)"], ["---"] * 4 + ["---:"] * 3, rows)
+
+
+def _num(x: float | None, nd: int) -> str:
+    return NA if x is None else f"{x:,.{nd}f}"
+
+
+def targets_table(all_cells: list[Cell]) -> str:
+    targets = aggregate.evaluate_targets(all_cells)
+    if not targets:
+        return ""
+    rows = []
+    for t in targets:
+        nd = 3 if t.name in ("time to first bind", "scheduler CPU per pod") else 1
+        value = _num(t.value, 2) + "x" if t.value is not None and "x kube" in t.rule else _num(t.value, nd)
+        result = NA if t.passed is None else ("PASS" if t.passed else "**FAIL**")
+        rows.append([t.workload, f"{t.qps:g}", t.name, t.rule, _num(t.ours, nd), _num(t.theirs, nd), value, result])
+    return _table(["workload", "QPS", "target", "rule", "pysched (median)", "kube-scheduler (median)", "value",
+                   "result"], ["---"] * 4 + ["---:"] * 3 + ["---"], rows)
+
+
+def gang_table(all_cells: list[Cell]) -> str:
+    """Gang workloads: groups placed, partial groups, groups/s and admit times ("" when none ran)."""
+    rows = []
+    for c in all_cells:
+        gs = [r["gang"] for r in c.runs if r.get("gang")]
+        if not gs:
+            continue
+        sem = "Coscheduling" if c.scheduler == PYSCHED else "none (reference)"
+        rows.append([c.workload, c.mode, _qps(c), c.scheduler, sem,
+                     f"{min(g['placed'] for g in gs)} / {gs[0]['fitting']} / {gs[0]['groups']}",
+                     str(max(g["partial"] for g in gs)), fmt(spread(g["groups_per_s"] for g in gs), 2),
+                     fmt(spread(g["admit_p50_ms"] for g in gs)), fmt(spread(g["admit_p99_ms"] for g in gs))])
+    if not rows:
+        return ""
+    return _table(["workload", "mode", "QPS/burst", "scheduler", "gang semantics",
+                   "groups placed (min) / fitting / total", "partial groups (max)", "groups/s", "admit p50 ms",
+                   "admit p99 ms"], ["---"] * 5 + ["---:"] * 5, rows)
+
+
+def failed_runs(results: list[dict]) -> list[dict]:
+    """Runs that make ``bench.run`` exit 1: errors, placement violations (not the null binder's), and
+    partial groups under pysched's Coscheduling (kube-scheduler's gang row is only a reference)."""
+    return [r for r in results if r["error"] or (r["violations"] and r["scheduler"] != NULL)
+            or (r.get("gang") and r["scheduler"] == PYSCHED and r["gang"]["partial"])]
+
+
+def sections(results: list[dict]) -> list[tuple[str, str]]:
+    """(title, table) of every non-empty table, in report order."""
+    cs = aggregate.cells(results)
+    out = [("Drain (scheduler throughput with a backlog)", drain_table(cs)),
+           ("Drain: extension-point means (ms per call, status Success)", extension_table(cs)),
+           ("Steady (creation-to-bind latency at a fixed creation rate)", steady_table(cs)),
+           ("Burst (pods created as fast as the API server takes them)", burst_table(cs)),
+           (f"Targets (drain mode, workloads with >= {aggregate.TARGET_MIN_NODES:,} nodes)", targets_table(cs)),
+           ("Gang workloads", gang_table(cs)),
+           ("Other load on the machine", load_table(cs))]
+    return [(t, body) for t, body in out if body]
+
+
+def method(pinning: dict, repeats: int, steady_rate: float, schedulers: list[str]) -> list[str]:
+    order = ", ".join(schedulers)
+    return [
+        "## Method", "",
+        "Every run starts a fresh etcd (on tmpfs) and kube-apiserver, creates the workload's nodes, the "
+        "`bench` namespace and the workload's prelude objects, starts the scheduler under test, creates the "
+        "init pods and waits until they are bound (not measured). Then, by mode:", "",
+        "* **drain** (scheduler throughput): the scheduler is stopped, every measured pod is created, the "
+        "watcher lists them, and a fresh scheduler process is started with that backlog. *time to first bind* "
+        "is from just before it is started to the first bind the watcher sees; *drain pods/s* is bound pods / "
+        "(last bind - first bind); *overall pods/s* is bound pods / (last bind - start). Its CPU and peak RSS "
+        "(VmHWM) are over its whole life, startup included: peak RSS with a backlog.",
+        f"* **steady** (latency): the scheduler keeps running; the measured pods are created on a fixed "
+        f"schedule of {steady_rate:g} pods/s (at most 64 in flight); *achieved create/s* is pods / time until "
+        "the last creation returned; latency is watcher-seen creation to watcher-seen bind.",
+        "* **burst**: the scheduler keeps running; the measured pods are created as fast as the API server "
+        "takes them (64 in flight); *pods/s avg* is bound pods / (last bind - first creation). Per-second "
+        "percentiles are of whole-second samples (scheduler_perf's SchedulingThroughput) and only shown with "
+        "at least 10 samples (n/a otherwise).", "",
+        "After the watcher has seen every measured pod bound, the driver waits (at most 60 s, less when the "
+        "count stops growing for 5 s) until the scheduler's `Scheduled` Events for the measured pods add up to "
+        "the bound count, and only then takes the end sample, so every scheduler's CPU includes posting every "
+        "Event (*events posted*; a run below the bound count is flagged). *sched CPU s / 1,000 pods* is the "
+        "scheduler process's CPU from /proc over the measured phase per 1,000 bound pods (its "
+        "`process_cpu_seconds_total` is recorded as a cross-check in results.json). From each scheduler's "
+        "/metrics (scraped before and after the measured phase and subtracted; drain: the fresh process's "
+        "totals): *API requests / pod* is `rest_client_requests_total` per bound pod; *attempt p50/p99* are "
+        "`scheduler_scheduling_attempt_duration_seconds{result=\"scheduled\"}` quantiles estimated from the "
+        "buckets as PromQL's histogram_quantile does; extension-point means are "
+        "`scheduler_framework_extension_point_duration_seconds{status=\"Success\"}` sum / count (pysched "
+        "exports no Permit series: n/a). *placements verified* counts "
+        "the repeats that bound every measured pod and whose every placement passed `bench.verify`.", "",
+        f"**Pinning**: {pinning.get('description', NA)}.", "",
+        f"**Repeats**: {repeats} per cell, interleaved ABBA (repeat r runs {order} when r is even, the reverse "
+        "when odd). Every figure is `median [min-max]` over the repeats; ratios are of medians "
+        "pysched / kube-scheduler.", "",
+        "**Other load**: per run, /proc/loadavg at its start, and the machine's busy CPU seconds (/proc/stat) "
+        "over the measured phase minus those of the run's own processes (driver, etcd, kube-apiserver, "
+        "scheduler, watcher), as CPU-seconds per second.", ""]
+
+
+def markdown(results: list[dict], info: dict, command: str, charts: list[Path], md_dir: Path, pinning: dict,
+             repeats: int, steady_rate: float, schedulers: list[str]) -> str:
+    lines = ["# Benchmark results", "", f"Command: `{command}`", "",
+             "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items()), ""]
+    lines += method(pinning, repeats, steady_rate, schedulers)
+    for title, body in sections(results):
+        lines += [f"## {title}", "", body, ""]
+    if charts:
+        lines += ["## Charts", "", "Cumulative measured pods bound per mode (one line per repeat; dotted: "
+                  "pods seen created).", ""]
+    for c in charts:
+        lines += [f"![{c.stem}]({os.path.relpath(c, md_dir)})", ""]
+    return "\n".join(lines)

@@ -1,0 +1,328 @@
+"""One benchmark run: a fresh control plane, one workload, one scheduler, one mode, one end sample.
+
+1. start etcd + kube-apiserver (pinned with the driver to the other CPUs), create the workload's
+   nodes, the ``bench`` namespace, the workload's prelude objects and, for gang workloads, the
+   PodGroup CRD and groups: all before any scheduler starts;
+2. start the scheduler under test (on its own CPU when pinned), create the init pods and wait
+   until they are bound;
+3. the mode's measured phase (``bench.modes``: drain, steady or burst);
+4. wait until the watcher has seen every measured pod bound, then until the scheduler's
+   ``Scheduled`` Events for them are posted (``bench.events``), and only then take the end
+   sample: the scheduler's CPU seconds and peak RSS (/proc), its /metrics (``bench.scrape``), the
+   other load on the machine (``bench.machine``);
+5. list every pod and check every placement against every hard constraint (``bench.verify``);
+   stop everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from pysched.client.auth import load_kubeconfig
+from pysched.client.rest import ApiError, KubeClient
+from pysched_dev.devcluster import ControlPlane
+from pysched_dev.testkit import create_nodes, create_pods, ensure_namespace
+
+from . import events, gangs, procstat, prom, scrape, stats, verify
+from . import watcher as watcher_mod
+from .machine import loadavg
+from .modes import CREATE_CONCURRENCY, PHASES, Phase
+from .pinning import Pinning
+from .process import REPO, BenchError, Process
+from .schedulers import COSCHEDULING_CRD, NULL, PYSCHED, SCHEDULER_NAMES, start_scheduler
+from .workloads import NAMESPACE, PHASE_LABEL, Workload, podgroups
+
+
+@dataclass
+class RunSpec:
+    workload: Workload
+    kind: str            # pysched, kube-scheduler, null-binder
+    mode: str            # drain, steady, burst
+    qps: float
+    burst: int
+    repeat: int
+    rundir: Path
+    pinning: Pinning
+    steady_rate: float = 100.0
+    profile_dir: Path | None = None
+
+
+@dataclass
+class RunResult:
+    workload: str
+    mode: str
+    scheduler: str
+    repeat: int
+    qps: float
+    burst: int
+    nodes: int
+    init_pods: int
+    expected: int
+    summary: dict                       # bench.stats.Summary
+    create_rate: float | None = None    # measured pods created per second
+    target_rate: float | None = None    # steady: the creation rate asked for
+    drain: dict = field(default_factory=dict)     # time_to_first_bind_s, drain_pods_per_s, overall_pods_per_s
+    cpu_s: float | None = None          # scheduler CPU seconds (/proc) over the measured phase
+    cpu_s_per_1000_pods: float | None = None
+    peak_rss_mib: float | None = None
+    metrics: dict = field(default_factory=dict)   # bench.scrape.figures ({} for the null binder)
+    events: dict = field(default_factory=dict)    # posted, waited_s, short ({} for the null binder)
+    load: dict = field(default_factory=dict)      # loadavg at start, other CPU over the phase
+    affinity: dict = field(default_factory=dict)  # Cpus_allowed_list of the processes, as observed
+    violations: list[str] = field(default_factory=list)
+    bind_offsets: list[float] = field(default_factory=list, repr=False)
+    seen_offsets: list[float] = field(default_factory=list, repr=False)
+    error: str = ""
+    gang: dict = field(default_factory=dict)      # gang workloads: bench.gangs.gang_summary + "partial"
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def failed(spec: RunSpec, error: str) -> RunResult:
+    w = spec.workload
+    return RunResult(w.name, spec.mode, spec.kind, spec.repeat, spec.qps, spec.burst, w.nodes, w.init_pods,
+                     w.expected_bound, stats.summarise(0.0, {}, w.expected_bound).as_dict(), error=error)
+
+
+def _timeout(pods: int, qps: float) -> float:
+    return 180.0 + 3.0 * pods / min(qps, 200.0)
+
+
+def _py_spy() -> str:
+    beside = Path(sys.executable).parent / "py-spy"
+    found = str(beside) if beside.exists() else shutil.which("py-spy")
+    if not found:
+        raise BenchError("--profile needs py-spy (pip install '.[bench]')")
+    return found
+
+
+class Run:
+    """The resources of one run (released by ``close``) and the helpers the modes use."""
+
+    def __init__(self, spec: RunSpec, cp: ControlPlane, client: KubeClient):
+        self.spec, self.cp, self.client = spec, cp, client
+        self.processes: list[Process] = []
+        self.watcher: watcher_mod.Spawned | None = None
+        self.profiler: subprocess.Popen | None = None
+
+    @property
+    def gang(self) -> bool:
+        return bool(self.spec.workload.gang_size)
+
+    @property
+    def timeout(self) -> float:
+        w, s = self.spec.workload, self.spec
+        extra = w.measure_pods / s.steady_rate if s.mode == "steady" else 0.0
+        return _timeout(w.measure_pods, s.qps) + extra
+
+    def measured_pods(self) -> list[dict]:
+        w = self.spec.workload
+        return [w.pod(i, SCHEDULER_NAMES[self.spec.kind], "measure") for i in range(w.measure_pods)]
+
+    def start_scheduler(self, tag: str = "") -> Process:
+        s = self.spec
+        p = start_scheduler(s.kind, self.cp, s.qps, s.burst, s.rundir, s.pinning, gang=self.gang, tag=tag)
+        self.processes.append(p)
+        return p
+
+    async def spawn_watcher(self) -> watcher_mod.Spawned:
+        self.watcher = await watcher_mod.spawn(self.cp.kubeconfig, NAMESPACE, f"{PHASE_LABEL}=measure",
+                                               self.spec.workload.expected_bound, self.timeout,
+                                               self.spec.rundir, REPO)
+        return self.watcher
+
+    async def scrape(self, sched: Process) -> prom.Samples | None:
+        if not sched.metrics_port:
+            return None
+        await scrape.wait_serving(sched.metrics_port, lambda: sched.check_alive(self.spec.kind))
+        return await scrape.scrape(sched.metrics_port)
+
+    def measuring(self, sched: Process) -> None:
+        """The measured phase starts: attach py-spy to pysched when profiling."""
+        s = self.spec
+        if s.profile_dir is None or s.kind != PYSCHED:
+            return
+        s.profile_dir.mkdir(parents=True, exist_ok=True)
+        slug = f"{s.workload.name.replace('/', '_')}-{s.mode}-r{s.repeat}-qps{int(s.qps)}"
+        self.profiler = subprocess.Popen(
+            [_py_spy(), "record", "--pid", str(sched.pid), "--rate", "200", "--format", "raw",
+             "--output", str(s.profile_dir / f"{slug}.txt")],
+            stdout=subprocess.DEVNULL, stderr=open(s.rundir / "py-spy.log", "ab"))
+
+    def stop_profiler(self) -> None:
+        if self.profiler is None:
+            return
+        if self.profiler.poll() is None:
+            self.profiler.send_signal(signal.SIGINT)
+            try:
+                self.profiler.wait(30)
+            except subprocess.TimeoutExpired:
+                self.profiler.kill()
+                self.profiler.wait()
+        self.profiler = None
+
+    async def close(self) -> None:
+        if self.profiler is not None and self.profiler.poll() is None:
+            self.profiler.kill()
+            self.profiler.wait()
+        if self.watcher is not None:
+            self.watcher.kill()
+            await self.watcher.proc.wait()
+        for p in self.processes:
+            p.stop()
+        await self.client.close()
+
+
+async def create_prelude(client: KubeClient, workload: Workload) -> None:
+    """The workload's prelude objects (POST path, body), in order."""
+    for path, body in workload.prelude():
+        await client.request("POST", path, body=body, rate_limit=False)
+
+
+async def install_podgroups(client: KubeClient, workload: Workload) -> None:
+    """The PodGroup CRD (the coscheduling component's) and the workload's groups."""
+    await client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                         body=yaml.safe_load(COSCHEDULING_CRD.read_text()), rate_limit=False)
+    path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/podgroups"
+    deadline = time.monotonic() + 60
+    for pg in podgroups(workload):
+        while True:
+            try:
+                await client.request("POST", path, body=pg, rate_limit=False)
+                break
+            except ApiError:   # the CRD is not served yet
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+
+async def _wait_all_bound(client: KubeClient, phase: str, sched: Process, kind: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    params = {"labelSelector": f"{PHASE_LABEL}={phase}", "fieldSelector": "spec.nodeName="}
+    while True:
+        sched.check_alive(kind)
+        pending, _ = await client.list_all(f"/api/v1/namespaces/{NAMESPACE}/pods", params)
+        if not pending:
+            return
+        if time.monotonic() > deadline:
+            raise BenchError(f"{len(pending)} {phase} pods still unbound after {timeout:.0f}s, "
+                             f"e.g. {pending[0]['metadata']['name']}")
+        await asyncio.sleep(0.5)
+
+
+def gang_report(workload: Workload, t0: float, records: dict, all_pods: list[dict]) -> dict:
+    group_of = {p["metadata"]["name"]: p["metadata"]["labels"][verify.GANG_LABEL] for p in all_pods
+                if verify.GANG_LABEL in (p["metadata"].get("labels") or {})}
+    out = gangs.gang_summary(t0, records, group_of, workload.gang_size)
+    need = {f"{NAMESPACE}/{g}": workload.gang_size for g in set(group_of.values())}
+    out["partial"] = len(verify.check_gangs(all_pods, need))
+    out["fitting"] = workload.fitting_groups
+    return out
+
+
+def drain_figures(t0: float, binds: list[float]) -> dict:
+    """Drain mode: time to first bind, drain throughput (first to last bind) and overall (from t0)."""
+    if not binds:
+        return {"time_to_first_bind_s": None, "drain_pods_per_s": None, "overall_pods_per_s": None}
+    first, last, n = min(binds), max(binds), len(binds)
+    return {"time_to_first_bind_s": round(first - t0, 3),
+            "drain_pods_per_s": round(n / (last - first), 1) if last > first else None,
+            "overall_pods_per_s": round(n / (last - t0), 1) if last > t0 else None}
+
+
+async def _measure(run: Run, phase: Phase) -> RunResult:
+    spec, w, kind = run.spec, run.spec.workload, run.spec.kind
+    expect = w.expected_bound
+    records = await phase.watcher.records(lambda: phase.sched.check_alive(kind))
+    binds = [r["bound"] for r in records.values() if r.get("bound") is not None]
+    ev: dict = {}
+    if kind != NULL:
+        posted, waited = await events.wait_for_scheduled(run.client, NAMESPACE, SCHEDULER_NAMES[kind],
+                                                         set(records), len(binds),
+                                                         alive=lambda: phase.sched.check_alive(kind))
+        ev = {"posted": posted, "waited_s": waited, "short": posted < len(binds)}
+    # The end sample: only now that every Event is posted.
+    phase.sched.check_alive(kind)
+    end = procstat.sample(phase.sched.pid)
+    load = phase.load.stop()
+    affinity = {"scheduler": procstat.allowed_cpus(phase.sched.pid), "driver": procstat.allowed_cpus(os.getpid())}
+    if run.cp.apiserver_proc is not None:
+        affinity["kube-apiserver"] = procstat.allowed_cpus(run.cp.apiserver_proc.pid)
+    metrics1 = await run.scrape(phase.sched)
+    run.stop_profiler()
+    metrics = {}
+    if metrics1 is not None:
+        d = metrics1 if phase.metrics0 is None else prom.delta(metrics1, phase.metrics0)
+        metrics = scrape.figures(d, len(binds))
+
+    if phase.mode == "drain":
+        start = min(binds) if binds else phase.t0
+        summary = stats.summarise(start, records, expect).as_dict()
+        for k in ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms"):
+            summary[k] = None   # the pods existed before the scheduler: no creation-to-bind latency
+    else:
+        summary = stats.summarise(phase.t0, records, expect).as_dict()
+    cpu = end.cpu_s - phase.cpu0
+    nodes, _ = await run.client.list_all("/api/v1/nodes")
+    all_pods, _ = await run.client.list_all(f"/api/v1/namespaces/{NAMESPACE}/pods")
+    violations = [str(v) for v in verify.check_placements(nodes, all_pods)]
+    violations += [str(v) for v in verify.check_evictions(
+        all_pods, PHASE_LABEL, {"init": w.init_pods, "measure": w.measure_pods}, w.eviction_budget)]
+    error = ""
+    if len(binds) < expect:
+        error = f"only {len(binds)}/{expect} measured pods bound within {run.timeout:.0f}s"
+    t0 = phase.t0
+    return RunResult(
+        w.name, spec.mode, kind, spec.repeat, spec.qps, spec.burst, w.nodes, w.init_pods, expect, summary,
+        create_rate=phase.create_rate, target_rate=phase.target_rate,
+        drain=drain_figures(t0, binds) if phase.mode == "drain" else {},
+        cpu_s=round(cpu, 2), cpu_s_per_1000_pods=round(cpu / len(binds) * 1000, 3) if binds else None,
+        peak_rss_mib=round(end.peak_rss_mib, 1), metrics=metrics, events=ev, load=load, affinity=affinity,
+        violations=violations, bind_offsets=[round(b - t0, 4) for b in sorted(binds)],
+        seen_offsets=sorted(round(r["seen"] - t0, 4) for r in records.values() if r.get("seen") is not None),
+        error=error, gang=gang_report(w, t0, records, all_pods) if w.gang_size else {})
+
+
+async def run_one(spec: RunSpec) -> RunResult:
+    w = spec.workload
+    spec.rundir.mkdir(parents=True, exist_ok=True)
+    avg = loadavg()
+    cp = ControlPlane()
+    cp.start()
+    run = Run(spec, cp, KubeClient(load_kubeconfig(cp.kubeconfig), qps=0, burst=1,
+                                   max_connections=CREATE_CONCURRENCY))
+    try:
+        await create_nodes(run.client, (w.node(i) for i in range(w.nodes)), concurrency=CREATE_CONCURRENCY)
+        await ensure_namespace(run.client, NAMESPACE)
+        await create_prelude(run.client, w)
+        if run.gang:
+            await install_podgroups(run.client, w)
+        sched: Process | None = None
+        if spec.mode != "drain" or w.init_pods:
+            sched = run.start_scheduler()
+        if w.init_pods and sched is not None:
+            await create_pods(run.client, (w.pod(i, SCHEDULER_NAMES[spec.kind], "init") for i in range(w.init_pods)),
+                              concurrency=CREATE_CONCURRENCY)
+            await _wait_all_bound(run.client, "init", sched, spec.kind, _timeout(w.init_pods, spec.qps))
+        phase = await PHASES[spec.mode](run, sched)
+        result = await _measure(run, phase)
+        result.load = {"loadavg_start": avg, **result.load}
+        return result
+    finally:
+        await run.close()
+        for log in ("etcd.log", "kube-apiserver.log"):
+            src = cp.workdir / log if cp.workdir else None
+            if src and src.exists():
+                shutil.copy(src, spec.rundir / log)
+        cp.stop()

@@ -117,7 +117,8 @@ class Reflector:
         seen: dict[str, str] = {}
         known = self.known
         rv = ""
-        async for items, rv in self.client.list_pages(self.path, params, page_size=self.page_size):
+        async for items, page_rv in self.client.list_pages(self.path, params, page_size=self.page_size):
+            rv = page_rv
             for obj in items:
                 k = self.key(obj)
                 orv = (obj.get("metadata") or {}).get("resourceVersion") or ""

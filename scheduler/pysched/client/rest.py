@@ -237,7 +237,8 @@ class KubeClient:
         """Paginated LIST; returns (items, resourceVersion of the list)."""
         items: list[dict] = []
         rv = ""
-        async for page, rv in self.list_pages(path, params, page_size=page_size, timeout=timeout):
+        async for page, page_rv in self.list_pages(path, params, page_size=page_size, timeout=timeout):
+            rv = page_rv
             items.extend(page)
         return items, rv
 

@@ -18,6 +18,7 @@ from pysched.apis.config import SchedulerConfig
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.client.auth import Credentials
 from pysched.client.events import DEFAULT_LIMIT, EventRecorder
+from pysched.client.events import WORKERS as EVENT_WORKERS
 from pysched.client.fence import WriteFence
 from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.leaderelection import LeaderElector
@@ -36,7 +37,8 @@ from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewErro
 from pysched.server.delegated_auth import build as build_auth
 from pysched.server.secure import LEADER_HEALTH_SLACK, SecureServer
 from pysched.tools.shadow import ShadowRecorder
-from pysched.util.logs import kv
+from pysched.util import gctune
+from pysched.util.logs import kv, process_uptime
 
 log = logging.getLogger("pysched.app")
 
@@ -101,7 +103,8 @@ class SchedulerApp:
             self.fence = WriteFence(lambda: True, description="process")  # open until shutdown
         # Every write on the scheduler's behalf passes the fence right before it goes out.
         self.client = KubeClient(creds, qps=cc.qps, burst=cc.burst, fence=self.fence)
-        self.event_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=8, fence=self.fence)
+        self.event_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=EVENT_WORKERS,
+                                       fence=self.fence)
         self.recorder = EventRecorder(self.event_client, limit=options.event_backlog_limit or DEFAULT_LIMIT)
         self.cache = SchedulerCache(expect_rebinding=shadow)  # a shadow's assumptions are only predictions
         self.objects = ObjectStore()
@@ -188,8 +191,6 @@ class SchedulerApp:
 
     async def start_informers(self) -> None:
         self.recorder.start()
-        if self.kopf is not None:
-            self.kopf.start()
         self._spawn(self.node_reflector.run(), "node-informer")
         self._spawn(self.pod_reflector.run(), "pod-informer")
         self._spawn(self.queue.run_flush_loop(), "queue-flush")
@@ -198,8 +199,14 @@ class SchedulerApp:
             self._spawn(self.shadow.run_expiry(), "shadow-expiry")
         await self.wait_synced()
         await self.prefill_objects()
-        log.info("caches synced", extra=kv(nodes=len(self.cache.nodes), pods=len(self.cache.pods),
-                                            pending=len(self.queue)))
+        gctune.freeze()   # the listed cache is long-lived: keep it out of later collections
+        if self.kopf is not None:
+            # After our own LISTs: kopf (its import, login and its LISTs, in its own thread) would
+            # otherwise compete with them for the interpreter and delay the first bind. It lists
+            # every kind again and delivers what changed since, so nothing is missed meanwhile.
+            self.kopf.start()
+        log.info("caches synced", extra=kv(since_start_s=round(process_uptime(), 2), nodes=len(self.cache.nodes),
+                                            pods=len(self.cache.pods), pending=len(self.queue)))
 
     @property
     def object_kinds(self) -> list[str]:

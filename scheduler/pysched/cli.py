@@ -245,6 +245,8 @@ def _plugin_config_order(fw) -> list[str]:
 
 
 def cmd_run(args) -> int:
+    from pysched.util import gctune
+    gctune.configure()
     from pysched.app import Options, SchedulerApp
     from pysched.client.auth import CredentialsError, load
     from pysched.framework.registry import RegistryError

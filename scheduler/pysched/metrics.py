@@ -18,7 +18,9 @@ every process that serves ``/metrics`` (the scheduler, ``pysched extender``) imp
 
 from __future__ import annotations
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import REGISTRY, CollectorRegistry, Gauge, disable_created_metrics
+
+from pysched.util.fastmetrics import Counter, Histogram
 
 disable_created_metrics()
 

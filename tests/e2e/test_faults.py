@@ -84,10 +84,10 @@ async def test_bind_answered_409_drops_the_pod_without_retry(control_plane, admi
         assumed = app.cache.assume(qpi.pod, "b")
         # Another client binds the pod first.
         await admin.bind_pod("default", "p", qpi.pod.uid, "a")
-        before = METRICS.bind_conflicts.labels("pysched", "already_bound")._value.get()
+        before = METRICS.bind_conflicts.labels("pysched", "already_bound").value
         from pysched.framework.cycle_state import CycleState
         await app.scheduler.binding_cycle(fwk, CycleState(), qpi, assumed, "b", 0.0, False, 0.0)
-        assert METRICS.bind_conflicts.labels("pysched", "already_bound")._value.get() == before + 1
+        assert METRICS.bind_conflicts.labels("pysched", "already_bound").value == before + 1
         assert "p" not in [q.pod.name for q in app.queue.pending()]
         await wait_for(lambda: _true(app.cache.pods.get(qpi.pod.uid) is not None
                                      and app.cache.pods[qpi.pod.uid].node_name == "a"), 10, what="cache shows p on a")

@@ -81,3 +81,25 @@ async def _expired_relist(admin, control_plane):
 
 async def _has(rec, name):
     return any(o["metadata"]["name"] == name for o in rec.objs.values())
+
+
+async def test_list_pages_reach_the_handlers_as_they_arrive(admin):
+    """Each page is handed over before the next is requested, so a 10,000-pod LIST never holds
+    every decoded pod at once; the relist diff still sees the whole list."""
+    await create_pods(admin, [make_pod(f"pg{i}", namespace="default") for i in range(5)])
+    requests_at_first_upsert: list[int] = []
+    rec = Recorder()
+
+    def upsert(obj):
+        if not requests_at_first_upsert:
+            requests_at_first_upsert.append(admin.requests_total)
+        rec.upsert(obj)
+
+    before = admin.requests_total
+    r = Reflector(admin, name="pods", path="/api/v1/namespaces/default/pods",
+                  on_upsert=upsert, on_delete=rec.delete, page_size=2)
+    await r._list("initial")
+    assert requests_at_first_upsert == [before + 1]          # delivered after the first page
+    assert admin.requests_total - before >= 3                   # 5+ pods, 2 per page
+    assert {o["metadata"]["name"] for o in rec.objs.values()} >= {f"pg{i}" for i in range(5)}
+    assert rec.deleted == []

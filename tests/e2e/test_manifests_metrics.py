@@ -202,6 +202,8 @@ async def test_metrics_and_health_over_https(admin, scheduler_factory):
     assert await m("scheduler_queue_incoming_pods_total", queue="active", event="PodAdd") == 103
     assert await m("scheduler_framework_extension_point_duration_seconds_count", extension_point="Filter",
                    status="Success", profile="pysched") >= 100
+    assert await m("scheduler_framework_extension_point_duration_seconds_count", extension_point="Permit",
+                   status="Success", profile="pysched") == 100
     assert await m("scheduler_scheduling_attempt_duration_seconds_bucket", result="scheduled", profile="pysched",
                    le="16.384") == 100           # kube-scheduler's buckets: 1ms x2, 15 of them
     assert await m("scheduler_cache_size", type="nodes") == 5

@@ -98,14 +98,14 @@ def test_permit_waits_for_quorum_then_allows_every_member():
     pods = [member(f"m{i}", "g") for i in range(3)]
     for p in pods:
         sim.observe_pending(p)
-    before = METRICS.podgroups_admitted.labels("pysched")._value.get()
+    before = METRICS.podgroups_admitted.labels("pysched").value
     outs = [sim.schedule(p) for p in pods]
     assert [o.code for o in outs] == ["Waiting", "Waiting", "Scheduled"]
     assert "waiting for 2 more member(s) of PodGroup default/g" in outs[0].message
     assert {v[0] for v in sim.settled.values()} == {outs[0].node, outs[1].node}
     assert not sim.waiting and not sim.frameworks["pysched"].handle.waiting_pods
     assert assumed_or_bound(sim) == ["m0", "m1", "m2"]
-    assert METRICS.podgroups_admitted.labels("pysched")._value.get() == before + 1
+    assert METRICS.podgroups_admitted.labels("pysched").value == before + 1
 
 
 def test_no_partial_group_when_a_member_cannot_fit():
@@ -310,7 +310,7 @@ def run_live(sim, body):
 def test_timeout_releases_every_waiting_member_together():
     # PostFilter never rejects (100 %): only the group's deadline can end the wait
     sim = live_sim(2, [podgroup("g", 3, timeout=1)], args={"podGroupRejectPercentage": 100})
-    before = METRICS.podgroups_timed_out.labels("pysched")._value.get()
+    before = METRICS.podgroups_timed_out.labels("pysched").value
 
     async def body():
         sim.add_pod(member("m0", "g"))
@@ -320,7 +320,7 @@ def test_timeout_releases_every_waiting_member_together():
         assert METRICS.podgroups_waiting.labels("pysched")._value.get() == 1
         await until(lambda: not sim.frameworks["pysched"].handle.waiting_pods and not sim.cache.assumed, 5)
         assert FlakyBinder.bound == {}
-        assert METRICS.podgroups_timed_out.labels("pysched")._value.get() >= before + 1
+        assert METRICS.podgroups_timed_out.labels("pysched").value >= before + 1
         assert METRICS.podgroups_waiting.labels("pysched")._value.get() == 0
     run_live(sim, body)
 

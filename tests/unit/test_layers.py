@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2] / "scheduler"
 BASE = {"pysched.util", "pysched.metrics"}
 ALLOWED = {
     "pysched.util": {"pysched.util"},
-    "pysched.metrics": set(),
+    "pysched.metrics": {"pysched.util"},
     "pysched.apis": {"pysched.apis", "pysched.util"},
     "pysched.framework": {"pysched.framework", "pysched.apis"} | BASE,
     "pysched.plugins": {"pysched.framework", "pysched.plugins.helper"},

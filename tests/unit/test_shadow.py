@@ -56,10 +56,10 @@ def test_prediction_is_assumed_then_replaced_by_the_real_bind():
     assert pred.node == "big" and pred.feasible == {"small", "big"} and pred.top == {"big"}
     assert s.cache.is_assumed(info.uid) and s.cache.nodes["big"].requested["cpu"] == 900
     assert shadow.seen(info.uid)
-    before = METRICS.shadow_placements.labels("feasible_node")._value.get()
+    before = METRICS.shadow_placements.labels("feasible_node").value
     s.handlers.observer = shadow
     s.add_pod(bound(raw, "small"))  # the other scheduler chose differently
-    assert METRICS.shadow_placements.labels("feasible_node")._value.get() == before + 1
+    assert METRICS.shadow_placements.labels("feasible_node").value == before + 1
     assert shadow.counts["feasible_node"] == 1 and not shadow.seen(info.uid)
     assert s.cache.nodes["small"].requested["cpu"] == 900 and "cpu" not in s.cache.nodes["big"].requested
     assert METRICS.shadow_agreement._value.get() == 0.0

@@ -23,7 +23,7 @@ import asyncio
 import builtins
 from collections.abc import Callable
 
-from pysched.apis.core.model import LabelSelector, parse_label_selector
+from pysched.apis.core.model import LabelSelector, parse_label_selector, selector_from_labels
 
 KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
@@ -136,9 +136,8 @@ class ObjectStore:
             sel = (svc.get("spec") or {}).get("selector") or {}
             if sel and all(pod.labels.get(k) == v for k, v in sel.items()):
                 merged.update(sel)
-        from pysched.apis.core.model import selector_from_labels
-        base = selector_from_labels(merged).requirements
-        reqs.extend(base)
+        if merged:
+            reqs.extend(selector_from_labels(merged).requirements)
         kind = pod.owner_kind
         owner_key = f"{pod.namespace}/{pod.owner_name}"
         if kind == "ReplicationController":

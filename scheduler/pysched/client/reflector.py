@@ -1,7 +1,9 @@
 """Reflector: LIST then WATCH one resource into handler callbacks, like client-go's reflector.
 
-* LIST (paginated), remember the list's resourceVersion, then WATCH from it with bookmarks; a
-  watch that ends (server timeout, dropped connection) resumes from the last resourceVersion seen.
+* LIST (paginated, each page handed to the handlers as it arrives, so only one page of decoded
+  objects is held at a time), remember the list's resourceVersion, then WATCH from it with
+  bookmarks; a watch that ends (server timeout, dropped connection) resumes from the last
+  resourceVersion seen.
 * "410 Gone" (the resourceVersion was compacted away) or any watch error: LIST again. Every LIST
   is diffed against what this reflector has delivered, so an object that vanished while we were
   not watching gets a synthetic delete - a missed DELETED can never leave a stale pod.
@@ -95,30 +97,40 @@ class Reflector:
             params["resourceVersion"] = self.resource_version
             params["resourceVersionMatch"] = "NotOlderThan"
         try:
-            items, rv = await self.client.list_all(self.path, params, page_size=self.page_size)
+            seen, rv = await self._apply_pages(params)
         except ApiError as exc:
             if exc.status == 410 and "resourceVersion" in params:
-                items, rv = await self.client.list_all(self.path, dict(self.params), page_size=self.page_size)
+                seen, rv = await self._apply_pages(dict(self.params))
             else:
                 raise
         self.lists += 1
         METRICS.informer_relists.labels(self.name, reason).inc()
-        self._replace(items)
+        self._remove_unseen(seen)
         self.resource_version = rv
         if not self.synced.is_set():
-            log.info("informer synced", extra=kv(resource=self.name, objects=len(items)))
+            log.info("informer synced", extra=kv(resource=self.name, objects=len(seen)))
         self.synced.set()
 
-    def _replace(self, items: list[dict]) -> None:
+    async def _apply_pages(self, params: dict) -> tuple[dict[str, str], str]:
+        """Deliver each page of the LIST as it arrives (objects whose resourceVersion we have not
+        delivered yet); return every listed key with its resourceVersion, and the list's."""
         seen: dict[str, str] = {}
         known = self.known
-        for obj in items:
-            k = self.key(obj)
-            rv = (obj.get("metadata") or {}).get("resourceVersion") or ""
-            seen[k] = rv
-            if known.get(k) != rv:
-                self._safe(self.on_upsert, obj)
-        gone = [k for k in known if k not in seen]
+        rv = ""
+        async for items, page_rv in self.client.list_pages(self.path, params, page_size=self.page_size):
+            rv = page_rv
+            for obj in items:
+                k = self.key(obj)
+                orv = (obj.get("metadata") or {}).get("resourceVersion") or ""
+                seen[k] = orv
+                if known.get(k) != orv:
+                    self._safe(self.on_upsert, obj)
+        return seen, rv
+
+    def _remove_unseen(self, seen: dict[str, str]) -> None:
+        """After a complete LIST: what we delivered but the list no longer has was deleted while we
+        were not watching."""
+        gone = [k for k in self.known if k not in seen]
         self.known = seen
         for k in gone:
             log.info("object disappeared while not watching; deleting", extra=kv(resource=self.name, key=k))

@@ -29,9 +29,11 @@ from pysched.apis.core.errors import ApiError
 from pysched.client.auth import Credentials
 from pysched.client.httppool import HTTPPool
 from pysched.metrics import METRICS, RestClientMetrics
+from pysched.util import gctune
 
 log = logging.getLogger("pysched.client.rest")
 USER_AGENT = f"pysched/{__version__}"
+LARGE_BODY = 256 * 1024   # responses at least this big are decoded with the cyclic GC paused
 
 
 class TokenBucket:
@@ -187,7 +189,10 @@ class KubeClient:
                 if not raw:
                     return None
                 try:
-                    return orjson.loads(raw)
+                    if len(raw) < LARGE_BODY:
+                        return orjson.loads(raw)
+                    with gctune.paused():   # a LIST page: many acyclic objects, no collections
+                        return orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     return raw.decode(errors="replace")
         finally:
@@ -231,18 +236,29 @@ class KubeClient:
                        timeout: float = 120.0) -> tuple[list[dict], str]:
         """Paginated LIST; returns (items, resourceVersion of the list)."""
         items: list[dict] = []
+        rv = ""
+        async for page, page_rv in self.list_pages(path, params, page_size=page_size, timeout=timeout):
+            rv = page_rv
+            items.extend(page)
+        return items, rv
+
+    async def list_pages(self, path: str, params: dict | None = None, page_size: int = 500,
+                         timeout: float = 120.0) -> AsyncIterator[tuple[list[dict], str]]:
+        """Paginated LIST, one page at a time: yields (items of the page, resourceVersion of the
+        list). A caller that handles each page before asking for the next holds one page of decoded
+        objects at a time, not the whole list (at 10,000 pods that is tens of MiB of peak memory)."""
         p = dict(params or {})
         if page_size:
             p["limit"] = str(page_size)
         rv = ""
         while True:
             data = await self.request("GET", path, params=p, timeout=timeout)
-            items.extend(data.get("items") or ())
             meta = data.get("metadata") or {}
             rv = meta.get("resourceVersion") or rv
             cont = meta.get("continue")
+            yield data.get("items") or [], rv
             if not cont:
-                return items, rv
+                return
             p = {k: v for k, v in p.items() if k not in ("resourceVersion", "resourceVersionMatch")}
             p["continue"] = cont
 

@@ -582,6 +582,12 @@ class Framework:
                 log.exception("unreserve plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
 
     def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status | None, float]:
+        t0 = time.perf_counter()
+        status, timeout = self._permit(state, pod, node)
+        metrics.extension_point("Permit", status, self.profile_name, time.perf_counter() - t0)
+        return status, timeout
+
+    def _permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status | None, float]:
         wait_plugins: dict[str, float] = {}
         waits: list[str] = []
         for pl in self.permit:

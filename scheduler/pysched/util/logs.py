@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import os
 import sys
 
 
@@ -54,3 +55,17 @@ def setup(level: str = "info", fmt: str = "logfmt") -> None:
     root.setLevel(getattr(logging, level.upper(), logging.INFO))
     for noisy in ("kopf", "aiohttp.access", "asyncio"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+
+
+def process_uptime() -> float:
+    """Seconds since this process started (Linux ``/proc``; 0.0 where that is not available), for
+    start-up log lines: how long from exec to caches synced."""
+    try:
+        with open("/proc/self/stat") as f:
+            stat = f.read()
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        start_ticks = int(stat[stat.rindex(")") + 2:].split()[19])   # field 22 of proc(5)
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0

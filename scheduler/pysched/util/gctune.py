@@ -1,0 +1,49 @@
+"""Garbage-collector settings for a process that holds a large, long-lived object graph.
+
+The scheduler keeps every node and pod of the cluster in memory. CPython's cyclic collector
+traverses all tracked objects in each full (generation 2) collection and is triggered by
+allocation counts, so decoding a LIST of 10,000 pods or a steady stream of watch events keeps
+re-walking the whole cache although nothing in it is cyclic garbage. Measured in the 5,000-node,
+10,000-pod drain benchmark: 2.9 s of 23.7 s of scheduler CPU were collections (1,216 young, 111
+middle, 9 full ones taking 1.6 s), and a 10,000-pod LIST decoded in 0.52 s with the collector on
+against 0.15 s with it off.
+
+What this module does, all reversible and none of it affecting correctness (reference counting
+still frees everything that is not part of a cycle):
+
+* a larger young-generation threshold, so short-lived decode objects are mostly gone before the
+  collector looks at them (fewer promotions into older generations);
+* ``paused()`` around decoding a large response (``orjson`` builds acyclic dicts and lists);
+* ``freeze()`` once the informers have synced: the objects alive then (modules, the listed cache)
+  move to the permanent generation, so later full collections walk only what changed since.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+YOUNG_THRESHOLD = 10_000   # CPython's default is 700
+
+
+def configure() -> None:
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_THRESHOLD, middle, old)
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """No cyclic collection inside (for decoding large acyclic documents)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def freeze() -> None:
+    """Move every object tracked now out of future collections (``gc.freeze``)."""
+    gc.freeze()

@@ -91,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "pysched-bench"))
     p.add_argument("--results-md", default="", help="write the Markdown report here (and charts beside it)")
     p.add_argument("--profile", default="", help="directory for py-spy profiles of pysched (raw collapsed stacks)")
+    p.add_argument("--report-from", default="",
+                   help="run nothing: write the report (stdout, --results-md, charts) from these results.json "
+                        "files (comma-separated; e.g. several make bench invocations on one machine)")
     args = p.parse_args(argv)
+    if args.report_from:
+        return report_from([Path(x) for x in args.report_from.split(",") if x], args)
     if args.repeats < 1:
         p.error("--repeats must be at least 1")
     if not args.steady_rate > 0:
@@ -106,17 +111,33 @@ def main(argv: list[str] | None = None) -> int:
             "steady_rate": args.steady_rate}
     print(f"pinning: {pinning.describe()}", flush=True)
     results = asyncio.run(main_async(args, pinning, meta))
+    return write_report(results, args, [command], info, pinning.as_dict(), args.repeats, args.steady_rate,
+                        plan.parse_schedulers(args.schedulers))
+
+
+def report_from(paths: list[Path], args) -> int:
+    """The report of earlier runs, from their results.json files."""
+    metas = [json.loads(p.read_text()) for p in paths]
+    results = [r for m in metas for r in m["runs"]]
+    first = metas[0]
+    return write_report(results, args, [m["command"] for m in metas], first["machine"], first["pinning"],
+                        max(m["repeats"] for m in metas), first["steady_rate"],
+                        plan.parse_schedulers(args.schedulers))
+
+
+def write_report(results: list[dict], args, commands: list[str], info: dict, pinning: dict, repeats: int,
+                 steady_rate: float, schedulers: list[str]) -> int:
     out = Path(args.out)
     chart_dir = Path(args.results_md).parent / "charts" if args.results_md else out
     chart_dir.mkdir(parents=True, exist_ok=True)
     pngs = charts.chart(results, chart_dir)
-    print(f"\npinning: {pinning.describe()}")
+    print(f"\npinning: {pinning.get('description')}")
     for title, body in report.sections(results):
         print(f"\n## {title}\n\n{body}")
     print(f"\ncharts: {', '.join(str(c) for c in pngs)}")
     if args.results_md:
-        md = report.markdown(results, info, command, pngs, Path(args.results_md).parent, pinning.as_dict(),
-                             args.repeats, args.steady_rate, plan.parse_schedulers(args.schedulers))
+        md = report.markdown(results, info, "`, `".join(commands), pngs, Path(args.results_md).parent, pinning,
+                             repeats, steady_rate, schedulers)
         Path(args.results_md).write_text(md + "\n")
     return 1 if report.failed_runs(results) else 0
 

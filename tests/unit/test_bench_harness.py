@@ -170,7 +170,8 @@ def _run(scheduler, mode="drain", repeat=0, nodes=5000, throughput=100.0, cpu=10
                        "short": (bound if events is None else events) < bound} if scheduler != "null-binder" else {},
             "metrics": {"api_requests_per_pod": 2.0, "attempt_p50_ms": 1.0, "attempt_p99_ms": 5.0,
                         "extension_point_mean_ms": {"Filter": 0.5, "Permit": None}},
-            "load": {"loadavg_start": [0.5, 0.4, 0.3], "other_cpu_per_s": 0.05}, "gang": {}}
+            "load": {"loadavg_start": [0.5, 0.4, 0.3], "other_cpu_per_s": 0.05}, "gang": {},
+            "bind_offsets": [0.5, 1.0], "seen_offsets": []}
 
 
 def test_cells_report_median_and_range_and_ratio_of_medians():
@@ -242,3 +243,38 @@ def test_a_figure_missing_in_some_repeats_says_how_many_had_it():
     long["summary"].update(p50=40.0, p90=60.0, p99=80.0)          # >= 10 whole seconds; the other run had fewer
     table = report.burst_table(aggregate.cells([long, short]))
     assert "| 40 (1/2 repeats) | 60 (1/2 repeats) | 80 (1/2 repeats) |" in table
+
+
+def test_drain_throughput_counting_the_wait_for_events():
+    ours = _run("pysched", throughput=500.0)
+    ours["bind_offsets"] = [1.0 + i for i in range(11)]            # 11 binds over 10 s
+    ours["events"] = {"posted": 11, "short": False, "waited_s": 1.0}  # Events done 1 s after the last bind
+    kube = _run("kube-scheduler", throughput=100.0)
+    kube["bind_offsets"] = [1.0 + 2 * i for i in range(11)]       # 11 binds over 20 s, Events kept pace
+    kube["events"] = {"posted": 11, "short": False, "waited_s": 0.0}
+    assert aggregate.FIGURES["with_events"](ours) == 1.0
+    assert aggregate.FIGURES["with_events"](kube) == 0.6
+    assert aggregate.FIGURES["with_events"](_run("pysched", mode="burst")) is None
+    got = {t.name: t for t in aggregate.evaluate_targets(aggregate.cells([ours, kube]))}
+    assert got["drain throughput"].passed                              # 5.0x on binds alone
+    assert got["throughput incl. Events"].value == pytest.approx(1.0 / 0.6)
+    assert not got["throughput incl. Events"].passed
+
+
+def test_report_from_earlier_results_files(tmp_path):
+    import json
+
+    from bench import run
+
+    meta = {"machine": {"cores": 2}, "pinning": {"description": "scheduler alone on CPU 1"}, "repeats": 1,
+            "steady_rate": 100.0}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({**meta, "command": "make bench A", "runs": [_run("pysched"), _run("kube-scheduler")]}))
+    b.write_text(json.dumps({**meta, "command": "make bench B",
+                             "runs": [_run("pysched", workload="Other/500", nodes=500, throughput=70.0)]}))
+    md = tmp_path / "out" / "RESULTS.md"
+    assert run.main(["--report-from", f"{a},{b}", "--results-md", str(md), "--out", str(tmp_path / "o")]) == 0
+    text = md.read_text()
+    assert "`make bench A`, `make bench B`" in text
+    assert "| W/5000 | 5000/5000 | pysched |" in text and "| Other/500 | 5000/5000 | pysched | 70 |" in text
+    assert "scheduler alone on CPU 1" in text

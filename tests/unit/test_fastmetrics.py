@@ -53,3 +53,14 @@ def test_misuse_is_refused_with_the_metric_named():
         c.inc(-1)
     with pytest.raises(ValueError, match="Duplicated timeseries"):
         fm.Counter("n_total", "again", registry=reg)
+
+
+def test_labels_given_as_other_types_share_one_exported_child():
+    reg = CollectorRegistry()
+    c = fm.Counter("n_total", "x", ["code"], registry=reg)
+    c.labels(200).inc()
+    c.labels("200").inc()
+    c.labels(200).inc()
+    assert c.labels(200) is c.labels("200")
+    assert reg.get_sample_value("n_total", {"code": "200"}) == 3
+    assert generate_latest(reg).decode().count('n_total{code="200"}') == 1

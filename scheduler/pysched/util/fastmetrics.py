@@ -38,7 +38,8 @@ class _Family:
         self.name = name
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
-        self._children: dict[tuple[str, ...], object] = {}
+        self._children: dict[tuple[str, ...], object] = {}   # by label values as strings: what is exported
+        self._by_values: dict[tuple, object] = {}             # by the values as passed to labels()
         if not self.labelnames:
             self._children[()] = self._new_child()
         if registry is not None:
@@ -48,6 +49,19 @@ class _Family:
         raise NotImplementedError
 
     def labels(self, *values: object):
+        try:
+            child = self._by_values.get(values)   # the values exactly as passed before: one lookup
+        except TypeError:                          # unhashable values: only the converted key below
+            child = None
+        if child is None:
+            child = self._child_for(values)
+            try:
+                self._by_values[values] = child
+            except TypeError:
+                pass
+        return child
+
+    def _child_for(self, values: tuple) -> object:
         if not self.labelnames:
             raise ValueError(f"{self.name}: no label names were given, so labels() cannot be used")
         if len(values) != len(self.labelnames):

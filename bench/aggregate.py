@@ -52,7 +52,7 @@ def _drain_with_events(run: dict) -> float | None:
     if run.get("mode") != "drain":
         return None
     binds, waited = run.get("bind_offsets") or [], (run.get("events") or {}).get("waited_s")
-    if len(binds) < 2 or waited is None:
+    if len(binds) < 2 or waited is None or (run.get("events") or {}).get("short"):   # not every Event: n/a
         return None
     span = max(binds) - min(binds) + float(waited)
     return round(len(binds) / span, 1) if span > 0 else None

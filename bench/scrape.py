@@ -8,7 +8,7 @@ verify them. Figures, per run (a metric the process does not export gives None, 
 * ``scheduler_scheduling_attempt_duration_seconds{result="scheduled"}``: count, mean, and p50/p99
   estimated from the buckets (PromQL ``histogram_quantile``);
 * ``scheduler_framework_extension_point_duration_seconds{status="Success"}``: mean per extension
-  point (pysched exports no Permit series: n/a);
+  point (n/a where a scheduler exports no series for it);
 * ``process_cpu_seconds_total``: CPU seconds (a cross-check of /proc);
 * ``rest_client_requests_total``: API requests, in total and by method.
 """

@@ -22,7 +22,7 @@ from pysched.client.events import WORKERS as EVENT_WORKERS
 from pysched.client.fence import WriteFence
 from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.leaderelection import LeaderElector
-from pysched.client.objectstore import GROUP_VERSIONS, OPTIONAL, ObjectStore, api_path
+from pysched.client.objectstore import GROUP_VERSIONS, OPTIONAL, ObjectStore, api_path, store_key
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
 from pysched.client.reflector import Reflector, name_key, uid_key
 from pysched.client.rest import ApiError, KubeClient
@@ -108,6 +108,7 @@ class SchedulerApp:
         self.recorder = EventRecorder(self.event_client, limit=options.event_backlog_limit or DEFAULT_LIMIT)
         self.cache = SchedulerCache(expect_rebinding=shadow)  # a shadow's assumptions are only predictions
         self.objects = ObjectStore()
+        self._prefilled: dict[str, dict[str, str]] = {}   # kind -> key -> resourceVersion from our LIST
         self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,
                                            recorder=self.recorder, objects=self.objects, bind_timeout=bind_timeout)
         # Which framework handles a pod, by schedulerName: our profiles, or in shadow mode the
@@ -202,9 +203,11 @@ class SchedulerApp:
         gctune.freeze()   # the listed cache is long-lived: keep it out of later collections
         if self.kopf is not None:
             # After our own LISTs: kopf (its import, login and its LISTs, in its own thread) would
-            # otherwise compete with them for the interpreter and delay the first bind. It lists
-            # every kind again and delivers what changed since, so nothing is missed meanwhile.
+            # otherwise compete with them for the interpreter and delay the first bind. Its own LIST
+            # delivers what was added or changed since ours, but not what was deleted in between:
+            # ``_settle_prefilled`` re-lists a few times to catch those.
             self.kopf.start()
+            self._spawn(self._settle_prefilled(), "settle-prefilled")
         log.info("caches synced", extra=kv(since_start_s=round(process_uptime(), 2), nodes=len(self.cache.nodes),
                                             pods=len(self.cache.pods), pending=len(self.queue)))
 
@@ -231,9 +234,30 @@ class SchedulerApp:
                 log.warning("cannot list; plugins that read it will see none", extra=kv(
                     resource=plural, status=exc.status, error=exc.message))
                 continue
+            expected = self._prefilled.setdefault(plural, {})
             for obj in items:
                 self.objects.apply(plural, None, obj)
+                expected[store_key(plural, obj)] = (obj.get("metadata") or {}).get("resourceVersion") or ""
             self.objects.synced.add(plural)
+
+    async def _settle_prefilled(self, delays: tuple[float, ...] = (5.0, 15.0, 40.0)) -> None:
+        """Objects from ``prefill_objects`` deleted before kopf's own LIST would stay in the store:
+        no watch ever reports their deletion. LIST each kind again after each delay (kopf has listed
+        by then) and drop what is gone but still at the version we listed."""
+        for delay in delays:
+            await asyncio.sleep(delay)
+            for plural, expected in self._prefilled.items():
+                if not expected:
+                    continue
+                try:
+                    items, _ = await self.client.list_all(api_path(plural))
+                except (ApiError, OSError) as exc:
+                    log.warning("cannot re-list; will retry", extra=kv(resource=plural, error=str(exc)))
+                    continue
+                dropped = self.objects.drop_vanished(plural, expected, {store_key(plural, o) for o in items})
+                for key in dropped:
+                    log.info("object deleted before kopf listed it; dropped", extra=kv(resource=plural, key=key))
+        self._prefilled.clear()
 
     async def _poll_optional(self, plural: str, path: str) -> None:
         """Keep ``plural`` (a kind whose CRD was missing at start-up) current by LISTing it every

@@ -103,3 +103,33 @@ async def test_list_pages_reach_the_handlers_as_they_arrive(admin):
     assert admin.requests_total - before >= 3                   # 5+ pods, 2 per page
     assert {o["metadata"]["name"] for o in rec.objs.values()} >= {f"pg{i}" for i in range(5)}
     assert rec.deleted == []
+
+
+async def test_an_object_delivered_before_a_failed_page_still_gets_its_delete(admin):
+    """A LIST that fails after its first page has already delivered objects; one of them is deleted
+    before the LIST is retried: the retry must report it deleted, or it would stay forever."""
+    names = [f"fp{i}" for i in range(5)]
+    await create_pods(admin, [make_pod(n, namespace="default") for n in names])
+    rec = Recorder()
+    r = Reflector(admin, name="pods", path="/api/v1/namespaces/default/pods",
+                  on_upsert=rec.upsert, on_delete=rec.delete, page_size=2)
+    real = admin.list_pages
+
+    async def fail_after_first_page(*args, **kwargs):
+        async for page in real(*args, **kwargs):
+            yield page
+            raise ConnectionResetError("connection lost after the first page")
+
+    admin.list_pages = fail_after_first_page
+    try:
+        with pytest.raises(ConnectionResetError):
+            await r._list("initial")
+    finally:
+        del admin.list_pages
+    delivered = {o["metadata"]["name"]: uid for uid, o in rec.objs.items()}
+    assert delivered and len(delivered) <= 2
+    gone_name, gone_uid = next(iter(delivered.items()))
+    await admin.request("DELETE", f"/api/v1/namespaces/default/pods/{gone_name}",
+                        params={"gracePeriodSeconds": "0"})
+    await r._list("error")
+    assert gone_uid in rec.deleted and gone_uid not in rec.objs

@@ -188,7 +188,7 @@ def test_cells_report_median_and_range_and_ratio_of_medians():
     assert "| W/5000 | 5000/5000 | kube-scheduler | 120 [100-140] | n/a |" in table
     assert "| 3/3 |" in table
     ext = report.extension_table(cs)
-    assert "0.500" in ext and "n/a" in ext          # Permit not exported
+    assert "0.500" in ext and "n/a" in ext          # a point without series shows n/a
 
 
 def test_failed_repeat_is_left_out_of_the_figures_and_flagged():
@@ -255,6 +255,8 @@ def test_drain_throughput_counting_the_wait_for_events():
     assert aggregate.FIGURES["with_events"](ours) == 1.0
     assert aggregate.FIGURES["with_events"](kube) == 0.6
     assert aggregate.FIGURES["with_events"](_run("pysched", mode="burst")) is None
+    short = dict(kube, events={"posted": 9, "short": True, "waited_s": 5.0})
+    assert aggregate.FIGURES["with_events"](short) is None        # not every Event: no figure
     got = {t.name: t for t in aggregate.evaluate_targets(aggregate.cells([ours, kube]))}
     assert got["drain throughput"].passed                              # 5.0x on binds alone
     assert got["throughput incl. Events"].value == pytest.approx(1.0 / 0.6)

@@ -64,3 +64,13 @@ def test_labels_given_as_other_types_share_one_exported_child():
     assert c.labels(200) is c.labels("200")
     assert reg.get_sample_value("n_total", {"code": "200"}) == 3
     assert generate_latest(reg).decode().count('n_total{code="200"}') == 1
+
+
+def test_equal_but_differently_typed_values_stay_apart_as_prometheus_client_keeps_them():
+    reg = CollectorRegistry()
+    c = fm.Counter("v_total", "x", ["v"], registry=reg)
+    for v in (1, True, 1.0, 1):
+        c.labels(v).inc()
+    assert reg.get_sample_value("v_total", {"v": "1"}) == 2
+    assert reg.get_sample_value("v_total", {"v": "True"}) == 1
+    assert reg.get_sample_value("v_total", {"v": "1.0"}) == 1

@@ -88,3 +88,25 @@ def test_context_is_honoured(tmp_path):
 def test_anything_else_goes_to_the_kubernetes_package(tmp_path, user, cluster, ctx):
     path = _write(tmp_path, {"server": "https://a:1", **cluster}, user, extra_context=ctx)
     assert auth._plain_kubeconfig(path, None) is None
+
+
+def test_two_kubeconfigs_keep_their_own_embedded_files(tmp_path):
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = auth.load_kubeconfig(_write(tmp_path / "a", {"server": "https://a:1", "certificate-authority-data": b64(PEM)},
+                                    {"token": "t"}))
+    b = auth.load_kubeconfig(_write(tmp_path / "b", {"server": "https://b:1",
+                                                     "certificate-authority-data": b64(PEM + b"other")},
+                                    {"token": "t"}))
+    assert a.ca_file != b.ca_file
+    assert Path(a.ca_file).read_bytes() == PEM and Path(b.ca_file).read_bytes() == PEM + b"other"
+
+
+def test_bad_references_name_the_field(tmp_path):
+    path = _write(tmp_path, {"server": "https://a:1", "certificate-authority": "missing.pem"}, {"token": "t"})
+    with pytest.raises(auth.CredentialsError, match=r"cluster.certificate-authority: file .*missing.pem does not"):
+        auth.load_kubeconfig(path)
+    path = _write(tmp_path, {"server": "https://a:1"}, {"client-key-data": "not base64!"})
+    with pytest.raises(auth.CredentialsError, match="user.client-key-data: not valid base64"):
+        auth.load_kubeconfig(path)

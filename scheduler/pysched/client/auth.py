@@ -100,16 +100,19 @@ _PLAIN_USER = {"client-certificate", "client-certificate-data", "client-key", "c
 _data_dir: str | None = None
 
 
-def _data_file(name: str, b64: str) -> str:
-    """Embedded certificate or key data, written to a private file (ssl loads files)."""
+def _data_file(name: str, b64: str, where: str) -> str:
+    """Embedded certificate or key data, written to a private file of its own (ssl loads files)."""
     global _data_dir
+    try:
+        data = base64.b64decode(b64, validate=True)
+    except (ValueError, TypeError) as exc:
+        raise CredentialsError(f"{where}: not valid base64 ({exc})") from None
     if _data_dir is None:
         _data_dir = tempfile.mkdtemp(prefix="pysched-kubeconfig-")   # mode 0700
         atexit.register(shutil.rmtree, _data_dir, True)
-    path = os.path.join(_data_dir, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd, path = tempfile.mkstemp(prefix=name, dir=_data_dir)           # mode 0600, never reused
     with os.fdopen(fd, "wb") as f:
-        f.write(base64.b64decode(b64))
+        f.write(data)
     return path
 
 
@@ -143,18 +146,21 @@ def _plain_kubeconfig(p: Path, context: str | None) -> Credentials | None:
         return None
     base = p.parent
 
-    def file(field: str, entry: dict, data_name: str) -> str | None:
+    def file(field: str, entry: dict, data_name: str, where: str) -> str | None:
         if entry.get(f"{field}-data"):
-            return _data_file(data_name, entry[f"{field}-data"])
+            return _data_file(data_name, entry[f"{field}-data"], f"kubeconfig {p}: {where}.{field}-data")
         if entry.get(field):
-            return str(base / os.path.expanduser(entry[field]))
+            path = base / os.path.expanduser(entry[field])
+            if not path.is_file():
+                raise CredentialsError(f"kubeconfig {p}: {where}.{field}: file {path} does not exist")
+            return str(path)
         return None
 
     token_file = str(base / user["tokenFile"]) if user.get("tokenFile") and not user.get("token") else None
     return Credentials(server=str(cluster["server"]).rstrip("/"),
-                       ca_file=file("certificate-authority", cluster, "ca.crt"),
-                       cert_file=file("client-certificate", user, "client.crt"),
-                       key_file=file("client-key", user, "client.key"),
+                       ca_file=file("certificate-authority", cluster, "ca-", "cluster"),
+                       cert_file=file("client-certificate", user, "client-crt-", "user"),
+                       key_file=file("client-key", user, "client-key-", "user"),
                        token=user.get("token") or None, token_file=token_file,
                        insecure=bool(cluster.get("insecure-skip-tls-verify")),
                        tls_server_name=cluster.get("tls-server-name"), source=str(p))

@@ -52,6 +52,11 @@ def api_path(plural: str) -> str:
     return f"/apis/{group}/{version}/{plural}" if group else f"/api/v1/{plural}"
 
 
+def store_key(plural: str, obj: dict) -> str:
+    """The store's key of ``obj``: ``namespace/name`` for namespaced kinds, else ``name``."""
+    return _key(plural, obj)
+
+
 def _key(plural: str, obj: dict) -> str:
     meta = obj.get("metadata") or {}
     if plural in NAMESPACED:
@@ -96,6 +101,24 @@ class ObjectStore:
         for w in waiters:
             if not w.done():
                 w.set_result(None)
+
+    def drop_vanished(self, plural: str, expected: dict[str, str], listed: set[str]) -> list[str]:
+        """Objects of ``plural`` deleted while no watch could report it. ``expected``: key -> the
+        resourceVersion stored from an earlier LIST; ``listed``: the keys of a LIST taken since. A key
+        the later LIST lacks whose stored object is still at the expected version is deleted (a
+        DELETED to every listener). Keys whose stored version moved on (a watch delivered a newer one)
+        or that are gone already are forgotten from ``expected``; what remains is still unconfirmed."""
+        dropped = []
+        current = self.objects[plural]
+        for key, rv in list(expected.items()):
+            obj = current.get(key)
+            if obj is None or ((obj.get("metadata") or {}).get("resourceVersion") or "") != rv:
+                del expected[key]
+            elif key not in listed:
+                del expected[key]
+                self.apply(plural, "DELETED", obj)
+                dropped.append(key)
+        return dropped
 
     def add(self, obj: dict) -> bool:
         plural = KIND_TO_PLURAL.get(obj.get("kind", ""))

@@ -125,6 +125,9 @@ class Reflector:
                 seen[k] = orv
                 if known.get(k) != orv:
                     self._safe(self.on_upsert, obj)
+                    # Known at once: should a later page fail, the next LIST still owes this
+                    # object a delete if it is gone by then.
+                    known[k] = orv
         return seen, rv
 
     def _remove_unseen(self, seen: dict[str, str]) -> None:

@@ -55,10 +55,10 @@ class _Family:
             child = None
         if child is None:
             child = self._child_for(values)
-            try:
+            # Only strings are remembered as given: 1, 1.0 and True are equal as keys but are
+            # exported as different label values.
+            if all(type(v) is str for v in values):
                 self._by_values[values] = child
-            except TypeError:
-                pass
         return child
 
     def _child_for(self, values: tuple) -> object:

@@ -156,6 +156,7 @@ class SchedulerApp:
             self.podgroup_client = KubeClient(creds, qps=20, burst=50, max_connections=4, fence=self.fence)
             self.podgroups = PodGroupController(self.podgroup_client, creds, mode=options.podgroup_controller)
         self.tasks: list[asyncio.Task] = []
+        self._informers_spawned = False
         self.stopping = asyncio.Event()
         self.synced = asyncio.Event()
         self.exit_code = 0
@@ -191,6 +192,14 @@ class SchedulerApp:
         return t
 
     async def start_informers(self) -> None:
+        self.spawn_informers()
+        await self.finish_start()
+
+    def spawn_informers(self) -> None:
+        """Start the informers' LISTs (they run as soon as the loop gets control)."""
+        if self._informers_spawned:
+            return
+        self._informers_spawned = True
         self.recorder.start()
         self._spawn(self.node_reflector.run(), "node-informer")
         self._spawn(self.pod_reflector.run(), "pod-informer")
@@ -198,6 +207,10 @@ class SchedulerApp:
         self._spawn(self._cache_metrics_loop(), "cache-metrics")
         if self.shadow is not None:
             self._spawn(self.shadow.run_expiry(), "shadow-expiry")
+
+    async def finish_start(self) -> None:
+        """Wait for the informers' LISTs, fill the low-volume stores, hand them to kopf."""
+        self.spawn_informers()
         await self.wait_synced()
         await self.prefill_objects()
         gctune.freeze()   # the listed cache is long-lived: keep it out of later collections
@@ -322,6 +335,9 @@ class SchedulerApp:
             except (NotImplementedError, RuntimeError):
                 pass
         try:
+            # The LISTs go out first: the API server prepares them while we set up serving.
+            self.spawn_informers()
+            await asyncio.sleep(0)
             if self.options.serve:
                 try:
                     await self.start_server()
@@ -329,7 +345,7 @@ class SchedulerApp:
                     log.error("cannot set up delegated authentication", extra=kv(error=str(exc)))
                     self.exit_code = 1
                     return self.exit_code
-            if not await self.until_stopped(self.start_informers()):
+            if not await self.until_stopped(self.finish_start()):
                 return self.exit_code   # stopped while starting (e.g. the API server is unreachable)
             stop = asyncio.create_task(self.stopping.wait())
             if self.elector is not None:

@@ -125,6 +125,8 @@ class Scheduler:
         self.last_results: dict[str, dict] = {}
         self.scheduled = 0
         self.stopped = False
+        # Read when /metrics is scraped, not written twice per pod.
+        METRICS.goroutines.labels("binding").set_function(lambda: len(self.binding_tasks))
         for fwk in {id(f): f for f in frameworks.values()}.values():
             # Preemption's background API calls are tracked (drained, cancelled) like status
             # patches; without a client (shadow mode, offline) nothing is sent.
@@ -308,12 +310,7 @@ class Scheduler:
         task = asyncio.get_running_loop().create_task(
             self.binding_cycle(fwk, state, qpi, assumed, host, start, waiting, timeout))
         self.binding_tasks.add(task)
-        METRICS.goroutines.labels("binding").set(len(self.binding_tasks))
-        task.add_done_callback(self._binding_done)
-
-    def _binding_done(self, task: asyncio.Task) -> None:
-        self.binding_tasks.discard(task)
-        METRICS.goroutines.labels("binding").set(len(self.binding_tasks))
+        task.add_done_callback(self.binding_tasks.discard)
 
     def find_feasible(self, fwk: Framework, state: CycleState, pod: PodInfo,
                       trace: CycleTrace | None) -> tuple[NodeBatch, Diagnosis, int]:

@@ -246,21 +246,31 @@ class KubeClient:
                          timeout: float = 120.0) -> AsyncIterator[tuple[list[dict], str]]:
         """Paginated LIST, one page at a time: yields (items of the page, resourceVersion of the
         list). A caller that handles each page before asking for the next holds one page of decoded
-        objects at a time, not the whole list (at 10,000 pods that is tens of MiB of peak memory)."""
+        objects at a time, not the whole list (at 10,000 pods that is tens of MiB of peak memory).
+        The next page is requested before this one is yielded, so the API server prepares it while
+        the caller handles this one (at most two pages are in memory)."""
         p = dict(params or {})
         if page_size:
             p["limit"] = str(page_size)
         rv = ""
-        while True:
-            data = await self.request("GET", path, params=p, timeout=timeout)
-            meta = data.get("metadata") or {}
-            rv = meta.get("resourceVersion") or rv
-            cont = meta.get("continue")
-            yield data.get("items") or [], rv
-            if not cont:
-                return
-            p = {k: v for k, v in p.items() if k not in ("resourceVersion", "resourceVersionMatch")}
-            p["continue"] = cont
+        pending = asyncio.ensure_future(self.request("GET", path, params=p, timeout=timeout))
+        try:
+            while True:
+                data = await pending
+                meta = data.get("metadata") or {}
+                rv = meta.get("resourceVersion") or rv
+                cont = meta.get("continue")
+                if cont:
+                    p = {k: v for k, v in p.items() if k not in ("resourceVersion", "resourceVersionMatch")}
+                    p["continue"] = cont
+                    pending = asyncio.ensure_future(self.request("GET", path, params=p, timeout=timeout))
+                yield data.get("items") or [], rv
+                if not cont:
+                    return
+        finally:
+            if not pending.done():   # the caller stopped early: the prefetched page is not wanted
+                pending.cancel()
+            pending.add_done_callback(_consume)
 
     async def watch(self, path: str, params: dict, *, idle_timeout: float = 90.0) -> AsyncIterator[dict]:
         """Yield decoded watch events until the server closes the stream."""
@@ -294,6 +304,12 @@ class KubeClient:
                         yield orjson.loads(line)
             if buf.strip():
                 yield orjson.loads(buf)
+
+
+def _consume(fut: asyncio.Future) -> None:
+    """Retrieve an abandoned request's outcome, so asyncio does not log it as never retrieved."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _api_error(status: int, raw: bytes) -> ApiError:

@@ -48,7 +48,9 @@ def _metrics_cpu_per_1000(run: dict) -> float | None:
 def _drain_with_events(run: dict) -> float | None:
     """Drain: bound / (last - first bind + the wait after the last bind until every Scheduled Event
     was posted): throughput counting all of the scheduler's API work, for a scheduler that lets
-    Events trail its binds. The wait is polled once a second, so this errs low by up to a second."""
+    Events trail its binds. It errs low for such a scheduler: the wait is polled once a second, and
+    each poll LISTs every Scheduled Event of the run, load the API server carries while the trailing
+    Events are still being posted (a scheduler whose Events kept pace is polled once)."""
     if run.get("mode") != "drain":
         return None
     binds, waited = run.get("bind_offsets") or [], (run.get("events") or {}).get("waited_s")

@@ -213,8 +213,10 @@ def method(pinning: dict, repeats: int, steady_rate: float, schedulers: list[str
         "watcher lists them, and a fresh scheduler process is started with that backlog. *time to first bind* "
         "is from just before it is started to the first bind the watcher sees; *drain pods/s* is bound pods / "
         "(last bind - first bind); *incl. Events pods/s* is bound pods / (last bind - first bind + the wait after "
-        "the last bind until every Scheduled Event was posted, polled each second), the throughput of all the "
-        "scheduler's API work; *overall pods/s* is bound pods / (last bind - start). Its CPU and peak RSS "
+        "the last bind until every Scheduled Event was posted), the throughput of all the scheduler's API work; "
+        "it errs low for a scheduler whose Events trail its binds, because the driver's once-a-second LIST of "
+        "every Scheduled Event loads the API server while they are still being posted; *overall pods/s* is "
+        "bound pods / (last bind - start). Its CPU and peak RSS "
         "(VmHWM) are over its whole life, startup included: peak RSS with a backlog.",
         f"* **steady** (latency): the scheduler keeps running; the measured pods are created on a fixed "
         f"schedule of {steady_rate:g} pods/s (at most 64 in flight); *achieved create/s* is pods / time until "

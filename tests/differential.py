@@ -400,8 +400,11 @@ async def _judge(cp, admin, names: set[str], who: str, pods=None) -> tuple[dict,
                 for c in (pod.get("status") or {}).get("conditions") or ():
                     if c.get("type") == "PodScheduled" and c.get("status") == "False":
                         msg = c.get("message", "")
-                        # a pod whose feasible nodes the probe extender rejected is judged by the recording
-                        if who == "kube" or PROBE_REASON not in strip_postfilter(msg):
+                        # a pod whose feasible nodes the probe extender rejected is judged by the recording;
+                        # a condition still carrying kube-scheduler's DynamicResources PostFilter text
+                        # is kube's, left from its turn: ours has not patched it yet (wait for it)
+                        if who == "kube" or (PROBE_REASON not in strip_postfilter(msg)
+                                             and DRA_POSTFILTER not in msg):
                             messages[key] = msg
             if all(k in rec.feasible or k in messages for k in names):
                 break

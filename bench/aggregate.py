@@ -46,11 +46,9 @@ def _metrics_cpu_per_1000(run: dict) -> float | None:
 
 
 def _drain_with_events(run: dict) -> float | None:
-    """Drain: bound / (last - first bind + the wait after the last bind until every Scheduled Event
-    was posted): throughput counting all of the scheduler's API work, for a scheduler that lets
-    Events trail its binds. It errs low for such a scheduler: the wait is polled once a second, and
-    each poll LISTs every Scheduled Event of the run, load the API server carries while the trailing
-    Events are still being posted (a scheduler whose Events kept pace is polled once)."""
+    """Drain: bound / (last - first bind + how long after the last bind the last Scheduled Event
+    came, as the watcher's Event watch timed it): throughput counting all of the scheduler's API
+    work, for a scheduler that lets Events trail its binds."""
     if run.get("mode") != "drain":
         return None
     binds, waited = run.get("bind_offsets") or [], (run.get("events") or {}).get("waited_s")
@@ -77,6 +75,8 @@ FIGURES: dict[str, Callable[[dict], float | None]] = {
     "attempts": _get("metrics", "attempts"),
     "attempt_p50": _get("metrics", "attempt_p50_ms"), "attempt_p99": _get("metrics", "attempt_p99_ms"),
     "other_cpu": _get("load", "other_cpu_per_s"),
+    "apiserver_cpu": _get("load", "apiserver_cpu_per_s"),
+    "etcd_cpu": _get("load", "etcd_cpu_per_s"),
     "loadavg1": _loadavg1,
     **{f"ext:{ep}": _get("metrics", "extension_point_mean_ms", ep) for ep in EXTENSION_POINTS},
 }

@@ -1,55 +1,82 @@
 """Scheduled Events posted for the measured pods, counted like with like for every scheduler.
 
 A scheduler's CPU only compares with another's if both include posting the ``Scheduled`` Event of
-every pod they bound. After the watcher has seen every measured pod bound, the driver lists the
-``bench`` namespace's events.k8s.io/v1 Events until those with reason ``Scheduled``,
-``reportingController`` = the scheduler's name and ``regarding`` one of the measured pods add up
-to the bound count (an Event with a ``series`` counts ``series.count`` occurrences), or the count
-stops growing for ``STALL_S`` seconds, or ``MAX_WAIT_S`` pass. Only then does the run take its end
-sample of CPU, memory and metrics.
+every pod they bound. The watcher process (``bench.watcher``) watches the ``bench`` namespace's
+events.k8s.io/v1 Events with reason ``Scheduled`` and ``reportingController`` = the scheduler's
+name beside the pods, and timestamps the first such Event about each pod (``EventClock``). It keeps
+going after the last bind until every bound pod has its Event, or no new one arrives for
+``STALL_S`` seconds, or ``MAX_WAIT_S`` pass. The driver takes its end sample of CPU, memory and
+metrics only after that, and reads how long after the last bind the last Event came from the
+watcher's timestamps: a watch is one open request, so measuring puts no load on the API server
+while trailing Events are still being posted (polling with LISTs did, and charged it to the
+slower scheduler). A single LIST at the end cross-checks the count (``count_scheduled``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Iterable
-
-from pysched.client.rest import KubeClient
 
 MAX_WAIT_S = 60.0
 STALL_S = 5.0
+
+
+def is_scheduled_by(ev: dict, controller: str) -> str | None:
+    """The regarded pod's name if ``ev`` is a ``Scheduled`` Event from ``controller`` about a pod."""
+    if ev.get("reason") != "Scheduled" or ev.get("reportingController") != controller:
+        return None
+    regarding = ev.get("regarding") or {}
+    if regarding.get("kind", "Pod") != "Pod":
+        return None
+    return regarding.get("name") or None
 
 
 def count_scheduled(events: Iterable[dict], controller: str, pods: set[str]) -> int:
     """Occurrences of ``Scheduled`` reported by ``controller`` about the pods named in ``pods``."""
     n = 0
     for ev in events:
-        if ev.get("reason") != "Scheduled" or ev.get("reportingController") != controller:
-            continue
-        regarding = ev.get("regarding") or {}
-        if regarding.get("kind", "Pod") != "Pod" or regarding.get("name") not in pods:
+        name = is_scheduled_by(ev, controller)
+        if name is None or name not in pods:
             continue
         series = ev.get("series") or {}
         n += int(series.get("count") or 1) if series else 1
     return n
 
 
-async def wait_for_scheduled(client: KubeClient, namespace: str, controller: str, pods: set[str], want: int,
-                             alive=lambda: None, max_wait: float = MAX_WAIT_S, stall: float = STALL_S,
-                             poll: float = 1.0) -> tuple[int, float]:
-    """Poll until ``want`` Scheduled occurrences are posted; returns (count, seconds until the count last
-    grew): a count that stalls short of ``want`` is not charged the ``stall`` seconds spent making sure."""
-    path = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
-    t0 = last_growth = time.monotonic()
-    best = -1
-    while True:
-        alive()
-        items, _ = await client.list_all(path, {"fieldSelector": f"reason=Scheduled,reportingController={controller}"})
-        n = count_scheduled(items, controller, pods)
-        now = time.monotonic()
-        if n > best:
-            best, last_growth = n, now
-        if n >= want or now - last_growth >= stall or now - t0 >= max_wait:
-            return n, round(last_growth - t0, 2)
-        await asyncio.sleep(poll)
+class EventClock:
+    """When the first ``Scheduled`` Event about each pod was seen (watcher side)."""
+
+    def __init__(self, controller: str):
+        self.controller = controller
+        self.first: dict[str, float] = {}
+        self.last_growth: float | None = None
+
+    def observe(self, ev: dict, now: float) -> None:
+        name = is_scheduled_by(ev, self.controller)
+        if name is not None and name not in self.first:
+            self.first[name] = now
+            self.last_growth = now
+
+    def covered(self, bound: Iterable[str]) -> int:
+        return sum(1 for name in bound if name in self.first)
+
+    def done(self, bound: list[str], all_bound_at: float, now: float,
+             stall: float = STALL_S, max_wait: float = MAX_WAIT_S) -> bool:
+        """After the last bind (``all_bound_at``): every bound pod has its Event, or none came for
+        ``stall`` seconds, or ``max_wait`` passed."""
+        if self.covered(bound) >= len(bound):
+            return True
+        since = max(all_bound_at, self.last_growth or all_bound_at)
+        return now - since >= stall or now - all_bound_at >= max_wait
+
+
+def summarise(records: dict[str, dict]) -> dict:
+    """From the watcher's records (``bound``, ``event`` timestamps): Events seen for bound pods, and
+    seconds from the last bind to the last of those Events (0 when they kept pace)."""
+    bound = [r for r in records.values() if r.get("bound") is not None]
+    with_event = [r for r in bound if r.get("event") is not None]
+    if not bound:
+        return {"seen": 0, "waited_s": None, "short": False}
+    last_bind = max(r["bound"] for r in bound)
+    last_event = max((r["event"] for r in with_event), default=last_bind)
+    return {"seen": len(with_event), "waited_s": round(max(0.0, last_event - last_bind), 3),
+            "short": len(with_event) < len(bound)}

@@ -4,7 +4,9 @@
 run's measured phase, the machine's busy CPU seconds (``/proc/stat``) minus the CPU seconds of the
 run's own processes (this driver and its children: etcd, kube-apiserver, the scheduler, the
 watcher), as CPU-seconds per second: what something else on the machine took meanwhile. The
-1-minute /proc/loadavg at the start of a run is recorded beside it.
+1-minute /proc/loadavg at the start of a run is recorded beside it. It also records the CPU-s/s of
+named processes (kube-apiserver, etcd): with the scheduler on its own core, an API server near
+1.0 CPU-s/s on the other is the ceiling both schedulers hit, not either scheduler.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import os
 import platform
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import procstat
@@ -33,14 +35,28 @@ class OtherLoad:
     t: float
     busy: float
     own: float
+    named: dict[str, tuple[int, float]] = field(default_factory=dict)   # name -> (pid, CPU s at start)
 
     @classmethod
-    def start(cls) -> OtherLoad:
-        return cls(time.monotonic(), procstat.busy_cpu_s(), procstat.own_cpu_s())
+    def start(cls, named: dict[str, int] | None = None) -> OtherLoad:
+        """``named``: processes (name -> pid) whose own CPU-s/s to report as ``<name>_cpu_per_s``."""
+        return cls(time.monotonic(), procstat.busy_cpu_s(), procstat.own_cpu_s(),
+                   {n: (pid, _cpu_or_nan(pid)) for n, pid in (named or {}).items()})
 
     def stop(self) -> dict:
-        return other_cpu(time.monotonic() - self.t, procstat.busy_cpu_s() - self.busy,
-                         procstat.own_cpu_s() - self.own)
+        seconds = time.monotonic() - self.t
+        out = other_cpu(seconds, procstat.busy_cpu_s() - self.busy, procstat.own_cpu_s() - self.own)
+        for name, (pid, cpu0) in self.named.items():
+            used = _cpu_or_nan(pid) - cpu0
+            out[f"{name}_cpu_per_s"] = round(used / max(seconds, 1e-9), 3) if used == used else None
+        return out
+
+
+def _cpu_or_nan(pid: int) -> float:
+    try:
+        return procstat.cpu_s(pid)
+    except (OSError, ValueError, IndexError):
+        return float("nan")
 
 
 def other_cpu(seconds: float, busy: float, own: float) -> dict:

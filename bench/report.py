@@ -138,11 +138,12 @@ def burst_table(all_cells: list[Cell]) -> str:
 
 def load_table(all_cells: list[Cell]) -> str:
     rows = [[c.workload, c.mode, _qps(c), c.scheduler, str(len(c.runs)), cf(c, "loadavg1", 2),
-             cf(c, "other_cpu", 2)] for c in all_cells]
+             cf(c, "other_cpu", 2), cf(c, "apiserver_cpu", 2), cf(c, "etcd_cpu", 2)] for c in all_cells]
     if not rows:
         return ""
     return _table(["workload", "mode", "QPS/burst", "scheduler", "repeats", "loadavg 1 min at start",
-                   "other CPU (CPU-s/s)"], ["---"] * 4 + ["---:"] * 3, rows)
+                   "other CPU (CPU-s/s)", "kube-apiserver CPU-s/s", "etcd CPU-s/s"],
+                  ["---"] * 4 + ["---:"] * 5, rows)
 
 
 def _num(x: float | None, nd: int) -> str:
@@ -202,20 +203,29 @@ def sections(results: list[dict]) -> list[tuple[str, str]]:
     return [(t, body) for t, body in out if body]
 
 
-def method(pinning: dict, repeats: int, steady_rate: float, schedulers: list[str]) -> list[str]:
+PROFILE_TEXT = {
+    "default": "pysched ran its default profile: kube-scheduler 1.35's default plugins, the same set "
+               "kube-scheduler ran (like with like: the same Filter and Score work per pod).",
+    "shipped": "pysched ran the shipped profile: kube-scheduler 1.35's default plugins plus pysched's own "
+               "scores (GPU, AZSpread, CapacityType, InstanceType), work kube-scheduler did not do.",
+}
+
+
+def method(pinning: dict, repeats: int, steady_rate: float, schedulers: list[str],
+           pysched_profile: str = "default") -> list[str]:
     order = ", ".join(schedulers)
+    profiles = " ".join(PROFILE_TEXT.get(p.strip(), p) for p in pysched_profile.split(","))
     return [
-        "## Method", "",
+        "## Method", "", profiles, "",
         "Every run starts a fresh etcd (on tmpfs) and kube-apiserver, creates the workload's nodes, the "
         "`bench` namespace and the workload's prelude objects, starts the scheduler under test, creates the "
         "init pods and waits until they are bound (not measured). Then, by mode:", "",
         "* **drain** (scheduler throughput): the scheduler is stopped, every measured pod is created, the "
         "watcher lists them, and a fresh scheduler process is started with that backlog. *time to first bind* "
         "is from just before it is started to the first bind the watcher sees; *drain pods/s* is bound pods / "
-        "(last bind - first bind); *incl. Events pods/s* is bound pods / (last bind - first bind + the wait after "
-        "the last bind until every Scheduled Event was posted), the throughput of all the scheduler's API work; "
-        "it errs low for a scheduler whose Events trail its binds, because the driver's once-a-second LIST of "
-        "every Scheduled Event loads the API server while they are still being posted; *overall pods/s* is "
+        "(last bind - first bind); *incl. Events pods/s* is bound pods / (last bind - first bind + the time from "
+        "the last bind to the last Scheduled Event, both as the watcher's watches saw them), the throughput of "
+        "all the scheduler's API work; *overall pods/s* is "
         "bound pods / (last bind - start). Its CPU and peak RSS "
         "(VmHWM) are over its whole life, startup included: peak RSS with a backlog.",
         f"* **steady** (latency): the scheduler keeps running; the measured pods are created on a fixed "
@@ -225,10 +235,11 @@ def method(pinning: dict, repeats: int, steady_rate: float, schedulers: list[str
         "takes them (64 in flight); *pods/s avg* is bound pods / (last bind - first creation). Per-second "
         "percentiles are of whole-second samples (scheduler_perf's SchedulingThroughput) and only shown with "
         "at least 10 samples (n/a otherwise).", "",
-        "After the watcher has seen every measured pod bound, the driver waits (at most 60 s, less when the "
-        "count stops growing for 5 s) until the scheduler's `Scheduled` Events for the measured pods add up to "
-        "the bound count, and only then takes the end sample, so every scheduler's CPU includes posting every "
-        "Event (*events posted*; a run below the bound count is flagged). *sched CPU s / 1,000 pods* is the "
+        "The watcher also watches the scheduler's `Scheduled` Events (one watch, no polling) and, after the "
+        "last bind, goes on until every bound measured pod has its Event (at most 60 s, less when none comes "
+        "for 5 s); only then does the driver take the end sample, so every scheduler's CPU includes posting "
+        "every Event (*events posted*, counted by one LIST at the end; a run short of the bound count is "
+        "flagged). *sched CPU s / 1,000 pods* is the "
         "scheduler process's CPU from /proc over the measured phase per 1,000 bound pods (its "
         "`process_cpu_seconds_total` is recorded as a cross-check in results.json). From each scheduler's "
         "/metrics (scraped before and after the measured phase and subtracted; drain: the fresh process's "
@@ -244,14 +255,16 @@ def method(pinning: dict, repeats: int, steady_rate: float, schedulers: list[str
         "pysched / kube-scheduler.", "",
         "**Other load**: per run, /proc/loadavg at its start, and the machine's busy CPU seconds (/proc/stat) "
         "over the measured phase minus those of the run's own processes (driver, etcd, kube-apiserver, "
-        "scheduler, watcher), as CPU-seconds per second.", ""]
+        "scheduler, watcher), as CPU-seconds per second; beside it the CPU-seconds per second kube-apiserver "
+        "and etcd used over the same phase (they share the non-scheduler core with the driver and watcher, "
+        "so near 1.0 together the API server is the ceiling, whichever scheduler runs).", ""]
 
 
 def markdown(results: list[dict], info: dict, command: str, charts: list[Path], md_dir: Path, pinning: dict,
-             repeats: int, steady_rate: float, schedulers: list[str]) -> str:
+             repeats: int, steady_rate: float, schedulers: list[str], pysched_profile: str = "default") -> str:
     lines = ["# Benchmark results", "", f"Command: `{command}`", "",
              "Machine: " + ", ".join(f"{k} {v}" for k, v in info.items()), ""]
-    lines += method(pinning, repeats, steady_rate, schedulers)
+    lines += method(pinning, repeats, steady_rate, schedulers, pysched_profile)
     for title, body in sections(results):
         lines += [f"## {title}", "", body, ""]
     if charts:

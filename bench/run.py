@@ -36,6 +36,7 @@ from .pinning import Pinning, pin_driver
 from .pinning import plan as pin_plan
 from .process import BenchError
 from .runner import RunSpec, failed, run_one
+from .schedulers import PROFILES
 
 
 def _line(d: dict) -> str:
@@ -62,7 +63,8 @@ async def main_async(args, pinning: Pinning, meta: dict) -> list[dict]:
                              plan.parse_schedulers(args.schedulers), args.repeats))
     for i, p in enumerate(planned, 1):
         spec = RunSpec(p.workload, p.kind, p.mode, p.qps, p.burst, p.repeat, out / "runs" / p.slug, pinning,
-                       steady_rate=args.steady_rate, profile_dir=Path(args.profile) if args.profile else None)
+                       steady_rate=args.steady_rate, profile_dir=Path(args.profile) if args.profile else None,
+                       pysched_profile=args.pysched_profile)
         print(f"# [{i}/{len(planned)}] {p.workload.name} mode={p.mode} repeat={p.repeat} scheduler={p.kind} "
               f"qps={p.qps:g}/{p.burst} ...", flush=True)
         try:
@@ -90,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", default="", help="override NODES,INIT,MEASURE for every selected workload")
     p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "pysched-bench"))
     p.add_argument("--results-md", default="", help="write the Markdown report here (and charts beside it)")
+    p.add_argument("--pysched-profile", default="default", choices=PROFILES,
+                   help="default: kube-scheduler's plugins, as kube-scheduler runs them (like with like); "
+                        "shipped: plus pysched's own scores, as the shipped ConfigMap")
     p.add_argument("--profile", default="", help="directory for py-spy profiles of pysched (raw collapsed stacks)")
     p.add_argument("--report-from", default="",
                    help="run nothing: write the report (stdout, --results-md, charts) from these results.json "
@@ -108,11 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     pin_driver(pinning)
     info = machine_info(binaries_dir())
     meta = {"command": command, "machine": info, "pinning": pinning.as_dict(), "repeats": args.repeats,
-            "steady_rate": args.steady_rate}
+            "steady_rate": args.steady_rate, "pysched_profile": args.pysched_profile}
     print(f"pinning: {pinning.describe()}", flush=True)
     results = asyncio.run(main_async(args, pinning, meta))
     return write_report(results, args, [command], info, pinning.as_dict(), args.repeats, args.steady_rate,
-                        plan.parse_schedulers(args.schedulers))
+                        plan.parse_schedulers(args.schedulers), args.pysched_profile)
 
 
 def report_from(paths: list[Path], args) -> int:
@@ -122,11 +127,12 @@ def report_from(paths: list[Path], args) -> int:
     first = metas[0]
     return write_report(results, args, [m["command"] for m in metas], first["machine"], first["pinning"],
                         max(m["repeats"] for m in metas), first["steady_rate"],
-                        plan.parse_schedulers(args.schedulers))
+                        plan.parse_schedulers(args.schedulers),
+                        ", ".join(sorted({m.get("pysched_profile", "shipped") for m in metas})))
 
 
 def write_report(results: list[dict], args, commands: list[str], info: dict, pinning: dict, repeats: int,
-                 steady_rate: float, schedulers: list[str]) -> int:
+                 steady_rate: float, schedulers: list[str], pysched_profile: str = "default") -> int:
     out = Path(args.out)
     chart_dir = Path(args.results_md).parent / "charts" if args.results_md else out
     chart_dir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +143,7 @@ def write_report(results: list[dict], args, commands: list[str], info: dict, pin
     print(f"\ncharts: {', '.join(str(c) for c in pngs)}")
     if args.results_md:
         md = report.markdown(results, info, "`, `".join(commands), pngs, Path(args.results_md).parent, pinning,
-                             repeats, steady_rate, schedulers)
+                             repeats, steady_rate, schedulers, pysched_profile)
         Path(args.results_md).write_text(md + "\n")
     return 1 if report.failed_runs(results) else 0
 

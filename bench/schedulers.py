@@ -1,8 +1,11 @@
 """The schedulers under test, started as processes: pysched, kube-scheduler 1.35, the null binder.
 
-All get the same client QPS/burst and leader election off. pysched runs as shipped (kube's default
-plugins plus its own scores; the Coscheduling profile for gang workloads, its PodGroup status
-controller off so only scheduling is measured). pysched and kube-scheduler serve /metrics without
+All get the same client QPS/burst and leader election off. pysched runs one of two profiles
+(``PROFILES``): ``default``, kube-scheduler 1.35's default plugins, the very set kube-scheduler
+runs beside it (like with like: the same Filter and Score work per pod), or ``shipped``, those plus
+pysched's own scores (GPU, AZSpread, CapacityType, InstanceType) as the shipped ConfigMap enables
+them. Gang workloads add Coscheduling to either (its PodGroup status controller off so only
+scheduling is measured). pysched and kube-scheduler serve /metrics without
 credentials (``--authorization-always-allow-paths``, a bench-only lab setting) so the driver can
 scrape them. Every scheduler starts through the pinning's ``preexec_fn``: on its own CPU when pinned.
 """
@@ -27,25 +30,32 @@ SCHEDULER_NAMES = {PYSCHED: "pysched", KUBE: "default-scheduler", NULL: "bench-n
 COSCHEDULING_CRD = REPO / "manifests" / "components" / "coscheduling" / "crd.yaml"
 
 
-def coscheduling_profile(scheduler_name: str) -> dict:
-    """pysched as shipped with the coscheduling component (its configmap-patch.yaml profile)."""
-    profile = custom_scores_profile(scheduler_name)
-    profile["plugins"]["queueSort"] = {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
-    profile["plugins"]["multiPoint"]["enabled"].append({"name": "Coscheduling"})
-    return profile
+PROFILES = ("default", "shipped")
+
+
+def pysched_profile(scheduler_name: str, profile: str = "default", gang: bool = False) -> dict:
+    """pysched's profile: ``default`` (kube-scheduler's plugins) or ``shipped`` (plus pysched's own
+    scores); ``gang`` adds Coscheduling as the coscheduling component's configmap-patch.yaml does."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown pysched profile {profile!r} (one of {', '.join(PROFILES)})")
+    out = (custom_scores_profile(scheduler_name) if profile == "shipped"
+           else {"schedulerName": scheduler_name, "plugins": {"multiPoint": {"enabled": []}}})
+    if gang:
+        out["plugins"]["queueSort"] = {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
+        out["plugins"]["multiPoint"]["enabled"].append({"name": "Coscheduling"})
+    return out
 
 
 def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir: Path, pinning: Pinning,
-                    gang: bool = False, tag: str = "") -> Process:
+                    gang: bool = False, tag: str = "", profile: str = "default") -> Process:
     """Start scheduler ``kind``; ``tag`` tells apart a second process of the same run (drain mode)."""
     client_connection = {"qps": qps, "burst": burst}
     preexec = pinning.scheduler_preexec()
     port = free_port()
     if kind == PYSCHED:
-        profile = (coscheduling_profile if gang else custom_scores_profile)(SCHEDULER_NAMES[PYSCHED])
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                "leaderElection": {"leaderElect": False}, "clientConnection": client_connection,
-               "profiles": [profile]}
+               "profiles": [pysched_profile(SCHEDULER_NAMES[PYSCHED], profile, gang)]}
         path = rundir / "pysched-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return Process([sys.executable, "-m", "pysched", "run", "--config", str(path),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from dataclasses import dataclass, field
 
 from pysched.apis.config import SchedulerConfig
@@ -221,7 +222,8 @@ class SchedulerApp:
             # ``_settle_prefilled`` re-lists a few times to catch those.
             self.kopf.start()
             self._spawn(self._settle_prefilled(), "settle-prefilled")
-        log.info("caches synced", extra=kv(since_start_s=round(process_uptime(), 2), nodes=len(self.cache.nodes),
+        log.info("caches synced", extra=kv(since_start_s=round(process_uptime(), 2),
+                                            cpu_s=round(time.process_time(), 2), nodes=len(self.cache.nodes),
                                             pods=len(self.cache.pods), pending=len(self.queue)))
 
     @property

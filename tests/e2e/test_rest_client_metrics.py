@@ -147,3 +147,19 @@ async def test_scheduler_metrics_have_rest_client_series_and_no_created(control_
     assert value("rest_client_rate_limiter_duration_seconds_count", verb="POST", host=host) >= 10
     assert [str(b) for b in REST_CLIENT_BUCKETS] == CLIENT_GO_BUCKETS[:-1]
     sched.terminate()
+
+
+async def test_a_write_whose_answer_is_not_read_still_raises_errors_with_the_servers_message(control_plane):
+    client = KubeClient(load_kubeconfig(control_plane.kubeconfig), qps=0, burst=1)
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "undecoded"}}
+    try:
+        assert await client.request("POST", "/api/v1/namespaces/default/configmaps", body=body, decode=False) is None
+        got = await client.get("/api/v1/namespaces/default/configmaps/undecoded")
+        assert got["metadata"]["name"] == "undecoded"
+        with pytest.raises(ApiError) as err:
+            await client.request("POST", "/api/v1/namespaces/default/configmaps", body=body, decode=False)
+        assert err.value.status == 409
+        assert "already exists" in err.value.message
+    finally:
+        await client.request("DELETE", "/api/v1/namespaces/default/configmaps/undecoded")
+        await client.close()

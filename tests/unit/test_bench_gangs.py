@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from bench import aggregate, gangs, verify
 from bench.report import failed_runs, gang_table
-from bench.schedulers import coscheduling_profile
+from bench.schedulers import pysched_profile
 from bench.workloads import GANG_LABEL, GPU, WORKLOADS, podgroups
 from pysched_dev.testkit import make_node, make_pod
 
@@ -30,9 +32,19 @@ def test_workload_is_150_groups_of_8_on_gpus_for_100():
 
 
 def test_pysched_profile_enables_coscheduling_as_the_component_does():
-    p = coscheduling_profile("pysched")
-    assert p["plugins"]["queueSort"] == {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
-    assert p["plugins"]["multiPoint"]["enabled"][-1] == {"name": "Coscheduling"}
+    for profile in ("default", "shipped"):
+        p = pysched_profile("pysched", profile, gang=True)
+        assert p["plugins"]["queueSort"] == {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
+        assert p["plugins"]["multiPoint"]["enabled"][-1] == {"name": "Coscheduling"}
+
+
+def test_bench_profiles_are_kube_schedulers_plugins_or_the_shipped_set():
+    from pysched_dev.testkit import CUSTOM_SCORES
+    assert pysched_profile("pysched")["plugins"]["multiPoint"]["enabled"] == []      # kube's defaults only
+    shipped = [e["name"] for e in pysched_profile("pysched", "shipped")["plugins"]["multiPoint"]["enabled"]]
+    assert shipped == list(CUSTOM_SCORES)
+    with pytest.raises(ValueError, match="unknown pysched profile"):
+        pysched_profile("pysched", "fastest")
 
 
 def test_gang_summary_counts_whole_groups_and_admit_time_from_first_seen_to_last_bound():

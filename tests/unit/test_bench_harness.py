@@ -4,11 +4,13 @@ figures, other-load arithmetic, the per-mode tables and the targets."""
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 
 import pytest
 
 from bench import aggregate, machine, modes, pinning, plan, procstat, report, runner
-from bench.events import count_scheduled
+from bench.events import EventClock, count_scheduled, summarise
 from bench.workloads import WORKLOADS, Workload
 
 # -- order --------------------------------------------------------------------------------------
@@ -127,6 +129,50 @@ def test_scheduled_events_count_series_and_only_the_schedulers_measured_pods():
     assert count_scheduled(events, "pysched", pods) == 4
     assert count_scheduled(events, "default-scheduler", pods) == 1
     assert count_scheduled([], "pysched", pods) == 0
+
+
+def test_event_clock_keeps_the_first_scheduled_event_of_each_pod_from_its_scheduler():
+    clock = EventClock("pysched")
+    clock.observe(_event("measure-0"), 10.0)
+    clock.observe(_event("measure-0", series=2), 12.0)              # a repeat: the first one counts
+    clock.observe(_event("measure-1", controller="default-scheduler"), 11.0)
+    clock.observe(_event("measure-1", reason="FailedScheduling"), 11.0)
+    clock.observe(_event("measure-1", kind="Node"), 11.0)
+    assert clock.first == {"measure-0": 10.0}
+    assert clock.covered(["measure-0", "measure-1"]) == 1
+
+
+def test_event_clock_is_done_when_every_bound_pod_has_its_event_or_they_stop_coming():
+    clock = EventClock("pysched")
+    bound = ["a", "b"]
+    clock.observe(_event("a"), 100.0)
+    assert not clock.done(bound, all_bound_at=100.0, now=101.0)
+    assert clock.done(bound, all_bound_at=100.0, now=105.0, stall=5.0)     # nothing new for 5 s
+    clock.observe(_event("b"), 104.0)
+    assert clock.done(bound, all_bound_at=100.0, now=104.0)
+    late = EventClock("pysched")
+    late.observe(_event("a"), 150.0)                                      # still growing, but 60 s passed
+    assert late.done(bound, all_bound_at=100.0, now=160.0, stall=5.0, max_wait=60.0)
+    assert not late.done(bound, all_bound_at=100.0, now=152.0, stall=5.0, max_wait=60.0)
+
+
+def test_events_summary_is_the_time_from_the_last_bind_to_the_last_event():
+    records = {"a": {"bound": 10.0, "event": 10.5}, "b": {"bound": 12.0, "event": 14.25},
+               "c": {"bound": None, "event": None}}
+    assert summarise(records) == {"seen": 2, "waited_s": 2.25, "short": False}
+    records["b"]["event"] = None
+    assert summarise(records) == {"seen": 1, "waited_s": 0.0, "short": True}
+    assert summarise({})["waited_s"] is None
+
+
+def test_other_load_reports_named_processes_cpu_per_second():
+    load = machine.OtherLoad.start({"self": os.getpid(), "gone": 2 ** 22 + 7})   # a pid that does not exist
+    end = time.process_time() + 0.05
+    while time.process_time() < end:
+        pass
+    out = load.stop()
+    assert out["self_cpu_per_s"] > 0
+    assert out["gone_cpu_per_s"] is None
 
 
 # -- drain and load figures -----------------------------------------------------------------------

@@ -9,8 +9,9 @@ from pysched.util import gctune
 
 @pytest.fixture
 def restore_gc():
-    threshold, enabled = gc.get_threshold(), gc.isenabled()
+    threshold, enabled, starting = gc.get_threshold(), gc.isenabled(), gctune._starting
     yield
+    gctune._starting = starting
     gc.set_threshold(*threshold)
     (gc.enable if enabled else gc.disable)()
     gc.unfreeze()
@@ -40,3 +41,29 @@ def test_freeze_moves_live_objects_out_of_collections(restore_gc):
     kept = [{"pod": i} for i in range(1000)]
     gctune.freeze()
     assert gc.get_freeze_count() >= len(kept)
+
+
+def test_during_start_up_a_large_decode_is_frozen_instead_of_left_for_a_young_collection(restore_gc):
+    gc.unfreeze()
+    gc.enable()
+    gctune._starting = True
+    with gctune.paused():
+        page = [{"metadata": {"name": f"p-{i}"}} for i in range(20_000)]
+    # Without the freeze every one of these dicts would be counted in generation 0, and the next
+    # allocation would start a collection that walks them all.
+    assert gc.get_count()[0] < 1_000
+    assert gc.get_freeze_count() >= 2 * len(page)
+    assert gctune.starting()
+
+
+def test_after_start_up_decodes_are_not_frozen(restore_gc):
+    gc.unfreeze()
+    gc.enable()
+    gctune._starting = True
+    gctune.freeze()                    # the informers have synced
+    assert not gctune.starting()
+    before = gc.get_freeze_count()
+    with gctune.paused():
+        page = [{"metadata": {"name": f"p-{i}"}} for i in range(5_000)]
+    assert gc.get_freeze_count() == before
+    assert len(page) == 5_000

@@ -189,7 +189,7 @@ class EventRecorder:
         try:
             if e.written == 0:
                 try:
-                    await self.client.create_event(e.namespace, e.body(count, seen))
+                    await self.client.create_event(e.namespace, e.body(count, seen), decode=False)
                 except ApiError as exc:
                     if exc.status != 409:
                         raise
@@ -203,7 +203,7 @@ class EventRecorder:
                     if exc.status != 404:
                         raise
                     recreating = True  # deleted or expired: create it again, with its series
-                    await self.client.create_event(e.namespace, e.body(count, seen))
+                    await self.client.create_event(e.namespace, e.body(count, seen), decode=False)
                     operation = "create"
         except asyncio.CancelledError:
             raise

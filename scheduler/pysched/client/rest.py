@@ -147,9 +147,11 @@ class KubeClient:
 
     async def request(self, method: str, path: str, *, params: dict | None = None, body: Any = None,
                       content_type: str = "application/json", timeout: float | None = None,
-                      rate_limit: bool = True) -> Any:
+                      rate_limit: bool = True, decode: bool = True) -> Any:
         """One API request. ``timeout`` bounds all of it - the rate limiter, a free connection,
-        the response - and a write is checked against the fence after each of those waits."""
+        the response - and a write is checked against the fence after each of those waits.
+        ``decode=False``: the caller ignores a successful answer (a bind's Status, the created
+        Event), which is then not parsed; errors are decoded as always."""
         loop = asyncio.get_running_loop()
         start = loop.time()
         deadline = start + (timeout or self.timeout)
@@ -186,7 +188,7 @@ class KubeClient:
                     continue
                 if resp.status >= 400:
                     raise _api_error(resp.status, raw)
-                if not raw:
+                if not raw or not decode:
                     return None
                 try:
                     if len(raw) < LARGE_BODY:
@@ -211,7 +213,7 @@ class KubeClient:
                 "metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         await self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding",
-                           body=body, timeout=timeout)
+                           body=body, timeout=timeout, decode=False)
 
     async def patch_pod_status(self, namespace: str, name: str, patch: dict) -> Any:
         return await self.request("PATCH", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status",
@@ -223,8 +225,9 @@ class KubeClient:
         body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}} if uid else None
         return await self.request("DELETE", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}", body=body)
 
-    async def create_event(self, namespace: str, event: dict) -> Any:
-        return await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events", body=event)
+    async def create_event(self, namespace: str, event: dict, decode: bool = True) -> Any:
+        return await self.request("POST", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events",
+                                  body=event, decode=decode)
 
     async def patch_event(self, namespace: str, name: str, patch: dict) -> Any:
         return await self.request("PATCH", f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events/{quote(name)}",

@@ -129,7 +129,8 @@ class SchedulerApp:
                                    percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
                                    extenders=[] if shadow else self.extenders, seed=options.seed,
                                    fence=self.fence, explain_all=options.explain_all,
-                                   max_binds_outstanding=max_binds_for(cc.qps, bind_timeout or self.client.timeout),
+                                   max_binds_outstanding=max_binds_for(cc.qps, bind_timeout or self.client.timeout,
+                                                                         self.client.max_connections),
                                    on_cluster_event=self.cluster_events.move)
         # Shadow mode never binds, patches or records: only predictions, metrics, logs and /debug/explain.
         self.shadow = ShadowRecorder(self.scheduler) if shadow else None

@@ -5,7 +5,7 @@ import collections
 import pytest
 
 from pysched.apis import config as configmod
-from pysched.schedule_one import num_feasible_nodes_to_find
+from pysched.schedule_one import MAX_BINDS_OUTSTANDING, MIN_BINDS_OUTSTANDING, max_binds_for, num_feasible_nodes_to_find
 from pysched.tools.offline import OfflineScheduler
 
 from .conftest import node, pod
@@ -101,3 +101,11 @@ def test_chunked_filtering_matches_whole_evaluation(pattern):
             assert len(names) == num_feasible_nodes_to_find(None, 0, n) and failed < whole_failed
         if pattern in ("none", "tail"):
             assert failed == whole_failed  # every node had to be looked at
+
+
+def test_outstanding_binds_are_bounded_by_the_rate_limiter_and_the_connection_pool():
+    assert max_binds_for(5000, 30.0) == MAX_BINDS_OUTSTANDING            # the limiter alone allows more
+    assert max_binds_for(5000, 30.0, connections=64) == 128             # one in flight, one waiting per connection
+    assert max_binds_for(5, 30.0, connections=64) == 75                 # a slow limiter binds tighter
+    assert max_binds_for(0, 30.0, connections=64) == 128                # no limiter: the pool alone
+    assert max_binds_for(5000, 30.0, connections=2) == MIN_BINDS_OUTSTANDING

@@ -17,10 +17,21 @@ def restore_gc():
     gc.unfreeze()
 
 
-def test_configure_raises_only_the_young_threshold(restore_gc):
+def test_configure_raises_only_the_young_threshold_and_begins_start_up(restore_gc):
     gc.set_threshold(700, 11, 12)
+    gctune._starting = False
     gctune.configure()
     assert gc.get_threshold() == (gctune.YOUNG_THRESHOLD, 11, 12)
+    assert gctune.starting()
+
+
+def test_without_configure_large_decodes_are_never_frozen(restore_gc):
+    gc.unfreeze()
+    gctune._starting = False            # a tool or the benchmark driver: configure() never ran
+    with gctune.paused():
+        page = [{"metadata": {"name": f"p-{i}"}} for i in range(5_000)]
+    assert gc.get_freeze_count() == 0
+    assert len(page) == 5_000
 
 
 def test_paused_disables_collection_and_restores_it_even_on_error(restore_gc):

@@ -23,8 +23,9 @@ still frees everything that is not part of a cycle):
 * ``freeze()`` once the informers have synced: the objects alive then (modules, the listed cache)
   move to the permanent generation, so later full collections walk only what changed since.
 
-Freezing keeps cyclic garbage that exists at that moment forever; it is done only during start-up
-(a bounded, one-time amount), never for the LISTs of later re-lists.
+Freezing keeps cyclic garbage that exists at that moment forever; it is done only during the
+scheduler's start-up (a bounded, one-time amount), never for the LISTs of later re-lists nor in
+other processes that use the API client.
 """
 
 from __future__ import annotations
@@ -35,12 +36,16 @@ from contextlib import contextmanager
 
 YOUNG_THRESHOLD = 10_000   # CPython's default is 700
 
-_starting = True   # until ``freeze()``: large decodes are frozen, not collected
+_starting = False   # from ``configure()`` until ``freeze()``: large decodes are frozen, not collected
 
 
 def configure() -> None:
+    """The scheduler process's settings; start-up begins (see ``paused``) until ``freeze()``. Other
+    users of the API client (tools, the benchmark driver) never freeze what they decode."""
+    global _starting
     _, middle, old = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, middle, old)
+    _starting = True
 
 
 @contextmanager

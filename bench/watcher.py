@@ -59,11 +59,12 @@ async def watch(args) -> dict:
     events_path = f"/apis/events.k8s.io/v1/namespaces/{args.namespace}/events"
     event_params = {"fieldSelector": f"reason=Scheduled,reportingController={args.events_controller}"}
     records: dict[str, dict] = {}
-    bound_names: list[str] = []
+    bound = 0
     clock = EventClock(args.events_controller) if args.events_controller else None
     changed = asyncio.Event()
 
     def observe_pod(pod: dict, now: float) -> None:
+        nonlocal bound
         name = pod["metadata"]["name"]
         rec = records.get(name)
         if rec is None:
@@ -71,7 +72,9 @@ async def watch(args) -> dict:
         node = (pod.get("spec") or {}).get("nodeName")
         if node and rec["bound"] is None:
             rec["bound"], rec["node"] = now, node
-            bound_names.append(name)
+            bound += 1
+            if clock is not None:
+                clock.bound_pod(name)
             changed.set()
 
     def observe_event(ev: dict, now: float) -> None:
@@ -108,9 +111,9 @@ async def watch(args) -> dict:
             for t in tasks:
                 if t.done():
                     t.result()   # a watch loop only ends by raising
-            if all_bound_at is None and len(bound_names) >= args.expect:
+            if all_bound_at is None and bound >= args.expect:
                 all_bound_at = time.time()
-            if all_bound_at is not None and (clock is None or clock.done(bound_names, all_bound_at, time.time())):
+            if all_bound_at is not None and (clock is None or clock.done(all_bound_at, time.time())):
                 break
             try:
                 await asyncio.wait_for(changed.wait(), 0.5)

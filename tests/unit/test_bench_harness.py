@@ -139,21 +139,27 @@ def test_event_clock_keeps_the_first_scheduled_event_of_each_pod_from_its_schedu
     clock.observe(_event("measure-1", reason="FailedScheduling"), 11.0)
     clock.observe(_event("measure-1", kind="Node"), 11.0)
     assert clock.first == {"measure-0": 10.0}
-    assert clock.covered(["measure-0", "measure-1"]) == 1
+    clock.bound_pod("measure-0")
+    clock.bound_pod("measure-1")
+    clock.bound_pod("measure-0")                                       # a pod is bound once
+    assert clock.covered == 1
 
 
 def test_event_clock_is_done_when_every_bound_pod_has_its_event_or_they_stop_coming():
     clock = EventClock("pysched")
-    bound = ["a", "b"]
-    clock.observe(_event("a"), 100.0)
-    assert not clock.done(bound, all_bound_at=100.0, now=101.0)
-    assert clock.done(bound, all_bound_at=100.0, now=105.0, stall=5.0)     # nothing new for 5 s
+    clock.observe(_event("a"), 100.0)                                     # the Event before the bind
+    for name in ("a", "b"):
+        clock.bound_pod(name)
+    assert not clock.done(all_bound_at=100.0, now=101.0)
+    assert clock.done(all_bound_at=100.0, now=105.0, stall=5.0)            # nothing new for 5 s
     clock.observe(_event("b"), 104.0)
-    assert clock.done(bound, all_bound_at=100.0, now=104.0)
+    assert clock.done(all_bound_at=100.0, now=104.0)
     late = EventClock("pysched")
+    for name in ("a", "b"):
+        late.bound_pod(name)
     late.observe(_event("a"), 150.0)                                      # still growing, but 60 s passed
-    assert late.done(bound, all_bound_at=100.0, now=160.0, stall=5.0, max_wait=60.0)
-    assert not late.done(bound, all_bound_at=100.0, now=152.0, stall=5.0, max_wait=60.0)
+    assert late.done(all_bound_at=100.0, now=160.0, stall=5.0, max_wait=60.0)
+    assert not late.done(all_bound_at=100.0, now=152.0, stall=5.0, max_wait=60.0)
 
 
 def test_events_summary_is_the_time_from_the_last_bind_to_the_last_event():

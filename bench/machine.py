@@ -35,28 +35,30 @@ class OtherLoad:
     t: float
     busy: float
     own: float
-    named: dict[str, tuple[int, float]] = field(default_factory=dict)   # name -> (pid, CPU s at start)
+    named: dict[str, tuple[int, float | None]] = field(default_factory=dict)   # name -> (pid, CPU s at start)
 
     @classmethod
     def start(cls, named: dict[str, int] | None = None) -> OtherLoad:
-        """``named``: processes (name -> pid) whose own CPU-s/s to report as ``<name>_cpu_per_s``."""
+        """``named``: processes (name -> pid) whose own CPU-s/s to report as ``<name>_cpu_per_s``
+        (None when a process could not be read at either end)."""
         return cls(time.monotonic(), procstat.busy_cpu_s(), procstat.own_cpu_s(),
-                   {n: (pid, _cpu_or_nan(pid)) for n, pid in (named or {}).items()})
+                   {n: (pid, _cpu_or_none(pid)) for n, pid in (named or {}).items()})
 
     def stop(self) -> dict:
         seconds = time.monotonic() - self.t
         out = other_cpu(seconds, procstat.busy_cpu_s() - self.busy, procstat.own_cpu_s() - self.own)
         for name, (pid, cpu0) in self.named.items():
-            used = _cpu_or_nan(pid) - cpu0
-            out[f"{name}_cpu_per_s"] = round(used / max(seconds, 1e-9), 3) if used == used else None
+            cpu1 = _cpu_or_none(pid)
+            out[f"{name}_cpu_per_s"] = (None if cpu0 is None or cpu1 is None
+                                        else round((cpu1 - cpu0) / max(seconds, 1e-9), 3))
         return out
 
 
-def _cpu_or_nan(pid: int) -> float:
+def _cpu_or_none(pid: int) -> float | None:
     try:
         return procstat.cpu_s(pid)
     except (OSError, ValueError, IndexError):
-        return float("nan")
+        return None
 
 
 def other_cpu(seconds: float, busy: float, own: float) -> dict:

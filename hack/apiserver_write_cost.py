@@ -7,7 +7,7 @@ last), creates one node and 4 N pods nobody schedules, then, in two rounds, bind
 creates N/2 Events with JSON bodies and as many with protobuf bodies (64 in flight, answers not
 decoded), and prints the API server's CPU per write from /proc. This is how ``bench/PROFILE.md``
 tells whether protobuf request bodies (kube-scheduler's encoding) would lift the API server ceiling
-the drain benchmark hits: they did not (about 5 %, within the noise).
+the drain benchmark hits: not reliably (one round 17-27 % less CPU per write, the next 0-7 % more).
 
 The protobuf bodies are hand-encoded: the ``k8s\\x00`` magic and a ``runtime.Unknown`` around a
 ``Binding`` or ``events.k8s.io/v1`` ``Event`` (field numbers from upstream ``generated.proto``).

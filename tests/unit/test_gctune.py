@@ -22,7 +22,7 @@ def test_configure_raises_only_the_young_threshold_and_begins_start_up(restore_g
     gctune._starting = False
     gctune.configure()
     assert gc.get_threshold() == (gctune.YOUNG_THRESHOLD, 11, 12)
-    assert gctune.starting()
+    assert gctune._starting
 
 
 def test_without_configure_large_decodes_are_never_frozen(restore_gc):
@@ -64,7 +64,7 @@ def test_during_start_up_a_large_decode_is_frozen_instead_of_left_for_a_young_co
     # allocation would start a collection that walks them all.
     assert gc.get_count()[0] < 1_000
     assert gc.get_freeze_count() >= 2 * len(page)
-    assert gctune.starting()
+    assert gctune._starting
 
 
 def test_after_start_up_decodes_are_not_frozen(restore_gc):
@@ -72,7 +72,7 @@ def test_after_start_up_decodes_are_not_frozen(restore_gc):
     gc.enable()
     gctune._starting = True
     gctune.freeze()                    # the informers have synced
-    assert not gctune.starting()
+    assert not gctune._starting
     before = gc.get_freeze_count()
     with gctune.paused():
         page = [{"metadata": {"name": f"p-{i}"}} for i in range(5_000)]

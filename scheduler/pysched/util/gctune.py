@@ -62,11 +62,6 @@ def paused() -> Iterator[None]:
             gc.enable()
 
 
-def starting() -> bool:
-    """True until the start-up ``freeze()``."""
-    return _starting
-
-
 def freeze() -> None:
     """Move every object tracked now out of future collections (``gc.freeze``); ends start-up."""
     global _starting

@@ -16,6 +16,7 @@ import contextlib
 import datetime
 import ipaddress
 import os
+import random
 import shutil
 import signal
 import socket
@@ -36,6 +37,14 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not be obtained or started."""
 
 
+class PortTaken(ControlPlaneError):
+    """A server could not bind the port ``free_port()`` picked: another process took it first."""
+
+
+#: How many times a server is started on fresh ports when the one picked was taken meanwhile.
+PORT_ATTEMPTS = 5
+
+
 def binaries_dir() -> Path:
     """Directory holding etcd, kube-apiserver and kube-scheduler (built on first use)."""
     explicit = os.environ.get("PYSCHED_BIN_DIR")
@@ -52,9 +61,43 @@ def binaries_dir() -> Path:
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on now, chosen below the kernel's ephemeral range.
+
+    A port from ``bind(0)`` comes out of the ephemeral range, which every outgoing connection on the
+    machine also draws from: between our check and the server's bind, a client elsewhere (the test
+    run makes thousands of connections) can be given the same port. Below that range only another
+    explicit bind can take it, so the window is left to ``_on_fresh_ports`` alone.
+    """
+    low = _ephemeral_ports()[0]
+    if low - 1 > _LOWEST_PORT:
+        for _ in range(200):
+            port = random.randint(_LOWEST_PORT, low - 1)
+            if _bindable(port):
+                return port
     with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+#: Ports below this are left to well-known and registered services.
+_LOWEST_PORT = 20000
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def _bindable(port: int) -> bool:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def _write_pki(directory: Path) -> dict[str, Path]:
@@ -157,9 +200,8 @@ class ControlPlane:
         self.kubeconfig = write_kubeconfig(self.workdir / "admin.kubeconfig", server="https://127.0.0.1:0",
                                            ca_file=self.pki["ca.crt"], token=self.admin_token)
         try:
-            self._start_etcd(timeout)
-            self.apiserver_port = free_port()
-            self._start_apiserver(timeout)
+            _on_fresh_ports(self._start_etcd, timeout)
+            _on_fresh_ports(self._start_apiserver, timeout)
         except BaseException:
             self.stop()
             raise
@@ -280,7 +322,12 @@ class ControlPlane:
     def _log(self, name: str):
         return open(self.workdir / f"{name}.log", "ab")
 
+    def _log_size(self, name: str) -> int:
+        path = self.workdir / f"{name}.log"
+        return path.stat().st_size if path.exists() else 0
+
     def _start_etcd(self, timeout: float) -> None:
+        shutil.rmtree(self.workdir / "etcd", ignore_errors=True)  # a failed attempt's data
         client, peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client}"
         args = [
@@ -292,12 +339,15 @@ class ControlPlane:
             "--log-level=warn", "--quota-backend-bytes=8589934592", "--unsafe-no-fsync",
             "--listen-metrics-urls=", "--auto-compaction-retention=5m",
         ]
+        log_start = self._log_size("etcd")
         self.etcd_proc = subprocess.Popen(args, stdout=self._log("etcd"), stderr=subprocess.STDOUT,
                                           start_new_session=True)
-        _wait_http(f"{self.etcd_url}/health", timeout, self.etcd_proc, "etcd", self.workdir / "etcd.log")
+        _wait_http(f"{self.etcd_url}/health", timeout, self.etcd_proc, "etcd", self.workdir / "etcd.log",
+                   log_start=log_start)
 
     def _start_apiserver(self, timeout: float) -> None:
         p = self.pki
+        self.apiserver_port = free_port()
         args = [
             str(self.bin / "kube-apiserver"),
             f"--etcd-servers={self.etcd_url}",
@@ -319,11 +369,13 @@ class ControlPlane:
             *self._audit_args(),
             *self.extra_apiserver_args,
         ]
+        log_start = self._log_size("kube-apiserver")
         self.apiserver_proc = subprocess.Popen(args, stdout=self._log("kube-apiserver"),
                                                stderr=subprocess.STDOUT, start_new_session=True)
         ctx = ssl.create_default_context(cafile=str(p["ca.crt"]))
         _wait_http(f"{self.url}/readyz", timeout, self.apiserver_proc, "kube-apiserver",
-                   self.workdir / "kube-apiserver.log", ssl_context=ctx, token=self.admin_token)
+                   self.workdir / "kube-apiserver.log", ssl_context=ctx, token=self.admin_token,
+                   log_start=log_start)
         write_kubeconfig(self.kubeconfig, server=self.url, ca_file=p["ca.crt"], token=self.admin_token)
 
 
@@ -349,20 +401,40 @@ def _terminate(proc: subprocess.Popen | None, grace: float = 10.0) -> None:
         proc.wait()
 
 
+def _on_fresh_ports(start, timeout: float) -> None:
+    """Run ``start`` (which picks its ports with ``free_port()``) again while its port was taken.
+
+    ``free_port()`` can only say a port was free a moment ago: with many servers starting on the
+    machine (a parallel test run, the benchmark), another process can bind it before ours does.
+    """
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        try:
+            start(timeout)
+            return
+        except PortTaken:
+            if attempt == PORT_ATTEMPTS:
+                raise
+
+
 def _wait_http(url: str, timeout: float, proc: subprocess.Popen, name: str, log: Path, *,
-               ssl_context: ssl.SSLContext | None = None, token: str | None = None) -> None:
+               ssl_context: ssl.SSLContext | None = None, token: str | None = None,
+               log_start: int = 0) -> None:
+    """Wait for ``url`` to answer 200; ``log_start`` is where this process's lines begin in ``log``."""
     deadline = time.monotonic() + timeout
     last = ""
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
-            raise ControlPlaneError(f"{name} exited with code {proc.returncode}:\n{tail}")
+            with open(log, "rb") as f:
+                f.seek(log_start)
+                output = f.read().decode(errors="replace")
+            error = PortTaken if "address already in use" in output else ControlPlaneError
+            raise error(f"{name} exited with code {proc.returncode}:\n{output[-3000:]}")
         req = urllib.request.Request(url)
         if token:
             req.add_header("Authorization", f"Bearer {token}")
         try:
             with urllib.request.urlopen(req, timeout=2, context=ssl_context) as resp:
-                if resp.status == 200:
+                if resp.status == 200 and proc.poll() is None:  # ours answered, not the port's taker
                     return
         except (urllib.error.URLError, OSError) as exc:
             last = str(exc)

@@ -135,7 +135,12 @@ OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persiste
                     "replicasets": "ReplicaSet", "statefulsets": "StatefulSet",
                     "replicationcontrollers": "ReplicationController", "csinodes": "CSINode",
                     "volumeattachments": "VolumeAttachment",
-                    "resourceclaims": "ResourceClaim", "podgroups": "PodGroup"}
+                    "resourceclaims": "ResourceClaim", "deviceclasses": "DeviceClass",
+                    "resourceslices": "ResourceSlice", "podgroups": "PodGroup"}
+
+
+def _resource_version(obj: dict) -> str:
+    return (obj.get("metadata") or {}).get("resourceVersion") or ""
 
 
 class ClusterEvents:
@@ -164,6 +169,13 @@ class ClusterEvents:
         resource = OBJECT_RESOURCES.get(plural)
         if resource is None:
             return
+        if typ is None and old is not None:
+            # A LIST re-reporting what the store holds (kopf's first LIST after our own prefill, a
+            # relist): an update if it changed meanwhile, else nothing happened - an "Add" here
+            # would send every waiting pod to try again for nothing.
+            if _resource_version(old) == _resource_version(obj):
+                return
+            typ = "MODIFIED"
         if typ == "DELETED":
             self.move(resource, {"Delete"}, obj, None)
         elif typ == "MODIFIED" and old is not None:

@@ -164,11 +164,20 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
                                                     "name": "extension-apiserver-authentication"}),
                           ("create", "clusterrolebindings", {"group": "rbac.authorization.k8s.io"})]:
         assert not await allowed(admin, verb, res, **kw), f"{verb} {res} {kw} must not be granted"
-    # NodeVolumeLimits and DynamicResources' PreEnqueue read these; nothing more on them
+    # NodeVolumeLimits and DynamicResources read these; nothing more on them
     for res, group in [("csinodes", "storage.k8s.io"), ("volumeattachments", "storage.k8s.io"),
-                       ("resourceclaims", "resource.k8s.io")]:
+                       ("deviceclasses", "resource.k8s.io"), ("resourceslices", "resource.k8s.io")]:
         assert await allowed(admin, "watch", res, group=group), f"watch {res} should be allowed"
         assert not await allowed(admin, "update", res, group=group), f"update {res} must not be granted"
+    # DynamicResources' PreBind writes a claim's finalizer (update) and its allocation and
+    # reservation (status); it never creates or deletes claims (DRAExtendedResource is off)
+    claims = {"group": "resource.k8s.io", "namespace": "default"}
+    assert await allowed(admin, "watch", "resourceclaims", group="resource.k8s.io")
+    assert await allowed(admin, "update", "resourceclaims", **claims)
+    for verb in ("update", "patch"):
+        assert await allowed(admin, verb, "resourceclaims", subresource="status", **claims)
+    for verb in ("create", "delete", "patch"):
+        assert not await allowed(admin, verb, "resourceclaims", **claims), f"{verb} resourceclaims must not be granted"
     assert not await allowed(admin, "list", "csidrivers", group="storage.k8s.io")   # read only under an alpha gate
     sched.terminate()
 

@@ -80,7 +80,7 @@ async def _events_for(admin, pod_name):
     return [e for e in events.get("items") or () if (e.get("regarding") or {}).get("name") == pod_name]
 
 
-async def test_dra_pods_wait_for_their_claims_then_are_refused_and_gated_pods_wait(admin, scheduler_factory):
+async def test_dra_pods_wait_for_their_claims_then_are_judged_and_gated_pods_wait(admin, scheduler_factory):
     await create_nodes(admin, [make_node("n1")])
     await _claim(admin, "some-claim")
     dra = make_pod("dra")
@@ -101,19 +101,21 @@ async def test_dra_pods_wait_for_their_claims_then_are_refused_and_gated_pods_wa
         return pod_scheduled_condition(await _get(admin, "/api/v1/namespaces/default/pods/dra"))
 
     cond = await wait_for(dra_cond, 30, what="DRA pod condition")
-    assert cond["reason"] == "Unschedulable" and "spec.resourceClaims" in cond["message"]
+    # Its claim exists, so DynamicResources judges it: no DeviceClass "example.com" (upstream's text).
+    assert cond["reason"] == "Unschedulable" and cond["message"].startswith(
+        "0/1 nodes are available: request r: device class example.com does not exist.")
     # A pod whose claim does not exist yet is held before scheduling: no attempt, no condition, no event.
     h = await _get(admin, "/api/v1/namespaces/default/pods/held")
     assert not h["spec"].get("nodeName") and pod_scheduled_condition(h) is None
     assert await _events_for(admin, "held") == []
-    # Its claim appears: the hold ends and the pod gets the explicit refusal.
+    # Its claim appears: the hold ends and the pod is judged the same way.
     await _claim(admin, "later-claim")
 
     async def held_cond():
         return pod_scheduled_condition(await _get(admin, "/api/v1/namespaces/default/pods/held"))
 
     cond = await wait_for(held_cond, 30, what="released DRA pod condition")
-    assert cond["reason"] == "Unschedulable" and "spec.resourceClaims" in cond["message"]
+    assert cond["reason"] == "Unschedulable" and "device class example.com does not exist" in cond["message"]
     g = await _get(admin, "/api/v1/namespaces/default/pods/gated")
     assert not g["spec"].get("nodeName")
     assert pod_scheduled_condition(g)["reason"] == "SchedulingGated"   # set by the API server, left alone

@@ -160,7 +160,8 @@ def test_disable_and_reweight():
         "score": {"disabled": [{"name": "NodeAffinity"}]}}}]})["a"]
     assert [p.name for p in fw.filter] == ["NodeUnschedulable", "NodeName", "NodeAffinity", "NodePorts",
                                            "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
-                                           "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity"]
+                                           "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity",
+                                           "DynamicResources"]
     assert "TaintToleration" not in [p.name for p in fw.score] and "NodeAffinity" not in [p.name for p in fw.score]
     assert fw.score[0].name == "NodeResourcesFit" and fw.weights["NodeResourcesFit"] == 7
 

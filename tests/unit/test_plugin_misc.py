@@ -12,7 +12,6 @@ from pysched.plugins.custom.az_spread import AZSpread
 from pysched.plugins.custom.capacity_type import CapacityType
 from pysched.plugins.custom.gpu import GPU
 from pysched.plugins.custom.instance_type import InstanceType
-from pysched.plugins.dynamic_resources import DynamicResources
 from pysched.plugins.image_locality import ImageLocality
 from pysched.plugins.node_ports import NodePorts
 from pysched.plugins.volume_binding import (
@@ -223,15 +222,6 @@ def test_volume_zone():
     assert translated.filter(vpod("c")) == {"n1": (UAU, ("node(s) had no available volume zone",)), "n2": None}
 
 
-def test_dynamic_resources_are_refused():
-    p = pod("dra")
-    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": "my-claim"}]
-    hh = PluginTester(DynamicResources, nodes=NODES)
-    st = hh.pre_filter(p)
-    assert st.code == UAU and "spec.resourceClaims" in st.message()
-    assert hh.pre_filter(pod("plain")).is_skip()
-
-
 def test_gpu_scores():
     nodes = [node("gpu", extended={"nvidia.com/gpu": "4"}), node("cpu")]
     hh = PluginTester(GPU, nodes=nodes)
@@ -250,7 +240,41 @@ def test_gpu_scores():
     assert custom.score(pod("w")) == {"amd": 0, "x": 100}
     with pytest.raises(ConfigError, match=r"resourceNames\[0\]"):
         decode_args(GPU.Args, {"resourceNames": ["gpu"]}, "args")
-    assert encode_args(decode_args(GPU.Args, {"resourceNames": []}, "args")) == {"resourceNames": ["nvidia.com/gpu"]}
+    assert encode_args(decode_args(GPU.Args, {"resourceNames": []}, "args")) == {
+        "resourceNames": ["nvidia.com/gpu"], "deviceClassNames": ["gpu.nvidia.com"], "draDrivers": ["gpu.nvidia.com"]}
+    with pytest.raises(ConfigError, match=r"args.draDrivers\[0\]: must be a non-empty string"):
+        decode_args(GPU.Args, {"draDrivers": [""]}, "args")
+
+
+def test_gpu_score_counts_dra_gpus():
+    """DRA: a claim on a GPU DeviceClass makes a GPU pod; a GPU driver's ResourceSlice a GPU node."""
+    gpu_slice = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+                 "spec": {"driver": "gpu.nvidia.com", "nodeName": "dra", "devices": [{"name": "gpu-0"}],
+                          "pool": {"name": "dra", "generation": 1, "resourceSliceCount": 1}}}
+
+    def claim(name, cls):
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": cls}}]}}}
+
+    def claiming(name, claim_name=None, template_status=None):
+        p = pod(name)
+        if claim_name:
+            p["spec"]["resourceClaims"] = [{"name": "c", "resourceClaimName": claim_name}]
+        if template_status:
+            p["spec"]["resourceClaims"] = [{"name": "c", "resourceClaimTemplateName": "t"}]
+            p["status"] = {"resourceClaimStatuses": [{"name": "c", "resourceClaimName": template_status}]}
+        return p
+
+    hh = PluginTester(GPU, nodes=[node("dra"), node("cpu")],
+                      objects=[gpu_slice, claim("gpus", "gpu.nvidia.com"), claim("nics", "nic.example.com"),
+                               claim("from-template", "gpu.nvidia.com")])
+    assert hh.score(pod("web")) == {"dra": 0, "cpu": 100}
+    assert hh.score(claiming("trainer", "gpus")) == {"dra": 50, "cpu": 50}
+    assert hh.score(claiming("net", "nics")) == {"dra": 0, "cpu": 100}
+    assert hh.score(claiming("t", template_status="from-template")) == {"dra": 50, "cpu": 50}
+    hh.objects.apply("resourceslices", "DELETED", gpu_slice)
+    assert hh.score(pod("web")) == {"dra": 100, "cpu": 100}
 
 
 def test_capacity_type():

@@ -242,7 +242,7 @@ def test_pre_enqueue_holds_pods_until_their_claims_exist():
     pl = hh.plugin
     assert pl.pre_enqueue(PodInfo.from_dict(pod("plain"))) is None
     st = pl.pre_enqueue(PodInfo.from_dict(dra_pod("a", resourceClaimName="missing"), keep_raw=True))
-    assert st.code == UAU and "not found" in st.message()
+    assert st.code == UAU and st.message() == 'could not find ResourceClaim "default/missing"'
     assert pl.pre_enqueue(PodInfo.from_dict(dra_pod("b", resourceClaimName="there"), keep_raw=True)) is None
     # a template's claim: held until the pod's status names it and the claim, owned by the pod, exists
     t = dra_pod("c", resourceClaimTemplateName="tmpl")
@@ -253,8 +253,8 @@ def test_pre_enqueue_holds_pods_until_their_claims_exist():
     assert "pod is not owner" in pl.pre_enqueue(PodInfo.from_dict(t, keep_raw=True)).message()
     hh.objects.add(claim("c-gpu-x", owner_uid=t["metadata"]["uid"]))
     assert pl.pre_enqueue(PodInfo.from_dict(t, keep_raw=True)) is None
-    # pods whose claims exist are still refused at PreFilter (no allocation here)
-    assert hh.pre_filter(dra_pod("b2", resourceClaimName="there")).code == UAU
+    # once its claims exist, PreFilter goes on to allocate (tests/unit/test_plugin_dynamic_resources.py)
+    assert hh.pre_filter(dra_pod("b2", resourceClaimName="there")) is None
 
 
 def test_held_pod_is_released_when_its_claim_is_created():

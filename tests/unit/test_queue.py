@@ -219,3 +219,30 @@ def test_force_activate_leaves_gated_and_held_pods():
     qpi = _failed(q2)
     held.add(qpi.pod.uid)
     assert q2.force_activate(qpi.pod.uid) == UNSCHEDULABLE and q2.pop_nowait() is None
+
+
+def test_a_relist_of_unchanged_objects_moves_no_pod():
+    """kopf's first LIST after our prefill reports every object again: only a changed one is an
+    event (an Update), so waiting pods are not sent to try again for nothing."""
+    from pysched.eventhandlers import ClusterEvents
+
+    class Recorder:
+        def __init__(self):
+            self.events = []
+
+        def has_unschedulable(self):
+            return True
+
+        def move_all(self, event, interested=None):
+            self.events.append(event)
+            return 0
+
+    q = Recorder()
+    ev = ClusterEvents(q)  # type: ignore[arg-type]
+    obj = {"metadata": {"name": "s", "resourceVersion": "7"}}
+    ev.object_event("resourceslices", None, None, obj)                      # first seen
+    ev.object_event("resourceslices", None, obj, dict(obj))                 # listed again, unchanged
+    newer = {"metadata": {"name": "s", "resourceVersion": "8"}}
+    ev.object_event("resourceslices", None, obj, newer)                     # listed again, changed
+    ev.object_event("deviceclasses", "ADDED", None, obj)
+    assert q.events == ["ResourceSliceAdd", "ResourceSliceUpdate", "DeviceClassAdd"]

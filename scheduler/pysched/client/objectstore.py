@@ -7,7 +7,8 @@
   VolumeRestrictions and NodeVolumeLimits;
 * CSINodes, VolumeAttachments - NodeVolumeLimits (per-driver attach limits; CSIDrivers are read
   upstream only under the alpha VolumeLimitScaling gate, so they are not watched);
-* ResourceClaims - DynamicResources' PreEnqueue (a pod waits until its claims exist).
+* ResourceClaims, DeviceClasses, ResourceSlices - DynamicResources (a pod waits until its claims
+  exist; devices are allocated from the slices the DRA drivers publish).
 * PodDisruptionBudgets - DefaultPreemption prefers victims no budget protects.
 * PodGroups (``scheduling.x-k8s.io/v1alpha1``, scheduler-plugins' CRD) - Coscheduling's gangs. The
   CRD is optional: without it the store simply holds none (``app`` polls until it appears).
@@ -27,14 +28,15 @@ from pysched.apis.core.model import LabelSelector, parse_label_selector, selecto
 
 KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
-         "resourceclaims", "poddisruptionbudgets", "podgroups")
+         "resourceclaims", "deviceclasses", "resourceslices", "poddisruptionbudgets", "podgroups")
 NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
               "resourceclaims", "poddisruptionbudgets", "podgroups"}
 # API group and version of the kinds outside the core group.
 GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "storageclasses": ("storage.k8s.io", "v1"), "csinodes": ("storage.k8s.io", "v1"),
                   "volumeattachments": ("storage.k8s.io", "v1"),
-                  "resourceclaims": ("resource.k8s.io", "v1"), "poddisruptionbudgets": ("policy", "v1"),
+                  "resourceclaims": ("resource.k8s.io", "v1"), "deviceclasses": ("resource.k8s.io", "v1"),
+                  "resourceslices": ("resource.k8s.io", "v1"), "poddisruptionbudgets": ("policy", "v1"),
                   "podgroups": ("scheduling.x-k8s.io", "v1alpha1")}
 # Kinds served by an optional CustomResourceDefinition: a 404 on LIST means "not installed".
 OPTIONAL = {"podgroups"}
@@ -42,7 +44,8 @@ KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet"
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
                   "StorageClass": "storageclasses", "CSINode": "csinodes", "VolumeAttachment": "volumeattachments",
-                  "ResourceClaim": "resourceclaims", "PodDisruptionBudget": "poddisruptionbudgets",
+                  "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses",
+                  "ResourceSlice": "resourceslices", "PodDisruptionBudget": "poddisruptionbudgets",
                   "PodGroup": "podgroups"}
 
 

@@ -55,3 +55,8 @@ __all__ += ["aggregate_errors"]
 from pysched.apis.core.quantity import format_resource, resource_value  # noqa: E402
 
 __all__ += ["format_resource", "resource_value"]
+
+# Appended (issue 20, DRA device capacity in CEL): a quantity's exact value.
+from pysched.apis.core.quantity import QuantityError, parse_quantity  # noqa: E402
+
+__all__ += ["QuantityError", "parse_quantity"]

@@ -1,29 +1,54 @@
-"""DynamicResources (PreEnqueue, PreFilter): pods with DRA ``spec.resourceClaims``.
+"""DynamicResources (PreEnqueue, PreFilter, Filter, Reserve, Unreserve, PreBind): DRA devices.
 
-PreEnqueue, as kube-scheduler 1.35: a pod is held before scheduling (no attempt, no condition, no
-event) while one of its ResourceClaims is not there yet - a ``resourceClaimName`` that does not
-exist, a ``resourceClaimTemplateName`` whose generated claim is not yet named in
-``status.resourceClaimStatuses`` or does not exist, a claim being deleted, or a generated claim
-not controlled by the pod. The pod is released when the claim is created (ResourceClaim add or
-update) or its generated name is published (the pod's own update).
+Pods ask for devices through ``spec.resourceClaims``: ResourceClaims (or ones the resourceclaim
+controller makes from a ResourceClaimTemplate) whose requests name a DeviceClass and CEL selectors.
+DRA drivers publish their devices in ResourceSlices. This plugin does what kube-scheduler 1.35's
+does with its default feature gates:
 
-PreFilter: allocating DRA claims (ResourceClaims, DeviceClasses, ResourceSlices, reservation,
-binding conditions) is not implemented here. Rather than bind such a pod to a node with
-unallocated claims - the kubelet would then fail to prepare its devices - a pod whose claims all
-exist is kept unschedulable with a message that says why and what to do.
-Reads: ``spec.resourceClaims``, ``status.resourceClaimStatuses``, ResourceClaims from the ObjectStore.
+* PreEnqueue holds a pod (no attempt, no condition, no event) while one of its claims is not there
+  yet: a ``resourceClaimName`` that does not exist, a template whose generated claim is not yet
+  named in ``status.resourceClaimStatuses`` or does not exist, a claim being deleted, or a generated
+  claim not controlled by the pod. The pod is released when the claim appears (ResourceClaim add
+  or update) or its generated name is published (the pod's own update).
+* PreFilter checks each claim: one allocated already must be usable on the node (its
+  ``status.allocation.nodeSelector``); one being allocated for another pod right now makes this pod
+  wait (``is in the process of being allocated``); every DeviceClass a request names must exist.
+  For the unallocated claims it prepares the allocator (``plugins.helper.dra.allocator``) with the
+  devices already taken: those in the allocation of every claim in the cluster (admin-access
+  results excepted) and those Reserve has promised and the watch has not shown yet.
+* Filter, per node: the allocator must find devices for all unallocated claims together
+  (``cannot allocate all claims``), within ``filterTimeout`` (``timed out trying to allocate
+  devices``); an allocated claim must be available there (``resourceclaim not available on the
+  node``). A CEL run-time error or another allocator error aborts the attempt (an Error).
+* Reserve keeps the chosen allocation in memory ("in flight"), so no other pod is given those
+  devices; Unreserve forgets it and takes the pod back out of ``status.reservedFor`` if it was
+  written there.
+* PreBind, before the bind and claim by claim: adds the ``resource.kubernetes.io/delete-protection``
+  finalizer (an update of the claim), then writes ``status.allocation`` and appends the pod to
+  ``status.reservedFor`` (an update of ``/status``), re-reading the claim and retrying on a
+  conflict up to five times. A claim shared by several pods is allocated once; the others only
+  add themselves to ``reservedFor``.
+
+Every refusal is UnschedulableAndUnresolvable with upstream's text, as kube-scheduler's is.
+Not done here (as upstream does with gates that are off by default): partitionable devices,
+device taints, consumable capacity, binding conditions; nor PostFilter's deallocation of a claim
+allocated for a node the pod cannot use, nor the Score of ``firstAvailable`` choices.
+Reads: ResourceClaims, DeviceClasses and ResourceSlices from the ObjectStore.
 
 Its ``DynamicResourcesArgs`` are decoded and validated as kube-scheduler 1.35 does with its
-default feature gates, so that kube-scheduler's own configuration file is accepted:
-``filterTimeout`` (default ``10s``, DRASchedulerFilterTimeout is beta and on) must be zero or
-positive; ``bindingTimeout`` is forbidden (DRADeviceBindingConditions is alpha and off). Neither
-changes what this plugin does: it allocates nothing, so it never waits.
+default feature gates: ``filterTimeout`` (default ``10s``) must be zero or positive (zero: no
+limit); ``bindingTimeout`` is forbidden (DRADeviceBindingConditions is alpha and off).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+import logging
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from pysched.framework import (
     ClusterEvent,
@@ -31,19 +56,39 @@ from pysched.framework import (
     Code,
     CycleState,
     EnqueueExtensions,
+    FilterPlugin,
+    FilterResult,
     Handle,
     NodeBatch,
     PodInfo,
+    PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
+    ReservePlugin,
     Status,
 )
-from pysched.framework.api import ConfigError, parse_duration
+from pysched.framework.api import ApiError, ConfigError, NodeSelector, ObjectError, parse_duration, parse_node_selector
+from pysched.framework.handle import APIClient
+from pysched.plugins.helper.dra.allocator import (
+    AllocationError,
+    AllocationTimeout,
+    Allocator,
+    DeviceID,
+    InvalidPools,
+    SliceIndex,
+)
 
-MESSAGE = ("pod uses dynamic resource allocation (spec.resourceClaims), which this scheduler does not "
-           "allocate; schedule it with kube-scheduler (DynamicResources plugin)")
+log = logging.getLogger("pysched.plugins.dynamic_resources")
+
+KEY = "DynamicResources/state"
 FILTER_TIMEOUT_DEFAULT = "10s"   # DynamicResourcesFilterTimeoutDefault
+FINALIZER = "resource.kubernetes.io/delete-protection"
+UAU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+TIMED_OUT = "timed out trying to allocate devices"
+CONFLICT_RETRIES = 5   # client-go's retry.DefaultRetry steps
 
 
 @dataclass
@@ -68,12 +113,51 @@ class ClaimNotReady(Exception):
     """Why a pod's claims are not all there (upstream's error text)."""
 
 
-class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, EnqueueExtensions):
+@dataclass
+class _State:
+    """What PreFilter learnt, for Filter, Reserve, Unreserve and PreBind of one cycle."""
+    claims: list[dict[str, Any]]                                 # the pod's claims, in its order
+    to_allocate: list[int]                                       # indexes of the unallocated ones
+    available_on: list[tuple[int, NodeSelector]]                 # allocated claims bound to some nodes
+    allocator: Allocator | None
+    by_node: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # node -> allocations
+    chosen: dict[int, dict[str, Any]] = field(default_factory=dict)          # claim index -> allocation
+
+
+def _label(claim: dict[str, Any]) -> str:
+    meta = claim.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    return (obj.get("metadata") or {}).get("uid") or ""
+
+
+def _reserved_for(claim: dict[str, Any], pod: PodInfo) -> bool:
+    return any(r.get("uid") == pod.uid for r in (claim.get("status") or {}).get("reservedFor") or ())
+
+
+def _claim_path(claim: dict[str, Any]) -> str:
+    meta = claim["metadata"]
+    return f"/apis/resource.k8s.io/v1/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}"
+
+
+class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
+                       EnqueueExtensions):
     name = "DynamicResources"
     Args = DynamicResourcesArgs
 
     def __init__(self, args: DynamicResourcesArgs | None, handle: Handle) -> None:
         super().__init__(args or DynamicResourcesArgs(), handle)
+        timeout = self.args.filter_timeout
+        self.filter_timeout = parse_duration(timeout, "filterTimeout") if timeout else 0.0
+        # Claim uid -> the claim as Reserve means it to be (allocation set): devices promised to a
+        # pod that the watch has not shown allocated yet. Dropped on Unreserve, or once the store
+        # shows the claim allocated (by our PreBind, or by someone else: PreBind then fails).
+        self.in_flight: dict[str, dict[str, Any]] = {}
+        self._slices: tuple[tuple[tuple[str, str], ...], SliceIndex] | None = None
+
+    # -- PreEnqueue --------------------------------------------------------------------------------
 
     def pre_enqueue(self, pod: PodInfo) -> Status | None:
         if not pod.resource_claims:
@@ -81,14 +165,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, EnqueueExtensions):
         try:
             self.pod_claims(pod)
         except ClaimNotReady as exc:
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc))
+            return Status(UAU, str(exc))
         return None
-
-    def pre_filter(self, state: CycleState, pod: PodInfo,
-                   nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
-        if pod.resource_claims:
-            return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, MESSAGE)
-        return None, Status(Code.SKIP)
 
     def pod_claims(self, pod: PodInfo) -> list[dict[str, Any]]:
         """The ResourceClaims of ``pod`` (``foreachPodResourceClaim``); raises ClaimNotReady."""
@@ -108,7 +186,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, EnqueueExtensions):
                                     f"none of the supported fields are set")
             claim = self.handle.objects.get("resourceclaims", f"{pod.namespace}/{name}")
             if claim is None:
-                raise ClaimNotReady(f'resourceclaim.resource.k8s.io "{name}" not found')
+                raise ClaimNotReady(f'could not find ResourceClaim "{pod.namespace}/{name}"')
             meta = claim.get("metadata") or {}
             if meta.get("deletionTimestamp"):
                 raise ClaimNotReady(f'resourceclaim "{name}" is being deleted')
@@ -118,6 +196,225 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, EnqueueExtensions):
                                     f"{pod.namespace}/{pod.name} (pod is not owner)")
             claims.append(claim)
         return claims
+
+    # -- PreFilter ---------------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
+        if not pod.resource_claims:
+            return None, Status(Code.SKIP)
+        try:
+            claims = self.pod_claims(pod)
+        except ClaimNotReady as exc:
+            return None, Status(UAU, str(exc))
+        if not claims:
+            return None, Status(Code.SKIP)
+        classes = {(c.get("metadata") or {}).get("name", ""): c for c in self.handle.objects.list("deviceclasses")}
+        to_allocate: list[int] = []
+        available_on: list[tuple[int, NodeSelector]] = []
+        for i, claim in enumerate(claims):
+            allocation = (claim.get("status") or {}).get("allocation")
+            if allocation:
+                raw = allocation.get("nodeSelector")
+                if raw:
+                    try:
+                        sel = parse_node_selector(raw, "status.allocation.nodeSelector")
+                    except ObjectError as exc:
+                        return None, Status(Code.ERROR, str(exc))
+                    assert sel is not None
+                    available_on.append((i, sel))
+                continue
+            if _uid(claim) in self.in_flight:
+                return None, Status(UAU, f"resource claim {_label(claim)} is in the process of being allocated")
+            for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+                if r.get("exactly") is not None:
+                    subs = [(r.get("name", ""), r["exactly"])]
+                elif r.get("firstAvailable"):
+                    subs = [(f"{r.get('name', '')}/{sub.get('name', '')}", sub) for sub in r["firstAvailable"]]
+                else:
+                    return None, Status(UAU, f"resource claim {_label(claim)}, request {r.get('name', '')}: "
+                                             f"unknown request type")
+                for name, spec in subs:
+                    cls = spec.get("deviceClassName") or ""
+                    if not cls:
+                        return None, Status(Code.ERROR, f"request {name}: unsupported request type")
+                    if cls not in classes:
+                        return None, Status(UAU, f"request {name}: device class {cls} does not exist")
+            to_allocate.append(i)
+        allocator = None
+        if to_allocate:
+            allocator = Allocator([claims[i] for i in to_allocate], classes, self.allocated_devices(),
+                                  self.slice_index(), timeout=self.filter_timeout)
+        state.write(KEY, _State(claims, to_allocate, available_on, allocator))
+        return None, None
+
+    def allocated_devices(self) -> set[DeviceID]:
+        """Devices no normal request may take: every claim's allocation (admin access excepted)
+        and the allocations in flight."""
+        out: set[DeviceID] = set()
+        store = self.handle.objects
+        for uid, claim in list(self.in_flight.items()):
+            current = store.get("resourceclaims", _label(claim))
+            if current is None or _uid(current) != uid or (current.get("status") or {}).get("allocation"):
+                del self.in_flight[uid]   # the store has caught up (or the claim is gone)
+                continue
+            out.update(_devices(claim))
+        for claim in store.list("resourceclaims"):
+            out.update(_devices(claim))
+        return out
+
+    def slice_index(self) -> SliceIndex:
+        slices = self.handle.objects.list("resourceslices")
+        mark = tuple(((s.get("metadata") or {}).get("name", ""), (s.get("metadata") or {}).get("resourceVersion", ""))
+                     for s in slices)
+        if self._slices is None or self._slices[0] != mark:
+            self._slices = (mark, SliceIndex(slices))
+        return self._slices[1]
+
+    # -- Filter ------------------------------------------------------------------------------------
+
+    def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
+        st: _State | None = state.get(KEY)
+        if st is None:
+            return FilterResult.all_pass(len(nodes))
+        n = len(nodes)
+        passed = np.ones(n, dtype=bool)
+        reasons: dict[str, np.ndarray] = {}
+        for i, info in enumerate(nodes.infos):
+            name, labels = info.spec.name, info.spec.labels
+            reason = None
+            if st.allocator is not None:
+                try:
+                    found = st.allocator.allocate(name, labels)
+                except AllocationTimeout:
+                    found, reason = None, TIMED_OUT
+                except InvalidPools as exc:
+                    found, reason = None, str(exc)
+                if found is None and reason is None:
+                    reason = CANNOT_ALLOCATE
+                if found is not None:
+                    st.by_node[name] = found
+            if reason is None and any(not sel.matches(labels, name) for _, sel in st.available_on):
+                reason = NOT_AVAILABLE
+                st.by_node.pop(name, None)
+            if reason is not None:
+                passed[i] = False
+                reasons.setdefault(reason, np.zeros(n, dtype=bool))[i] = True
+        return FilterResult(passed, [(UAU, r, m) for r, m in reasons.items()])
+
+    # -- Reserve / Unreserve -----------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        st: _State | None = state.get(KEY)
+        if st is None or not st.to_allocate:
+            return None
+        found = st.by_node.get(node_name)
+        if found is None and st.allocator is not None:
+            # No Filter call judged this node in this cycle (a nominated node): allocate now.
+            info = self.handle.node_info(node_name)
+            try:
+                found = st.allocator.allocate(node_name, info.spec.labels) if info is not None else None
+            except (AllocationError, AllocationTimeout, InvalidPools) as exc:
+                return Status(Code.ERROR, str(exc))
+        if found is None:
+            return Status(Code.ERROR, "claim allocation not found for node")
+        for k, i in enumerate(st.to_allocate):
+            claim = copy.deepcopy(st.claims[i])
+            meta = claim.setdefault("metadata", {})
+            if FINALIZER not in (meta.get("finalizers") or ()):
+                meta["finalizers"] = [*(meta.get("finalizers") or ()), FINALIZER]
+            claim.setdefault("status", {})["allocation"] = found[k]
+            st.chosen[i] = found[k]
+            self.in_flight[_uid(claim)] = claim
+        return None
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        st: _State | None = state.get(KEY)
+        if st is None:
+            return
+        for i in st.to_allocate:
+            self.in_flight.pop(_uid(st.claims[i]), None)
+        for claim in st.claims:
+            if (claim.get("status") or {}).get("allocation") and _reserved_for(claim, pod):
+                self._spawn(self._unreserve_claim(claim, pod))
+
+    async def _unreserve_claim(self, claim: dict[str, Any], pod: PodInfo) -> None:
+        client = self.handle.client
+        if client is None:
+            return
+        patch = {"metadata": {"uid": _uid(claim)},
+                 "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]}}
+        try:
+            await client.request("PATCH", _claim_path(claim) + "/status", body=patch,
+                                 content_type="application/strategic-merge-patch+json")
+        except (ApiError, OSError) as exc:
+            log.warning("removing the pod from the claim's reservedFor failed",
+                        extra={"pod": pod.key, "claim": _label(claim), "error": str(exc)})
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        spawn = self.handle.spawn
+        if spawn is not None:
+            if not spawn(coro):
+                coro.close()
+            return
+        coro.close()   # offline: nothing to write
+
+    # -- PreBind -----------------------------------------------------------------------------------
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        st: _State | None = state.get(KEY)
+        if st is None:
+            return Status(Code.SKIP)
+        client = self.handle.client
+        if client is None:
+            return Status(Code.ERROR, "binding claims: no API client (an offline run cannot write claims)")
+        for i, claim in enumerate(st.claims):
+            if _reserved_for(claim, pod):
+                continue
+            try:
+                st.claims[i] = await self._bind_claim(client, claim, st.chosen.get(i), pod)
+            except _BindError as exc:
+                return Status(Code.ERROR, str(exc))
+        return None
+
+    async def _bind_claim(self, client: APIClient, claim: dict[str, Any], allocation: dict[str, Any] | None,
+                          pod: PodInfo) -> dict[str, Any]:
+        label = _label(claim)
+        what = "add allocation and reservation to" if allocation is not None else "add reservation to"
+        obj = copy.deepcopy(claim)
+        for attempt in range(CONFLICT_RETRIES):
+            if attempt:
+                try:
+                    obj = await client.request("GET", _claim_path(claim))
+                except (ApiError, OSError) as exc:
+                    raise _BindError(f"get updated claim {label} after conflict: {exc}") from None
+            meta = obj.setdefault("metadata", {})
+            if meta.get("deletionTimestamp"):
+                raise _BindError(f"claim {label} got deleted in the meantime")
+            status = obj.setdefault("status", {})
+            if allocation is not None:
+                if status.get("allocation"):
+                    raise _BindError(f"claim {label} got allocated elsewhere in the meantime")
+                if FINALIZER not in (meta.get("finalizers") or ()):
+                    meta["finalizers"] = [*(meta.get("finalizers") or ()), FINALIZER]
+                    written = await _put(client, _claim_path(claim), obj, f"add finalizer to claim {label}")
+                    if written is None:
+                        continue   # conflict: read it again
+                    obj = written
+                    status = obj.setdefault("status", {})
+                status["allocation"] = allocation
+            status["reservedFor"] = [*(status.get("reservedFor") or ()),
+                                     {"resource": "pods", "name": pod.name, "uid": pod.uid}]
+            updated = await _put(client, _claim_path(claim) + "/status", obj, f"{what} claim {label}")
+            if updated is None:
+                continue
+            if allocation is not None and _uid(claim) in self.in_flight:
+                self.in_flight[_uid(claim)] = updated   # still in flight until the store shows it
+            return updated
+        raise _BindError(f"{what} claim {label}: the object has been modified {CONFLICT_RETRIES} times "
+                         f"while we tried to update it")
+
+    # -- queueing ----------------------------------------------------------------------------------
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         return (ClusterEventWithHint(ClusterEvent("Node", "Add")),
@@ -143,7 +440,34 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, EnqueueExtensions):
                 not ((new or {}).get("status") or {}).get("allocation"):
             return True
         uid = ((new or {}).get("metadata") or {}).get("uid")
-        return any((c.get("metadata") or {}).get("uid") == uid for c in claims)
+        if not any((c.get("metadata") or {}).get("uid") == uid for c in claims):
+            return False
+        if old is None:
+            return True
+        return (old.get("status") or {}) != ((new or {}).get("status") or {})
+
+
+class _BindError(Exception):
+    pass
+
+
+async def _put(client: APIClient, path: str, obj: dict[str, Any], what: str) -> dict[str, Any] | None:
+    """Update ``obj`` at ``path``: the object written, or None on a conflict (409)."""
+    try:
+        written: dict[str, Any] = await client.request("PUT", path, body=obj)
+    except ApiError as exc:
+        if exc.status == 409:
+            return None
+        raise _BindError(f"{what}: {exc}") from None
+    except OSError as exc:
+        raise _BindError(f"{what}: {exc}") from None
+    return written
+
+
+def _devices(claim: dict[str, Any]) -> list[DeviceID]:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return [(r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            for r in (allocation.get("devices") or {}).get("results") or () if not r.get("adminAccess")]
 
 
 def _claim_statuses(pod: PodInfo) -> list[dict[str, Any]]:

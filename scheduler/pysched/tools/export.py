@@ -3,18 +3,20 @@
 A synchronous one-shot tool, written with pykube-ng: ``pykube.KubeConfig`` reads the kubeconfig
 (token, client certificate, CA, exec plugins, ``--context``), ``pykube.HTTPClient`` talks to the
 API server, pykube's built-in object kinds name the collections, ``pykube.object_factory`` the
-ones it does not know (StorageClass, CSINode, VolumeAttachment, ResourceClaim, PriorityClass,
-PodGroup). Each collection is listed in pages (``limit``/``continue``, 500 per page as kubectl) -
-pykube's own ``Query`` fetches a collection in one response, which on a large cluster is one very
-large body held three times over (raw bytes, text, decoded JSON).
+ones it does not know (StorageClass, CSINode, VolumeAttachment, ResourceClaim, DeviceClass,
+ResourceSlice, PriorityClass, PodGroup). Each collection is listed in pages
+(``limit``/``continue``, 500 per page as kubectl) - pykube's own ``Query`` fetches a collection in
+one response, which on a large cluster is one very large body held three times over (raw bytes,
+text, decoded JSON).
 
 Listed: the kinds of ``snapshot.USED_KINDS`` (Nodes, Pods, Namespaces, Services, ReplicaSets,
 StatefulSets, ReplicationControllers, PVCs, PVs, StorageClasses, CSINodes, VolumeAttachments,
-ResourceClaims, PodDisruptionBudgets, PriorityClasses) and PodGroups when their CRD is served.
-A kind whose API group/version the server does not serve (PodGroup without the CRD, ResourceClaim
-before resource.k8s.io/v1) is skipped with a log line. Trimmed: ``metadata.managedFields`` and the
-``kubectl.kubernetes.io/last-applied-configuration`` annotation (nothing schedules on them; they
-are most of an object's bytes). Pods that finished (Succeeded/Failed) are kept: simulate skips them.
+ResourceClaims, DeviceClasses, ResourceSlices, PodDisruptionBudgets, PriorityClasses) and PodGroups
+when their CRD is served. A kind whose API group/version the server does not serve (PodGroup
+without the CRD, ResourceClaim before resource.k8s.io/v1) is skipped with a log line. Trimmed:
+``metadata.managedFields`` and the ``kubectl.kubernetes.io/last-applied-configuration`` annotation
+(nothing schedules on them; they are most of an object's bytes). Pods that finished
+(Succeeded/Failed) are kept: simulate skips them.
 ``--format json`` writes the same List as JSON (a YAML subset simulate reads as well).
 """
 
@@ -50,6 +52,8 @@ KINDS = (Kind("v1", "Node"), Kind("v1", "Pod"), Kind("v1", "Namespace"), Kind("v
          Kind("v1", "PersistentVolumeClaim"), Kind("v1", "PersistentVolume"),
          Kind("storage.k8s.io/v1", "StorageClass"), Kind("storage.k8s.io/v1", "CSINode"),
          Kind("storage.k8s.io/v1", "VolumeAttachment"), Kind("resource.k8s.io/v1", "ResourceClaim", optional=True),
+         Kind("resource.k8s.io/v1", "DeviceClass", optional=True),
+         Kind("resource.k8s.io/v1", "ResourceSlice", optional=True),
          Kind("policy/v1", "PodDisruptionBudget"), Kind("scheduling.k8s.io/v1", "PriorityClass"),
          Kind("scheduling.x-k8s.io/v1alpha1", "PodGroup", optional=True))
 BUILTIN = {"Node": pykube.Node, "Pod": pykube.Pod, "Namespace": pykube.Namespace, "Service": pykube.Service,

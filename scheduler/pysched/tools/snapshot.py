@@ -2,7 +2,8 @@
 
 A snapshot is what ``kubectl get nodes,pods -A -o yaml`` prints (a ``List``), or any YAML stream of
 objects and ``*List``s; Namespaces, Services, workloads, PVCs/PVs/StorageClasses, CSINodes,
-VolumeAttachments, ResourceClaims, PodDisruptionBudgets and PriorityClasses are used when present,
+VolumeAttachments, ResourceClaims, DeviceClasses, ResourceSlices, PodDisruptionBudgets and
+PriorityClasses are used when present,
 other kinds are counted and ignored. Every Node and Pod is validated up front so that a bad file
 fails with an error naming the file, the object and the field -
 ``snapshot.yaml: Node node-a (items[3]): status.allocatable.cpu: invalid quantity '4x'`` - rather
@@ -30,7 +31,7 @@ TOLERATION_OPERATORS = ("", "Equal", "Exists", "Lt", "Gt")
 _INT64_RE = re.compile(r"0|-?[1-9][0-9]*")          # canonical decimal form, for fullmatch
 USED_KINDS = ("Namespace", "Service", "ReplicaSet", "StatefulSet", "ReplicationController",
               "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment",
-              "ResourceClaim", "PriorityClass", "PodDisruptionBudget", "PodGroup")
+              "ResourceClaim", "DeviceClass", "ResourceSlice", "PriorityClass", "PodDisruptionBudget", "PodGroup")
 
 
 class SnapshotError(ValueError):

@@ -1,0 +1,1 @@
+"""Dynamic Resource Allocation helpers: the device-selector CEL environment and the allocator."""

@@ -1,0 +1,562 @@
+"""The structured DRA allocator: which devices of a node's ResourceSlices a pod's claims get.
+
+Our own implementation of what kube-scheduler 1.35 does with its default feature gates (the
+"incubating" allocator of k8s.io/dynamic-resource-allocation: admin access and prioritized lists
+on; partitionable devices, device taints, consumable capacity and binding conditions off):
+
+* **Pools** (``gather_pools``): the slices that apply to the node (``spec.nodeName`` equal to it,
+  ``spec.allNodes``, or a ``spec.nodeSelector`` matching it; slices with ``perDeviceNodeSelection``
+  or ``sharedCounters`` are skipped, as their gate is off), grouped by driver and pool name, only the
+  highest ``pool.generation``. A pool with fewer slices than ``resourceSliceCount`` is complete if
+  the missing slices exist for other nodes, dropped if a newer generation exists anywhere, and
+  otherwise incomplete. Duplicate device names make a pool invalid. Upstream tries pools in Go map
+  order (random); we sort them by driver and pool name, so among equally good answers ours is
+  stable.
+* **Search** (``Allocator.allocate``): depth-first, claim by claim, request by request, device slot
+  by device slot; the first complete answer wins. A device is taken for a normal request only if
+  no claim in the cluster has it (persisted or in flight) and no other request of this call took
+  it; an admin-access request may take devices allocated elsewhere. DeviceClass selectors then
+  request selectors must all be true (CEL, ``dra.cel``). ``matchAttribute`` constraints pin the
+  value of the first device in their scope. ``allocationMode: All`` takes every selectable device of
+  the node's pools and fails when there is none or one is in use. ``firstAvailable`` tries its
+  subrequests in order. Slots are filled in increasing device order: since whether a set of devices
+  works does not depend on the order it was picked in, this finds upstream's first answer without
+  visiting the permutations of each set.
+* **Result**: one ``status.allocation`` per claim - ``devices.results`` (request, driver, pool,
+  device, ``adminAccess`` when asked), ``devices.config`` (class configs, then claim configs, as
+  upstream orders and repeats them) and ``nodeSelector`` (the node's name for node-local devices,
+  the slices' merged selector term, or none for devices available on all nodes).
+
+Errors that upstream treats as fatal for the scheduling attempt (a CEL run-time error, a class
+missing at allocation time, ``All`` over an incomplete pool, ...) raise ``AllocationError`` with
+upstream's text; ``InvalidPools`` is the per-node "invalid resource pools were encountered".
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pysched.framework.api import NodeSelector, ObjectError, parse_node_selector
+from pysched.plugins.helper.dra.cel import CelDevice, SelectorError, compile_selector
+
+MAX_RESULTS = 32          # AllocationResultsMaxSize
+FROM_CLASS, FROM_CLAIM = "FromClass", "FromClaim"
+EXACT, ALL = "ExactCount", "All"
+
+DeviceID = tuple[str, str, str]   # driver, pool, device
+
+
+class AllocationError(Exception):
+    """Upstream aborts the scheduling attempt with this text (a Filter Error)."""
+
+
+class InvalidPools(Exception):
+    """No answer, and the node has invalid pools: Filter's ``invalid resource pools were encountered``."""
+
+    def __init__(self) -> None:
+        super().__init__("invalid resource pools were encountered")
+
+
+class AllocationTimeout(Exception):
+    """The search ran past ``filterTimeout``."""
+
+
+# -- pools -------------------------------------------------------------------------------------
+
+@dataclass
+class Device:
+    driver: str
+    pool: str
+    name: str
+    slice_name: str
+    node_local: bool                       # the slice names a node
+    node_selector: dict[str, Any] | None   # the slice's spec.nodeSelector
+    raw: dict[str, Any]
+    cel: CelDevice
+
+    @property
+    def id(self) -> DeviceID:
+        return (self.driver, self.pool, self.name)
+
+
+@dataclass
+class Pool:
+    driver: str
+    name: str
+    devices: list[Device] = field(default_factory=list)
+    incomplete: bool = False
+    invalid: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.driver}/{self.name}"
+
+
+class SliceIndex:
+    """The cluster's ResourceSlices, indexed for ``gather_pools``; rebuilt when they change.
+
+    ``CelDevice`` objects (a device's CEL context and the selector results) live as long as the
+    index, so a selector is evaluated once per device until the slices change.
+    """
+
+    def __init__(self, slices: list[dict[str, Any]]):
+        self.by_node: dict[str, list[dict[str, Any]]] = {}
+        self.cluster_wide: list[dict[str, Any]] = []   # allNodes and nodeSelector slices
+        self.generations: dict[tuple[str, str], dict[int, int]] = {}   # pool -> generation -> slices
+        self._devices: dict[tuple[str, int], list[Device]] = {}
+        self._selectors: dict[str, NodeSelector | None] = {}
+        for s in slices:
+            spec = s.get("spec") or {}
+            pool = spec.get("pool") or {}
+            key = (spec.get("driver", ""), pool.get("name", ""))
+            gens = self.generations.setdefault(key, {})
+            gen = int(pool.get("generation") or 0)
+            gens[gen] = gens.get(gen, 0) + 1
+            if spec.get("perDeviceNodeSelection") or spec.get("sharedCounters"):
+                continue   # DRAPartitionableDevices is off
+            if spec.get("nodeName"):
+                self.by_node.setdefault(spec["nodeName"], []).append(s)
+            elif spec.get("allNodes") or spec.get("nodeSelector"):
+                self.cluster_wide.append(s)
+
+    def gather_pools(self, node_name: str, node_labels: dict[str, str]) -> list[Pool]:
+        relevant: dict[tuple[str, str], tuple[int, list[dict[str, Any]]]] = {}
+        for s in [*self.by_node.get(node_name, ()), *self.cluster_wide]:
+            spec = s["spec"]
+            if not spec.get("nodeName") and not spec.get("allNodes"):
+                if not self._node_selector(s).matches(node_labels, node_name):
+                    continue
+            pool = spec.get("pool") or {}
+            key = (spec.get("driver", ""), pool.get("name", ""))
+            gen = int(pool.get("generation") or 0)
+            have = relevant.get(key)
+            if have is None or gen > have[0]:
+                relevant[key] = (gen, [s])
+            elif gen == have[0]:
+                have[1].append(s)
+        pools = []
+        for key in sorted(relevant):
+            gen, slices = relevant[key]
+            want = int((slices[0]["spec"].get("pool") or {}).get("resourceSliceCount") or 0)
+            p = Pool(*key)
+            if len(slices) != want:
+                gens = self.generations.get(key, {})
+                if any(g > gen for g in gens):
+                    continue   # the driver is publishing a newer generation without this node
+                if gens.get(gen, 0) != want:
+                    p.incomplete = True
+                    pools.append(p)
+                    continue
+            seen: set[str] = set()
+            for s in slices:
+                for d in self._slice_devices(s):
+                    if d.name in seen:
+                        p.invalid = f"duplicate device name {d.name}"
+                    seen.add(d.name)
+                    p.devices.append(d)
+            pools.append(p)
+        return pools
+
+    def _node_selector(self, s: dict[str, Any]) -> NodeSelector:
+        name = (s.get("metadata") or {}).get("name", "")
+        if name not in self._selectors:
+            try:
+                self._selectors[name] = parse_node_selector(s["spec"]["nodeSelector"], "spec.nodeSelector")
+            except ObjectError as exc:
+                raise AllocationError(f"gather pool information: failed to perform node selection for slice "
+                                      f"{name}: failed to parse node selector: {exc}") from None
+        sel = self._selectors[name]
+        assert sel is not None
+        return sel
+
+    def _slice_devices(self, s: dict[str, Any]) -> list[Device]:
+        key = ((s.get("metadata") or {}).get("name", ""), id(s))
+        out = self._devices.get(key)
+        if out is None:
+            spec = s["spec"]
+            driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+            out = [Device(driver, pool, d.get("name", ""), key[0], bool(spec.get("nodeName")),
+                          spec.get("nodeSelector"), d, CelDevice(driver, d))
+                   for d in spec.get("devices") or ()]
+            self._devices[key] = out
+        return out
+
+
+# -- claims ------------------------------------------------------------------------------------
+
+@dataclass
+class Alternative:
+    """A request, or one subrequest of a ``firstAvailable`` request."""
+    request: str            # the request's own name
+    result_name: str        # "req" or "req/sub"
+    class_name: str
+    selectors: list[Any]    # compiled request selectors
+    mode: str
+    count: int
+    admin: bool
+    all_devices: list[Device] = field(default_factory=list)
+
+
+@dataclass
+class Request:
+    name: str
+    alternatives: list[Alternative]
+
+
+@dataclass
+class MatchAttribute:
+    requests: list[str]
+    attribute: str
+    value: Any = None
+    devices: int = 0
+
+    def covers(self, alt: Alternative) -> bool:
+        if not self.requests:
+            return True
+        return alt.request in self.requests or alt.result_name in self.requests
+
+    def add(self, device: Device) -> bool:
+        got = _attribute(device, self.attribute)
+        if got is None:
+            return False
+        if self.devices and got != self.value:
+            return False
+        if not self.devices:
+            self.value = got
+        self.devices += 1
+        return True
+
+    def remove(self) -> None:
+        self.devices -= 1
+        if not self.devices:
+            self.value = None
+
+
+def _attribute(device: Device, name: str) -> tuple[str, Any] | None:
+    """The typed value of a fully qualified attribute (``domain/id``); a bare id in the driver's domain."""
+    attrs = device.raw.get("attributes") or {}
+    a = attrs.get(name)
+    if a is None:
+        domain, _, short = name.rpartition("/")
+        if domain == device.driver:
+            a = attrs.get(short)
+    if not isinstance(a, dict):
+        return None
+    for typ in ("int", "bool", "string", "version"):
+        if typ in a:
+            return (typ, a[typ])
+    return None
+
+
+@dataclass
+class ClaimState:
+    claim: dict[str, Any]
+    label: str                     # ns/name, as upstream prints claims
+    requests: list[Request]
+    constraints: list[MatchAttribute]
+    results: list[tuple[Alternative, Device]] = field(default_factory=list)
+    taken_from: list[int | None] = field(default_factory=list)   # who had each result's device before
+    chosen: dict[str, Alternative] = field(default_factory=dict)
+
+
+# -- the search --------------------------------------------------------------------------------
+
+class Allocator:
+    """Allocate ``claims`` (unallocated, in the pod's order) on one node."""
+
+    def __init__(self, claims: list[dict[str, Any]], classes: dict[str, dict[str, Any]],
+                 allocated: set[DeviceID], index: SliceIndex, *, timeout: float = 0.0):
+        self.raw_claims = claims
+        self.classes = classes
+        self.allocated = allocated
+        self.index = index
+        self.timeout = timeout
+        self._class_selectors: dict[str, list[Any]] = {}
+
+    def allocate(self, node_name: str, node_labels: dict[str, str]) -> list[dict[str, Any]] | None:
+        """One ``status.allocation`` per claim, or None when they cannot all be allocated here."""
+        pools = self.index.gather_pools(node_name, node_labels)
+        self._deadline = time.monotonic() + self.timeout if self.timeout > 0 else 0.0
+        self._steps = 0
+        self._pools = pools
+        self._candidates = [d for p in pools if not p.incomplete and not p.invalid for d in p.devices
+                            if not d.raw.get("consumesCounters") and not d.raw.get("bindingConditions")]
+        self._allocating: dict[DeviceID, int] = {}
+        self._claims = [self._prepare(c, pools) for c in self.raw_claims]
+        if not self._solve(0, 0):
+            if any(p.invalid for p in pools):
+                raise InvalidPools()
+            return None
+        return [self._result(cs, node_name) for cs in self._claims]
+
+    # preparation ------------------------------------------------------------------------------
+
+    def _prepare(self, claim: dict[str, Any], pools: list[Pool]) -> ClaimState:
+        meta = claim.get("metadata") or {}
+        label = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        devices = (claim.get("spec") or {}).get("devices") or {}
+        requests: list[Request] = []
+        minimum = 0
+        for r in devices.get("requests") or ():
+            name = r.get("name", "")
+            if r.get("exactly") is not None:
+                alts = [self._alternative(label, name, name, r["exactly"], pools)]
+                minimum += alts[0].count if alts[0].mode == EXACT else len(alts[0].all_devices)
+            elif r.get("firstAvailable"):
+                alts = [self._alternative(label, name, f"{name}/{s.get('name', '')}", s, pools)
+                        for s in r["firstAvailable"]]
+                minimum += min(a.count if a.mode == EXACT else len(a.all_devices) for a in alts)
+            else:
+                raise AllocationError(f"claim {label}, request {name}: unknown request type")
+            requests.append(Request(name, alts))
+        if minimum > MAX_RESULTS:
+            raise AllocationError(f"claim {label}: number of requested devices {minimum} exceeds the claim "
+                                  f"limit of {MAX_RESULTS}")
+        constraints = []
+        for i, c in enumerate(devices.get("constraints") or ()):
+            if not c.get("matchAttribute"):
+                raise AllocationError(f"claim {label}, constraint #{i}: empty constraint "
+                                      f"(unsupported constraint type?)")
+            constraints.append(MatchAttribute(list(c.get("requests") or ()), c["matchAttribute"]))
+        return ClaimState(claim, label, requests, constraints)
+
+    def _alternative(self, label: str, request: str, result_name: str, spec: dict[str, Any],
+                     pools: list[Pool]) -> Alternative:
+        where = f"claim {label}, request {result_name}"
+        class_name = spec.get("deviceClassName") or ""
+        if not class_name:
+            raise AllocationError(f"{where}: missing device class name (unsupported request type?)")
+        if class_name not in self.classes:
+            raise AllocationError(f'{where}: could not retrieve device class {class_name}: '
+                                  f'deviceclasses.resource.k8s.io "{class_name}" not found')
+        selectors = []
+        for i, sel in enumerate(spec.get("selectors") or ()):
+            expr = ((sel or {}).get("cel") or {}).get("expression") or ""
+            if not expr:
+                raise AllocationError(f"{where}, selector #{i}: CEL expression empty (unsupported selector type?)")
+            try:
+                selectors.append(compile_selector(expr))
+            except SelectorError as exc:
+                raise AllocationError(f"claim {label}: selector #{i}: CEL compile error: {exc}") from None
+        mode = spec.get("allocationMode") or EXACT
+        admin = bool(spec.get("adminAccess"))
+        alt = Alternative(request, result_name, class_name, selectors, mode, int(spec.get("count") or 0), admin)
+        if mode == EXACT:
+            if alt.count > MAX_RESULTS:
+                raise AllocationError(f"{where}: exact count {alt.count} is too large")
+        elif mode == ALL:
+            for p in pools:
+                if p.incomplete:
+                    raise AllocationError(f"{where}: asks for all devices, but resource pool {p.id} is "
+                                          f"currently being updated")
+                if p.invalid:
+                    raise AllocationError(f"{where}: asks for all devices, but resource pool {p.id} is "
+                                          f"currently invalid")
+            alt.all_devices = [d for p in pools for d in p.devices
+                               if not d.raw.get("consumesCounters") and not d.raw.get("bindingConditions")
+                               and self._selectable(d, label, alt)]
+        else:
+            raise AllocationError(f"{where}: unsupported count mode {mode}")
+        return alt
+
+    def _selectable(self, device: Device, label: str, alt: Alternative) -> bool:
+        for i, sel in enumerate(self._class_selector_list(alt.class_name)):
+            try:
+                if not device.cel.matches(sel):
+                    return False
+            except SelectorError as exc:
+                raise AllocationError(f"class {alt.class_name}: selector #{i}: CEL runtime error: {exc}") from None
+        for i, sel in enumerate(alt.selectors):
+            try:
+                if not device.cel.matches(sel):
+                    return False
+            except SelectorError as exc:
+                raise AllocationError(f"claim {label}: selector #{i}: CEL runtime error: {exc}") from None
+        return True
+
+    def _class_selector_list(self, class_name: str) -> list[Any]:
+        out = self._class_selectors.get(class_name)
+        if out is None:
+            out = []
+            spec = self.classes[class_name].get("spec") or {}
+            for i, sel in enumerate(spec.get("selectors") or ()):
+                expr = ((sel or {}).get("cel") or {}).get("expression") or ""
+                try:
+                    out.append(compile_selector(expr))
+                except SelectorError as exc:
+                    raise AllocationError(f"class {class_name}: selector #{i}: CEL compile error: {exc}") from None
+            self._class_selectors[class_name] = out
+        return out
+
+    # search -----------------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        self._steps += 1
+        if self._deadline and not self._steps & 255 and time.monotonic() > self._deadline:
+            raise AllocationTimeout()
+
+    def _solve(self, ci: int, ri: int) -> bool:
+        if ci == len(self._claims):
+            return True
+        cs = self._claims[ci]
+        if ri == len(cs.requests):
+            return self._solve(ci + 1, 0)
+        req = cs.requests[ri]
+        for alt in req.alternatives:
+            cs.chosen[req.name] = alt
+            if alt.mode == ALL:
+                if self._take_all(ci, ri, alt):
+                    return True
+            elif self._fill(ci, ri, alt, 0, 0):
+                return True
+        return False
+
+    def _fill(self, ci: int, ri: int, alt: Alternative, slot: int, start: int) -> bool:
+        if slot == alt.count:
+            return self._solve(ci, ri + 1)
+        cs = self._claims[ci]
+        candidates = self._candidates
+        for k in range(start, len(candidates)):
+            self._tick()
+            d = candidates[k]
+            if self._in_use(d, ci, alt.admin) or not self._selectable(d, cs.label, alt):
+                continue
+            if not self._add(ci, alt, d):
+                continue
+            if self._fill(ci, ri, alt, slot + 1, k + 1):
+                return True
+            self._remove(ci, alt, d)
+        return False
+
+    def _take_all(self, ci: int, ri: int, alt: Alternative) -> bool:
+        if not alt.all_devices:
+            return False
+        cs = self._claims[ci]
+        added: list[Device] = []
+        ok = True
+        for d in alt.all_devices:
+            if self._in_use(d, ci, alt.admin):
+                ok = False
+                break
+            if not self._add(ci, alt, d):
+                for a in reversed(added):
+                    self._remove(ci, alt, a)
+                raise AllocationError(f"claim {cs.label}, request {alt.result_name}: cannot add device "
+                                      f"{d.driver}/{d.pool}/{d.name} because a claim constraint would not "
+                                      f"be satisfied")
+            added.append(d)
+        if ok and self._solve(ci, ri + 1):
+            return True
+        for a in reversed(added):
+            self._remove(ci, alt, a)
+        return False
+
+    def _in_use(self, d: Device, ci: int, admin: bool) -> bool:
+        taker = self._allocating.get(d.id)
+        if admin:
+            return taker == ci
+        return taker is not None or d.id in self.allocated
+
+    def _add(self, ci: int, alt: Alternative, d: Device) -> bool:
+        cs = self._claims[ci]
+        added: list[MatchAttribute] = []
+        for c in cs.constraints:
+            if c.covers(alt):
+                if not c.add(d):
+                    for a in added:
+                        a.remove()
+                    return False
+                added.append(c)
+        cs.taken_from.append(self._allocating.get(d.id))
+        self._allocating[d.id] = ci
+        cs.results.append((alt, d))
+        return True
+
+    def _remove(self, ci: int, alt: Alternative, d: Device) -> None:
+        cs = self._claims[ci]
+        cs.results.pop()
+        before = cs.taken_from.pop()
+        if before is None:
+            del self._allocating[d.id]
+        else:
+            self._allocating[d.id] = before   # an admin request shared a device another claim took
+        for c in cs.constraints:
+            if c.covers(alt):
+                c.remove()
+
+    # result -----------------------------------------------------------------------------------
+
+    def _result(self, cs: ClaimState, node_name: str) -> dict[str, Any]:
+        results = []
+        for alt, d in cs.results:
+            r: dict[str, Any] = {"request": alt.result_name, "driver": d.driver, "pool": d.pool, "device": d.name}
+            if alt.admin:
+                r["adminAccess"] = True
+            results.append(r)
+        config: list[dict[str, Any]] = []
+        class_entries: dict[str, list[dict[str, Any]]] = {}
+        for req in cs.requests:
+            alt = cs.chosen[req.name]
+            entries = class_entries.get(alt.class_name)
+            if entries is not None:
+                for e in entries:
+                    e["requests"].append(alt.result_name)
+                continue
+            entries = []
+            for c in (self.classes[alt.class_name].get("spec") or {}).get("config") or ():
+                e = {"source": FROM_CLASS, "requests": [alt.result_name], "opaque": c.get("opaque")}
+                entries.append(e)
+                config.append(e)
+            class_entries[alt.class_name] = entries
+        spec_config = ((cs.claim.get("spec") or {}).get("devices") or {}).get("config") or ()
+        for c in spec_config:
+            names = list(c.get("requests") or ())
+            entry = {"source": FROM_CLAIM, "opaque": c.get("opaque")}
+            if names:
+                entry["requests"] = names
+            if not names:
+                config.append(entry)
+                continue
+            for req in cs.requests:
+                alt = cs.chosen[req.name]
+                if req.name in names or (alt.result_name != req.name and alt.result_name in names):
+                    config.append(dict(entry))
+        out: dict[str, Any] = {"devices": {"results": results}}
+        if config:
+            out["devices"]["config"] = [{k: v for k, v in e.items() if v is not None} for e in config]
+        claim_name = (cs.claim.get("metadata") or {}).get("name", "")
+        selector = _node_selector([d for _, d in cs.results], node_name, claim_name)
+        if selector is not None:
+            out["nodeSelector"] = selector
+        return out
+
+
+def _node_selector(devices: list[Device], node_name: str, claim_name: str) -> dict[str, Any] | None:
+    if any(d.node_local for d in devices):
+        return {"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
+    fields: list[dict[str, Any]] = []
+    exprs: list[dict[str, Any]] = []
+    for d in devices:
+        if not d.node_selector:
+            continue
+        terms = d.node_selector.get("nodeSelectorTerms") or []
+        if len(terms) != 1:
+            raise AllocationError(f"create NodeSelector for claim {claim_name}: unsupported ResourceSlice.NodeSelector "
+                                  f"with {len(terms)} terms")
+        for req in terms[0].get("matchFields") or ():
+            if req not in fields:
+                fields.append(req)
+        for req in terms[0].get("matchExpressions") or ():
+            if req not in exprs:
+                exprs.append(req)
+    if not fields and not exprs:
+        return None
+    term: dict[str, Any] = {}
+    if exprs:
+        term["matchExpressions"] = exprs
+    if fields:
+        term["matchFields"] = fields
+    return {"nodeSelectorTerms": [term]}

@@ -1,0 +1,219 @@
+"""DynamicResources' PreFilter, Filter, Reserve and Unreserve over a snapshot (no API server)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import pytest
+
+from pysched.framework import CycleState, PodInfo
+from pysched.framework.api import ApiError
+from pysched.plugins.dynamic_resources import DynamicResources
+from pysched.plugins.helper.dra.allocator import AllocationError
+from pysched.testing import UAU, PluginTester
+
+from .conftest import node, pod
+
+DRIVER = "gpu.example.com"
+NODES = [node("n1"), node("n2"), node("n3")]
+CLASS = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu"},
+         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}}
+
+
+def slice_(node_name: str, *names: str, model: str = "a100") -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node_name}-gpus", "resourceVersion": "1"},
+            "spec": {"driver": DRIVER, "nodeName": node_name,
+                     "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": n, "attributes": {"model": {"string": model}}} for n in names]}}
+
+
+def claim_(name: str, count: int = 1, selector: str = "", cls: str = "gpu", allocation: dict | None = None) -> dict:
+    exactly: dict = {"deviceClassName": cls, "allocationMode": "ExactCount", "count": count}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    c = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+         "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}", "resourceVersion": "1"},
+         "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}
+    if allocation is not None:
+        c["status"] = {"allocation": allocation}
+    return c
+
+
+def dra_pod(name: str, *claims: str) -> dict:
+    p = pod(name)
+    p["spec"]["resourceClaims"] = [{"name": f"c{i}", "resourceClaimName": c} for i, c in enumerate(claims)]
+    return p
+
+
+def make_tester(*objects) -> PluginTester:
+    return PluginTester(DynamicResources, nodes=NODES,
+                        objects=[CLASS, slice_("n1", "g0", "g1"), slice_("n2", "g0", model="h100"), *objects])
+
+
+CANNOT = (UAU, ("cannot allocate all claims",))
+
+
+def test_only_nodes_whose_slices_have_the_devices_pass():
+    h100 = f'device.attributes["{DRIVER}"].model == "h100"'
+    hh = make_tester(claim_("one"), claim_("two", 2), claim_("h100", selector=h100))
+    assert hh.filter(dra_pod("p", "one")) == {"n1": None, "n2": None, "n3": CANNOT}
+    assert hh.filter(dra_pod("p", "two")) == {"n1": None, "n2": CANNOT, "n3": CANNOT}
+    assert hh.filter(dra_pod("p", "h100")) == {"n1": CANNOT, "n2": None, "n3": CANNOT}
+    assert hh.filter(dra_pod("p", "one", "two")) == {"n1": CANNOT, "n2": CANNOT, "n3": CANNOT}
+
+
+def test_prefilter_refusals_carry_upstreams_text():
+    hh = make_tester(claim_("nocls", cls="tpu"))
+    st = hh.pre_filter(dra_pod("p", "nocls"))
+    assert st.code == UAU and st.message() == "request gpu: device class tpu does not exist"
+    assert hh.pre_filter(pod("plain")).is_skip()
+
+
+def test_devices_allocated_to_other_claims_are_taken():
+    taken = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "g0"}]}}
+    admin = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "g1",
+                                      "adminAccess": True}]}}
+    hh = make_tester(claim_("other", allocation=taken), claim_("watcher", allocation=admin), claim_("two", 2),
+                claim_("one"))
+    assert hh.filter(dra_pod("p", "two"))["n1"] == CANNOT     # g0 is taken; admin access takes nothing
+    assert hh.filter(dra_pod("p", "one"))["n1"] is None
+
+
+def test_reserve_keeps_devices_in_flight_until_unreserve():
+    hh = make_tester(claim_("a", 2), claim_("b"))
+    pl: DynamicResources = hh.plugin
+    a = PodInfo.from_dict(dra_pod("pa", "a"), keep_raw=True)
+    state = CycleState()
+    pl.pre_filter(state, a, hh.nodes())
+    pl.filter(state, a, hh.nodes())
+    assert pl.reserve(state, a, "n1") is None
+    promised = pl.in_flight["uid-a"]
+    assert promised["status"]["allocation"]["devices"]["results"][1]["device"] == "g1"
+    assert "resource.kubernetes.io/delete-protection" in promised["metadata"]["finalizers"]
+    assert hh.filter(dra_pod("pb", "b"))["n1"] == CANNOT      # both of n1's GPUs are promised to pa
+    # a second pod sharing claim "a" waits for it rather than allocating it again
+    st = hh.pre_filter(dra_pod("pc", "a"))
+    assert st.code == UAU and st.message() == "resource claim default/a is in the process of being allocated"
+    pl.unreserve(state, a, "n1")
+    assert pl.in_flight == {}
+    assert hh.filter(dra_pod("pb", "b"))["n1"] is None
+
+
+def test_in_flight_devices_are_forgotten_once_the_store_shows_the_claim_allocated():
+    hh = make_tester(claim_("a", 2))
+    pl: DynamicResources = hh.plugin
+    a = PodInfo.from_dict(dra_pod("pa", "a"), keep_raw=True)
+    state = CycleState()
+    pl.pre_filter(state, a, hh.nodes())
+    pl.filter(state, a, hh.nodes())
+    pl.reserve(state, a, "n1")
+    hh.objects.add(pl.in_flight["uid-a"])          # the watch reports what PreBind wrote
+    assert (DRIVER, "n1", "g0") in pl.allocated_devices()
+    assert pl.in_flight == {}
+
+
+def test_an_allocated_claim_is_usable_only_on_the_nodes_its_allocation_names():
+    on_n2 = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n2", "device": "g0"}]},
+             "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                 {"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}
+    hh = make_tester(claim_("shared", allocation=on_n2))
+    assert hh.filter(dra_pod("p", "shared")) == {"n1": (UAU, ("resourceclaim not available on the node",)),
+                                                 "n2": None,
+                                                 "n3": (UAU, ("resourceclaim not available on the node",))}
+
+
+def test_a_cel_runtime_error_aborts_the_attempt():
+    hh = make_tester(claim_("bad", selector=f'device.attributes["{DRIVER}"].memory == 1'))
+    with pytest.raises(AllocationError, match="claim default/bad: selector #0: CEL runtime error: no such key: memory"):
+        hh.filter(dra_pod("p", "bad"))
+
+
+def test_filter_timeout_is_parsed_from_the_args():
+    assert PluginTester(DynamicResources, {"filterTimeout": "250ms"}).plugin.filter_timeout == pytest.approx(0.25)
+    assert PluginTester(DynamicResources, {"filterTimeout": "0s"}).plugin.filter_timeout == 0.0
+
+
+class FakeClient:
+    """Records requests; ``fail`` maps (method, path) to ApiErrors raised once each, in order."""
+
+    def __init__(self, server_claims: dict[str, dict], fail: dict | None = None):
+        self.server = server_claims
+        self.fail = {k: list(v) for k, v in (fail or {}).items()}
+        self.calls: list[tuple[str, str, dict | None]] = []
+
+    async def request(self, method, path, *, body=None, content_type="application/json", **_):
+        self.calls.append((method, path, copy.deepcopy(body)))
+        errors = self.fail.get((method, path))
+        if errors:
+            raise errors.pop(0)
+        name = path.split("/resourceclaims/")[1].split("/")[0]
+        if method == "GET":
+            return copy.deepcopy(self.server[name])
+        if method == "PUT":
+            self.server[name] = copy.deepcopy(body)
+            return copy.deepcopy(body)
+        return {}
+
+
+def _bound_state(hh: PluginTester, pod_raw: dict) -> tuple[DynamicResources, PodInfo, CycleState]:
+    pl: DynamicResources = hh.plugin
+    p = PodInfo.from_dict(pod_raw, keep_raw=True)
+    state = CycleState()
+    pl.pre_filter(state, p, hh.nodes())
+    pl.filter(state, p, hh.nodes())
+    assert pl.reserve(state, p, "n1") is None
+    return pl, p, state
+
+
+def test_prebind_writes_the_finalizer_then_allocation_and_reservation_retrying_a_conflict():
+    hh = make_tester(claim_("a"))
+    pl, p, state = _bound_state(hh, dra_pod("pa", "a"))
+    path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/a"
+    client = FakeClient({"a": claim_("a")},
+                        fail={("PUT", path + "/status"): [ApiError(409, "Conflict", "the object has been modified")]})
+    hh.handle.client = client
+    assert asyncio.run(pl.pre_bind(state, p, "n1")) is None
+    assert [(m, u) for m, u, _ in client.calls] == [
+        ("PUT", path),                 # the delete-protection finalizer
+        ("PUT", path + "/status"),     # conflict
+        ("GET", path),                 # re-read (the finalizer is there now)
+        ("PUT", path + "/status")]
+    written = client.server["a"]
+    assert written["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+    assert written["status"]["allocation"]["devices"]["results"] == [
+        {"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "g0"}]
+    assert written["status"]["reservedFor"] == [{"resource": "pods", "name": p.name, "uid": p.uid}]
+
+
+def test_prebind_refuses_a_claim_allocated_elsewhere_meanwhile():
+    hh = make_tester(claim_("a"))
+    pl, p, state = _bound_state(hh, dra_pod("pa", "a"))
+    path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/a"
+    other = claim_("a", allocation={"devices": {"results": []}})
+    client = FakeClient({"a": other}, fail={("PUT", path): [ApiError(409, "Conflict", "modified")]})
+    hh.handle.client = client
+    st = asyncio.run(pl.pre_bind(state, p, "n1"))
+    assert st.code.name == "ERROR" and st.message() == "claim default/a got allocated elsewhere in the meantime"
+
+
+def test_unreserve_takes_the_pod_out_of_reserved_for():
+    shared = claim_("s", allocation={"devices": {"results": []}})
+    hh = make_tester(shared)
+    pl: DynamicResources = hh.plugin
+    raw = dra_pod("pa", "s")
+    p = PodInfo.from_dict(raw, keep_raw=True)
+    state = CycleState()
+    pl.pre_filter(state, p, hh.nodes())
+    st = state.get("DynamicResources/state")
+    st.claims[0]["status"]["reservedFor"] = [{"resource": "pods", "name": p.name, "uid": p.uid}]  # PreBind wrote
+    client = FakeClient({"s": shared})
+    hh.handle.client = client
+    spawned = []
+    hh.handle.spawn = lambda coro: spawned.append(coro) or True
+    pl.unreserve(state, p, "n1")
+    asyncio.run(spawned[0])
+    assert client.calls == [("PATCH", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/s/status",
+                             {"metadata": {"uid": "uid-s"},
+                              "status": {"reservedFor": [{"$patch": "delete", "uid": p.uid}]}})]

@@ -300,7 +300,7 @@ class ControlPlane:
         self.stop_apiserver()
         if downtime:
             time.sleep(downtime)
-        self._start_apiserver(timeout)
+        self._start_apiserver(timeout, port=self.apiserver_port)
 
     def compact_etcd(self) -> int:
         """Compact etcd to its current revision, expiring every older resourceVersion (410 Gone)."""
@@ -345,9 +345,10 @@ class ControlPlane:
         _wait_http(f"{self.etcd_url}/health", timeout, self.etcd_proc, "etcd", self.workdir / "etcd.log",
                    log_start=log_start)
 
-    def _start_apiserver(self, timeout: float) -> None:
+    def _start_apiserver(self, timeout: float, port: int | None = None) -> None:
+        """Start kube-apiserver on ``port``, or on a fresh one (``_on_fresh_ports`` retries those)."""
         p = self.pki
-        self.apiserver_port = free_port()
+        self.apiserver_port = port or free_port()
         args = [
             str(self.bin / "kube-apiserver"),
             f"--etcd-servers={self.etcd_url}",

@@ -430,8 +430,7 @@ def case_k() -> Case:
 
 def case_l() -> Case:
     first = {"name": "gpu", "firstAvailable": [sub("big", MODEL_H100, count=3), sub("small", MODEL_H100)]}
-    return Case("l", "firstAvailable: 3 h100 do not fit, the second choice (1 h100) does; one node, so no "
-                     "score decides",
+    return Case("l", "firstAvailable: 3 h100 do not fit, the second choice (1 h100) does",
                 _nodes("l", MIXED),
                 claims=[claim("l-claim", first)],
                 pods=[dra_pod("l-pod", "l", claims={"gpu": "l-claim"})],
@@ -461,9 +460,42 @@ def case_m() -> Case:
                                               {"source": "FromClaim", **every}])}})
 
 
+def case_n() -> Case:
+    # Both nodes can serve the claim; DynamicResources' Score (8 - the index of the chosen
+    # subrequest) decides: n-n2 gets the first choice (two h100), n-n1 only the second. The nodes
+    # are alike otherwise, so no other score tells them apart.
+    first = {"name": "gpu", "firstAvailable": [sub("two", MODEL_H100, count=2), sub("one", MODEL_H100)]}
+    return Case("n", "firstAvailable scored: the node where the first choice fits wins",
+                _nodes("n", SKEWED, MIXED),
+                claims=[claim("n-claim", first)],
+                pods=[dra_pod("n-pod", "n", claims={"gpu": "n-claim"})],
+                expected=lambda: {"pods": {"n-pod": "n-n2"},
+                                  "claims": {"n-claim": allocated("n-n2", [result("gpu/two", "n-n2", "gpu-2"),
+                                                                           result("gpu/two", "n-n2", "gpu-3")],
+                                                                  ["n-pod"])}})
+
+
+def case_o() -> Case:
+    # A claim left allocated on o-n1 (no pod holds it) by a pod that cannot go there: PostFilter
+    # deallocates it, the claim's update requeues the pod, and it is allocated again on o-n2.
+    stale = claim("o-claim", exactly("gpu"))
+    stale["status"] = {"allocation": {"devices": {"results": [result("gpu", "o-n1", "gpu-0")]},
+                                      "nodeSelector": on_node("o-n1")}}
+    pod = dra_pod("o-pod", "o", claims={"gpu": "o-claim"})
+    pod["spec"]["nodeSelector"]["kubernetes.io/hostname"] = "o-n2"
+    return Case("o", "PostFilter: a claim allocated for a node the pod cannot use is deallocated, then "
+                     "allocated where the pod goes",
+                _nodes("o", MIXED, MIXED),
+                claims=[stale],
+                pods=[pod],
+                expected=lambda: {"pods": {"o-pod": "o-n2"},
+                                  "claims": {"o-claim": allocated("o-n2", [result("gpu", "o-n2", "gpu-0")],
+                                                                  ["o-pod"])}})
+
+
 CLASS_CONFIG = opaque(sharing="TimeSlicing")
 CASES: list[Case] = [case_a(), case_b(), case_c(), case_d(), case_e(), case_f(), case_g(), case_h(), case_i(),
-                     case_j(), case_k(), case_l(), case_m()]
+                     case_j(), case_k(), case_l(), case_m(), case_n(), case_o()]
 TOTAL_NODES = sum(len(c.nodes) for c in CASES)
 
 
@@ -496,7 +528,13 @@ async def create_case(admin: KubeClient, case: Case) -> None:
     for node, layout in case.nodes.items():
         await admin.request("POST", f"{RES}/resourceslices", body=resource_slice(node, layout), rate_limit=False)
     for c in case.claims:
-        await admin.request("POST", f"{RES}/namespaces/{ns}/resourceclaims", body=c, rate_limit=False)
+        c = copy.deepcopy(c)
+        status = c.pop("status", None)
+        made = await admin.request("POST", f"{RES}/namespaces/{ns}/resourceclaims", body=c, rate_limit=False)
+        if status:   # a claim allocated before the run: the API server ignores status on create
+            made["status"] = status
+            await admin.request("PUT", f"{RES}/namespaces/{ns}/resourceclaims/{c['metadata']['name']}/status",
+                                body=made, rate_limit=False)
     templates = {t["metadata"]["name"]: t for t in case.templates}
     for t in case.templates:
         await admin.request("POST", f"{RES}/namespaces/{ns}/resourceclaimtemplates", body=t, rate_limit=False)

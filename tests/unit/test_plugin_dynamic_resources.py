@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 
+import numpy as np
 import pytest
 
 from pysched.framework import CycleState, PodInfo
@@ -217,3 +218,72 @@ def test_unreserve_takes_the_pod_out_of_reserved_for():
     assert client.calls == [("PATCH", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/s/status",
                              {"metadata": {"uid": "uid-s"},
                               "status": {"reservedFor": [{"$patch": "delete", "uid": p.uid}]}})]
+
+
+def test_score_prefers_the_node_where_the_first_alternative_fits():
+    prioritized = claim_("pri")
+    prioritized["spec"]["devices"]["requests"] = [{"name": "gpu", "firstAvailable": [
+        {"name": "two", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2},
+        {"name": "one", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}]}]
+    hh = make_tester(prioritized, claim_("plain"))
+    pl: DynamicResources = hh.plugin
+    p = PodInfo.from_dict(dra_pod("p", "pri"), keep_raw=True)
+    state = CycleState()
+    pl.pre_filter(state, p, hh.nodes())
+    res = pl.filter(state, p, hh.nodes())
+    passed = hh.nodes().subset(res.passed)
+    assert passed.names == ["n1", "n2"]
+    assert pl.pre_score(state, p, passed) is None
+    scores = pl.score(state, p, passed)
+    assert scores.tolist() == [8, 7]          # n1 fits "two" (first, 8 - 0); n2 only "one" (8 - 1)
+    pl.normalize_score(state, p, passed, scores)
+    assert scores.tolist() == [100, 87]
+    # a pod without prioritized requests skips the Score
+    q = PodInfo.from_dict(dra_pod("q", "plain"), keep_raw=True)
+    state = CycleState()
+    pl.pre_filter(state, q, hh.nodes())
+    assert pl.pre_score(state, q, hh.nodes()).is_skip()
+    assert pl.pre_score(CycleState(), PodInfo.from_dict(pod("plain")), hh.nodes()).is_skip()
+
+
+ON_N2 = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n2", "device": "g0"}]},
+         "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+             {"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}
+
+
+def _post_filter(hh: PluginTester, pod_raw: dict):
+    pl: DynamicResources = hh.plugin
+    p = PodInfo.from_dict(pod_raw, keep_raw=True)
+    state = CycleState()
+    pl.pre_filter(state, p, hh.nodes())
+    pl.filter(state, p, hh.nodes().subset(np.array([True, False, False])))   # only n1 is left to it
+    return pl, p, pl.post_filter(state, p, None)
+
+
+def test_post_filter_deallocates_an_unreserved_claim_allocated_for_a_node_the_pod_cannot_use():
+    stale = claim_("stale", allocation=ON_N2)
+    hh = make_tester(stale)
+    client = FakeClient({"stale": copy.deepcopy(stale)})
+    hh.handle.client = client
+    spawned = []
+    hh.handle.spawn = lambda coro: spawned.append(coro) or True
+    _, _, (result, st) = _post_filter(hh, dra_pod("p", "stale"))
+    assert result is None and st.code.name == "UNSCHEDULABLE"
+    assert st.message() == "deallocation of ResourceClaim completed"
+    asyncio.run(spawned[0])
+    [(method, path, body)] = client.calls
+    assert (method, path) == ("PUT", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/stale/status")
+    assert "allocation" not in body["status"] and "reservedFor" not in body["status"]
+
+
+def test_post_filter_leaves_claims_other_pods_hold():
+    held = claim_("held", allocation=ON_N2)
+    held["status"]["reservedFor"] = [{"resource": "pods", "name": "other", "uid": "uid-other"}]
+    hh = make_tester(held)
+    hh.handle.spawn = lambda coro: pytest.fail("nothing to deallocate")
+    _, _, (_, st) = _post_filter(hh, dra_pod("p", "held"))
+    assert st.code.name == "UNSCHEDULABLE" and st.message() == "still not schedulable"
+    # a pod without claims: nothing to say (preemption speaks next)
+    pl: DynamicResources = hh.plugin
+    _, st = pl.post_filter(CycleState(), PodInfo.from_dict(pod("plain")), None)
+    assert st.code.name == "UNSCHEDULABLE" and st.message() == ""

@@ -1,4 +1,4 @@
-"""DynamicResources (PreEnqueue, PreFilter, Filter, Reserve, Unreserve, PreBind): DRA devices.
+"""DynamicResources (PreEnqueue, PreFilter, Filter, PostFilter, Score, Reserve, Unreserve, PreBind).
 
 Pods ask for devices through ``spec.resourceClaims``: ResourceClaims (or ones the resourceclaim
 controller makes from a ResourceClaimTemplate) whose requests name a DeviceClass and CEL selectors.
@@ -20,6 +20,13 @@ does with its default feature gates:
   (``cannot allocate all claims``), within ``filterTimeout`` (``timed out trying to allocate
   devices``); an allocated claim must be available there (``resourceclaim not available on the
   node``). A CEL run-time error or another allocator error aborts the attempt (an Error).
+* PostFilter (no node passed): a claim allocated already, but for nodes this pod could not use,
+  and reserved for no pod or only this one, is deallocated (its ``status`` cleared, in the
+  background) - ``deallocation of ResourceClaim completed``; otherwise ``still not schedulable``.
+  Either way DefaultPreemption runs next, as upstream's statuses are plain Unschedulable.
+* Score (``firstAvailable`` only): per node, 8 - i for each prioritized request whose i-th
+  subrequest the allocator chose there, summed and normalised to 0-100 - the node where the pod
+  gets its preferred alternatives wins. Pods without such requests skip it (PreScore).
 * Reserve keeps the chosen allocation in memory ("in flight"), so no other pod is given those
   devices; Unreserve forgets it and takes the pod back out of ``status.reservedFor`` if it was
   written there.
@@ -31,8 +38,9 @@ does with its default feature gates:
 
 Every refusal is UnschedulableAndUnresolvable with upstream's text, as kube-scheduler's is.
 Not done here (as upstream does with gates that are off by default): partitionable devices,
-device taints, consumable capacity, binding conditions; nor PostFilter's deallocation of a claim
-allocated for a node the pod cannot use, nor the Score of ``firstAvailable`` choices.
+device taints, consumable capacity, binding conditions. Unlike kube-scheduler, PostFilter says
+nothing for pods without claims (upstream adds ``no new claims to deallocate`` to every
+FailedScheduling message, or ``not found`` when an earlier PreFilter rejected the pod).
 Reads: ResourceClaims, DeviceClasses and ResourceSlices from the ObjectStore.
 
 Its ``DynamicResourcesArgs`` are decoded and validated as kube-scheduler 1.35 does with its
@@ -61,11 +69,15 @@ from pysched.framework import (
     Handle,
     NodeBatch,
     PodInfo,
+    PostFilterPlugin,
+    PostFilterResult,
     PreBindPlugin,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
     ReservePlugin,
+    ScorePlugin,
     Status,
 )
 from pysched.framework.api import ApiError, ConfigError, NodeSelector, ObjectError, parse_duration, parse_node_selector
@@ -78,6 +90,7 @@ from pysched.plugins.helper.dra.allocator import (
     InvalidPools,
     SliceIndex,
 )
+from pysched.plugins.helper.normalize import default_normalize
 
 log = logging.getLogger("pysched.plugins.dynamic_resources")
 
@@ -89,6 +102,7 @@ CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 TIMED_OUT = "timed out trying to allocate devices"
 CONFLICT_RETRIES = 5   # client-go's retry.DefaultRetry steps
+FIRST_AVAILABLE_MAX = 8   # FirstAvailableDeviceRequestMaxSize: the first subrequest scores 8
 
 
 @dataclass
@@ -121,6 +135,7 @@ class _State:
     available_on: list[tuple[int, NodeSelector]]                 # allocated claims bound to some nodes
     allocator: Allocator | None
     by_node: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # node -> allocations
+    unavailable: set[int] = field(default_factory=set)   # allocated claims some node could not use
     chosen: dict[int, dict[str, Any]] = field(default_factory=dict)          # claim index -> allocation
 
 
@@ -142,8 +157,8 @@ def _claim_path(claim: dict[str, Any]) -> str:
     return f"/apis/resource.k8s.io/v1/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}"
 
 
-class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
-                       EnqueueExtensions):
+class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin, PreScorePlugin,
+                       ScorePlugin, ReservePlugin, PreBindPlugin, EnqueueExtensions):
     name = "DynamicResources"
     Args = DynamicResourcesArgs
 
@@ -294,13 +309,70 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
                     reason = CANNOT_ALLOCATE
                 if found is not None:
                     st.by_node[name] = found
-            if reason is None and any(not sel.matches(labels, name) for _, sel in st.available_on):
-                reason = NOT_AVAILABLE
-                st.by_node.pop(name, None)
+            if reason is None:
+                elsewhere = [c for c, sel in st.available_on if not sel.matches(labels, name)]
+                if elsewhere:
+                    reason = NOT_AVAILABLE
+                    st.unavailable.update(elsewhere)
+                    st.by_node.pop(name, None)
             if reason is not None:
                 passed[i] = False
                 reasons.setdefault(reason, np.zeros(n, dtype=bool))[i] = True
         return FilterResult(passed, [(UAU, r, m) for r, m in reasons.items()])
+
+    # -- PostFilter --------------------------------------------------------------------------------
+
+    def post_filter(self, state: CycleState, pod: PodInfo,
+                    diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
+        st: _State | None = state.get(KEY)
+        if st is None:
+            return None, Status(Code.UNSCHEDULABLE)   # no claims (or PreFilter stopped earlier): nothing to say
+        for i in sorted(st.unavailable):
+            claim = st.claims[i]
+            reserved = (claim.get("status") or {}).get("reservedFor") or ()
+            if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
+                self._spawn(self._deallocate(claim, pod))
+                return None, Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
+        return None, Status(Code.UNSCHEDULABLE, "still not schedulable")
+
+    async def _deallocate(self, claim: dict[str, Any], pod: PodInfo) -> None:
+        client = self.handle.client
+        if client is None:
+            return
+        obj = copy.deepcopy(claim)
+        status = obj.setdefault("status", {})
+        for key in ("reservedFor", "allocation", "devices"):
+            status.pop(key, None)
+        try:
+            await client.request("PUT", _claim_path(claim) + "/status", body=obj)
+        except (ApiError, OSError) as exc:
+            log.warning("deallocating a claim the pod cannot use failed",
+                        extra={"kv": {"pod": pod.key, "claim": _label(claim), "error": str(exc)}})
+        else:
+            log.info("deallocated a claim the pod cannot use", extra={"kv": {"pod": pod.key, "claim": _label(claim)}})
+
+    # -- Score -------------------------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
+        st: _State | None = state.get(KEY)
+        if st is None or not any(r.get("firstAvailable") for i in st.to_allocate
+                                 for r in _requests(st.claims[i])):
+            return Status(Code.SKIP)
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray:
+        st: _State = state.read(KEY)
+        out = np.zeros(len(nodes), dtype=np.int64)
+        for i, name in enumerate(nodes.names):
+            found = st.by_node.get(name)
+            if found is not None:
+                out[i] = sum(_preference(st.claims[c], a) for c, a in zip(st.to_allocate, found))
+        return out
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch,
+                        scores: np.ndarray) -> Status | None:
+        default_normalize(scores, reverse=False)
+        return None
 
     # -- Reserve / Unreserve -----------------------------------------------------------------------
 
@@ -349,7 +421,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, ReserveP
                                  content_type="application/strategic-merge-patch+json")
         except (ApiError, OSError) as exc:
             log.warning("removing the pod from the claim's reservedFor failed",
-                        extra={"pod": pod.key, "claim": _label(claim), "error": str(exc)})
+                        extra={"kv": {"pod": pod.key, "claim": _label(claim), "error": str(exc)}})
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         spawn = self.handle.spawn
@@ -462,6 +534,22 @@ async def _put(client: APIClient, path: str, obj: dict[str, Any], what: str) -> 
     except OSError as exc:
         raise _BindError(f"{what}: {exc}") from None
     return written
+
+
+def _requests(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(((claim.get("spec") or {}).get("devices") or {}).get("requests") or ())
+
+
+def _preference(claim: dict[str, Any], allocation: dict[str, Any]) -> int:
+    """8 - i for each ``firstAvailable`` request of ``claim`` whose i-th subrequest ``allocation`` used."""
+    chosen = {r.get("request", "") for r in (allocation.get("devices") or {}).get("results") or ()}
+    total = 0
+    for r in _requests(claim):
+        for i, sub in enumerate(r.get("firstAvailable") or ()):
+            if f"{r.get('name', '')}/{sub.get('name', '')}" in chosen:
+                total += FIRST_AVAILABLE_MAX - i
+                break
+    return total
 
 
 def _devices(claim: dict[str, Any]) -> list[DeviceID]:

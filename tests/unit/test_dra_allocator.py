@@ -209,3 +209,23 @@ def test_a_constraint_broken_in_all_mode_is_fatal():
     with pytest.raises(AllocationError, match=r"cannot add device gpu.example.com/n1/g1 because a claim "
                                               r"constraint would not be satisfied"):
         allocate([c], [SLICE])
+
+
+def test_a_claim_never_gets_more_than_32_results_an_alternative_that_would_is_skipped():
+    many = node_slice("n1", [gpu(f"g{i}") for i in range(40)])
+    pick = {"name": "p", "firstAvailable": [
+        {"name": "four", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 4},
+        {"name": "two", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2}]}
+    [a] = allocate([claim("c", exactly("bulk", 30), pick)], [many])
+    results = a["devices"]["results"]
+    assert len(results) == 32 and {r["request"] for r in results[30:]} == {"p/two"}
+    with pytest.raises(AllocationError, match="number of requested devices 33 exceeds the claim limit of 32"):
+        allocate([claim("c", exactly("bulk", 31), exactly("x", 2))], [many])   # no alternative: fatal
+
+
+def test_an_impossible_count_is_answered_without_visiting_every_subset():
+    # 24 free devices, 25 wanted: without pruning the search would try every subset (2^24 steps).
+    wide = node_slice("n1", [gpu(f"g{i}") for i in range(24)])
+    alloc = Allocator([claim("c", exactly("r", 25))], CLASSES, set(), SliceIndex([wide]))
+    assert alloc.allocate("n1", {}) is None
+    assert alloc._steps < 100

@@ -8,10 +8,9 @@ import copy
 import numpy as np
 import pytest
 
-from pysched.framework import CycleState, PodInfo
+from pysched.framework import CycleState, FrameworkError, PodInfo
 from pysched.framework.api import ApiError
 from pysched.plugins.dynamic_resources import DynamicResources
-from pysched.plugins.helper.dra.allocator import AllocationError
 from pysched.testing import UAU, PluginTester
 
 from .conftest import node, pod
@@ -110,9 +109,32 @@ def test_in_flight_devices_are_forgotten_once_the_store_shows_the_claim_allocate
     pl.pre_filter(state, a, hh.nodes())
     pl.filter(state, a, hh.nodes())
     pl.reserve(state, a, "n1")
-    hh.objects.add(pl.in_flight["uid-a"])          # the watch reports what PreBind wrote
-    assert (DRIVER, "n1", "g0") in pl.allocated_devices()
+    hh.objects.add(pl.in_flight["uid-a"])          # the watch reports the claim allocated
+    pl.settle_in_flight()
     assert pl.in_flight == {}
+    assert (DRIVER, "n1", "g0") in pl.allocated_devices()
+
+
+def test_a_written_allocation_outlives_unreserve_until_the_store_holds_it():
+    """Bind fails after PreBind wrote the claim: its devices must stay taken until the watch shows
+    the write (or a newer version: the claim deallocated since), not be free in between."""
+    hh = make_tester(claim_("a", 2), claim_("b"))
+    pl, p, state = _bound_state(hh, dra_pod("pa", "a"))
+    client = FakeClient({"a": claim_("a")})
+    client.next_version = 10
+    hh.handle.client = client
+    assert asyncio.run(pl.pre_bind(state, p, "n1")) is None
+    assert pl.written == {"uid-a": 11}             # the finalizer's update was 10, the status 11
+    pl.unreserve(state, p, "n1")                    # e.g. the bind itself failed
+    assert hh.filter(dra_pod("pb", "b"))["n1"] == CANNOT      # still taken: the store lags
+    stale = claim_("a")
+    stale["metadata"]["resourceVersion"] = "10"
+    hh.objects.add(stale)                           # an older event arrives first: still taken
+    assert hh.filter(dra_pod("pb", "b"))["n1"] == CANNOT
+    deallocated = claim_("a")
+    deallocated["metadata"]["resourceVersion"] = "12"
+    hh.objects.add(deallocated)                     # newer than the write, and unallocated
+    assert hh.filter(dra_pod("pb", "b"))["n1"] is None and pl.in_flight == {}
 
 
 def test_an_allocated_claim_is_usable_only_on_the_nodes_its_allocation_names():
@@ -127,8 +149,11 @@ def test_an_allocated_claim_is_usable_only_on_the_nodes_its_allocation_names():
 
 def test_a_cel_runtime_error_aborts_the_attempt():
     hh = make_tester(claim_("bad", selector=f'device.attributes["{DRIVER}"].memory == 1'))
-    with pytest.raises(AllocationError, match="claim default/bad: selector #0: CEL runtime error: no such key: memory"):
+    with pytest.raises(FrameworkError) as exc:
         hh.filter(dra_pod("p", "bad"))
+    st = exc.value.status
+    assert st.code.name == "ERROR"
+    assert st.message() == "claim default/bad: selector #0: CEL runtime error: no such key: memory"
 
 
 def test_filter_timeout_is_parsed_from_the_args():
@@ -143,6 +168,7 @@ class FakeClient:
         self.server = server_claims
         self.fail = {k: list(v) for k, v in (fail or {}).items()}
         self.calls: list[tuple[str, str, dict | None]] = []
+        self.next_version = 100
 
     async def request(self, method, path, *, body=None, content_type="application/json", **_):
         self.calls.append((method, path, copy.deepcopy(body)))
@@ -153,8 +179,11 @@ class FakeClient:
         if method == "GET":
             return copy.deepcopy(self.server[name])
         if method == "PUT":
-            self.server[name] = copy.deepcopy(body)
-            return copy.deepcopy(body)
+            stored = copy.deepcopy(body)
+            stored["metadata"]["resourceVersion"] = str(self.next_version)
+            self.next_version += 1
+            self.server[name] = stored
+            return copy.deepcopy(stored)
         return {}
 
 
@@ -287,3 +316,67 @@ def test_post_filter_leaves_claims_other_pods_hold():
     pl: DynamicResources = hh.plugin
     _, st = pl.post_filter(CycleState(), PodInfo.from_dict(pod("plain")), None)
     assert st.code.name == "UNSCHEDULABLE" and st.message() == ""
+
+
+def test_prebind_waits_for_an_earlier_unreserve_before_trusting_reserved_for():
+    """Unreserve's PATCH (taking the pod out of reservedFor) is still on its way when the pod's
+    next attempt reaches PreBind: the claim in the store still lists the pod, but PreBind must
+    let the PATCH land and reserve again, or the pod would be bound without a reservation."""
+    alloc = {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": "n1", "device": "g0"}]}}
+    shared = claim_("s", allocation=alloc)
+    hh = make_tester(shared)
+    pl: DynamicResources = hh.plugin
+    p = PodInfo.from_dict(dra_pod("pa", "s"), keep_raw=True)
+    reserved = copy.deepcopy(shared)
+    reserved["status"]["reservedFor"] = [{"resource": "pods", "name": p.name, "uid": p.uid}]
+    hh.objects.add(reserved)                       # the first attempt's PreBind, as the store shows it
+    client = FakeClient({"s": copy.deepcopy(shared)})   # the API server once the PATCH has landed
+    hh.handle.client = client
+    spawned = []
+    hh.handle.spawn = lambda coro: spawned.append(coro) or True
+
+    async def scenario():
+        first = CycleState()
+        pl.pre_filter(first, p, hh.nodes())
+        pl.unreserve(first, p, "n1")               # the bind failed: PATCH spawned, not sent yet
+        second = CycleState()
+        pl.pre_filter(second, p, hh.nodes())       # the retry still sees the pod in reservedFor
+        bind = asyncio.ensure_future(pl.pre_bind(second, p, "n1"))
+        await asyncio.sleep(0)
+        assert not bind.done() and client.calls == []
+        await spawned[0]                           # the PATCH lands
+        return await bind
+
+    assert asyncio.run(scenario()) is None
+    path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/s"
+    assert [(m, u) for m, u, _ in client.calls] == [("PATCH", path + "/status"), ("GET", path),
+                                                    ("PUT", path + "/status")]
+    assert client.server["s"]["status"]["reservedFor"] == [{"resource": "pods", "name": p.name, "uid": p.uid}]
+
+
+def test_prebind_lets_the_write_fence_refusal_through():
+    """A replica that cannot prove it leads refuses its own write: the engine must see that error
+    (it requeues the pod quietly), not a claim failure."""
+    from pysched.client.fence import NotLeaderError
+
+    hh = make_tester(claim_("a"))
+    pl, p, state = _bound_state(hh, dra_pod("pa", "a"))
+    path = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims/a"
+    hh.handle.client = FakeClient({"a": claim_("a")}, fail={("PUT", path): [NotLeaderError("lease lost")]})
+    with pytest.raises(NotLeaderError):
+        asyncio.run(pl.pre_bind(state, p, "n1"))
+
+
+def test_a_search_past_filter_timeout_is_timed_out_trying_to_allocate_devices():
+    # 40 devices, each on its own NUMA node; two must share one: ~800 steps to find there is no answer.
+    numa = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": "n1-numa", "resourceVersion": "1"},
+            "spec": {"driver": DRIVER, "nodeName": "n1",
+                     "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                     "devices": [{"name": f"d{i}", "attributes": {"numa": {"int": i}}} for i in range(40)]}}
+    pair = claim_("pair", 2)
+    pair["spec"]["devices"]["constraints"] = [{"matchAttribute": f"{DRIVER}/numa"}]
+    slow = PluginTester(DynamicResources, {"filterTimeout": "1us"}, nodes=[node("n1")], objects=[CLASS, numa, pair])
+    assert slow.filter(dra_pod("p", "pair")) == {"n1": (UAU, ("timed out trying to allocate devices",))}
+    patient = PluginTester(DynamicResources, nodes=[node("n1")], objects=[CLASS, numa, pair])
+    assert patient.filter(dra_pod("p", "pair")) == {"n1": CANNOT}

@@ -5,6 +5,7 @@ import pytest
 from pysched.apis.config import ConfigError
 from pysched.framework import decode_args, encode_args
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.nodeinfo import NodeSpec
 from pysched.framework.podinfo import PodInfo
 from pysched.framework.status import Code
 from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation
@@ -275,6 +276,11 @@ def test_gpu_score_counts_dra_gpus():
     assert hh.score(claiming("t", template_status="from-template")) == {"dra": 50, "cpu": 50}
     hh.objects.apply("resourceslices", "DELETED", gpu_slice)
     assert hh.score(pod("web")) == {"dra": 100, "cpu": 100}
+    # a node that joins later, with its slice: known at once
+    hh.cache.upsert_node(NodeSpec.from_dict(node("late")))
+    late = {**gpu_slice, "metadata": {"name": "late"}, "spec": {**gpu_slice["spec"], "nodeName": "late"}}
+    hh.objects.add(late)
+    assert hh.score(pod("web")) == {"dra": 100, "cpu": 100, "late": 0}
 
 
 def test_capacity_type():

@@ -64,6 +64,7 @@ class NodeColumns(Protocol):
     taint_sets: list[tuple[Taint, ...]]
     slot_by_name: dict[str, int]
     memo: dict[Any, Any]
+    version: int   # bumps when a node is added, changed or removed (for per-node-set caches)
 
     def label_column(self, key: str) -> LabelColumnView: ...
     def order(self) -> np.ndarray: ...

@@ -18,8 +18,10 @@ does with its default feature gates:
   results excepted) and those Reserve has promised and the watch has not shown yet.
 * Filter, per node: the allocator must find devices for all unallocated claims together
   (``cannot allocate all claims``), within ``filterTimeout`` (``timed out trying to allocate
-  devices``); an allocated claim must be available there (``resourceclaim not available on the
-  node``). A CEL run-time error or another allocator error aborts the attempt (an Error).
+  devices``) - one budget for the whole Filter call, where upstream gives each node its own: the
+  search runs on the event loop, which must not stall for nodes x 10 s. An allocated claim must
+  be available there (``resourceclaim not available on the node``). A CEL run-time error or
+  another allocator error aborts the attempt (an Error).
 * PostFilter (no node passed): a claim allocated already, but for nodes this pod could not use,
   and reserved for no pod or only this one, is deallocated (its ``status`` cleared, in the
   background) - ``deallocation of ResourceClaim completed``; otherwise ``still not schedulable``.
@@ -28,8 +30,9 @@ does with its default feature gates:
   subrequest the allocator chose there, summed and normalised to 0-100 - the node where the pod
   gets its preferred alternatives wins. Pods without such requests skip it (PreScore).
 * Reserve keeps the chosen allocation in memory ("in flight"), so no other pod is given those
-  devices; Unreserve forgets it and takes the pod back out of ``status.reservedFor`` if it was
-  written there.
+  devices, until the store shows the claim at the version PreBind wrote (or newer); Unreserve
+  forgets an allocation not yet written and takes the pod back out of ``status.reservedFor`` if it
+  was written there (in the background; the pod's next PreBind waits for that to land).
 * PreBind, before the bind and claim by claim: adds the ``resource.kubernetes.io/delete-protection``
   finalizer (an update of the claim), then writes ``status.allocation`` and appends the pod to
   ``status.reservedFor`` (an update of ``/status``), re-reading the claim and retrying on a
@@ -50,6 +53,7 @@ limit); ``bindingTimeout`` is forbidden (DRADeviceBindingConditions is alpha and
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from collections.abc import Coroutine
@@ -66,6 +70,7 @@ from pysched.framework import (
     EnqueueExtensions,
     FilterPlugin,
     FilterResult,
+    FrameworkError,
     Handle,
     NodeBatch,
     PodInfo,
@@ -167,9 +172,14 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         timeout = self.args.filter_timeout
         self.filter_timeout = parse_duration(timeout, "filterTimeout") if timeout else 0.0
         # Claim uid -> the claim as Reserve means it to be (allocation set): devices promised to a
-        # pod that the watch has not shown allocated yet. Dropped on Unreserve, or once the store
-        # shows the claim allocated (by our PreBind, or by someone else: PreBind then fails).
+        # pod that the store does not show allocated yet. Until PreBind has written it, Unreserve
+        # drops it; once written (``written`` holds the resourceVersion the API server gave it), it
+        # stays until the store holds that version or a newer one - a bind failing after PreBind
+        # must not free devices the API server already records as allocated.
         self.in_flight: dict[str, dict[str, Any]] = {}
+        self.written: dict[str, int] = {}
+        # (claim uid, pod uid) -> Unreserve's removal of the pod from reservedFor, still on its way.
+        self.unreserving: dict[tuple[str, str], asyncio.Event] = {}
         self._slices: tuple[tuple[tuple[str, str], ...], SliceIndex] | None = None
 
     # -- PreEnqueue --------------------------------------------------------------------------------
@@ -224,6 +234,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             return None, Status(UAU, str(exc))
         if not claims:
             return None, Status(Code.SKIP)
+        self.settle_in_flight()
         classes = {(c.get("metadata") or {}).get("name", ""): c for c in self.handle.objects.list("deviceclasses")}
         to_allocate: list[int] = []
         available_on: list[tuple[int, NodeSelector]] = []
@@ -263,18 +274,34 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         state.write(KEY, _State(claims, to_allocate, available_on, allocator))
         return None, None
 
+    def settle_in_flight(self) -> None:
+        """Forget promises the store has caught up with: a written claim once the store holds the
+        version PreBind wrote (or newer: it may have been deallocated since); an unwritten one
+        once the store shows the claim allocated by someone else, or gone."""
+        store = self.handle.objects
+        for uid, claim in list(self.in_flight.items()):
+            current = store.get("resourceclaims", _label(claim))
+            if current is None or _uid(current) != uid:
+                self._forget(uid)
+                continue
+            written = self.written.get(uid)
+            if written is not None:
+                if _version(current) >= written:
+                    self._forget(uid)
+            elif (current.get("status") or {}).get("allocation"):
+                self._forget(uid)
+
+    def _forget(self, uid: str) -> None:
+        self.in_flight.pop(uid, None)
+        self.written.pop(uid, None)
+
     def allocated_devices(self) -> set[DeviceID]:
         """Devices no normal request may take: every claim's allocation (admin access excepted)
         and the allocations in flight."""
         out: set[DeviceID] = set()
-        store = self.handle.objects
-        for uid, claim in list(self.in_flight.items()):
-            current = store.get("resourceclaims", _label(claim))
-            if current is None or _uid(current) != uid or (current.get("status") or {}).get("allocation"):
-                del self.in_flight[uid]   # the store has caught up (or the claim is gone)
-                continue
+        for claim in self.in_flight.values():
             out.update(_devices(claim))
-        for claim in store.list("resourceclaims"):
+        for claim in self.handle.objects.list("resourceclaims"):
             out.update(_devices(claim))
         return out
 
@@ -295,6 +322,8 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         n = len(nodes)
         passed = np.ones(n, dtype=bool)
         reasons: dict[str, np.ndarray] = {}
+        if st.allocator is not None:
+            st.allocator.start_deadline()   # one budget for this call: the event loop waits on it
         for i, info in enumerate(nodes.infos):
             name, labels = info.spec.name, info.spec.labels
             reason = None
@@ -305,6 +334,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
                     found, reason = None, TIMED_OUT
                 except InvalidPools as exc:
                     found, reason = None, str(exc)
+                except AllocationError as exc:
+                    # upstream's Error: the attempt is aborted (no traceback: it is the user's selector)
+                    raise FrameworkError(Status(Code.ERROR, str(exc), plugin=self.name)) from None
                 if found is None and reason is None:
                     reason = CANNOT_ALLOCATE
                 if found is not None:
@@ -384,6 +416,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if found is None and st.allocator is not None:
             # No Filter call judged this node in this cycle (a nominated node): allocate now.
             info = self.handle.node_info(node_name)
+            st.allocator.start_deadline()
             try:
                 found = st.allocator.allocate(node_name, info.spec.labels) if info is not None else None
             except (AllocationError, AllocationTimeout, InvalidPools) as exc:
@@ -405,31 +438,42 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if st is None:
             return
         for i in st.to_allocate:
-            self.in_flight.pop(_uid(st.claims[i]), None)
+            uid = _uid(st.claims[i])
+            if uid not in self.written:
+                self.in_flight.pop(uid, None)
         for claim in st.claims:
             if (claim.get("status") or {}).get("allocation") and _reserved_for(claim, pod):
-                self._spawn(self._unreserve_claim(claim, pod))
+                key = (_uid(claim), pod.uid)
+                if key not in self.unreserving:
+                    self.unreserving[key] = asyncio.Event()
+                    if not self._spawn(self._unreserve_claim(claim, pod, key)):
+                        del self.unreserving[key]
 
-    async def _unreserve_claim(self, claim: dict[str, Any], pod: PodInfo) -> None:
-        client = self.handle.client
-        if client is None:
-            return
-        patch = {"metadata": {"uid": _uid(claim)},
-                 "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]}}
+    async def _unreserve_claim(self, claim: dict[str, Any], pod: PodInfo, key: tuple[str, str]) -> None:
         try:
-            await client.request("PATCH", _claim_path(claim) + "/status", body=patch,
-                                 content_type="application/strategic-merge-patch+json")
-        except (ApiError, OSError) as exc:
-            log.warning("removing the pod from the claim's reservedFor failed",
-                        extra={"kv": {"pod": pod.key, "claim": _label(claim), "error": str(exc)}})
+            client = self.handle.client
+            if client is None:
+                return
+            patch = {"metadata": {"uid": _uid(claim)},
+                     "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]}}
+            try:
+                await client.request("PATCH", _claim_path(claim) + "/status", body=patch,
+                                     content_type="application/strategic-merge-patch+json")
+            except (ApiError, OSError) as exc:
+                log.warning("removing the pod from the claim's reservedFor failed",
+                            extra={"kv": {"pod": pod.key, "claim": _label(claim), "error": str(exc)}})
+        finally:
+            done = self.unreserving.pop(key, None)
+            if done is not None:
+                done.set()
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> bool:
+        """Run ``coro`` in the background; False (and it is dropped) when nothing may be written."""
         spawn = self.handle.spawn
-        if spawn is not None:
-            if not spawn(coro):
-                coro.close()
-            return
-        coro.close()   # offline: nothing to write
+        if spawn is not None and spawn(coro):
+            return True
+        coro.close()   # offline, or a scheduler that does not write (shadow mode)
+        return False
 
     # -- PreBind -----------------------------------------------------------------------------------
 
@@ -441,6 +485,17 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         if client is None:
             return Status(Code.ERROR, "binding claims: no API client (an offline run cannot write claims)")
         for i, claim in enumerate(st.claims):
+            pending = self.unreserving.get((_uid(claim), pod.uid))
+            if pending is not None:
+                # An earlier attempt's Unreserve is taking this pod out of reservedFor: let it land,
+                # then write the reservation again on what the API server has.
+                await pending.wait()
+                try:
+                    claim = await client.request("GET", _claim_path(claim))
+                except ApiError as exc:
+                    if exc.local:
+                        raise
+                    return Status(Code.ERROR, f"get claim {_label(claim)}: {exc}")
             if _reserved_for(claim, pod):
                 continue
             try:
@@ -458,7 +513,11 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if attempt:
                 try:
                     obj = await client.request("GET", _claim_path(claim))
-                except (ApiError, OSError) as exc:
+                except ApiError as exc:
+                    if exc.local:
+                        raise   # the write fence: the engine requeues the pod quietly
+                    raise _BindError(f"get updated claim {label} after conflict: {exc}") from None
+                except OSError as exc:
                     raise _BindError(f"get updated claim {label} after conflict: {exc}") from None
             meta = obj.setdefault("metadata", {})
             if meta.get("deletionTimestamp"):
@@ -481,7 +540,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
             if updated is None:
                 continue
             if allocation is not None and _uid(claim) in self.in_flight:
-                self.in_flight[_uid(claim)] = updated   # still in flight until the store shows it
+                # Written: in flight until the store holds this version (settle_in_flight).
+                self.in_flight[_uid(claim)] = updated
+                self.written[_uid(claim)] = _version(updated)
             return updated
         raise _BindError(f"{what} claim {label}: the object has been modified {CONFLICT_RETRIES} times "
                          f"while we tried to update it")
@@ -528,12 +589,22 @@ async def _put(client: APIClient, path: str, obj: dict[str, Any], what: str) -> 
     try:
         written: dict[str, Any] = await client.request("PUT", path, body=obj)
     except ApiError as exc:
+        if exc.local:
+            raise   # the write fence: the engine requeues the pod quietly
         if exc.status == 409:
             return None
         raise _BindError(f"{what}: {exc}") from None
     except OSError as exc:
         raise _BindError(f"{what}: {exc}") from None
     return written
+
+
+def _version(obj: dict[str, Any]) -> int:
+    """A resourceVersion as a number (etcd's revision), to tell newer from older; -1 if unknown."""
+    try:
+        return int((obj.get("metadata") or {}).get("resourceVersion") or -1)
+    except ValueError:
+        return -1
 
 
 def _requests(claim: dict[str, Any]) -> list[dict[str, Any]]:

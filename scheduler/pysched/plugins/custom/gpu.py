@@ -70,6 +70,7 @@ class GPU(ScorePlugin):
         self.device_classes = frozenset(a.device_class_names)
         self.dra_drivers = frozenset(a.dra_drivers)
         self._dra_nodes: tuple[int, frozenset[str]] = (-1, frozenset())
+        self._dra_mask: tuple[tuple[int, int, int], np.ndarray] | None = None
 
     def wants_gpu(self, pod: PodInfo) -> bool:
         if any(pod.requests.get(n, 0) > 0 for n in self.resource_names):
@@ -104,6 +105,20 @@ class GPU(ScorePlugin):
             self._dra_nodes = (objects.version, names)
         return self._dra_nodes[1]
 
+    def _dra_slot_mask(self, nodes: NodeBatch, dra: frozenset[str]) -> np.ndarray:
+        """Per node-table slot: a DRA GPU node. Rebuilt when the slices or the nodes change, so a
+        pod's score stays one array lookup."""
+        table = nodes.table
+        key = (self._dra_nodes[0], table.version, len(table.infos))
+        if self._dra_mask is None or self._dra_mask[0] != key:
+            mask = np.zeros(len(table.infos), dtype=bool)
+            for name in dra:
+                slot = table.slot_by_name.get(name)
+                if slot is not None:
+                    mask[slot] = True
+            self._dra_mask = (key, mask)
+        return self._dra_mask[1]
+
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
         n = len(nodes)
         if self.wants_gpu(pod):
@@ -114,5 +129,5 @@ class GPU(ScorePlugin):
                 gpu_node |= nodes.allocatable(name) > 0
         dra = self.dra_gpu_nodes()
         if dra:
-            gpu_node |= np.fromiter((name in dra for name in nodes.names), dtype=bool, count=n)
+            gpu_node |= self._dra_slot_mask(nodes, dra)[nodes.slots]
         return np.where(gpu_node, NON_GPU_ON_GPU_NODE, NON_GPU_ON_PLAIN_NODE).astype(np.int64)

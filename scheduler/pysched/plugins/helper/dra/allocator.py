@@ -273,12 +273,17 @@ class Allocator:
         self.allocated = allocated
         self.index = index
         self.timeout = timeout
+        self._deadline = 0.0
         self._class_selectors: dict[str, list[Any]] = {}
+
+    def start_deadline(self) -> None:
+        """From now on, ``timeout`` seconds for every ``allocate`` call until the next start (the
+        plugin starts one per Filter call: the search runs on the event loop)."""
+        self._deadline = time.monotonic() + self.timeout if self.timeout > 0 else 0.0
 
     def allocate(self, node_name: str, node_labels: dict[str, str]) -> list[dict[str, Any]] | None:
         """One ``status.allocation`` per claim, or None when they cannot all be allocated here."""
         pools = self.index.gather_pools(node_name, node_labels)
-        self._deadline = time.monotonic() + self.timeout if self.timeout > 0 else 0.0
         self._steps = 0
         self._pools = pools
         self._candidates = [d for p in pools if not p.incomplete and not p.invalid for d in p.devices
@@ -405,6 +410,9 @@ class Allocator:
             return self._solve(ci + 1, 0)
         req = cs.requests[ri]
         for alt in req.alternatives:
+            wanted = alt.count if alt.mode == EXACT else len(alt.all_devices)
+            if len(cs.results) + wanted > MAX_RESULTS:
+                continue   # the claim would get more than 32 results: the next alternative, or back
             cs.chosen[req.name] = alt
             if alt.mode == ALL:
                 if self._take_all(ci, ri, alt):
@@ -418,7 +426,9 @@ class Allocator:
             return self._solve(ci, ri + 1)
         cs = self._claims[ci]
         candidates = self._candidates
-        for k in range(start, len(candidates)):
+        # Slots are filled in increasing device order: the last candidate for this slot leaves
+        # just enough devices after it for the slots still to fill.
+        for k in range(start, len(candidates) - (alt.count - slot - 1)):
             self._tick()
             d = candidates[k]
             if self._in_use(d, ci, alt.admin) or not self._selectable(d, cs.label, alt):

@@ -41,6 +41,9 @@ from pysched.framework.api import QuantityError, parse_quantity
 
 QUANTITY = "__quantity__"
 VERSION = "__semver__"
+# The domains a selector names literally: upstream's device map answers an unknown domain with an
+# empty map (``"x" in device.attributes["other.example.com"]`` is false, not an error).
+_DOMAIN = re.compile(r'device\.(?:attributes|capacity)\[\s*"([^"\\]*)"\s*\]')
 _SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
                      r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
                      r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
@@ -171,8 +174,9 @@ def attribute_value(attr: dict[str, Any]) -> Any:
     raise SelectorError(f"attribute has no value: {attr!r}")
 
 
-def device_variable(driver: str, device: dict[str, Any]) -> dict[str, Any]:
-    """The ``device`` variable for one device of a ResourceSlice (``spec.devices[]``)."""
+def device_variable(driver: str, device: dict[str, Any], domains: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The ``device`` variable for one device of a ResourceSlice (``spec.devices[]``); ``domains``
+    get an empty map in ``attributes`` and ``capacity`` when the device has nothing there."""
     attributes: dict[str, dict[str, Any]] = {}
     for name, attr in (device.get("attributes") or {}).items():
         domain, short = qualify(name, driver)
@@ -181,6 +185,9 @@ def device_variable(driver: str, device: dict[str, Any]) -> dict[str, Any]:
     for name, cap in (device.get("capacity") or {}).items():
         domain, short = qualify(name, driver)
         capacity.setdefault(domain, {})[short] = quantity_value(str(cap.get("value", "0")))
+    for domain in domains:
+        attributes.setdefault(domain, {})
+        capacity.setdefault(domain, {})
     return {"driver": driver, "attributes": attributes, "capacity": capacity,
             "allowMultipleAllocations": bool(device.get("allowMultipleAllocations"))}
 
@@ -194,18 +201,22 @@ class CelDevice:
     allocator keeps one CelDevice per device and slice version, and each result is remembered.
     """
 
-    __slots__ = ("driver", "device", "_ctx", "_results")
+    __slots__ = ("driver", "device", "_ctx", "_results", "_domains")
 
     def __init__(self, driver: str, device: dict[str, Any]):
         self.driver = driver
         self.device = device
         self._ctx: Any = None
         self._results: dict[str, bool | SelectorError] = {}
+        self._domains: frozenset[str] = frozenset()
 
     def matches(self, selector: Selector) -> bool:
         """Whether ``selector`` selects this device; raises SelectorError on a run-time error."""
         result = self._results.get(selector.expression)
         if result is None:
+            if not selector.domains <= self._domains:
+                self._domains |= selector.domains
+                self._ctx = None   # rebuilt with an empty map for the domains it did not have
             try:
                 result = selector.evaluate(self._context())
             except SelectorError as exc:
@@ -220,7 +231,7 @@ class CelDevice:
             ctx = _cel().Context()
             for name, fn in FUNCTIONS.items():
                 ctx.add_function(name, fn)
-            ctx.add_variable("device", device_variable(self.driver, self.device))
+            ctx.add_variable("device", device_variable(self.driver, self.device, self._domains))
             self._ctx = ctx
         return self._ctx
 
@@ -228,10 +239,11 @@ class CelDevice:
 class Selector:
     """One compiled CEL selector expression."""
 
-    __slots__ = ("expression", "program")
+    __slots__ = ("expression", "program", "domains")
 
     def __init__(self, expression: str):
         self.expression = expression
+        self.domains = frozenset(_DOMAIN.findall(expression))
         try:
             self.program = _cel().compile(expression)
         except (ValueError, RuntimeError) as exc:

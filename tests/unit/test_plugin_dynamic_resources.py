@@ -380,3 +380,34 @@ def test_a_search_past_filter_timeout_is_timed_out_trying_to_allocate_devices():
     assert slow.filter(dra_pod("p", "pair")) == {"n1": (UAU, ("timed out trying to allocate devices",))}
     patient = PluginTester(DynamicResources, nodes=[node("n1")], objects=[CLASS, numa, pair])
     assert patient.filter(dra_pod("p", "pair")) == {"n1": CANNOT}
+
+
+def test_explain_shows_dra_verdicts_and_the_gpu_score_of_dra_gpus():
+    """``explain`` (the offline scheduler's trace): DynamicResources' verdict per node for a pod
+    with a GPU claim, and the GPU score keeping a DRA GPU node free for a pod without one."""
+    from pysched.apis.config.decode import parse
+    from pysched.tools.offline import OfflineScheduler
+
+    gpu_driver = "gpu.nvidia.com"
+    cfg = parse({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                 "profiles": [{"schedulerName": "pysched", "plugins": {"multiPoint": {"enabled": [{"name": "GPU"}]}}}]})
+    sim = OfflineScheduler(cfg)
+    for n in ("n1", "n2"):
+        sim.add_node(node(n))
+    sim.add_object({**CLASS, "metadata": {"name": gpu_driver},
+                    "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{gpu_driver}"'}}]}})
+    gpus = slice_("n1", "gpu-0")
+    gpus["spec"]["driver"] = gpu_driver
+    sim.add_object(gpus)
+    sim.add_object(claim_("train", cls=gpu_driver))
+    trainer = dra_pod("trainer", "train")
+    trainer["spec"]["schedulerName"] = "pysched"
+    out = sim.schedule(trainer, explain=True)
+    assert out.node == "n1"
+    assert {"plugin": "DynamicResources", "nodes": {"n1": "passed", "n2": "cannot allocate all claims"}} \
+        in out.trace["filter"]
+    web = pod("web")
+    web["spec"]["schedulerName"] = "pysched"
+    out = sim.schedule(web, explain=True)
+    assert out.node == "n2"
+    assert {n: s["raw"] for n, s in out.trace["score"]["GPU"].items()} == {"n1": 0, "n2": 100}

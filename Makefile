@@ -14,7 +14,7 @@ BASE_IMAGE ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install control-plane helm lint test unit e2e demo bench bench-smoke image image-push clean
+.PHONY: all venv install control-plane helm prometheus lint test unit e2e demo bench bench-smoke image image-push clean
 
 all: test
 
@@ -37,21 +37,24 @@ control-plane:
 helm:
 	./hack/helm.sh
 
+prometheus:
+	./hack/prometheus.sh
+
 # ruff (pycodestyle, pyflakes, isort, pyupgrade, bugbear) everywhere; mypy --strict on the plugin API
 # and the in-tree plugins (pyproject.toml [tool.mypy]).
 lint: install
 	$(PY) -m ruff check scheduler pysched_dev tests bench hack examples
 	$(PY) -m mypy -p pysched.framework -p pysched.plugins -p pysched.testing
 
-test: install lint control-plane helm
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+test: install lint control-plane helm prometheus
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: install
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-e2e: install control-plane helm
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+e2e: install control-plane helm prometheus
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 demo: install control-plane

@@ -208,6 +208,9 @@ PROFILE_TEXT = {
                "kube-scheduler ran (like with like: the same Filter and Score work per pod).",
     "shipped": "pysched ran the shipped profile: kube-scheduler 1.35's default plugins plus pysched's own "
                "scores (GPU, AZSpread, CapacityType, InstanceType), work kube-scheduler did not do.",
+    "loadaware": "pysched ran the loadaware profile: kube-scheduler 1.35's default plugins plus TargetLoadPacking "
+                 "and LoadVariationRiskBalancing, reading every node's cpu/memory figures from a real Prometheus "
+                 "(scraping one exporter every 5 s; the scheduler fetches every 5 s, 2 s timeout).",
 }
 
 

@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results-md", default="", help="write the Markdown report here (and charts beside it)")
     p.add_argument("--pysched-profile", default="default", choices=PROFILES,
                    help="default: kube-scheduler's plugins, as kube-scheduler runs them (like with like); "
-                        "shipped: plus pysched's own scores, as the shipped ConfigMap")
+                        "shipped: plus pysched's own scores, as the shipped ConfigMap; "
+                        "loadaware: the default plus TargetLoadPacking and LoadVariationRiskBalancing on a real "
+                        "Prometheus (needs the prometheus binary: PYSCHED_PROMETHEUS or hack/prometheus.sh)")
     p.add_argument("--profile", default="", help="directory for py-spy profiles of pysched (raw collapsed stacks)")
     p.add_argument("--report-from", default="",
                    help="run nothing: write the report (stdout, --results-md, charts) from these results.json "

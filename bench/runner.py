@@ -31,6 +31,7 @@ import yaml
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import ApiError, KubeClient
 from pysched_dev.devcluster import ControlPlane
+from pysched_dev.promkit import CPU_METRIC, BulkExporter, PrometheusServer, prometheus_binary
 from pysched_dev.testkit import create_nodes, create_pods, ensure_namespace
 
 from . import events, gangs, procstat, prom, scrape, stats, verify
@@ -116,6 +117,22 @@ class Run:
         self.processes: list[Process] = []
         self.watcher: watcher_mod.Spawned | None = None
         self.profiler: subprocess.Popen | None = None
+        self.exporter: BulkExporter | None = None
+        self.prometheus: PrometheusServer | None = None
+
+    @property
+    def load_aware(self) -> bool:
+        return self.spec.kind == PYSCHED and self.spec.pysched_profile == "loadaware"
+
+    async def start_load_metrics(self) -> None:
+        """For the loadaware profile: an exporter of every node's cpu/memory figures and a real
+        Prometheus scraping it every 5 s, up (every node's series present) before the scheduler."""
+        w = self.spec.workload
+        names = [w.node(i)["metadata"]["name"] for i in range(w.nodes)]
+        self.exporter = await BulkExporter(names).start()
+        self.prometheus = PrometheusServer(prometheus_binary(), self.exporter.scrape_configs(5.0),
+                                           scrape_interval_s=5.0, workdir=self.spec.rundir / "prometheus").start()
+        await self.prometheus.wait_for_series(CPU_METRIC, len(names), timeout=120)
 
     @property
     def gang(self) -> bool:
@@ -134,7 +151,8 @@ class Run:
     def start_scheduler(self, tag: str = "") -> Process:
         s = self.spec
         p = start_scheduler(s.kind, self.cp, s.qps, s.burst, s.rundir, s.pinning, gang=self.gang, tag=tag,
-                            profile=s.pysched_profile)
+                            profile=s.pysched_profile,
+                            metrics_address=self.prometheus.address if self.prometheus is not None else "")
         self.processes.append(p)
         return p
 
@@ -189,6 +207,10 @@ class Run:
             await self.watcher.proc.wait()
         for p in self.processes:
             p.stop()
+        if self.prometheus is not None:
+            self.prometheus.stop()
+        if self.exporter is not None:
+            await self.exporter.close()
         await self.client.close()
 
 
@@ -316,6 +338,8 @@ async def run_one(spec: RunSpec) -> RunResult:
         await create_nodes(run.client, (w.node(i) for i in range(w.nodes)), concurrency=CREATE_CONCURRENCY)
         await ensure_namespace(run.client, NAMESPACE)
         await create_prelude(run.client, w)
+        if run.load_aware:
+            await run.start_load_metrics()
         if run.gang:
             await install_podgroups(run.client, w)
         sched: Process | None = None

@@ -1,13 +1,15 @@
 """The schedulers under test, started as processes: pysched, kube-scheduler 1.35, the null binder.
 
-All get the same client QPS/burst and leader election off. pysched runs one of two profiles
+All get the same client QPS/burst and leader election off. pysched runs one of three profiles
 (``PROFILES``): ``default``, kube-scheduler 1.35's default plugins, the very set kube-scheduler
-runs beside it (like with like: the same Filter and Score work per pod), or ``shipped``, those plus
+runs beside it (like with like: the same Filter and Score work per pod); ``shipped``, those plus
 pysched's own scores (GPU, AZSpread, CapacityType, InstanceType) as the shipped ConfigMap enables
-them. Gang workloads add Coscheduling to either (its PodGroup status controller off so only
-scheduling is measured). pysched and kube-scheduler serve /metrics without
-credentials (``--authorization-always-allow-paths``, a bench-only lab setting) so the driver can
-scrape them. Every scheduler starts through the pinning's ``preexec_fn``: on its own CPU when pinned.
+them; or ``loadaware``, the default plus TargetLoadPacking and LoadVariationRiskBalancing reading
+a real Prometheus that scrapes one exporter of every node's figures (``Run.start_load_metrics``).
+Gang workloads add Coscheduling to any of them (its PodGroup status controller off so only
+scheduling is measured). pysched and kube-scheduler serve /metrics without credentials
+(``--authorization-always-allow-paths``, a bench-only lab setting) so the driver can scrape them.
+Every scheduler starts through the pinning's ``preexec_fn``: on its own CPU when pinned.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from pysched_dev.devcluster import ControlPlane, free_port
+from pysched_dev.promkit import CPU_METRIC, MEMORY_METRIC
 from pysched_dev.testkit import custom_scores_profile
 
 from .pinning import Pinning
@@ -30,16 +33,33 @@ SCHEDULER_NAMES = {PYSCHED: "pysched", KUBE: "default-scheduler", NULL: "bench-n
 COSCHEDULING_CRD = REPO / "manifests" / "components" / "coscheduling" / "crd.yaml"
 
 
-PROFILES = ("default", "shipped")
+PROFILES = ("default", "shipped", "loadaware")
+LOAD_AWARE_PLUGINS = ("TargetLoadPacking", "LoadVariationRiskBalancing")
 
 
-def pysched_profile(scheduler_name: str, profile: str = "default", gang: bool = False) -> dict:
-    """pysched's profile: ``default`` (kube-scheduler's plugins) or ``shipped`` (plus pysched's own
-    scores); ``gang`` adds Coscheduling as the coscheduling component's configmap-patch.yaml does."""
+def load_aware_args(address: str) -> list[dict]:
+    """pluginConfig for the load-aware profile: both Trimaran scores on the bench exporter's gauges."""
+    provider = {"type": "Prometheus", "address": address, "intervalSeconds": 5, "timeoutSeconds": 2}
+    return [{"name": "TargetLoadPacking", "args": {"metricProvider": provider, "query": CPU_METRIC}},
+            {"name": "LoadVariationRiskBalancing", "args": {"metricProvider": provider, "cpuQuery": CPU_METRIC,
+                                                            "memoryQuery": MEMORY_METRIC}}]
+
+
+def pysched_profile(scheduler_name: str, profile: str = "default", gang: bool = False,
+                    metrics_address: str = "") -> dict:
+    """pysched's profile: ``default`` (kube-scheduler's plugins), ``shipped`` (plus pysched's own
+    scores) or ``loadaware`` (the default plus TargetLoadPacking and LoadVariationRiskBalancing,
+    reading Prometheus at ``metrics_address``); ``gang`` adds Coscheduling as the coscheduling
+    component's configmap-patch.yaml does."""
     if profile not in PROFILES:
         raise ValueError(f"unknown pysched profile {profile!r} (one of {', '.join(PROFILES)})")
     out = (custom_scores_profile(scheduler_name) if profile == "shipped"
            else {"schedulerName": scheduler_name, "plugins": {"multiPoint": {"enabled": []}}})
+    if profile == "loadaware":
+        if not metrics_address:
+            raise ValueError("the loadaware profile needs a Prometheus address")
+        out["plugins"]["multiPoint"]["enabled"] += [{"name": n} for n in LOAD_AWARE_PLUGINS]
+        out["pluginConfig"] = load_aware_args(metrics_address)
     if gang:
         out["plugins"]["queueSort"] = {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
         out["plugins"]["multiPoint"]["enabled"].append({"name": "Coscheduling"})
@@ -47,7 +67,7 @@ def pysched_profile(scheduler_name: str, profile: str = "default", gang: bool = 
 
 
 def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir: Path, pinning: Pinning,
-                    gang: bool = False, tag: str = "", profile: str = "default") -> Process:
+                    gang: bool = False, tag: str = "", profile: str = "default", metrics_address: str = "") -> Process:
     """Start scheduler ``kind``; ``tag`` tells apart a second process of the same run (drain mode)."""
     client_connection = {"qps": qps, "burst": burst}
     preexec = pinning.scheduler_preexec()
@@ -55,7 +75,7 @@ def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir:
     if kind == PYSCHED:
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                "leaderElection": {"leaderElect": False}, "clientConnection": client_connection,
-               "profiles": [pysched_profile(SCHEDULER_NAMES[PYSCHED], profile, gang)]}
+               "profiles": [pysched_profile(SCHEDULER_NAMES[PYSCHED], profile, gang, metrics_address)]}
         path = rundir / "pysched-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return Process([sys.executable, "-m", "pysched", "run", "--config", str(path),

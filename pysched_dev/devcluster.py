@@ -209,7 +209,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         for proc in (self.apiserver_proc, self.etcd_proc):
-            _terminate(proc)
+            terminate_process(proc)
         self.apiserver_proc = self.etcd_proc = None
         if self.workdir and not self.keep_dir:
             shutil.rmtree(self.workdir, ignore_errors=True)
@@ -292,7 +292,7 @@ class ControlPlane:
     # -- faults ------------------------------------------------------------------------------
 
     def stop_apiserver(self) -> None:
-        _terminate(self.apiserver_proc)
+        terminate_process(self.apiserver_proc)
         self.apiserver_proc = None
 
     def restart_apiserver(self, timeout: float = 120.0, downtime: float = 0.0) -> None:
@@ -389,7 +389,8 @@ class ControlPlane:
                 "--audit-log-format=json", "--audit-log-mode=blocking"]
 
 
-def _terminate(proc: subprocess.Popen | None, grace: float = 10.0) -> None:
+def terminate_process(proc: subprocess.Popen | None, grace: float = 10.0) -> None:
+    """SIGTERM to the process group, then SIGKILL after ``grace`` seconds."""
     if proc is None or proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
@@ -477,5 +478,5 @@ class KubeSchedulerProcess:
         return self.cp.workdir / f"{self.name}.log"
 
     def stop(self) -> None:
-        _terminate(self.proc)
+        terminate_process(self.proc)
         self.proc = None

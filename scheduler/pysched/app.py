@@ -31,6 +31,7 @@ from pysched.controllers.podgroup import PodGroupController
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
 from pysched.extender.client import HTTPExtender
 from pysched.framework.registry import Registry
+from pysched.loadmetrics import LoadCollector
 from pysched.metrics import METRICS
 from pysched.profile import build_frameworks, build_queue, default_registry
 from pysched.schedule_one import Scheduler, max_binds_for
@@ -110,8 +111,12 @@ class SchedulerApp:
         self.cache = SchedulerCache(expect_rebinding=shadow)  # a shadow's assumptions are only predictions
         self.objects = ObjectStore()
         self._prefilled: dict[str, dict[str, str]] = {}   # kind -> key -> resourceVersion from our LIST
+        # Load metrics for load-aware plugins, fetched in the background (read-only: every replica
+        # keeps them, so a new leader scores on fresh data at once).
+        self.load = LoadCollector(self.client)
         self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,
-                                           recorder=self.recorder, objects=self.objects, bind_timeout=bind_timeout)
+                                           recorder=self.recorder, objects=self.objects, bind_timeout=bind_timeout,
+                                           load=self.load)
         # Which framework handles a pod, by schedulerName: our profiles, or in shadow mode the
         # first profile standing in for each shadowed scheduler.
         if shadow:
@@ -207,6 +212,8 @@ class SchedulerApp:
         self._spawn(self.pod_reflector.run(), "pod-informer")
         self._spawn(self.queue.run_flush_loop(), "queue-flush")
         self._spawn(self._cache_metrics_loop(), "cache-metrics")
+        if self.load:
+            self._spawn(self.load.run(), "load-metrics")
         if self.shadow is not None:
             self._spawn(self.shadow.run_expiry(), "shadow-expiry")
 
@@ -328,6 +335,7 @@ class SchedulerApp:
             METRICS.cache_size.labels("pods").set(len(self.cache.pods))
             METRICS.cache_size.labels("assumed_pods").set(len(self.cache.assumed))
             self.queue.update_metrics()
+            self.load.update_metrics()
             await asyncio.sleep(1.0)
 
     async def run(self) -> int:

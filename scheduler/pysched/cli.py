@@ -199,6 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "named <template>-sim-<i> (repeatable)")
     sim.add_argument("--explain", action="append", default=[], metavar="NS/NAME",
                      help="print the per-plugin trace of this pod's cycle (repeatable)")
+    sim.add_argument("--metrics-file", metavar="FILE",
+                     help="node load for load-aware plugins (YAML/JSON: nodes: {NODE: {cpu: 35, memory: 60, ...}}); "
+                          "without it they use their fallback")
     sim.add_argument("--report", metavar="OUT.html", help="write a self-contained HTML report with utilisation charts")
     sim.add_argument("--seed", type=int, default=0,
                      help="tie-break random seed (default: 0; the live scheduler with the same seed agrees)")

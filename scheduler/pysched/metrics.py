@@ -168,6 +168,19 @@ class Metrics:
             "rest_client_rate_limiter_duration_seconds",
             "Client side rate limiter latency in seconds. Broken down by verb, and host.",
             ["verb", "host"], buckets=REST_CLIENT_BUCKETS, registry=r)
+        self.metrics_source_up = Gauge(
+            "pysched_metrics_source_up", "Load metrics: 1 when the source's last fetch worked, 0 when it failed "
+            "or timed out.", ["source"], registry=r)
+        self.metrics_sample_age = Gauge(
+            "pysched_metrics_sample_age_seconds", "Load metrics: seconds since the source's last successful "
+            "fetch.", ["source"], registry=r)
+        self.metrics_fetch_duration = Histogram(
+            "pysched_metrics_fetch_duration_seconds", "Load metrics: how long one fetch round took, by result "
+            "(ok, error, timeout).", ["source", "result"],
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10), registry=r)
+        self.metrics_fallbacks = Counter(
+            "pysched_metrics_fallbacks_total", "Load-aware plugin cycles that used their fallback, by reason "
+            "(source_down, missing, stale); counted once per cycle and reason.", ["plugin", "reason"], registry=r)
         self._ep_children: dict = {}
         self._plugin_children: dict = {}
 

@@ -14,8 +14,10 @@ from pysched.apis.config import SchedulerConfig
 from pysched.backend.queue.scheduling_queue import SchedulingQueue
 from pysched.client.objectstore import ObjectStore
 from pysched.framework.handle import APIClient, EventRecorder, Handle, SnapshotView
+from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.registry import Registry, build_registry
 from pysched.framework.runtime import Framework
+from pysched.loadmetrics.static import StaticLoad
 from pysched.plugins import IN_TREE
 
 
@@ -26,8 +28,9 @@ def default_registry(plugin_modules: Iterable[str] = ()) -> Registry:
 
 def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache: SnapshotView, client: APIClient | None,
                      recorder: EventRecorder | None, objects: ObjectStore | None = None,
-                     bind_timeout: float | None = None) -> dict[str, Framework]:
-    """One framework per profile; all share the snapshot, the object store and the Permit waiting room."""
+                     bind_timeout: float | None = None, load: LoadMetrics | None = None) -> dict[str, Framework]:
+    """One framework per profile; all share the snapshot, the object store, the Permit waiting room
+    and the load metrics (``load``: the live collector; default none, so load-aware plugins fall back)."""
     waiting: dict = {}
     out = {}
     objects = objects if objects is not None else ObjectStore()
@@ -35,7 +38,7 @@ def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache: Snapsho
     for prof in cfg.profiles:
         handle = Handle(snapshot=cache, objects=objects, client=client, recorder=recorder,
                         profile_name=prof.scheduler_name, waiting_pods=waiting, bind_timeout=bind_timeout,
-                        ignored_extended_resources=ignored)
+                        ignored_extended_resources=ignored, load=load if load is not None else StaticLoad())
         out[prof.scheduler_name] = Framework(prof, registry, handle)
     return out
 

@@ -83,6 +83,13 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
     # A real bound token for the ServiceAccount, the ConfigMap's own configuration and the
     # Deployment's environment (POD_NAMESPACE: the Lease goes to the pod's namespace).
     kubeconfig = await sa_kubeconfig(control_plane, admin, "scheduler-lab")
+    # Load-aware plugins read node usage from metrics-server (metrics.k8s.io) with the same token.
+    review = await admin.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", rate_limit=False, body={
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "system:serviceaccount:scheduler-lab:pysched",
+                 "groups": ["system:serviceaccounts", "system:serviceaccounts:scheduler-lab"],
+                 "resourceAttributes": {"group": "metrics.k8s.io", "resource": "nodes", "verb": "list"}}})
+    assert review["status"]["allowed"], review["status"]
     cm = next(o for o in objs if o["kind"] == "ConfigMap")
     cfg = yaml.safe_load(cm["data"]["config.yaml"])
     assert "resourceNamespace" not in cfg["leaderElection"]

@@ -47,6 +47,21 @@ def test_bench_profiles_are_kube_schedulers_plugins_or_the_shipped_set():
         pysched_profile("pysched", "fastest")
 
 
+def test_loadaware_bench_profile_adds_both_trimaran_scores_with_valid_args():
+    from pysched.apis.config.decode import parse as load_config_dict
+    p = pysched_profile("pysched", "loadaware", metrics_address="http://127.0.0.1:9999")
+    assert [e["name"] for e in p["plugins"]["multiPoint"]["enabled"]] == ["TargetLoadPacking",
+                                                                         "LoadVariationRiskBalancing"]
+    cfg = load_config_dict({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                            "profiles": [p]})
+    from pysched.backend.cache.cache import SchedulerCache
+    from pysched.profile import build_frameworks, default_registry
+    fwk = build_frameworks(cfg, default_registry(), cache=SchedulerCache(), client=None, recorder=None)["pysched"]
+    assert {"TargetLoadPacking", "LoadVariationRiskBalancing"} <= {pl.name for pl in fwk.score}
+    with pytest.raises(ValueError, match="needs a Prometheus address"):
+        pysched_profile("pysched", "loadaware")
+
+
 def test_gang_summary_counts_whole_groups_and_admit_time_from_first_seen_to_last_bound():
     records = {"a0": {"seen": 10.0, "bound": 11.0}, "a1": {"seen": 10.5, "bound": 12.0},   # admitted: 2.0 s
                "b0": {"seen": 10.0, "bound": 14.0}, "b1": {"seen": 11.0, "bound": 13.0},   # admitted: 4.0 s

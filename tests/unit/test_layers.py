@@ -3,10 +3,11 @@
 Read bottom-up: ``util`` and ``metrics`` know nothing of scheduling; ``apis`` (configuration and
 object model) builds on ``util``; ``framework`` (the plugin API) on ``apis``; ``backend`` (cache,
 queue) and ``client`` (API I/O) below the engine; in-tree ``plugins`` see only the framework and
-their helpers; ``controllers`` (PodGroup status) sit beside ``server`` on ``client``; ``tools``
-never reach for the live app; only the process entry points (``cli``, ``app``,
-``extender.server``) may import everything. Nothing in the wheel imports the dev harness.
-Every import counts, ``TYPE_CHECKING`` ones included.
+their helpers; ``loadmetrics`` (metric sources) fills the framework's series from beside the
+engine; ``controllers`` (PodGroup status) sit beside ``server`` on ``client``; ``tools`` never
+reach for the live app; only the process entry points (``cli``, ``app``, ``extender.server``) may
+import everything. Nothing in the wheel imports the dev harness. Every import counts,
+``TYPE_CHECKING`` ones included.
 """
 
 from __future__ import annotations
@@ -32,10 +33,12 @@ ALLOWED = {
     "pysched.extender.wire": {"pysched.extender.wire", "pysched.apis"} | BASE,
     "pysched.extender.client": {"pysched.extender.wire", "pysched.framework", "pysched.client", "pysched.apis"} | BASE,
     "pysched.testing": {"pysched.framework", "pysched.backend", "pysched.client", "pysched.apis"} | BASE,
+    # load metrics sources and collector: the plugin API's series, never the engine or the plugins
+    "pysched.loadmetrics": {"pysched.loadmetrics", "pysched.framework", "pysched.apis"} | BASE,
 }
 ENGINE = {"pysched.framework", "pysched.backend", "pysched.client", "pysched.apis", "pysched.extender.client",
           "pysched.extender.wire", "pysched.explanation", "pysched.eventhandlers", "pysched.schedule_one",
-          "pysched.profile", "pysched.plugins"} | BASE
+          "pysched.profile", "pysched.plugins", "pysched.loadmetrics"} | BASE
 ALLOWED.update({
     "pysched.explanation": {"pysched.explanation"} | BASE,
     "pysched.eventhandlers": ENGINE,

@@ -373,3 +373,49 @@ def test_report_explain_matrix_top_nodes_and_failures_by_reason():
     assert [(f["plugin"], f["reason"], f["count"]) for f in m["failed"]] == [
         ("TaintToleration", "untolerated", 2), ("NodeResourcesFit", "Insufficient cpu", 1)]
     assert m["failedNodes"] == 3 and m["evaluated"] == 32
+
+
+# -- load-aware what-ifs ----------------------------------------------------------------------------
+
+LOAD_CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: pysched
+  plugins:
+    multiPoint:
+      enabled: [{name: TargetLoadPacking, weight: 10}]
+  pluginConfig:
+  - name: TargetLoadPacking
+    args:
+      metricProvider: {type: Prometheus, address: "http://127.0.0.1:9090"}
+"""
+
+
+def test_metrics_file_puts_load_into_simulate_and_explain(tmp_path, capsys):
+    snap = write(tmp_path, "s.yaml", [as_list([make_node(f"n{i}", cpu="4", memory="8Gi") for i in range(3)])])
+    pods = write(tmp_path, "p.yaml", [make_pod("web", cpu="1", memory="1Gi")])
+    cfg = write(tmp_path, "c.yaml", LOAD_CONFIG)
+    # n1 at 15 %: the pod's 1.5 cores take it to 52.5 %; n0 at 0 % -> 37.5 %, n2 at 90 % -> over 100
+    metrics = write(tmp_path, "m.yaml", "nodes: {n0: {cpu: 0}, n1: {cpu: 15}, n2: {cpu: 90}}\n")
+    args = SimpleNamespace(config=cfg, cluster=snap, pods=pods, explain=["default/web"], report=None, seed=0,
+                           output="text", plugin_module=[], metrics_file=metrics)
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "Explain default/web: n0" in out          # 37.5 % is nearest the 40 % target
+    assert "TargetLoadPacking read:" in out
+    assert "n2: cpu sample 90.0 (0s old); pending 0m; pod 1500m; predicted 127.5% of 4000m" in out
+    # Without the file the plugin falls back (Neutral) and says so; the pod still schedules.
+    args.metrics_file = None
+    assert main(args) == 0
+    assert "n2: cpu source down: fallback Neutral" in capsys.readouterr().out
+
+
+def test_bad_metrics_file_is_bad_input_naming_the_field(tmp_path, capsys):
+    snap = write(tmp_path, "s.yaml", [as_list(nodes3())])
+    pods = write(tmp_path, "p.yaml", [make_pod("web")])
+    metrics = write(tmp_path, "m.yaml", "nodes: {n0: {cpu: lots}}\n")
+    args = SimpleNamespace(config=None, cluster=snap, pods=pods, explain=[], report=None, seed=0, output="text",
+                           plugin_module=[], metrics_file=metrics)
+    assert main(args) == 2
+    assert f"--metrics-file: {metrics}: nodes.n0.cpu: expected a number, got 'lots'" in capsys.readouterr().err

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# Where the runtime keeps this cycle's ``CycleTrace`` when the pod is being explained.
+TRACE_KEY = "pysched/trace"
+
 
 class CycleState:
     __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins", "record_plugin_metrics",
@@ -35,6 +38,17 @@ class CycleState:
 
     def delete(self, key: str) -> None:
         self._data.pop(key, None)
+
+    def explaining(self) -> bool:
+        """Whether this cycle is traced for an explanation (worth writing notes for)."""
+        return TRACE_KEY in self._data
+
+    def explain(self, plugin: str, notes: dict[str, str]) -> None:
+        """Per-node notes from ``plugin`` for the explanation (``scoreNotes``: what a load-aware
+        score read and why); a no-op unless ``explaining()``."""
+        trace = self._data.get(TRACE_KEY)
+        if trace is not None:
+            trace.notes.setdefault(plugin, {}).update(notes)
 
     def clone(self) -> CycleState:
         c = CycleState()

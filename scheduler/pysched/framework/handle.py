@@ -19,6 +19,7 @@ import numpy as np
 from pysched.apis.core.model import LabelSelector
 from pysched.framework.affinity import AffinityTerm
 from pysched.framework.interface import NodeBatch, NodeColumns, WaitingPod
+from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.matchers import PodMatcher
 from pysched.framework.nodeinfo import NodeInfo
 from pysched.framework.podinfo import PodInfo
@@ -178,6 +179,9 @@ class Handle:
     spawn: Callable[[Coroutine[Any, Any, None]], bool] | None = None
     activate: Callable[[Iterable[str]], None] | None = None   # move pods (by uid) to the activeQ
     framework: FilterRunner | None = None      # the profile's framework (set when it is built)
+    # Node load from metric sources (``framework.loadmetrics``): the background collector live, a
+    # metrics file offline; None when nothing provides it (load-aware plugins then fall back).
+    load: LoadMetrics | None = None
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self.snapshot.nodes.get(name)

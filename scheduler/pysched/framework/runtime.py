@@ -24,7 +24,7 @@ from pysched import metrics
 from pysched.apis.config import ConfigError, PluginSet, Profile, merged_plugin_sets
 from pysched.apis.core.errors import ApiError
 from pysched.framework.args import load_args
-from pysched.framework.cycle_state import CycleState
+from pysched.framework.cycle_state import TRACE_KEY, CycleState
 from pysched.framework.handle import Handle
 from pysched.framework.interface import (
     EXTENSION_POINTS,
@@ -58,7 +58,6 @@ from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.framework.runtime")
 
-TRACE_KEY = "pysched/trace"
 
 
 class CycleTrace:
@@ -75,6 +74,7 @@ class CycleTrace:
         self.error: str = ""
         self.nominated: dict[str, Any] | None = None   # preemption: {"node": ..., "victims": [ns/name]}
         self.permit: dict[str, Any] | None = None      # Permit's verdict: {"status": ..., "message": ...}
+        self.notes: dict[str, dict[str, str]] = {}     # plugin -> node -> what it read (CycleState.explain)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"preFilter": [{"plugin": p, "status": s} for p, s in self.pre_filter],
@@ -85,6 +85,8 @@ class CycleTrace:
             out["preemption"] = self.nominated
         if self.permit is not None:
             out["permit"] = self.permit
+        if self.notes:
+            out["scoreNotes"] = self.notes
         return out
 
 

@@ -14,7 +14,9 @@ NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, DefaultPreemption
 ResourceClaims do not exist yet (PreEnqueue) and refuses the others explicitly. The brief's own
 scores: GPU, AZSpread, CapacityType, InstanceType - registered here, but not in the default profile
 (which is exactly kube-scheduler's): a profile enables them (``manifests/configmap.yaml`` does).
-Coscheduling (scheduler-plugins' gang scheduling of PodGroups) is registered and likewise opt-in.
+Coscheduling (scheduler-plugins' gang scheduling of PodGroups) is registered and likewise opt-in,
+as are the load-aware scores in ``loadaware`` (TargetLoadPacking, LoadVariationRiskBalancing,
+MetricScore), which need a metrics source.
 """
 
 from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation
@@ -28,6 +30,9 @@ from pysched.plugins.default_preemption import DefaultPreemption
 from pysched.plugins.dynamic_resources import DynamicResources
 from pysched.plugins.image_locality import ImageLocality
 from pysched.plugins.inter_pod_affinity import InterPodAffinity
+from pysched.plugins.loadaware.load_variation_risk_balancing import LoadVariationRiskBalancing
+from pysched.plugins.loadaware.metric_score import MetricScore
+from pysched.plugins.loadaware.target_load_packing import TargetLoadPacking
 from pysched.plugins.node_affinity import NodeAffinity
 from pysched.plugins.node_name import NodeName
 from pysched.plugins.node_ports import NodePorts
@@ -66,6 +71,9 @@ IN_TREE = [
     CapacityType,
     InstanceType,
     Coscheduling,
+    TargetLoadPacking,
+    LoadVariationRiskBalancing,
+    MetricScore,
     DefaultBinder,
 ]
 

@@ -24,6 +24,7 @@ from pysched.framework.args import load_args
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.handle import Handle
 from pysched.framework.interface import FilterResult, NodeBatch, Plugin
+from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.framework.podinfo import PodInfo
 from pysched.framework.status import Code, Status
@@ -40,7 +41,7 @@ class PluginTester:
     def __init__(self, plugin_cls: type[Plugin], args: dict[str, Any] | None = None, *,
                  nodes: Iterable[dict[str, Any]] = (), pods: Iterable[dict[str, Any]] = (),
                  objects: Iterable[dict[str, Any]] = (),
-                 ignored_extended_resources: Iterable[str] = ()):
+                 ignored_extended_resources: Iterable[str] = (), load: LoadMetrics | None = None):
         self.cache = SchedulerCache()
         self.objects = ObjectStore()
         for o in objects:
@@ -50,7 +51,7 @@ class PluginTester:
         for p in pods:
             self.cache.upsert_pod(PodInfo.from_dict(p))
         self.handle = Handle(snapshot=self.cache, objects=self.objects,
-                             ignored_extended_resources=frozenset(ignored_extended_resources))
+                             ignored_extended_resources=frozenset(ignored_extended_resources), load=load)
         a = load_args(plugin_cls.Args, args, "args") if plugin_cls.Args is not None else None
         self.plugin = plugin_cls(a, self.handle)
         self.status: Status | None = None

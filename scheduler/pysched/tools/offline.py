@@ -20,6 +20,7 @@ from pysched.backend.cache.cache import SchedulerCache
 from pysched.client.objectstore import ObjectStore
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.podinfo import PodInfo
 from pysched.framework.registry import Registry
 from pysched.framework.runtime import TRACE_KEY, CycleTrace
@@ -42,13 +43,13 @@ class Outcome:
 
 class OfflineScheduler:
     def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, registry: Registry | None = None,
-                 seed: int | None = 0, observer=None):
+                 seed: int | None = 0, observer=None, load: LoadMetrics | None = None):
         self.cfg = cfg or configmod.default_config()
         self.registry = registry if registry is not None else default_registry()
         self.cache = SchedulerCache()
         self.objects = ObjectStore()
         self.frameworks = build_frameworks(self.cfg, self.registry, cache=self.cache, client=None, recorder=None,
-                                           objects=self.objects)
+                                           objects=self.objects, load=load)
         self.queue = build_queue(self.cfg, self.frameworks)
         self.events = ClusterEvents(self.queue, EventRegistry(self.frameworks.values()))
         self.objects.subscribe(self.events.object_event)

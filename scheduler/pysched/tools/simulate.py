@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pysched.apis import config as configmod
 from pysched.apis.core import defaults as apidefaults
 from pysched.apis.core.quantity import format_resource
+from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.registry import RegistryError
 from pysched.profile import default_registry
 from pysched.tools.exitcodes import EXIT_ALL_PLACED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_UNSCHEDULABLE
@@ -130,10 +131,12 @@ def _resources_of(nodes: list[dict]) -> list[str]:
 
 
 class Simulation:
-    def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, seed: int = 0, plugin_modules=()):
+    def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, seed: int = 0, plugin_modules=(),
+                 load: LoadMetrics | None = None):
+        """``load``: node load for load-aware plugins (``loadmetrics.StaticLoad`` from a metrics file)."""
         self.cfg = cfg or configmod.default_config()
         self.seed = seed
-        self.sim = OfflineScheduler(self.cfg, registry=default_registry(plugin_modules), seed=seed)
+        self.sim = OfflineScheduler(self.cfg, registry=default_registry(plugin_modules), seed=seed, load=load)
 
     def load(self, snapshot: Snapshot, added_nodes: list[dict] = ()) -> tuple[list[str], list[dict]]:
         """The snapshot into the cache and object store; returns the notes and the snapshot's
@@ -437,6 +440,10 @@ def format_explain(trace: dict) -> str:
             rows.append([f"    {node}", str(totals[node])] + [
                 "{raw}/{normalized}/{weighted}".format(**scores[p][node]) if node in scores[p] else "-" for p in names])
         out.append(_table(rows))
+    for plugin, notes in (trace.get("scoreNotes") or {}).items():
+        out.append(f"  {plugin} read:")
+        for node in sorted(notes):
+            out.append(f"    {node}: {notes[node]}")
     return "\n".join(out)
 
 
@@ -457,7 +464,14 @@ def prepare(args) -> tuple[Simulation, Snapshot, list[dict], dict]:
         return [(p, f"{where}, from {obj['kind']} {obj['metadata']['name']} spec.template")
                 for p in expander.out.pods[first:]]
     pods = load_pods(args.pods, expand)
-    simulation = Simulation(cfg, seed=args.seed, plugin_modules=args.plugin_module)
+    load = None
+    if getattr(args, "metrics_file", None):
+        from pysched.loadmetrics.static import StaticLoad, load_metrics_file
+        try:
+            load = StaticLoad(load_metrics_file(args.metrics_file))
+        except configmod.ConfigError as exc:
+            raise SnapshotError(f"--metrics-file: {exc}") from None
+    simulation = Simulation(cfg, seed=args.seed, plugin_modules=args.plugin_module, load=load)
     return simulation, snapshot, pods, {"objects": expander.out.objects, "added_nodes": added,
                                         "added_from": template_of, "owners": expander.out.origin,
                                         "notes": expander.out.notes}

@@ -1,0 +1,164 @@
+"""Metric sources: one fetch returns, per query, node name -> (value, sampled_at).
+
+``PrometheusSource`` runs instant queries against the HTTP API (``/api/v1/query``) and maps each
+result series to a node by the provider's ``nodeLabel`` (a ``host:port`` value by its host).
+``MetricsServerSource`` reads ``metrics.k8s.io/v1beta1`` NodeMetrics through the scheduler's API
+client: query ``cpu`` gives millicores, ``memory`` bytes, sampled at each item's ``timestamp``.
+Neither retries or waits beyond the timeout the collector gives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import ssl
+import time
+from typing import Any
+
+import aiohttp
+
+from pysched.apis.core.quantity import QuantityError, resource_value
+from pysched.framework.loadmetrics import MetricProviderArgs
+from pysched.framework.podinfo import parse_time
+
+Samples = dict[str, tuple[float, float]]
+
+
+class SourceError(Exception):
+    """A fetch failed; the message says why (shown in logs and explanations)."""
+
+
+def node_of(label: str) -> str:
+    """A node name from a series label: ``node-1:9100`` -> ``node-1`` (node names have no colon)."""
+    if label.startswith("["):          # [ipv6]:port
+        return label[1:].split("]", 1)[0]
+    host, sep, port = label.rpartition(":")
+    return host if sep and port.isdigit() else label
+
+
+def parse_vector(body: Any, node_label: str, now: float) -> Samples:
+    """An instant-query answer as samples; raises SourceError on an error answer or a non-vector."""
+    if not isinstance(body, dict):
+        raise SourceError("answer is not a JSON object")
+    if body.get("status") != "success":
+        raise SourceError(f"{body.get('errorType', 'error')}: {body.get('error', 'no error text')}")
+    data = body.get("data") or {}
+    if data.get("resultType") != "vector":
+        raise SourceError(f"query gives a {data.get('resultType')!r}, not an instant vector")
+    out: Samples = {}
+    for item in data.get("result") or ():
+        label = (item.get("metric") or {}).get(node_label)
+        if not label:
+            continue
+        try:
+            value = float(item["value"][1])
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue
+        if math.isfinite(value):
+            out[node_of(label)] = (value, now)
+    return out
+
+
+class PrometheusSource:
+    name = "prometheus"
+
+    def __init__(self, provider: MetricProviderArgs, *, clock=time.time):
+        self.provider = provider
+        self.address = provider.address.rstrip("/")
+        self.label = f"prometheus:{self.address}"
+        self.clock = clock
+        self._session: aiohttp.ClientSession | None = None
+
+    def _ssl(self) -> ssl.SSLContext | bool:
+        if not self.address.startswith("https://"):
+            return True
+        if self.provider.insecure_skip_verify:
+            return False
+        return ssl.create_default_context(cafile=self.provider.ca_file or None)
+
+    def _headers(self) -> dict[str, str]:
+        if not self.provider.bearer_token_file:
+            return {}
+        with open(self.provider.bearer_token_file) as f:   # re-read: tokens rotate
+            return {"Authorization": f"Bearer {f.read().strip()}"}
+
+    async def fetch(self, queries: list[str]) -> dict[str, Samples]:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=self.provider.timeout_seconds),
+                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=8))
+        headers = self._headers()
+        answers = await asyncio.gather(*(self._query(q, headers) for q in queries))
+        return dict(zip(queries, answers, strict=True))
+
+    async def _query(self, query: str, headers: dict[str, str]) -> Samples:
+        assert self._session is not None
+        try:
+            async with self._session.get(f"{self.address}/api/v1/query", params={"query": query},
+                                         headers=headers) as resp:
+                try:
+                    body = await resp.json(content_type=None)
+                except ValueError:
+                    raise SourceError(f"HTTP {resp.status}: answer is not JSON") from None
+                if resp.status >= 400 and not isinstance(body, dict):
+                    raise SourceError(f"HTTP {resp.status}")
+        except aiohttp.ClientError as exc:
+            raise SourceError(f"{type(exc).__name__}: {exc}") from None
+        return parse_vector(body, self.provider.node_label, self.clock())
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def parse_node_metrics(body: Any) -> dict[str, Samples]:
+    """A NodeMetricsList as ``{"cpu": millicores, "memory": bytes}`` samples."""
+    if not isinstance(body, dict) or not isinstance(body.get("items"), list):
+        raise SourceError("answer is not a NodeMetricsList")
+    cpu: Samples = {}
+    memory: Samples = {}
+    for item in body["items"]:
+        name = ((item or {}).get("metadata") or {}).get("name")
+        usage = (item or {}).get("usage") or {}
+        if not name:
+            continue
+        at = parse_time(item.get("timestamp")) or time.time()
+        try:
+            if "cpu" in usage:
+                cpu[name] = (float(resource_value("cpu", usage["cpu"])), at)
+            if "memory" in usage:
+                memory[name] = (float(resource_value("memory", usage["memory"])), at)
+        except (QuantityError, ValueError, TypeError):
+            continue
+    return {"cpu": cpu, "memory": memory}
+
+
+class MetricsServerSource:
+    name = "metrics-server"
+    PATH = "/apis/metrics.k8s.io/v1beta1/nodes"
+
+    def __init__(self, provider: MetricProviderArgs, client: Any):
+        self.provider = provider
+        self.client = client
+        self.label = "metrics-server"
+
+    async def fetch(self, queries: list[str]) -> dict[str, Samples]:
+        if self.client is None:
+            raise SourceError("no API client in this process")
+        try:
+            body = await self.client.request("GET", self.PATH, timeout=self.provider.timeout_seconds)
+        except TimeoutError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - ApiError, connection errors: the source is down
+            raise SourceError(f"{type(exc).__name__}: {exc}") from None
+        usage = parse_node_metrics(body)
+        out: dict[str, Samples] = {}
+        for q in queries:
+            if q not in usage:
+                raise SourceError(f"metrics-server has no {q!r}; use cpu or memory")
+            out[q] = usage[q]
+        return out
+
+    async def close(self) -> None:
+        pass

@@ -1,0 +1,260 @@
+"""TargetLoadPacking (PreScore, Score, Reserve): pack nodes up to a target CPU utilisation, by
+measured use rather than requests (scheduler-plugins' Trimaran plugin of the same name).
+
+A node's predicted utilisation U is its measured CPU use, plus what pods placed on it since its
+sample are predicted to use, plus this pod's prediction, over its allocatable CPU (percent). The
+score rises linearly from ``target`` at U=0 to 100 at U=``target`` (default 40 %), falls linearly to
+0 at U=100, and is 0 above it::
+
+    U <= target:  (100 - target) * U / target + target
+    U >  target:  target * (100 - U) / (100 - target)
+
+A pod's prediction (Trimaran's): per container its CPU limit, else its request times
+``defaultRequestsMultiplier`` (1.5), else ``defaultRequests.cpu`` (1 core). Pods this scheduler
+reserves, and pods seen bound by anyone, count on their node for ``pendingLoadSeconds`` (60) before
+the sample the cycle reads - a burst of pods therefore spreads instead of all landing on the one
+node that looked idle at the last scrape. When a node's sample is missing, stale or the source is
+down, ``fallback`` applies (``helper.load``); ``Requests`` uses requested CPU in place of use.
+Reads: the metric series (``Handle.load``), the nodes' allocatable and requested CPU.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pysched.framework import (
+    MAX_NODE_SCORE,
+    CycleState,
+    Handle,
+    NodeBatch,
+    PodInfo,
+    PodWatcher,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+    Status,
+    arg,
+)
+from pysched.framework.api import ConfigError, resource_value
+from pysched.framework.interface import NodeColumns
+from pysched.framework.loadmetrics import MILLICORES, PERCENT
+from pysched.plugins.helper.load import (
+    NEUTRAL,
+    NEUTRAL_SCORE,
+    NODE_CPU_UTILISATION,
+    OK,
+    REQUESTS,
+    FloatArray,
+    Int64Array,
+    LoadArgs,
+    SlotValues,
+    go_round,
+    load_of,
+    pod_cpu_prediction,
+    read,
+    reading_note,
+    store_scores,
+    stored_scores,
+    take_fallback,
+)
+
+KEY = "TargetLoadPacking/preScore"
+
+
+@dataclass
+class TargetLoadPackingArgs(LoadArgs):
+    """``targetUtilization`` (percent, default 40); ``defaultRequests`` (``cpu``, default "1") and
+    ``defaultRequestsMultiplier`` (1.5) for the prediction; ``query``: PromQL giving CPU utilisation
+    percent per node (ignored for metrics-server, which reports usage); ``pendingLoadSeconds``."""
+    KIND = "TargetLoadPackingArgs"
+
+    target_utilization: int = field(default=40, metadata=arg(ge=1, le=99))
+    default_requests: dict[str, str] = field(default_factory=lambda: {"cpu": "1"})
+    default_requests_multiplier: float = field(default=1.5, metadata=arg(ge=1, le=100))
+    query: str = NODE_CPU_UTILISATION
+    pending_load_seconds: float = field(default=60.0, metadata=arg(ge=0, le=3600))
+
+    def validate(self, path: str) -> None:
+        super().validate(path)
+        for k in self.default_requests:
+            if k != "cpu":
+                raise ConfigError(f"{path}.defaultRequests.{k}: only cpu is predicted")
+        try:
+            self.default_cpu_millis()
+        except Exception as exc:  # noqa: BLE001
+            raise ConfigError(f"{path}.defaultRequests.cpu: {exc}") from None
+        if not self.query.strip():
+            raise ConfigError(f"{path}.query: must not be empty")
+
+    def default_cpu_millis(self) -> int:
+        return resource_value("cpu", self.default_requests.get("cpu", "1"))
+
+
+def target_load_score(utilisation: FloatArray, target: float) -> Int64Array:
+    """Trimaran's score of predicted utilisation (percent), rounded half away from zero."""
+    u = utilisation
+    below = (MAX_NODE_SCORE - target) * u / target + target
+    above = target * (MAX_NODE_SCORE - u) / (MAX_NODE_SCORE - target)
+    s = np.where(u <= target, below, above)
+    s = np.where(u > MAX_NODE_SCORE, 0.0, s)
+    return np.clip(go_round(s), 0, MAX_NODE_SCORE).astype(np.int64)
+
+
+class RecentPlacements:
+    """CPU predicted for pods placed since the sample: per node sums, expired by time in O(log n)
+    per pod, and a per-slot array kept up to date incrementally (a cycle reads it with one take)."""
+
+    def __init__(self) -> None:
+        self.by_uid: dict[str, tuple[str, float, int]] = {}   # uid -> (node, placed_at, millis)
+        self.per_node: dict[str, int] = {}
+        self._heap: list[tuple[float, str]] = []
+        self._key: tuple[int, int] | None = None
+        self._slots: FloatArray = np.zeros(0)
+        self._table: NodeColumns | None = None
+
+    def __len__(self) -> int:
+        return len(self.by_uid)
+
+    def add(self, uid: str, node: str, at: float, millis: int) -> None:
+        if uid in self.by_uid:
+            self.remove(uid)
+        self.by_uid[uid] = (node, at, millis)
+        heapq.heappush(self._heap, (at, uid))
+        self._shift(node, millis)
+
+    def remove(self, uid: str) -> None:
+        entry = self.by_uid.pop(uid, None)
+        if entry is not None:
+            self._shift(entry[0], -entry[2])
+
+    def advance(self, cutoff: float) -> None:
+        """Forget placements made before ``cutoff`` (the sample has them by then)."""
+        heap = self._heap
+        while heap and heap[0][0] < cutoff:
+            at, uid = heapq.heappop(heap)
+            entry = self.by_uid.get(uid)
+            if entry is not None and entry[1] == at:
+                self.remove(uid)
+
+    def _shift(self, node: str, millis: int) -> None:
+        total = self.per_node.get(node, 0) + millis
+        if total:
+            self.per_node[node] = total
+        else:
+            self.per_node.pop(node, None)
+        if self._table is not None:
+            slot = self._table.slot_by_name.get(node)
+            if slot is not None and slot < len(self._slots):
+                self._slots[slot] += millis
+
+    def per_slot(self, table: NodeColumns) -> FloatArray:
+        key = (table.version, len(table.infos))
+        if key != self._key or self._table is not table:
+            arr = np.zeros(len(table.infos))
+            for node, millis in self.per_node.items():
+                slot = table.slot_by_name.get(node)
+                if slot is not None:
+                    arr[slot] = millis
+            self._slots, self._key, self._table = arr, key, table
+        return self._slots
+
+
+class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
+    name = "TargetLoadPacking"
+    Args = TargetLoadPackingArgs
+
+    def __init__(self, args: TargetLoadPackingArgs | None, handle: Handle) -> None:
+        a = args or TargetLoadPackingArgs()
+        super().__init__(a, handle)
+        self.args = a
+        self.load = load_of(handle.load)
+        metrics_server = a.metric_provider.type != "Prometheus"
+        self.series = self.load.subscribe(a.metric_provider, "cpu" if metrics_server else a.query, "cpu",
+                                          MILLICORES if metrics_server else PERCENT)
+        self.values = SlotValues(self.series)
+        self.default_millis = a.default_cpu_millis()
+        self.placements = RecentPlacements()
+        self._predicted: dict[str, int] = {}   # uid -> prediction, between PreScore and Reserve
+
+    # -- placements --------------------------------------------------------------------------
+
+    def _horizon(self) -> float:
+        return self.args.pending_load_seconds + self.args.max_staleness_seconds
+
+    def _cutoff(self) -> float:
+        now = self.load.now()
+        fetched = self.series.fetched_at
+        # Placements older than the newest sample minus the start-up allowance are in the sample;
+        # without samples, none older than the staleness horizon matters.
+        return max(fetched - self.args.pending_load_seconds, now - self._horizon())
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        millis = self._predicted.pop(pod.uid, None)
+        if millis is None:
+            millis = pod_cpu_prediction(pod, self.default_millis, self.args.default_requests_multiplier)
+        self.placements.add(pod.uid, node_name, self.load.now(), millis)
+        return None
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        self.placements.remove(pod.uid)
+
+    def pod_seen(self, pod: PodInfo) -> None:
+        # Bound by someone else recently: its load is not in the sample yet either.
+        if not pod.node_name or pod.uid in self.placements.by_uid:
+            return
+        at = pod.start_time or pod.created
+        if at and at > self.load.now() - self.args.pending_load_seconds:
+            self.placements.add(pod.uid, pod.node_name, at,
+                                pod_cpu_prediction(pod, self.default_millis, self.args.default_requests_multiplier))
+
+    def pod_gone(self, uid: str) -> None:
+        self.placements.remove(uid)
+        self._predicted.pop(uid, None)
+
+    # -- scoring -----------------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
+        a = self.args
+        now = self.load.now()
+        r = read(self.values, nodes, now, a.max_staleness_seconds)
+        fallback_nodes = not r.all_usable()
+        if fallback_nodes:
+            st = take_fallback(self.name, r.codes, a.fallback, self.load)
+            if st is not None:
+                state.write(KEY, False)
+                return st
+        predicted = pod_cpu_prediction(pod, self.default_millis, a.default_requests_multiplier)
+        if len(self._predicted) > 10000:
+            self._predicted.clear()
+        self._predicted[pod.uid] = predicted
+        self.placements.advance(self._cutoff())
+        alloc = nodes.allocatable("cpu").astype(np.float64)
+        pending = self.placements.per_slot(nodes.table)[nodes.slots]
+        cap = np.where(alloc > 0, alloc, 1.0)
+        if self.series.unit == PERCENT:
+            used = r.values * alloc / 100.0
+        else:
+            used = r.values
+        util = (used + pending + predicted) * 100.0 / cap
+        if fallback_nodes and a.fallback == REQUESTS:
+            by_requests = (nodes.requested("cpu") + pod.requests.get("cpu", 0)) * 100.0 / cap
+            util = np.where(r.usable, util, by_requests)
+        scores = target_load_score(np.nan_to_num(util, nan=0.0), float(a.target_utilization))
+        if fallback_nodes and a.fallback == NEUTRAL:
+            scores = np.where(r.usable, scores, NEUTRAL_SCORE)
+        scores = np.where(alloc > 0, scores, 0)
+        store_scores(state, KEY, nodes, scores)
+        if state.explaining():
+            notes = {}
+            for i, name in enumerate(nodes.names):
+                how = reading_note(r.codes, r.ages, i, float(r.values[i]) if r.codes[i] == OK else 0.0, a.fallback)
+                notes[name] = (f"cpu {how}; pending {pending[i]:.0f}m; pod {predicted}m; "
+                               f"predicted {util[i]:.1f}% of {alloc[i]:.0f}m (target {a.target_utilization}%)")
+            state.explain(self.name, notes)
+        return None
+
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Int64Array:
+        return stored_scores(state, KEY, nodes, lambda: self.pre_score(state, pod, nodes))

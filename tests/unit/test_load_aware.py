@@ -1,0 +1,332 @@
+"""Load-aware scores against hand-computed values: TargetLoadPacking (with placements counted until
+the next sample), LoadVariationRiskBalancing, MetricScore; every fallback (missing, stale, source
+down; Neutral, Requests, Disable) and its count; bad arguments named by field; metrics files; the
+sources' parsers and the collector's bounded rounds."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from pysched.apis.config.types import ConfigError
+from pysched.framework import CycleState, PodInfo
+from pysched.framework.loadmetrics import MetricProviderArgs
+from pysched.framework.runtime import CycleTrace
+from pysched.loadmetrics.collector import LoadCollector
+from pysched.loadmetrics.sources import SourceError, node_of, parse_node_metrics, parse_vector
+from pysched.loadmetrics.static import StaticLoad, check_metrics, load_metrics_file
+from pysched.plugins.loadaware.load_variation_risk_balancing import LoadVariationRiskBalancing
+from pysched.plugins.loadaware.metric_score import MetricScore
+from pysched.plugins.loadaware.target_load_packing import TargetLoadPacking, target_load_score
+from pysched.testing import PluginTester
+from pysched_dev.testkit import make_node, make_pod
+
+T0 = 1_000_000.0
+PROM = {"type": "Prometheus", "address": "http://127.0.0.1:9090", "intervalSeconds": 5}
+
+
+def make_tester(plugin, values, *, args=None, age=0.0, nodes=("a", "b", "c"), now=T0, pods=()):
+    load = StaticLoad({"nodes": values, "ageSeconds": age}, now=now)
+    t = PluginTester(plugin, {"metricProvider": PROM, **(args or {})},
+                     nodes=[make_node(n, cpu="4", memory="32Gi") for n in nodes], pods=pods, load=load)
+    return t, load
+
+
+def one_cpu_pod(name, **kw):
+    return make_pod(name, cpu=None, memory=None, limits_only={"cpu": "1"}, **kw)
+
+
+# -- TargetLoadPacking ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("u,expected", [(0, 40), (10, 55), (20, 70), (40, 100), (55, 30), (70, 20), (100, 0),
+                                        (101, 0), (250, 0)])
+def test_target_load_formula(u, expected):
+    assert target_load_score(np.array([float(u)]), 40.0).tolist() == [expected]
+
+
+def test_target_load_packing_scores_measured_use_plus_the_pods_prediction():
+    t, load = make_tester(TargetLoadPacking, {"a": {"cpu": 10}, "b": {"cpu": 35}, "c": {"cpu": 80}})
+    # request 500m, no limit: predicted 750m (x1.5). a: (400+750)/4000 = 28.75% -> 83.125;
+    # b: 53.75% -> 40*46.25/60 = 30.83; c: 98.75% -> 0.83
+    assert t.score(make_pod("p", cpu="500m")) == {"a": 83, "b": 31, "c": 1}
+    # a limit wins over the request: (400+2000)/4000 = 60% -> 26.67
+    assert t.score(make_pod("q", cpu="100m", limits_only={"cpu": "2"}))["a"] == 27
+    # no cpu at all predicts defaultRequests (1 core): 35% -> 92.5, rounded half away from zero
+    assert t.score(make_pod("r", cpu=None, memory=None))["a"] == 93
+    assert load.fallbacks == {}
+
+
+def test_prediction_limit_request_default():
+    from pysched.plugins.helper.load import pod_cpu_prediction
+    pod = PodInfo.from_dict(make_pod("p", cpu="100m", limits_only={"cpu": "2"}), keep_raw=True)
+    assert pod_cpu_prediction(pod, 1000, 1.5) == 2000
+    assert pod_cpu_prediction(PodInfo.from_dict(make_pod("q", cpu="300m"), keep_raw=True), 1000, 1.5) == 450
+    assert pod_cpu_prediction(PodInfo.from_dict(make_pod("r", cpu=None), keep_raw=True), 700, 1.5) == 700
+
+
+def place(t, name):
+    """One scheduling decision as the framework makes it: the best score, then Reserve."""
+    raw = one_cpu_pod(name)
+    scores = t.score(raw)
+    best = max(sorted(scores), key=lambda n: scores[n])
+    t.plugin.reserve(CycleState(), PodInfo.from_dict(raw, keep_raw=True), best)
+    return best
+
+
+def test_a_burst_spreads_instead_of_piling_on_the_node_that_looked_best():
+    # a at 15 %: a 1-CPU pod takes it to the 40 % target (100); b and c at 20 % -> 45 % (37).
+    values = {"a": {"cpu": 15}, "b": {"cpu": 20}, "c": {"cpu": 20}}
+    t, _ = make_tester(TargetLoadPacking, values)
+    assert [place(t, f"p{i}") for i in range(3)] == ["a", "b", "c"]
+    # Without the placements counted, every pod would see the same sample and pile onto a.
+    t2, _ = make_tester(TargetLoadPacking, values)
+    assert [max(sorted(s := t2.score(one_cpu_pod(f"p{i}"))), key=lambda n: s[n]) for i in range(3)] == ["a"] * 3
+
+
+def test_placements_count_until_a_sample_that_has_them_and_unreserve_forgets_them():
+    t, load = make_tester(TargetLoadPacking, {"a": {"cpu": 15}, "b": {"cpu": 20}}, nodes=("a", "b"))
+    raw = one_cpu_pod("p0")
+    pod = PodInfo.from_dict(raw, keep_raw=True)
+    t.score(raw)
+    t.plugin.reserve(CycleState(), pod, "a")
+    assert t.score(one_cpu_pod("p1"))["a"] == 23           # (600+1000+1000)/4000 = 65% -> 23.3
+    t.plugin.unreserve(CycleState(), pod, "a")
+    assert t.score(one_cpu_pod("p1"))["a"] == 100
+    t.plugin.reserve(CycleState(), pod, "a")
+    # A sample taken more than pendingLoadSeconds (60) after the placement includes the pod's use.
+    series = load.series["cpu"]
+    load._now = T0 + 61
+    series.replace({"a": (40.0, T0 + 61), "b": (20.0, T0 + 61)}, T0 + 61)
+    assert t.score(one_cpu_pod("p2"))["a"] == 23           # (1600 sampled + 1000) / 4000 = 65%, p0 not again
+    assert len(t.plugin.placements) == 0
+
+
+def test_pods_bound_by_others_count_and_deleted_pods_do_not():
+    t, _ = make_tester(TargetLoadPacking, {"a": {"cpu": 15}, "b": {"cpu": 20}}, nodes=("a", "b"))
+    other = PodInfo.from_dict(dict(one_cpu_pod("x", node_name="a"),
+                                   status={"startTime": "1970-01-12T13:46:30Z"}), keep_raw=True)
+    assert other.start_time == T0 - 10
+    t.plugin.pod_seen(other)
+    assert t.score(one_cpu_pod("p"))["a"] == 23
+    t.plugin.pod_gone(other.uid)
+    assert t.score(one_cpu_pod("p"))["a"] == 100
+    old = PodInfo.from_dict(dict(one_cpu_pod("y", node_name="a"),
+                                 status={"startTime": "1970-01-01T00:00:01Z"}), keep_raw=True)
+    t.plugin.pod_seen(old)                                  # started long ago: already in the sample
+    assert t.score(one_cpu_pod("p"))["a"] == 100
+
+
+@pytest.mark.parametrize("values,age,reason", [
+    ({"a": {"cpu": 10}, "b": {"cpu": 10}}, 0, "missing"),   # c has no sample
+    ({"a": {"cpu": 10}, "b": {"cpu": 10}, "c": {"cpu": 10}}, 61, "stale"),
+    ({}, 0, "source_down"),
+])
+def test_neutral_fallback_scores_50_and_is_counted_once_per_cycle(values, age, reason):
+    t, load = make_tester(TargetLoadPacking, values, age=age)
+    scores = t.score(make_pod("p", cpu="500m"))
+    assert scores["c"] == 50
+    if reason == "missing":
+        assert scores["a"] == 83                             # (400+750)/4000 = 28.75% -> 83.1
+    assert load.fallbacks == {("TargetLoadPacking", reason): 1}
+
+
+def test_requests_fallback_scores_requested_cpu():
+    pods = [make_pod("old", cpu="1", node_name="c")]
+    t, load = make_tester(TargetLoadPacking, {"a": {"cpu": 10}, "b": {"cpu": 10}}, args={"fallback": "Requests"},
+                     pods=pods)
+    # c: no sample; (1000 requested + 500 requested by the pod) / 4000 = 37.5% -> 96.25
+    assert t.score(make_pod("p", cpu="500m"))["c"] == 96
+    assert load.fallbacks == {("TargetLoadPacking", "missing"): 1}
+
+
+def test_disable_fallback_skips_the_plugin_for_the_cycle():
+    t, load = make_tester(TargetLoadPacking, {"a": {"cpu": 10}}, args={"fallback": "Disable"})
+    t.score(make_pod("p"))
+    assert t.status is not None and t.status.is_skip()
+    assert load.fallbacks == {("TargetLoadPacking", "missing"): 1}
+
+
+def test_metrics_server_units_are_millicores():
+    load = StaticLoad({"nodes": {}}, now=T0)
+    series = load.subscribe(MetricProviderArgs(type="KubernetesMetricsServer"), "cpu", "usage_cpu", "millicores")
+    series.replace({"a": (1000.0, T0)}, T0)
+    t = PluginTester(TargetLoadPacking, {"metricProvider": {"type": "KubernetesMetricsServer"}},
+                     nodes=[make_node("a", cpu="4")], load=_Fixed(series))
+    assert t.score(one_cpu_pod("p")) == {"a": round(40 * 50 / 60)}   # (1000+1000)/4000 = 50% -> 33.3
+
+
+class _Fixed(StaticLoad):
+    def __init__(self, series):
+        super().__init__(now=T0)
+        self.one = series
+
+    def subscribe(self, provider, query, name, unit="percent"):
+        return self.one
+
+
+# -- LoadVariationRiskBalancing -------------------------------------------------------------------
+
+def lvrb_values(cpu, cpu_sd, mem, mem_sd):
+    return {"cpu": cpu, "cpu_stddev": cpu_sd, "memory": mem, "memory_stddev": mem_sd}
+
+
+@pytest.mark.parametrize("args,expected", [
+    ({}, 64),                                   # cpu: mu (2000+500)/4000 = .625, sigma .1 -> 63.75
+    ({"safeVarianceSensitivity": 2}, 53),       # sigma sqrt(.1) = .316 -> (1 - .9412/2) * 100 = 52.9
+    ({"safeVarianceMargin": 3}, 54),            # sigma .3 -> (1 - .925/2) * 100 = 53.75
+])
+def test_load_variation_risk_formula(args, expected):
+    t, load = make_tester(LoadVariationRiskBalancing, {"a": lvrb_values(50, 10, 25, 0)}, args=args, nodes=("a",))
+    # memory: mu .25 + 500Mi/32Gi, sigma 0 -> about 87: cpu is the lower score
+    assert t.score(make_pod("p", cpu="500m", memory="500Mi")) == {"a": expected}
+    assert load.fallbacks == {}
+
+
+def test_load_variation_risk_requests_fallback_and_queries():
+    pods = [make_pod("old", cpu="2", memory="0", node_name="b")]
+    t, load = make_tester(LoadVariationRiskBalancing, {"a": lvrb_values(50, 10, 25, 0)},
+                     args={"fallback": "Requests", "window": "10m"}, nodes=("a", "b"), pods=pods)
+    # b: mean = requested 2000m, sd 0: mu (2000+500)/4000 -> (1 - .625/2) * 100 = 68.75
+    assert t.score(make_pod("p", cpu="500m", memory=None))["b"] == 69
+    assert load.fallbacks == {("LoadVariationRiskBalancing", "missing"): 1}
+    assert load.series["cpu"].query.startswith("avg_over_time((100 * (1 - avg by (instance)")
+    assert load.series["cpu_stddev"].query.endswith("[10m:5s])")
+
+
+# -- MetricScore ----------------------------------------------------------------------------------
+
+def test_metric_score_bounds_direction_weights_and_missing_values():
+    args = {"metrics": [
+        {"name": "gpu_temp", "query": "gpu_temp_celsius", "min": 30, "max": 90, "direction": "LowerIsBetter",
+         "weight": 3},
+        {"name": "free_gb", "query": "node_free_gb", "min": 0, "max": 200, "direction": "HigherIsBetter"}]}
+    values = {"a": {"gpu_temp": 45, "free_gb": 100},      # 75*3 + 50 -> 275/4 = 68.75
+              "b": {"gpu_temp": 120, "free_gb": 300},     # clamped: 0*3 + 100 -> 25
+              "c": {"free_gb": 0}}                         # temp missing -> 50*3 + 0 -> 37.5
+    t, load = make_tester(MetricScore, values, args=args)
+    assert t.score(make_pod("p")) == {"a": 69, "b": 25, "c": 38}
+    assert load.fallbacks == {("MetricScore", "missing"): 1}
+
+
+# -- arguments ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("plugin,args,where", [
+    (TargetLoadPacking, {}, "args.metricProvider: Required value"),
+    (TargetLoadPacking, {"metricProvider": {"type": "Prometheus", "address": "localhost:9090"}},
+     "args.metricProvider.address: a Prometheus provider needs an http:// or https:// URL"),
+    (TargetLoadPacking, {"metricProvider": {**PROM, "timeoutSeconds": 10}}, "args.metricProvider.timeoutSeconds: 10"),
+    (TargetLoadPacking, {"metricProvider": PROM, "fallback": "Guess"}, "args.fallback: 'Guess' is not one of"),
+    (TargetLoadPacking, {"metricProvider": PROM, "targetUtilization": 100}, "args.targetUtilization: must be <= 99"),
+    (TargetLoadPacking, {"metricProvider": PROM, "maxStalenessSeconds": 2},
+     "args.maxStalenessSeconds: 2 is shorter than metricProvider.intervalSeconds"),
+    (TargetLoadPacking, {"metricProvider": PROM, "defaultRequests": {"cpu": "lots"}}, "args.defaultRequests.cpu:"),
+    (LoadVariationRiskBalancing, {"metricProvider": {"type": "KubernetesMetricsServer"}},
+     "args.metricProvider.type: LoadVariationRiskBalancing needs PromQL"),
+    (LoadVariationRiskBalancing, {"metricProvider": PROM, "window": "5 minutes"}, "args.window:"),
+    (MetricScore, {"metricProvider": PROM}, "args.metrics: Required value"),
+    (MetricScore, {"metricProvider": PROM, "fallback": "Requests", "metrics": [{"name": "x", "query": "x"}]},
+     "args.fallback: Requests has no meaning for MetricScore"),
+    (MetricScore, {"metricProvider": PROM, "metrics": [{"name": "x", "query": "x", "min": 5, "max": 5}]},
+     "args.metrics[0].max: 5 must be greater than min"),
+    (MetricScore, {"metricProvider": PROM, "metrics": [{"name": "x", "query": "x"}, {"name": "x", "query": "y"}]},
+     "args.metrics[1].name: 'x' is listed twice"),
+])
+def test_bad_arguments_name_the_field(plugin, args, where):
+    from pysched.framework.args import load_args
+    with pytest.raises(ConfigError) as err:
+        load_args(plugin.Args, args, "args")
+    assert str(err.value).startswith(where), str(err.value)
+
+
+# -- metrics files --------------------------------------------------------------------------------
+
+def test_metrics_file_errors_name_the_field(tmp_path):
+    with pytest.raises(ConfigError, match=r"nodes.n1.cpu: expected a number, got 'high'"):
+        check_metrics({"nodes": {"n1": {"cpu": "high"}}})
+    with pytest.raises(ConfigError, match="nodes: expected a mapping"):
+        check_metrics({"node": {}})
+    p = tmp_path / "m.yaml"
+    p.write_text("nodes: {n1: {cpu: 12.5}}\nageSeconds: 3\n")
+    assert load_metrics_file(str(p))["nodes"]["n1"]["cpu"] == 12.5
+
+
+# -- sources and collector ------------------------------------------------------------------------
+
+def test_prometheus_vector_maps_instance_to_node():
+    body = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"instance": "node-1:9100"}, "value": [1, "12.5"]},
+        {"metric": {"instance": "node-2"}, "value": [1, "NaN"]},
+        {"metric": {"job": "x"}, "value": [1, "3"]}]}}
+    assert parse_vector(body, "instance", 7.0) == {"node-1": (12.5, 7.0)}
+    assert node_of("[::1]:9100") == "::1"
+    with pytest.raises(SourceError, match="bad_data: parse error"):
+        parse_vector({"status": "error", "errorType": "bad_data", "error": "parse error"}, "instance", 0)
+    with pytest.raises(SourceError, match="matrix"):
+        parse_vector({"status": "success", "data": {"resultType": "matrix"}}, "instance", 0)
+
+
+def test_metrics_server_node_metrics_units():
+    body = {"kind": "NodeMetricsList", "items": [
+        {"metadata": {"name": "n1"}, "timestamp": "1970-01-12T13:46:40Z", "window": "20s",
+         "usage": {"cpu": "250000000n", "memory": "1Gi"}}]}
+    got = parse_node_metrics(body)
+    assert got == {"cpu": {"n1": (250.0, T0)}, "memory": {"n1": (float(2**30), T0)}}
+
+
+class _SlowSource:
+    label = "slow"
+
+    def __init__(self, delay):
+        self.delay = delay
+
+    async def fetch(self, queries):
+        await asyncio.sleep(self.delay)
+        return {q: {"a": (1.0, T0)} for q in queries}
+
+    async def close(self):
+        pass
+
+
+def test_collector_rounds_are_bounded_and_a_failure_keeps_the_old_samples():
+    provider = MetricProviderArgs(address="http://127.0.0.1:1", interval_seconds=1, timeout_seconds=0.05)
+    c = LoadCollector(clock=lambda: T0)
+    series = c.subscribe(provider, "up", "up")
+    assert c.subscribe(provider, "up", "again") is series           # one series per provider and query
+    p = next(iter(c.providers.values()))
+    p.source = _SlowSource(0)
+    asyncio.run(c.fetch_round(p))
+    assert series.up and series.samples == {"a": (1.0, T0)}
+    version = series.version
+    p.source = _SlowSource(30)
+    asyncio.run(c.fetch_round(p))                                     # cancelled at the timeout
+    assert not series.up and series.error == "no answer within 0.05s"
+    assert series.samples == {"a": (1.0, T0)} and series.version == version + 1
+
+
+# -- explanations ---------------------------------------------------------------------------------
+
+def test_explain_notes_say_what_was_read_and_which_fallback():
+    t, _ = make_tester(TargetLoadPacking, {"a": {"cpu": 10}, "b": {"cpu": 35}})
+    state = CycleState()
+    trace = CycleTrace()
+    state.write("pysched/trace", trace)
+    pod = PodInfo.from_dict(make_pod("p", cpu="500m"), keep_raw=True)
+    t.plugin.pre_score(state, pod, t.nodes())
+    notes = trace.to_dict()["scoreNotes"]["TargetLoadPacking"]
+    assert notes["a"].startswith("cpu sample 10.0 (0s old); pending 0m; pod 750m; predicted 28.8% of 4000m")
+    assert notes["c"].startswith("cpu no sample: fallback Neutral")
+
+
+def test_load_variation_fast_path_matches_the_general_one():
+    rng = np.random.default_rng(7)
+    names = [f"n{i}" for i in range(60)]
+    values = {n: lvrb_values(*rng.uniform(0, 120, 4).round(2).tolist()) for n in names}
+    for args in ({}, {"safeVarianceSensitivity": 0.5, "safeVarianceMargin": 2}, {"safeVarianceSensitivity": 0}):
+        t, _ = make_tester(LoadVariationRiskBalancing, values, args=args, nodes=names)
+        pod = PodInfo.from_dict(make_pod("p", cpu="700m", memory="3Gi"), keep_raw=True)
+        fast, general = CycleState(), CycleState()
+        general.write("pysched/trace", CycleTrace())           # explained cycles take the general path
+        t.plugin.pre_score(fast, pod, t.nodes())
+        t.plugin.pre_score(general, pod, t.nodes())
+        assert fast.read("LoadVariationRiskBalancing/preScore")[1].tolist() == \
+            general.read("LoadVariationRiskBalancing/preScore")[1].tolist()

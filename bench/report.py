@@ -210,7 +210,7 @@ PROFILE_TEXT = {
                "scores (GPU, AZSpread, CapacityType, InstanceType), work kube-scheduler did not do.",
     "loadaware": "pysched ran the loadaware profile: kube-scheduler 1.35's default plugins plus TargetLoadPacking "
                  "and LoadVariationRiskBalancing, reading every node's cpu/memory figures from a real Prometheus "
-                 "(scraping one exporter every 5 s; the scheduler fetches every 5 s, 2 s timeout).",
+                 "(scraping one exporter every 5 s; the scheduler fetches at the default 15 s interval, 2 s timeout).",
 }
 
 

@@ -38,8 +38,9 @@ LOAD_AWARE_PLUGINS = ("TargetLoadPacking", "LoadVariationRiskBalancing")
 
 
 def load_aware_args(address: str) -> list[dict]:
-    """pluginConfig for the load-aware profile: both Trimaran scores on the bench exporter's gauges."""
-    provider = {"type": "Prometheus", "address": address, "intervalSeconds": 5, "timeoutSeconds": 2}
+    """pluginConfig for the load-aware profile: both Trimaran scores on the bench exporter's gauges,
+    the provider at its defaults (a fetch every 15 s, 2 s timeout)."""
+    provider = {"type": "Prometheus", "address": address}
     return [{"name": "TargetLoadPacking", "args": {"metricProvider": provider, "query": CPU_METRIC}},
             {"name": "LoadVariationRiskBalancing", "args": {"metricProvider": provider, "cpuQuery": CPU_METRIC,
                                                             "memoryQuery": MEMORY_METRIC}}]

@@ -18,7 +18,7 @@ from .conftest import scheduler_config, wait_for
 pytestmark = pytest.mark.e2e
 
 
-def load_config(address: str, *, timeout: float = 0.5, fallback: str = "Neutral") -> dict:
+def load_config(address: str, *, timeout: float = 0.5, fallback: str = "Neutral", pending: float = 60) -> dict:
     tlp = {"name": "TargetLoadPacking"}
     return scheduler_config(profiles=[{
         "schedulerName": "pysched",
@@ -27,7 +27,8 @@ def load_config(address: str, *, timeout: float = 0.5, fallback: str = "Neutral"
         "pluginConfig": [{"name": "TargetLoadPacking", "args": {
             "metricProvider": {"type": "Prometheus", "address": address, "intervalSeconds": 1,
                                "timeoutSeconds": timeout},
-            "query": CPU_METRIC, "fallback": fallback, "maxStalenessSeconds": 10}}],
+            "query": CPU_METRIC, "fallback": fallback, "maxStalenessSeconds": 10,
+            "pendingLoadSeconds": pending}}],
     }])
 
 
@@ -100,10 +101,17 @@ async def test_prometheus_outage_falls_back_and_recovers(admin, scheduler_factor
     prom = await start_prometheus(exporters, tmp_path, figures)
     try:
         await create_nodes(admin, [make_node(n, cpu="4", memory="16Gi") for n in figures])
-        sched = scheduler_factory(load_config(prom.address)).start()
+        # pendingLoadSeconds 0: placements count only until the next sample (none during the outage)
+        sched = scheduler_factory(load_config(prom.address, pending=0)).start()
         await wait_for(lambda: sched_metric_is(sched, "pysched_metrics_source_up", 1), 60, what="source up")
         prom.stop()
         await wait_for(lambda: sched_metric_is(sched, "pysched_metrics_source_up", 0), 30, what="source down")
+        source = f"prometheus:{prom.address}"
+
+        async def stale() -> bool:      # the samples from before the outage served until now
+            age = await sched.metric("pysched_metrics_sample_age_seconds", source=source)
+            return age is not None and age > 11
+        await wait_for(stale, 30, what="samples older than maxStalenessSeconds")
         # Scheduling goes on with the configured fallback (Neutral), counted by reason.
         await create_pods(admin, [make_pod(f"during-{i}", cpu="100m") for i in range(3)])
         await wait_for(lambda: bound(admin, [f"during-{i}" for i in range(3)]), 60, what="pods bound during the outage")
@@ -113,7 +121,7 @@ async def test_prometheus_outage_falls_back_and_recovers(admin, scheduler_factor
         # Back: the next cycles read fresh samples and take no fallback.
         prom.start()
         await wait_for(lambda: sched_metric_is(sched, "pysched_metrics_source_up", 1), 60, what="source up again")
-        age = await sched.metric("pysched_metrics_sample_age_seconds", source=f"prometheus:{prom.address}")
+        age = await sched.metric("pysched_metrics_sample_age_seconds", source=source)
         assert age is not None and age < 10
         before = await sched.metric("pysched_metrics_fallbacks_total", plugin="TargetLoadPacking", reason="source_down")
         await create_pods(admin, [one_cpu("after")])

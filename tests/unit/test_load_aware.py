@@ -130,6 +130,24 @@ def test_neutral_fallback_scores_50_and_is_counted_once_per_cycle(values, age, r
     assert load.fallbacks == {("TargetLoadPacking", reason): 1}
 
 
+def test_samples_from_before_an_outage_serve_until_stale_then_count_as_source_down():
+    t, load = make_tester(TargetLoadPacking, {"a": {"cpu": 10}, "b": {"cpu": 35}}, nodes=("a", "b"))
+    load.series["cpu"].failed("no answer within 2s")          # one failed fetch: samples still fresh
+    assert t.score(make_pod("p", cpu="500m")) == {"a": 83, "b": 31}
+    assert load.fallbacks == {}
+    load._now = T0 + 61                                        # now older than maxStalenessSeconds
+    assert t.score(make_pod("p", cpu="500m")) == {"a": 50, "b": 50}
+    assert load.fallbacks == {("TargetLoadPacking", "source_down"): 1}
+
+
+def test_reserve_forgets_old_placements_even_when_every_cycle_is_skipped():
+    t, load = make_tester(TargetLoadPacking, {}, args={"fallback": "Disable"}, nodes=("a",))
+    for i in range(5):
+        load._now = T0 + 200 * i                               # > pendingLoadSeconds + maxStaleness apart
+        t.plugin.reserve(CycleState(), PodInfo.from_dict(one_cpu_pod(f"p{i}"), keep_raw=True), "a")
+    assert len(t.plugin.placements) == 1 and len(t.plugin.placements._heap) == 1
+
+
 def test_requests_fallback_scores_requested_cpu():
     pods = [make_pod("old", cpu="1", node_name="c")]
     t, load = make_tester(TargetLoadPacking, {"a": {"cpu": 10}, "b": {"cpu": 10}}, args={"fallback": "Requests"},
@@ -168,6 +186,15 @@ class _Fixed(StaticLoad):
 
 def lvrb_values(cpu, cpu_sd, mem, mem_sd):
     return {"cpu": cpu, "cpu_stddev": cpu_sd, "memory": mem, "memory_stddev": mem_sd}
+
+
+def test_load_variation_rounds_exact_halves_up():
+    # cpu: mu (0 + 3800) / 4000 = .95, sigma 0 -> (1 - .475) * 100 = 52.5 exactly -> 53 (Go's Round);
+    # multiplying by a stored 1/4000 instead of dividing gives 52.4999... -> 52
+    t, _ = make_tester(LoadVariationRiskBalancing, {"a": lvrb_values(0, 0, 0, 0)}, nodes=("a",))
+    pod = PodInfo.from_dict(make_pod("p", cpu="3800m", memory=None), keep_raw=True)
+    assert t.plugin._fast(pod, t.nodes(), T0).tolist() == [53]
+    assert t.score(make_pod("p", cpu="3800m", memory=None)) == {"a": 53}
 
 
 @pytest.mark.parametrize("args,expected", [
@@ -223,6 +250,11 @@ def test_metric_score_bounds_direction_weights_and_missing_values():
     (LoadVariationRiskBalancing, {"metricProvider": {"type": "KubernetesMetricsServer"}},
      "args.metricProvider.type: LoadVariationRiskBalancing needs PromQL"),
     (LoadVariationRiskBalancing, {"metricProvider": PROM, "window": "5 minutes"}, "args.window:"),
+    (LoadVariationRiskBalancing, {"metricProvider": PROM, "window": "0m"}, "args.window: must be longer than 0"),
+    (TargetLoadPacking, {"metricProvider": PROM, "defaultRequests": {"cpu": "0"}},
+     "args.defaultRequests.cpu: must be more than 0"),
+    (MetricScore, {"metricProvider": PROM, "metrics": [{"name": "x", "query": "x", "max": float("inf")}]},
+     "args.metrics[0].max: must be a finite number"),
     (MetricScore, {"metricProvider": PROM}, "args.metrics: Required value"),
     (MetricScore, {"metricProvider": PROM, "fallback": "Requests", "metrics": [{"name": "x", "query": "x"}]},
      "args.fallback: Requests has no meaning for MetricScore"),
@@ -326,7 +358,26 @@ def test_load_variation_fast_path_matches_the_general_one():
         pod = PodInfo.from_dict(make_pod("p", cpu="700m", memory="3Gi"), keep_raw=True)
         fast, general = CycleState(), CycleState()
         general.write("pysched/trace", CycleTrace())           # explained cycles take the general path
+        assert t.plugin._fast(pod, t.nodes(), T0) is not None
         t.plugin.pre_score(fast, pod, t.nodes())
         t.plugin.pre_score(general, pod, t.nodes())
         assert fast.read("LoadVariationRiskBalancing/preScore")[1].tolist() == \
             general.read("LoadVariationRiskBalancing/preScore")[1].tolist()
+
+
+def test_target_load_fast_path_matches_the_general_one():
+    rng = np.random.default_rng(11)
+    names = [f"n{i}" for i in range(80)]
+    values = {n: {"cpu": float(v)} for n, v in zip(names, rng.uniform(0, 110, len(names)).round(3), strict=True)}
+    t, _ = make_tester(TargetLoadPacking, values, nodes=names)
+    for k in range(40):                                        # pending placements on some nodes
+        t.plugin.placements.add(f"u{k}", names[k % 13], T0, int(rng.integers(100, 3000)))
+    for cpu in ("100m", "750m", "3"):
+        pod = PodInfo.from_dict(make_pod("p", cpu=cpu), keep_raw=True)
+        fast, general = CycleState(), CycleState()
+        general.write("pysched/trace", CycleTrace())           # explained cycles take the general path
+        assert t.plugin._fast(150, t.nodes(), T0) is not None
+        t.plugin.pre_score(fast, pod, t.nodes())
+        t.plugin.pre_score(general, pod, t.nodes())
+        assert fast.read("TargetLoadPacking/preScore")[1].tolist() == \
+            general.read("TargetLoadPacking/preScore")[1].tolist()

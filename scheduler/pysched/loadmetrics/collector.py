@@ -27,7 +27,7 @@ class _Provider:
     def __init__(self, provider: MetricProviderArgs, source: Any):
         self.provider = provider
         self.source = source
-        self.series: dict[str, MetricSeries] = {}   # query -> series
+        self.series: dict[tuple[str, str], MetricSeries] = {}   # (query, unit) -> series
         self.last_ok = 0.0
         self.up: bool | None = None
 
@@ -47,9 +47,9 @@ class LoadCollector:
             source = (MetricsServerSource(provider, self.client) if provider.type == METRICS_SERVER
                       else PrometheusSource(provider, clock=self.clock))
             p = self.providers[provider.key()] = _Provider(provider, source)
-        series = p.series.get(query)
+        series = p.series.get((query, unit))
         if series is None:
-            series = p.series[query] = MetricSeries(name=name, query=query, unit=unit)
+            series = p.series[(query, unit)] = MetricSeries(name=name, query=query, unit=unit)
         return series
 
     def now(self) -> float:
@@ -83,7 +83,7 @@ class LoadCollector:
 
     async def fetch_round(self, p: _Provider) -> None:
         source = p.source.label
-        queries = list(p.series)
+        queries = sorted({q for q, _ in p.series})
         t0 = time.perf_counter()
         try:
             answers = await asyncio.wait_for(p.source.fetch(queries), timeout=p.provider.timeout_seconds)
@@ -98,8 +98,19 @@ class LoadCollector:
             self._down(p, f"{type(exc).__name__}: {exc}", "error", t0)
             return
         now = self.clock()
-        for query, series in p.series.items():
-            series.replace(answers.get(query, {}), now)
+        failed = {}
+        for (query, _), series in p.series.items():
+            answer = answers.get(query, {})
+            if isinstance(answer, BaseException):      # this query alone failed (a bad PromQL)
+                series.failed(str(answer))
+                failed[query] = str(answer)
+            else:
+                series.replace(answer, now)
+        if len(failed) == len(queries):
+            self._down(p, next(iter(failed.values())), "error", t0)
+            return
+        for query, error in failed.items():
+            log.warning("metrics query failed", extra=kv(source=source, query=query, error=error))
         p.last_ok = now
         METRICS.metrics_fetch_duration.labels(source, "ok").observe(time.perf_counter() - t0)
         METRICS.metrics_source_up.labels(source).set(1)

@@ -13,15 +13,25 @@ import asyncio
 import math
 import ssl
 import time
+import urllib.parse
 from typing import Any
 
 import aiohttp
+import orjson
 
 from pysched.apis.core.quantity import QuantityError, resource_value
 from pysched.framework.loadmetrics import MetricProviderArgs
 from pysched.framework.podinfo import parse_time
 
 Samples = dict[str, tuple[float, float]]
+
+
+def without_credentials(url: str) -> str:
+    """``url`` with any ``user:password@`` removed (for labels and logs)."""
+    parts = urllib.parse.urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 class SourceError(Exception):
@@ -46,16 +56,15 @@ def parse_vector(body: Any, node_label: str, now: float) -> Samples:
     if data.get("resultType") != "vector":
         raise SourceError(f"query gives a {data.get('resultType')!r}, not an instant vector")
     out: Samples = {}
+    isfinite = math.isfinite
     for item in data.get("result") or ():
-        label = (item.get("metric") or {}).get(node_label)
-        if not label:
-            continue
         try:
+            label = item["metric"][node_label]
             value = float(item["value"][1])
         except (KeyError, IndexError, TypeError, ValueError):
-            continue
-        if math.isfinite(value):
-            out[node_of(label)] = (value, now)
+            continue            # no node label, or no number: not a node's sample
+        if label and isfinite(value):
+            out[label if ":" not in label else node_of(label)] = (value, now)
     return out
 
 
@@ -65,7 +74,7 @@ class PrometheusSource:
     def __init__(self, provider: MetricProviderArgs, *, clock=time.time):
         self.provider = provider
         self.address = provider.address.rstrip("/")
-        self.label = f"prometheus:{self.address}"
+        self.label = f"prometheus:{without_credentials(self.address)}"
         self.clock = clock
         self._session: aiohttp.ClientSession | None = None
 
@@ -82,13 +91,16 @@ class PrometheusSource:
         with open(self.provider.bearer_token_file) as f:   # re-read: tokens rotate
             return {"Authorization": f"Bearer {f.read().strip()}"}
 
-    async def fetch(self, queries: list[str]) -> dict[str, Samples]:
+    async def fetch(self, queries: list[str]) -> dict[str, Samples | SourceError]:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.provider.timeout_seconds),
                 connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=8))
         headers = self._headers()
-        answers = await asyncio.gather(*(self._query(q, headers) for q in queries))
+        answers = await asyncio.gather(*(self._query(q, headers) for q in queries), return_exceptions=True)
+        for a in answers:   # a transport failure is the source's; an error answer is its query's
+            if isinstance(a, BaseException) and not isinstance(a, SourceError):
+                raise a
         return dict(zip(queries, answers, strict=True))
 
     async def _query(self, query: str, headers: dict[str, str]) -> Samples:
@@ -97,8 +109,10 @@ class PrometheusSource:
             async with self._session.get(f"{self.address}/api/v1/query", params={"query": query},
                                          headers=headers) as resp:
                 try:
-                    body = await resp.json(content_type=None)
-                except ValueError:
+                    # orjson: a 5,000-node answer decodes ~4x faster than with json (the
+                    # collector's main cost in the loadaware benchmark)
+                    body = orjson.loads(await resp.read())
+                except orjson.JSONDecodeError:
                     raise SourceError(f"HTTP {resp.status}: answer is not JSON") from None
                 if resp.status >= 400 and not isinstance(body, dict):
                     raise SourceError(f"HTTP {resp.status}")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import dataclass, field
 
 from pysched.apis import config as configmod
@@ -468,7 +469,8 @@ def prepare(args) -> tuple[Simulation, Snapshot, list[dict], dict]:
     if getattr(args, "metrics_file", None):
         from pysched.loadmetrics.static import StaticLoad, load_metrics_file
         try:
-            load = StaticLoad(load_metrics_file(args.metrics_file))
+            # One clock for the whole run: samples do not age while it simulates.
+            load = StaticLoad(load_metrics_file(args.metrics_file), now=time.time())
         except configmod.ConfigError as exc:
             raise SnapshotError(f"--metrics-file: {exc}") from None
     simulation = Simulation(cfg, seed=args.seed, plugin_modules=args.plugin_module, load=load)

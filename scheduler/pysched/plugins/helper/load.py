@@ -1,8 +1,9 @@
 """Shared by the load-aware scores: their common arguments, reading a metric series for a batch of
 nodes, the explicit fallback policy, and the per-pod CPU prediction.
 
-A node's reading is usable when its sample exists and is at most ``maxStalenessSeconds`` old and
-the source's last fetch worked. Otherwise the plugin's ``fallback`` decides, and is counted once
+A node's reading is usable when its sample exists and is at most ``maxStalenessSeconds`` old
+(samples fetched before an outage serve until then, so one timed-out fetch does not flip every
+score). Otherwise the plugin's ``fallback`` decides, and is counted once
 per cycle and reason (``pysched_metrics_fallbacks_total{plugin,reason}``): ``Neutral`` scores those
 nodes 50, ``Requests`` scores them from requested (not used) resources, ``Disable`` skips the
 plugin for the cycle. A fallback never filters a node out: a metrics outage cannot make a pod
@@ -44,6 +45,7 @@ NODE_CPU_UTILISATION = '100 * (1 - avg by (instance) (rate(node_cpu_seconds_tota
 NODE_MEMORY_UTILISATION = "100 * (1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes)"
 
 FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 Int64Array = npt.NDArray[np.int64]
 
 # Reading codes per node.
@@ -145,11 +147,12 @@ def read(sv: SlotValues, nodes: NodeBatch, now: float, max_staleness: float) -> 
     times = sv.times[nodes.slots]
     ages = now - times
     codes = np.zeros(len(values), dtype=np.int8)
+    codes[np.isnan(values)] = ABSENT
+    codes[(codes == OK) & (ages > max_staleness)] = OLD
     if not sv.series.up:
-        codes[:] = DOWN
-    else:
-        codes[np.isnan(values)] = ABSENT
-        codes[(codes == OK) & (ages > max_staleness)] = OLD
+        # The samples from before the outage serve while they are fresh; the nodes they no
+        # longer cover are down, not merely missing.
+        codes[codes != OK] = DOWN
     if codes.any():
         values = np.where(codes == OK, values, np.nan)
     return Readings(values, codes, ages)
@@ -181,8 +184,9 @@ def pod_cpu_prediction(pod: PodInfo, default_millis: int, multiplier: float) -> 
     raw: dict[str, Any] | None = pod.raw
     containers = ((raw or {}).get("spec") or {}).get("containers") if raw is not None else None
     if not containers:
+        # Pods other schedulers place keep no raw object: their requests stand in (no limits).
         cpu = pod.requests.get("cpu", 0)
-        return int(round(cpu * multiplier)) if cpu else default_millis
+        return int(np.floor(cpu * multiplier + 0.5)) if cpu else default_millis
     total = 0
     for c in containers:
         res = c.get("resources") or {}

@@ -80,6 +80,8 @@ class LoadVariationRiskBalancingArgs(LoadArgs):
         self.require_prometheus(path, "LoadVariationRiskBalancing")
         if not _DURATION.match(self.window):
             raise ConfigError(f"{path}.window: {self.window!r} is not a PromQL duration (like 5m or 1h30m)")
+        if not any(int(n) for n in re.findall(r"[0-9]+", self.window)):
+            raise ConfigError(f"{path}.window: must be longer than 0")
         for key, q in (("cpuQuery", self.cpu_query), ("memoryQuery", self.memory_query)):
             if not q.strip():
                 raise ConfigError(f"{path}.{key}: must not be empty")
@@ -108,13 +110,14 @@ def risk_sigma(fraction: FloatArray, margin: float, sensitivity: float) -> Float
 
 
 class _Prepared:
-    __slots__ = ("key", "oldest", "per_res")
+    __slots__ = ("key", "oldest", "oldest_all", "per_res")
 
     def __init__(self, key: tuple[object, ...], oldest: FloatArray,
                  per_res: list[tuple[FloatArray, FloatArray, FloatArray, FloatArray]]):
         self.key = key
         self.oldest = oldest        # the oldest of the four samples' times, per slot (-inf: one is missing)
-        self.per_res = per_res      # per resource: used, sigma, 1/capacity, has capacity
+        self.oldest_all = float(oldest.min()) if len(oldest) else np.inf
+        self.per_res = per_res      # per resource: used, sigma, capacity (1 where none), has capacity
 
 
 class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
@@ -155,7 +158,7 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
                 used = np.clip(mean, 0.0, safe)
                 sigma = risk_sigma(np.clip(dev, 0.0, safe) / safe, self.args.safe_variance_margin,
                                    self.args.safe_variance_sensitivity)
-                per_res.append((used, sigma, np.where(has, 1.0 / safe, 0.0), has.astype(np.float64)))
+                per_res.append((used, sigma, safe, has.astype(np.float64)))
             self._prepared = _Prepared(key, oldest, per_res)
         return self._prepared
 
@@ -165,11 +168,13 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
             return None
         prep = self._prepare(nodes.table)
         slots = nodes.slots
-        if not (prep.oldest[slots] >= now - self.args.max_staleness_seconds).all():
+        fresh_after = now - self.args.max_staleness_seconds
+        if prep.oldest_all < fresh_after and not (prep.oldest[slots] >= fresh_after).all():
             return None
         best = None
-        for res, (used, sigma, inv, has) in zip(RESOURCES, prep.per_res, strict=True):
-            mu = np.minimum((used[slots] + float(max(pod.requests.get(res, 0), 0))) * inv[slots], 1.0)
+        for res, (used, sigma, cap, has) in zip(RESOURCES, prep.per_res, strict=True):
+            # divided, not multiplied by 1/cap: the general path's rounding, to the last bit
+            mu = np.minimum((used[slots] + float(max(pod.requests.get(res, 0), 0))) / cap[slots], 1.0)
             s = (1.0 - (mu + sigma[slots]) * 0.5) * (MAX_NODE_SCORE * has[slots])
             best = s if best is None else np.minimum(best, s)
         assert best is not None

@@ -11,6 +11,7 @@ the fallback for that metric: ``Neutral`` (50) or ``Disable`` (the plugin sits t
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -67,6 +68,9 @@ class MetricSpec:
     def validate(self, path: str) -> None:
         if not _NAME.match(self.name):
             raise ConfigError(f"{path}.name: {self.name!r} must be a metric-style name ([a-zA-Z_][a-zA-Z0-9_]*)")
+        for key, v in (("min", self.min), ("max", self.max)):
+            if not math.isfinite(v):
+                raise ConfigError(f"{path}.{key}: must be a finite number, got {v}")
         if not self.max > self.min:
             raise ConfigError(f"{path}.max: {self.max:g} must be greater than min ({self.min:g})")
 

@@ -2,8 +2,9 @@
 measured use rather than requests (scheduler-plugins' Trimaran plugin of the same name).
 
 A node's predicted utilisation U is its measured CPU use, plus what pods placed on it since its
-sample are predicted to use, plus this pod's prediction, over its allocatable CPU (percent). The
-score rises linearly from ``target`` at U=0 to 100 at U=``target`` (default 40 %), falls linearly to
+sample are predicted to use, plus this pod's prediction, over its allocatable CPU (percent;
+Trimaran divides by capacity, but allocatable is what pods can use; a node without CPU scores 0).
+The score rises linearly from ``target`` at U=0 to 100 at U=``target`` (default 40 %), falls linearly to
 0 at U=100, and is 0 above it::
 
     U <= target:  (100 - target) * U / target + target
@@ -11,8 +12,9 @@ score rises linearly from ``target`` at U=0 to 100 at U=``target`` (default 40 %
 
 A pod's prediction (Trimaran's): per container its CPU limit, else its request times
 ``defaultRequestsMultiplier`` (1.5), else ``defaultRequests.cpu`` (1 core). Pods this scheduler
-reserves, and pods seen bound by anyone, count on their node for ``pendingLoadSeconds`` (60) before
-the sample the cycle reads - a burst of pods therefore spreads instead of all landing on the one
+reserves, and pods seen bound by anyone (predicted from their requests: the limits of pods other
+schedulers place are not kept), count on their node for ``pendingLoadSeconds`` (60) before the
+sample the cycle reads - a burst of pods therefore spreads instead of all landing on the one
 node that looked idle at the last scrape. When a node's sample is missing, stale or the source is
 down, ``fallback`` applies (``helper.load``); ``Requests`` uses requested CPU in place of use.
 Reads: the metric series (``Handle.load``), the nodes' allocatable and requested CPU.
@@ -47,11 +49,11 @@ from pysched.plugins.helper.load import (
     NODE_CPU_UTILISATION,
     OK,
     REQUESTS,
+    BoolArray,
     FloatArray,
     Int64Array,
     LoadArgs,
     SlotValues,
-    go_round,
     load_of,
     pod_cpu_prediction,
     read,
@@ -83,9 +85,11 @@ class TargetLoadPackingArgs(LoadArgs):
             if k != "cpu":
                 raise ConfigError(f"{path}.defaultRequests.{k}: only cpu is predicted")
         try:
-            self.default_cpu_millis()
+            millis = self.default_cpu_millis()
         except Exception as exc:  # noqa: BLE001
             raise ConfigError(f"{path}.defaultRequests.cpu: {exc}") from None
+        if millis <= 0:
+            raise ConfigError(f"{path}.defaultRequests.cpu: must be more than 0")
         if not self.query.strip():
             raise ConfigError(f"{path}.query: must not be empty")
 
@@ -98,9 +102,11 @@ def target_load_score(utilisation: FloatArray, target: float) -> Int64Array:
     u = utilisation
     below = (MAX_NODE_SCORE - target) * u / target + target
     above = target * (MAX_NODE_SCORE - u) / (MAX_NODE_SCORE - target)
-    s = np.where(u <= target, below, above)
-    s = np.where(u > MAX_NODE_SCORE, 0.0, s)
-    return np.clip(go_round(s), 0, MAX_NODE_SCORE).astype(np.int64)
+    # Above 100 % the "above" line is negative: clipped to 0. Scores are >= 0, so rounding half
+    # away from zero is floor(x + 0.5).
+    s = np.clip(np.where(u <= target, below, above), 0.0, MAX_NODE_SCORE)
+    out: Int64Array = np.floor(s + 0.5).astype(np.int64)
+    return out
 
 
 class RecentPlacements:
@@ -178,6 +184,9 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         self.default_millis = a.default_cpu_millis()
         self.placements = RecentPlacements()
         self._predicted: dict[str, int] = {}   # uid -> prediction, between PreScore and Reserve
+        # (key, (used, capacity, sample times, has cpu) by slot, the oldest sample time)
+        self._prepared: tuple[tuple[int, int, int],
+                              tuple[FloatArray, FloatArray, FloatArray, BoolArray], float] | None = None
 
     # -- placements --------------------------------------------------------------------------
 
@@ -195,6 +204,7 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         millis = self._predicted.pop(pod.uid, None)
         if millis is None:
             millis = pod_cpu_prediction(pod, self.default_millis, self.args.default_requests_multiplier)
+        self.placements.advance(self._cutoff())   # also when PreScore sat cycles out (Disable)
         self.placements.add(pod.uid, node_name, self.load.now(), millis)
         return None
 
@@ -216,9 +226,55 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
 
     # -- scoring -----------------------------------------------------------------------------
 
+    def _prepare(self, table: NodeColumns) -> tuple[FloatArray, FloatArray, FloatArray, BoolArray]:
+        """By node-table slot, rebuilt only when the series or the node table changes: the measured
+        use in millicores (0 where there is no sample), the capacity (1 where none), the sample
+        times (-inf where none) and whether the node has CPU."""
+        key = (self.series.version, table.version, len(table.infos))
+        if self._prepared is None or self._prepared[0] != key:
+            self.values.refresh(table)
+            i = table.res_index.get("cpu")
+            alloc = table.alloc[:, i].astype(np.float64) if i is not None else np.zeros(len(table.infos))
+            v = self.values.values
+            used = v * alloc / 100.0 if self.series.unit == PERCENT else v.copy()
+            used[np.isnan(v)] = 0.0
+            times = self.values.times
+            self._prepared = (key, (used, np.where(alloc > 0, alloc, 1.0), times, alloc > 0),
+                              float(times.min()) if len(times) else np.inf)
+        return self._prepared[1]
+
+    def _fast(self, predicted: int, nodes: NodeBatch, now: float) -> Int64Array | None:
+        """Scores when the source is up and every node's sample is fresh; None otherwise."""
+        if not self.series.up:
+            return None
+        used, cap, times, has = self._prepare(nodes.table)
+        slots = nodes.slots
+        fresh_after = now - self.args.max_staleness_seconds
+        # every node's sample fresh (one comparison), else check the batch's own nodes
+        assert self._prepared is not None
+        if self._prepared[2] < fresh_after and not (times[slots] >= fresh_after).all():
+            return None
+        total = used[slots]
+        if len(self.placements):
+            total = total + self.placements.per_slot(nodes.table)[slots]
+        util = (total + predicted) * 100.0 / cap[slots]
+        scores = target_load_score(util, float(self.args.target_utilization))
+        out: Int64Array = scores * has[slots]
+        return out
+
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         a = self.args
         now = self.load.now()
+        predicted = pod_cpu_prediction(pod, self.default_millis, a.default_requests_multiplier)
+        if len(self._predicted) > 10000:
+            self._predicted.clear()
+        self._predicted[pod.uid] = predicted
+        self.placements.advance(self._cutoff())
+        if not state.explaining():
+            fast = self._fast(predicted, nodes, now)
+            if fast is not None:
+                store_scores(state, KEY, nodes, fast)
+                return None
         r = read(self.values, nodes, now, a.max_staleness_seconds)
         fallback_nodes = not r.all_usable()
         if fallback_nodes:
@@ -226,11 +282,6 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
             if st is not None:
                 state.write(KEY, False)
                 return st
-        predicted = pod_cpu_prediction(pod, self.default_millis, a.default_requests_multiplier)
-        if len(self._predicted) > 10000:
-            self._predicted.clear()
-        self._predicted[pod.uid] = predicted
-        self.placements.advance(self._cutoff())
         alloc = nodes.allocatable("cpu").astype(np.float64)
         pending = self.placements.per_slot(nodes.table)[nodes.slots]
         cap = np.where(alloc > 0, alloc, 1.0)
@@ -242,7 +293,7 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         if fallback_nodes and a.fallback == REQUESTS:
             by_requests = (nodes.requested("cpu") + pod.requests.get("cpu", 0)) * 100.0 / cap
             util = np.where(r.usable, util, by_requests)
-        scores = target_load_score(np.nan_to_num(util, nan=0.0), float(a.target_utilization))
+        scores = target_load_score(np.where(np.isnan(util), 0.0, util), float(a.target_utilization))
         if fallback_nodes and a.fallback == NEUTRAL:
             scores = np.where(r.usable, scores, NEUTRAL_SCORE)
         scores = np.where(alloc > 0, scores, 0)

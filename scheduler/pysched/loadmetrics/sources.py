@@ -109,8 +109,8 @@ class PrometheusSource:
             async with self._session.get(f"{self.address}/api/v1/query", params={"query": query},
                                          headers=headers) as resp:
                 try:
-                    # orjson: a 5,000-node answer decodes ~4x faster than with json (the
-                    # collector's main cost in the loadaware benchmark)
+                    # orjson, as the API client: a 5,000-series answer decodes in 10.7 ms, 13.5
+                    # with json (decoding is most of the collector's cost in the benchmark)
                     body = orjson.loads(await resp.read())
                 except orjson.JSONDecodeError:
                     raise SourceError(f"HTTP {resp.status}: answer is not JSON") from None

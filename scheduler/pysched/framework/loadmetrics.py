@@ -43,7 +43,8 @@ class MetricProviderArgs:
     ``type``: ``Prometheus`` (the HTTP API's instant queries) or ``KubernetesMetricsServer``
     (``metrics.k8s.io``, through the scheduler's own API credentials); ``address``: Prometheus's
     base URL; ``nodeLabel``: the label of a query's result that holds the node name (default
-    ``instance``; a ``host:port`` value is matched on its host part too); ``intervalSeconds``: how
+    ``instance``; a ``host:port`` value is matched on its host part too; each query is sent as
+    ``max by (<nodeLabel>) (<query>)``: the highest value when it gives several per node); ``intervalSeconds``: how
     often the collector refreshes; ``timeoutSeconds``: the bound on every request (at most the
     interval); ``bearerTokenFile``/``caFile``/``insecureSkipVerify``: TLS and auth to Prometheus.
     """

@@ -121,8 +121,11 @@ async def test_prometheus_outage_falls_back_and_recovers(admin, scheduler_factor
         # Back: the next cycles read fresh samples and take no fallback.
         prom.start()
         await wait_for(lambda: sched_metric_is(sched, "pysched_metrics_source_up", 1), 60, what="source up again")
-        age = await sched.metric("pysched_metrics_sample_age_seconds", source=source)
-        assert age is not None and age < 10
+
+        async def fresh() -> bool:      # the age gauge is refreshed once a second
+            age = await sched.metric("pysched_metrics_sample_age_seconds", source=source)
+            return age is not None and age < 10
+        await wait_for(fresh, 10, what="sample age back under maxStalenessSeconds")
         before = await sched.metric("pysched_metrics_fallbacks_total", plugin="TargetLoadPacking", reason="source_down")
         await create_pods(admin, [one_cpu("after")])
         placed = await wait_for(lambda: bound(admin, ["after"]), 60, what="pod bound after the outage")

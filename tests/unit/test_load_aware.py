@@ -372,7 +372,11 @@ def test_target_load_fast_path_matches_the_general_one():
     t, _ = make_tester(TargetLoadPacking, values, nodes=names)
     for k in range(40):                                        # pending placements on some nodes
         t.plugin.placements.add(f"u{k}", names[k % 13], T0, int(rng.integers(100, 3000)))
-    for cpu in ("100m", "750m", "3"):
+    for round_, cpu in enumerate(("100m", "750m", "3", "100m", "750m", "100m")):
+        # between rounds placements come and go: the cached scores follow them node by node
+        for k in range(5):
+            t.plugin.placements.add(f"r{round_}-{k}", names[(round_ * 7 + k) % 80], T0, 500 + 100 * k)
+        t.plugin.placements.remove(f"u{round_}")
         pod = PodInfo.from_dict(make_pod("p", cpu=cpu), keep_raw=True)
         fast, general = CycleState(), CycleState()
         general.write("pysched/trace", CycleTrace())           # explained cycles take the general path

@@ -110,13 +110,14 @@ def risk_sigma(fraction: FloatArray, margin: float, sensitivity: float) -> Float
 
 
 class _Prepared:
-    __slots__ = ("key", "oldest", "oldest_all", "per_res")
+    __slots__ = ("key", "oldest", "oldest_all", "per_res", "scores")
 
     def __init__(self, key: tuple[object, ...], oldest: FloatArray,
                  per_res: list[tuple[FloatArray, FloatArray, FloatArray, FloatArray]]):
         self.key = key
         self.oldest = oldest        # the oldest of the four samples' times, per slot (-inf: one is missing)
         self.oldest_all = float(oldest.min()) if len(oldest) else np.inf
+        self.scores: dict[tuple[float, ...], Int64Array] = {}   # the pod's requests -> scores by slot
         self.per_res = per_res      # per resource: used, sigma, capacity (1 where none), has capacity
 
 
@@ -171,14 +172,22 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
         fresh_after = now - self.args.max_staleness_seconds
         if prep.oldest_all < fresh_after and not (prep.oldest[slots] >= fresh_after).all():
             return None
-        best = None
-        for res, (used, sigma, cap, has) in zip(RESOURCES, prep.per_res, strict=True):
-            # divided, not multiplied by 1/cap: the general path's rounding, to the last bit
-            mu = np.minimum((used[slots] + float(max(pod.requests.get(res, 0), 0))) / cap[slots], 1.0)
-            s = (1.0 - (mu + sigma[slots]) * 0.5) * (MAX_NODE_SCORE * has[slots])
-            best = s if best is None else np.minimum(best, s)
-        assert best is not None
-        out: Int64Array = np.floor(best + 0.5).astype(np.int64)
+        # Scores over every slot depend on the pod only through its requests: cached per request
+        # shape until the samples or the nodes change (pods of one template share one entry).
+        requests = tuple(float(max(pod.requests.get(res, 0), 0)) for res in RESOURCES)
+        full = prep.scores.get(requests)
+        if full is None:
+            best = None
+            for req, (used, sigma, cap, has) in zip(requests, prep.per_res, strict=True):
+                # divided, not multiplied by 1/cap: the general path's rounding, to the last bit
+                mu = np.minimum((used + req) / cap, 1.0)
+                s = (1.0 - (mu + sigma) * 0.5) * (MAX_NODE_SCORE * has)
+                best = s if best is None else np.minimum(best, s)
+            assert best is not None
+            if len(prep.scores) >= 32:
+                prep.scores.clear()
+            full = prep.scores[requests] = np.floor(best + 0.5).astype(np.int64)
+        out: Int64Array = full[slots]
         return out
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:

@@ -23,7 +23,9 @@ Reads: the metric series (``Handle.load``), the nodes' allocatable and requested
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -109,9 +111,23 @@ def target_load_score(utilisation: FloatArray, target: float) -> Int64Array:
     return out
 
 
+def target_load_score_one(u: float, target: float) -> int:
+    """``target_load_score`` of one node with Python floats: the same IEEE operations in the same
+    order, so the same result to the last bit (for updating one node of a cached array)."""
+    if u <= target:
+        s = (MAX_NODE_SCORE - target) * u / target + target
+    else:
+        s = target * (MAX_NODE_SCORE - u) / (MAX_NODE_SCORE - target)
+    return math.floor(min(max(s, 0.0), float(MAX_NODE_SCORE)) + 0.5)
+
+
 class RecentPlacements:
     """CPU predicted for pods placed since the sample: per node sums, expired by time in O(log n)
-    per pod, and a per-slot array kept up to date incrementally (a cycle reads it with one take)."""
+    per pod, and a per-slot array kept up to date incrementally (a cycle reads it with one take).
+    ``changes`` lists the slots changed since the array was built (``epoch`` counts rebuilds), so a
+    cache of scores over every slot can follow it one node at a time."""
+
+    MAX_CHANGES = 4096
 
     def __init__(self) -> None:
         self.by_uid: dict[str, tuple[str, float, int]] = {}   # uid -> (node, placed_at, millis)
@@ -120,6 +136,8 @@ class RecentPlacements:
         self._key: tuple[int, int] | None = None
         self._slots: FloatArray = np.zeros(0)
         self._table: NodeColumns | None = None
+        self.changes: list[int] = []
+        self.epoch = 0
 
     def __len__(self) -> int:
         return len(self.by_uid)
@@ -155,6 +173,10 @@ class RecentPlacements:
             slot = self._table.slot_by_name.get(node)
             if slot is not None and slot < len(self._slots):
                 self._slots[slot] += millis
+                if len(self.changes) >= self.MAX_CHANGES:
+                    self.changes.clear()
+                    self.epoch += 1
+                self.changes.append(slot)
 
     def per_slot(self, table: NodeColumns) -> FloatArray:
         key = (table.version, len(table.infos))
@@ -165,6 +187,8 @@ class RecentPlacements:
                 if slot is not None:
                     arr[slot] = millis
             self._slots, self._key, self._table = arr, key, table
+            self.changes.clear()
+            self.epoch += 1
         return self._slots
 
 
@@ -184,6 +208,8 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         self.default_millis = a.default_cpu_millis()
         self.placements = RecentPlacements()
         self._predicted: dict[str, int] = {}   # uid -> prediction, between PreScore and Reserve
+        self._cache: dict[int, list[Any]] = {}    # prediction -> [epoch, changes seen, scores by slot]
+        self._cache_key: tuple[int, int, int] | None = None
         # (key, (used, capacity, sample times, has cpu) by slot, the oldest sample time)
         self._prepared: tuple[tuple[int, int, int],
                               tuple[FloatArray, FloatArray, FloatArray, BoolArray], float] | None = None
@@ -244,22 +270,41 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         return self._prepared[1]
 
     def _fast(self, predicted: int, nodes: NodeBatch, now: float) -> Int64Array | None:
-        """Scores when the source is up and every node's sample is fresh; None otherwise."""
+        """Scores when the source is up and every node's sample is fresh; None otherwise.
+
+        Scores over every slot are cached per prediction (pods of one template share it) and kept
+        current one node at a time as placements change, so a cycle is one take."""
         if not self.series.up:
             return None
-        used, cap, times, has = self._prepare(nodes.table)
+        table = nodes.table
+        used, cap, times, has = self._prepare(table)
         slots = nodes.slots
         fresh_after = now - self.args.max_staleness_seconds
         # every node's sample fresh (one comparison), else check the batch's own nodes
         assert self._prepared is not None
         if self._prepared[2] < fresh_after and not (times[slots] >= fresh_after).all():
             return None
-        total = used[slots]
-        if len(self.placements):
-            total = total + self.placements.per_slot(nodes.table)[slots]
-        util = (total + predicted) * 100.0 / cap[slots]
-        scores = target_load_score(util, float(self.args.target_utilization))
-        out: Int64Array = scores * has[slots]
+        pending = self.placements.per_slot(table)
+        pl = self.placements
+        key = self._prepared[0]
+        if self._cache_key != key:
+            self._cache.clear()
+            self._cache_key = key
+        target = float(self.args.target_utilization)
+        entry = self._cache.get(predicted)
+        if entry is None or entry[0] != pl.epoch or len(pl.changes) - entry[1] > 64:
+            util = (used + pending + predicted) * 100.0 / cap
+            full = target_load_score(util, target) * has
+            if len(self._cache) >= 32:
+                self._cache.clear()
+            entry = self._cache[predicted] = [pl.epoch, len(pl.changes), full]
+        elif entry[1] < len(pl.changes):
+            full = entry[2]
+            for s in set(pl.changes[entry[1]:]):
+                u = (float(used[s]) + float(pending[s]) + predicted) * 100.0 / float(cap[s])
+                full[s] = target_load_score_one(u, target) if has[s] else 0
+            entry[1] = len(pl.changes)
+        out: Int64Array = entry[2][slots]
         return out
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:

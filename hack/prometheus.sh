@@ -2,8 +2,8 @@
 # Obtain a real `prometheus` server binary for the tests and the benchmark that scrape fake node
 # exporters (pysched_dev/promkit.py), the way hack/helm.sh obtains helm: PROMETHEUS when set, else
 # a cache outside the repository built earlier by this script, else a build from the Go module
-# proxy with the machine's Go toolchain (first run only, about six minutes on two cores; later runs
-# are instant).
+# proxy with the machine's Go toolchain (first run only, 6 to 15 minutes on two cores depending on
+# what else runs; later runs are instant).
 #
 # Prints the path of the prometheus binary on stdout (last line); progress goes to stderr.
 set -euo pipefail

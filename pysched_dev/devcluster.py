@@ -47,16 +47,22 @@ PORT_ATTEMPTS = 5
 
 def binaries_dir() -> Path:
     """Directory holding etcd, kube-apiserver and kube-scheduler (built on first use)."""
-    explicit = os.environ.get("PYSCHED_BIN_DIR")
+    return hack_output("PYSCHED_BIN_DIR", CONTROL_PLANE_SCRIPT)
+
+
+def hack_output(env: str, script: Path) -> Path:
+    """The path ``$env`` names, else the last line ``script`` prints (a ``hack/*.sh`` that builds or
+    finds a binary), remembered in ``$env`` for the rest of the process and its children."""
+    explicit = os.environ.get(env)
     if explicit:
         return Path(explicit)
-    if not CONTROL_PLANE_SCRIPT.exists():
-        raise ControlPlaneError(f"{CONTROL_PLANE_SCRIPT} not found; set PYSCHED_BIN_DIR")
-    proc = subprocess.run([str(CONTROL_PLANE_SCRIPT)], stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        raise ControlPlaneError(f"{CONTROL_PLANE_SCRIPT} failed with exit code {proc.returncode}")
+    if not script.exists():
+        raise ControlPlaneError(f"{script} not found; set {env}")
+    proc = subprocess.run([str(script)], stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise ControlPlaneError(f"{script} failed with exit code {proc.returncode}")
     path = Path(proc.stdout.strip().splitlines()[-1])
-    os.environ["PYSCHED_BIN_DIR"] = str(path)
+    os.environ[env] = str(path)
     return path
 
 
@@ -66,7 +72,7 @@ def free_port() -> int:
     A port from ``bind(0)`` comes out of the ephemeral range, which every outgoing connection on the
     machine also draws from: between our check and the server's bind, a client elsewhere (the test
     run makes thousands of connections) can be given the same port. Below that range only another
-    explicit bind can take it, so the window is left to ``_on_fresh_ports`` alone.
+    explicit bind can take it, so the window is left to ``on_fresh_ports`` alone.
     """
     low = _ephemeral_ports()[0]
     if low - 1 > _LOWEST_PORT:
@@ -200,8 +206,8 @@ class ControlPlane:
         self.kubeconfig = write_kubeconfig(self.workdir / "admin.kubeconfig", server="https://127.0.0.1:0",
                                            ca_file=self.pki["ca.crt"], token=self.admin_token)
         try:
-            _on_fresh_ports(self._start_etcd, timeout)
-            _on_fresh_ports(self._start_apiserver, timeout)
+            on_fresh_ports(self._start_etcd, timeout)
+            on_fresh_ports(self._start_apiserver, timeout)
         except BaseException:
             self.stop()
             raise
@@ -342,11 +348,11 @@ class ControlPlane:
         log_start = self._log_size("etcd")
         self.etcd_proc = subprocess.Popen(args, stdout=self._log("etcd"), stderr=subprocess.STDOUT,
                                           start_new_session=True)
-        _wait_http(f"{self.etcd_url}/health", timeout, self.etcd_proc, "etcd", self.workdir / "etcd.log",
+        wait_http(f"{self.etcd_url}/health", timeout, self.etcd_proc, "etcd", self.workdir / "etcd.log",
                    log_start=log_start)
 
     def _start_apiserver(self, timeout: float, port: int | None = None) -> None:
-        """Start kube-apiserver on ``port``, or on a fresh one (``_on_fresh_ports`` retries those)."""
+        """Start kube-apiserver on ``port``, or on a fresh one (``on_fresh_ports`` retries those)."""
         p = self.pki
         self.apiserver_port = port or free_port()
         args = [
@@ -374,7 +380,7 @@ class ControlPlane:
         self.apiserver_proc = subprocess.Popen(args, stdout=self._log("kube-apiserver"),
                                                stderr=subprocess.STDOUT, start_new_session=True)
         ctx = ssl.create_default_context(cafile=str(p["ca.crt"]))
-        _wait_http(f"{self.url}/readyz", timeout, self.apiserver_proc, "kube-apiserver",
+        wait_http(f"{self.url}/readyz", timeout, self.apiserver_proc, "kube-apiserver",
                    self.workdir / "kube-apiserver.log", ssl_context=ctx, token=self.admin_token,
                    log_start=log_start)
         write_kubeconfig(self.kubeconfig, server=self.url, ca_file=p["ca.crt"], token=self.admin_token)
@@ -403,7 +409,7 @@ def terminate_process(proc: subprocess.Popen | None, grace: float = 10.0) -> Non
         proc.wait()
 
 
-def _on_fresh_ports(start, timeout: float) -> None:
+def on_fresh_ports(start, timeout: float) -> None:
     """Run ``start`` (which picks its ports with ``free_port()``) again while its port was taken.
 
     ``free_port()`` can only say a port was free a moment ago: with many servers starting on the
@@ -418,7 +424,7 @@ def _on_fresh_ports(start, timeout: float) -> None:
                 raise
 
 
-def _wait_http(url: str, timeout: float, proc: subprocess.Popen, name: str, log: Path, *,
+def wait_http(url: str, timeout: float, proc: subprocess.Popen, name: str, log: Path, *,
                ssl_context: ssl.SSLContext | None = None, token: str | None = None,
                log_start: int = 0) -> None:
     """Wait for ``url`` to answer 200; ``log_start`` is where this process's lines begin in ``log``."""

@@ -23,12 +23,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import subprocess
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -38,7 +35,7 @@ from aiohttp import web
 from multidict import CIMultiDict
 from yarl import URL
 
-from pysched_dev.devcluster import free_port, terminate_process
+from pysched_dev.devcluster import PORT_ATTEMPTS, free_port, hack_output, on_fresh_ports, terminate_process, wait_http
 
 __all__ = ["CPU_METRIC", "MEMORY_METRIC", "BulkExporter", "NodeExporters", "PrometheusError",
            "PrometheusServer", "SlowProxy", "prometheus_binary"]
@@ -51,31 +48,15 @@ MEMORY_METRIC = "pysched_test_node_memory_utilisation"
 
 #: The text exposition format every Prometheus version parses (3.x refuses a missing Content-Type).
 _CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-#: How many times a server is started on a fresh port when the one picked was taken meanwhile.
-_PORT_ATTEMPTS = 5
 
 
 class PrometheusError(RuntimeError):
     """Prometheus could not be obtained, started or queried."""
 
 
-class _PortTaken(PrometheusError):
-    """The port ``free_port()`` picked was bound by another process first."""
-
-
 def prometheus_binary() -> Path:
     """The prometheus binary: ``PYSCHED_PROMETHEUS``, else ``hack/prometheus.sh`` (built on first use)."""
-    explicit = os.environ.get("PYSCHED_PROMETHEUS")
-    if explicit:
-        return Path(explicit)
-    if not PROMETHEUS_SCRIPT.exists():
-        raise PrometheusError(f"{PROMETHEUS_SCRIPT} not found; set PYSCHED_PROMETHEUS")
-    proc = subprocess.run([str(PROMETHEUS_SCRIPT)], stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0 or not proc.stdout.strip():
-        raise PrometheusError(f"{PROMETHEUS_SCRIPT} failed with exit code {proc.returncode}")
-    path = Path(proc.stdout.strip().splitlines()[-1])
-    os.environ["PYSCHED_PROMETHEUS"] = str(path)
-    return path
+    return hack_output("PYSCHED_PROMETHEUS", PROMETHEUS_SCRIPT)
 
 
 def _duration(seconds: float) -> str:
@@ -102,21 +83,21 @@ async def _start_site(app: web.Application, port: int | None) -> tuple[web.AppRu
     """Serve ``app`` on 127.0.0.1: on ``port``, or on a free port (fresh ones while taken)."""
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
     await runner.setup()
-    for attempt in range(1, _PORT_ATTEMPTS + 1):
+    for attempt in range(1, PORT_ATTEMPTS + 1):
         chosen = port or free_port()
         site = web.TCPSite(runner, "127.0.0.1", chosen, shutdown_timeout=1.0)
         try:
             await site.start()
             return runner, chosen
         except OSError:
-            if port or attempt == _PORT_ATTEMPTS:
+            if port or attempt == PORT_ATTEMPTS:
                 await runner.cleanup()
                 raise
     raise AssertionError("unreachable")
 
 
 class _Exporter:
-    """An aiohttp app on a loopback port serving ``ROUTE`` with ``_metrics``; start/close/async with."""
+    """An aiohttp app on a loopback port serving ``ROUTE`` with ``_metrics``; ``start()``, ``close()``."""
 
     ROUTE = "/metrics"
 
@@ -135,12 +116,6 @@ class _Exporter:
             await self._runner.cleanup()
             self._runner = None
 
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
     async def _metrics(self, request: web.Request) -> web.Response:
         raise NotImplementedError
 
@@ -150,8 +125,7 @@ class NodeExporters(_Exporter):
 
     ``scrape_configs()`` gives Prometheus one job per node (``node-<node>``) whose ``instance``
     label is the node name, so ``pysched_test_node_cpu_utilisation{instance="<node>"}`` is the
-    node's figure. Nodes set after Prometheus was configured are served but not scraped; a node
-    ``remove()``d answers 404, so Prometheus marks its series stale (``up`` becomes 0).
+    node's figure. Nodes set after Prometheus was configured are served but not scraped.
     """
 
     ROUTE = "/nodes/{node}/metrics"
@@ -164,10 +138,6 @@ class NodeExporters(_Exporter):
         """Change a node's figures (percent); the next scrape sees them. Unset figures are kept."""
         old_cpu, old_memory = self.figures.get(node, (0.0, 0.0))
         self.figures[node] = (old_cpu if cpu is None else cpu, old_memory if memory is None else memory)
-
-    def remove(self, node: str) -> None:
-        """Stop serving ``node``: its endpoint answers 404 until ``set()`` again."""
-        self.figures.pop(node, None)
 
     @property
     def address(self) -> str:
@@ -211,7 +181,7 @@ class BulkExporter(_Exporter):
     """One ``/metrics`` endpoint with both gauges for every node, labelled ``instance="<node>"``.
 
     For benchmarks with thousands of nodes, where a scrape job per node would be too many. Nodes
-    given to the constructor get deterministic pseudo-random figures; ``set_all()`` replaces them.
+    given to the constructor get deterministic pseudo-random figures.
     """
 
     job_name = "pysched-test-nodes"
@@ -219,19 +189,7 @@ class BulkExporter(_Exporter):
     def __init__(self, nodes: Iterable[str] = ()) -> None:
         super().__init__()
         self.figures: dict[str, tuple[float, float]] = {n: _pseudo_random_figures(n) for n in nodes}
-        self.scrapes = 0
         self._body: bytes | None = None
-
-    def set_all(self, mapping: Mapping[str, tuple[float, float]]) -> None:
-        """Serve exactly these nodes with these (cpu, memory) percentages from the next scrape on."""
-        self.figures = {node: (float(cpu), float(memory)) for node, (cpu, memory) in mapping.items()}
-        self._body = None
-
-    def set(self, node: str, *, cpu: float | None = None, memory: float | None = None) -> None:
-        """Change (or add) one node's figures; unset figures are kept (pseudo-random for a new node)."""
-        old_cpu, old_memory = self.figures.get(node) or _pseudo_random_figures(node)
-        self.figures[node] = (old_cpu if cpu is None else cpu, old_memory if memory is None else memory)
-        self._body = None
 
     @property
     def address(self) -> str:
@@ -257,7 +215,6 @@ class BulkExporter(_Exporter):
         return self._body
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        self.scrapes += 1
         return web.Response(body=self._render(), headers={"Content-Type": _CONTENT_TYPE})
 
 
@@ -302,50 +259,14 @@ class PrometheusServer:
         self._write_config()
         if self.port:
             self._start(self.port, timeout)
-            return self
-        for attempt in range(1, _PORT_ATTEMPTS + 1):
-            try:
-                self._start(free_port(), timeout)
-                return self
-            except _PortTaken:
-                self.port = 0
-                if attempt == _PORT_ATTEMPTS:
-                    raise
+        else:
+            on_fresh_ports(lambda t: self._start(free_port(), t), timeout)
         return self
 
     def stop(self, grace: float = 10.0) -> None:
         """SIGTERM, then SIGKILL after ``grace`` seconds; the port and the data are kept for ``start()``."""
         proc, self.proc = self.proc, None
         terminate_process(proc, grace)
-
-    def restart(self, downtime: float = 0.0, timeout: float = 60.0) -> PrometheusServer:
-        self.stop()
-        if downtime:
-            time.sleep(downtime)
-        return self.start(timeout)
-
-    async def astart(self, timeout: float = 60.0) -> PrometheusServer:
-        """``start()`` in a thread, so the event loop (exporters, the scheduler) keeps running."""
-        return await asyncio.to_thread(self.start, timeout)
-
-    async def astop(self, grace: float = 10.0) -> None:
-        await asyncio.to_thread(self.stop, grace)
-
-    def __enter__(self) -> PrometheusServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    async def reload(self, scrape_configs: Sequence[Mapping[str, Any]]) -> None:
-        """Replace the scrape configs of the running server (``POST /-/reload``, which answers
-        once the new configuration is applied)."""
-        self.scrape_configs = [dict(c) for c in scrape_configs]
-        self._write_config()
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session, \
-                session.post(f"{self.address}/-/reload") as resp:
-            if resp.status != 200:
-                raise PrometheusError(f"reload failed ({resp.status}): {await resp.text()}")
 
     def _write_config(self) -> None:
         interval = _duration(self.scrape_interval_s)
@@ -356,8 +277,7 @@ class PrometheusServer:
 
     def _start(self, port: int, timeout: float) -> None:
         args = [str(self.binary), f"--config.file={self.config_file}",
-                f"--storage.tsdb.path={self.workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle",
+                f"--storage.tsdb.path={self.workdir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
                 # targets reach the scrape manager at most this often (default 5 s: a slow first scrape)
                 "--scrape.discovery-reload-interval=100ms", *self.extra_args]
         log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
@@ -366,34 +286,11 @@ class PrometheusServer:
                                          start_new_session=True, cwd=self.workdir)
         self.port = port
         try:
-            self._wait_ready(timeout, log_start)
+            wait_http(f"{self.address}/-/ready", timeout, self.proc, "prometheus", self.log_file,
+                      log_start=log_start)
         except BaseException:
             self.stop()
             raise
-
-    def _log_tail(self, log_start: int) -> str:
-        with open(self.log_file, "rb") as f:
-            f.seek(log_start)
-            return f.read().decode(errors="replace")[-3000:]
-
-    def _wait_ready(self, timeout: float, log_start: int) -> None:
-        assert self.proc is not None
-        url = f"{self.address}/-/ready"
-        deadline = time.monotonic() + timeout
-        last = ""
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                output = self._log_tail(log_start)
-                error = _PortTaken if "address already in use" in output else PrometheusError
-                raise error(f"prometheus exited with code {self.proc.returncode}:\n{output}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as resp:
-                    if resp.status == 200 and self.proc.poll() is None:  # ours answered, not the port's taker
-                        return
-            except (urllib.error.URLError, OSError) as exc:
-                last = str(exc)
-            time.sleep(0.1)
-        raise PrometheusError(f"prometheus not ready at {url} after {timeout}s: {last}\n{self._log_tail(log_start)}")
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -442,7 +339,6 @@ class SlowProxy:
             self.upstream = f"http://{self.upstream}"
         self.delay_s = delay_s
         self.port = 0
-        self.requests = 0
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._in_flight: set[asyncio.Task[Any]] = set()
@@ -474,14 +370,7 @@ class SlowProxy:
             await self._session.close()
             self._session = None
 
-    async def __aenter__(self) -> SlowProxy:
-        return await self.start()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
     async def _forward(self, request: web.Request) -> web.Response:
-        self.requests += 1
         task = asyncio.current_task()
         assert task is not None
         self._in_flight.add(task)

@@ -17,7 +17,6 @@ from pysched.framework.handle import APIClient, EventRecorder, Handle, SnapshotV
 from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.registry import Registry, build_registry
 from pysched.framework.runtime import Framework
-from pysched.loadmetrics.static import StaticLoad
 from pysched.plugins import IN_TREE
 
 
@@ -38,7 +37,7 @@ def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache: Snapsho
     for prof in cfg.profiles:
         handle = Handle(snapshot=cache, objects=objects, client=client, recorder=recorder,
                         profile_name=prof.scheduler_name, waiting_pods=waiting, bind_timeout=bind_timeout,
-                        ignored_extended_resources=ignored, load=load if load is not None else StaticLoad())
+                        ignored_extended_resources=ignored, load=load)
         out[prof.scheduler_name] = Framework(prof, registry, handle)
     return out
 

@@ -37,7 +37,6 @@ class LoadCollector:
         self.client = client
         self.clock = clock
         self.providers: dict[tuple, _Provider] = {}
-        self.fallbacks: dict[tuple[str, str], int] = {}
 
     # -- LoadMetrics -----------------------------------------------------------------------------
 
@@ -56,8 +55,6 @@ class LoadCollector:
         return self.clock()
 
     def fallback_taken(self, plugin: str, reason: str) -> None:
-        key = (plugin, reason)
-        self.fallbacks[key] = self.fallbacks.get(key, 0) + 1
         METRICS.metrics_fallbacks.labels(plugin, reason).inc()
 
     # -- background ------------------------------------------------------------------------------
@@ -97,18 +94,17 @@ class LoadCollector:
             log.exception("metrics fetch failed", extra=kv(source=source))
             self._down(p, f"{type(exc).__name__}: {exc}", "error", t0)
             return
-        now = self.clock()
-        failed = {}
-        for (query, _), series in p.series.items():
-            answer = answers.get(query, {})
-            if isinstance(answer, BaseException):      # this query alone failed (a bad PromQL)
-                series.failed(str(answer))
-                failed[query] = str(answer)
-            else:
-                series.replace(answer, now)
+        # A query that failed alone (a bad PromQL) fails its series; all of them: the source is down.
+        failed = {q: str(a) for q, a in answers.items() if isinstance(a, BaseException)}
         if len(failed) == len(queries):
             self._down(p, next(iter(failed.values())), "error", t0)
             return
+        now = self.clock()
+        for (query, _), series in p.series.items():
+            if query in failed:
+                series.failed(failed[query])
+            else:
+                series.replace(answers.get(query, {}), now)
         for query, error in failed.items():
             log.warning("metrics query failed", extra=kv(source=source, query=query, error=error))
         p.last_ok = now

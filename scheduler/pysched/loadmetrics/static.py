@@ -1,5 +1,5 @@
-"""StaticLoad: load metrics from a file, for simulate and explain what-ifs (and the default when
-no collector runs: every series then has no samples, so plugins use their fallback).
+"""StaticLoad: load metrics from a file, for simulate and explain what-ifs (without one, every
+series has no samples, so plugins use their fallback).
 
 The file (YAML or JSON) maps nodes to metric values by the names the plugins subscribe with -
 ``cpu``/``memory`` (utilisation percent; LoadVariationRiskBalancing's window mean), ``cpu_stddev``/

@@ -234,9 +234,3 @@ def reading_note(codes: npt.NDArray[np.int8], ages: FloatArray, i: int, value: f
         return f"sample {value:.1f} ({ages[i]:.0f}s old)"
     what = {DOWN: "source down", ABSENT: "no sample", OLD: f"sample {ages[i]:.0f}s old (stale)"}[c]
     return f"{what}: fallback {fallback}"
-
-
-def explain_nodes(nodes: NodeBatch, limit: int = 1000) -> list[tuple[int, str]]:
-    """(index, name) of the batch's nodes to write notes for."""
-    names = nodes.names
-    return list(enumerate(names[:limit]))

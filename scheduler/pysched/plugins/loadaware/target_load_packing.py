@@ -4,8 +4,8 @@ measured use rather than requests (scheduler-plugins' Trimaran plugin of the sam
 A node's predicted utilisation U is its measured CPU use, plus what pods placed on it since its
 sample are predicted to use, plus this pod's prediction, over its allocatable CPU (percent;
 Trimaran divides by capacity, but allocatable is what pods can use; a node without CPU scores 0).
-The score rises linearly from ``target`` at U=0 to 100 at U=``target`` (default 40 %), falls linearly to
-0 at U=100, and is 0 above it::
+The score rises linearly from ``target`` at U=0 to 100 at U=``target`` (default 40 %); just above
+the target it drops back to ``target`` and falls linearly to 0 at U=100, and is 0 beyond::
 
     U <= target:  (100 - target) * U / target + target
     U >  target:  target * (100 - U) / (100 - target)
@@ -208,30 +208,28 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         self.default_millis = a.default_cpu_millis()
         self.placements = RecentPlacements()
         self._predicted: dict[str, int] = {}   # uid -> prediction, between PreScore and Reserve
-        self._cache: dict[int, list[Any]] = {}    # prediction -> [epoch, changes seen, scores by slot]
-        self._cache_key: tuple[int, int, int] | None = None
+        # prediction -> [epoch, changes seen, scores by slot], over the arrays of ``_prepared``
+        self._cache: dict[int, list[Any]] = {}
         # (key, (used, capacity, sample times, has cpu) by slot, the oldest sample time)
         self._prepared: tuple[tuple[int, int, int],
                               tuple[FloatArray, FloatArray, FloatArray, BoolArray], float] | None = None
 
     # -- placements --------------------------------------------------------------------------
 
-    def _horizon(self) -> float:
-        return self.args.pending_load_seconds + self.args.max_staleness_seconds
-
-    def _cutoff(self) -> float:
-        now = self.load.now()
-        fetched = self.series.fetched_at
-        # Placements older than the newest sample minus the start-up allowance are in the sample;
-        # without samples, none older than the staleness horizon matters.
-        return max(fetched - self.args.pending_load_seconds, now - self._horizon())
+    def _cutoff(self, now: float) -> float:
+        """Placements older than the newest sample minus the start-up allowance are in the sample;
+        without samples, none older than the staleness horizon matters."""
+        a = self.args
+        return max(self.series.fetched_at - a.pending_load_seconds,
+                   now - a.pending_load_seconds - a.max_staleness_seconds)
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         millis = self._predicted.pop(pod.uid, None)
         if millis is None:
             millis = pod_cpu_prediction(pod, self.default_millis, self.args.default_requests_multiplier)
-        self.placements.advance(self._cutoff())   # also when PreScore sat cycles out (Disable)
-        self.placements.add(pod.uid, node_name, self.load.now(), millis)
+        now = self.load.now()
+        self.placements.advance(self._cutoff(now))   # also when PreScore sat cycles out (Disable)
+        self.placements.add(pod.uid, node_name, now, millis)
         return None
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
@@ -265,6 +263,7 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
             used = v * alloc / 100.0 if self.series.unit == PERCENT else v.copy()
             used[np.isnan(v)] = 0.0
             times = self.values.times
+            self._cache.clear()         # scores cached over the old arrays
             self._prepared = (key, (used, np.where(alloc > 0, alloc, 1.0), times, alloc > 0),
                               float(times.min()) if len(times) else np.inf)
         return self._prepared[1]
@@ -286,10 +285,6 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
             return None
         pending = self.placements.per_slot(table)
         pl = self.placements
-        key = self._prepared[0]
-        if self._cache_key != key:
-            self._cache.clear()
-            self._cache_key = key
         target = float(self.args.target_utilization)
         entry = self._cache.get(predicted)
         if entry is None or entry[0] != pl.epoch or len(pl.changes) - entry[1] > 64:
@@ -314,7 +309,7 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         if len(self._predicted) > 10000:
             self._predicted.clear()
         self._predicted[pod.uid] = predicted
-        self.placements.advance(self._cutoff())
+        self.placements.advance(self._cutoff(now))
         if not state.explaining():
             fast = self._fast(predicted, nodes, now)
             if fast is not None:

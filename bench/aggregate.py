@@ -1,9 +1,11 @@
 """Runs grouped into cells, figures summarised over repeats, and the targets evaluated.
 
-A cell is one (workload, mode, client QPS/burst, scheduler); its figures are the median and range
-of the repeats that completed (``bench.stats.spread``); a comparison is the ratio of medians
-pysched / kube-scheduler. The targets are evaluated on drain mode for workloads with at least
-``TARGET_MIN_NODES`` nodes.
+A cell is one (workload, mode, client QPS/burst, scheduler, pysched profile); its figures are the
+median and range of the repeats that completed (``bench.stats.spread``); a comparison is the ratio
+of medians pysched / kube-scheduler, and between pysched's profiles also the median of the ratios
+of runs made in the same repeat (next to each other in the ABBA order). The targets are evaluated
+on drain mode for pysched's default profile, for workloads with at least ``TARGET_MIN_NODES``
+nodes.
 """
 
 from __future__ import annotations
@@ -91,10 +93,16 @@ class Cell:
     scheduler: str
     nodes: int
     runs: list[dict] = field(default_factory=list)
+    profile: str = ""          # pysched's profile ("" for the other schedulers and older results)
 
     @property
     def key(self) -> tuple:
-        return (self.workload, self.mode, self.qps, self.scheduler)
+        return (self.workload, self.mode, self.qps, self.scheduler, self.profile)
+
+    @property
+    def label(self) -> str:
+        """The scheduler, with pysched's profile when it is not the default."""
+        return f"{self.scheduler} ({self.profile})" if self.profile not in ("", "default") else self.scheduler
 
     @property
     def completed(self) -> list[dict]:
@@ -118,10 +126,12 @@ def cells(results: list[dict]) -> list[Cell]:
     """Cells in the order their first run appears."""
     out: dict[tuple, Cell] = {}
     for r in results:
-        key = (r["workload"], r["mode"], r["qps"], r["scheduler"])
+        profile = r.get("profile", "")
+        key = (r["workload"], r["mode"], r["qps"], r["scheduler"], profile)
         cell = out.get(key)
         if cell is None:
-            cell = out[key] = Cell(r["workload"], r["mode"], r["qps"], r["burst"], r["scheduler"], r.get("nodes", 0))
+            cell = out[key] = Cell(r["workload"], r["mode"], r["qps"], r["burst"], r["scheduler"], r.get("nodes", 0),
+                                   profile=profile)
         cell.runs.append(r)
     return list(out.values())
 
@@ -167,7 +177,8 @@ TARGETS: tuple[tuple[str, str, str, str, float], ...] = (
 def evaluate_targets(all_cells: list[Cell], min_nodes: int = TARGET_MIN_NODES) -> list[Target]:
     out = []
     for cell in all_cells:
-        if cell.mode != "drain" or cell.scheduler != PYSCHED or cell.nodes < min_nodes:
+        if (cell.mode != "drain" or cell.scheduler != PYSCHED or cell.profile not in ("", "default")
+                or cell.nodes < min_nodes):
             continue
         kube = peer(all_cells, cell, KUBE)
         for name, figure, rule, kind, bound in TARGETS:
@@ -185,3 +196,20 @@ def evaluate_targets(all_cells: list[Cell], min_nodes: int = TARGET_MIN_NODES) -
                 value, passed = o, o <= t
             out.append(Target(cell.workload, cell.qps, name, rule, o, t, value, passed))
     return out
+
+
+def paired_ratio(cell: Cell, base: Cell, figure: str) -> Spread | None:
+    """``figure`` of ``cell`` over ``base``, run by run: the ratio of each repeat's two runs (made
+    next to each other), summarised over the repeats both completed."""
+    ours = {r["repeat"]: FIGURES[figure](r) for r in cell.completed}
+    theirs = {r["repeat"]: FIGURES[figure](r) for r in base.completed}
+    return spread(o / t for rep, o in ours.items()
+                  if o is not None and (t := theirs.get(rep)) is not None and t)
+
+
+def profile_pairs(all_cells: list[Cell], base: str = "default") -> list[tuple[Cell, Cell]]:
+    """(pysched cell of another profile, the same workload/mode/QPS cell of ``base``)."""
+    bases = {(c.workload, c.mode, c.qps): c for c in all_cells if c.scheduler == PYSCHED and c.profile == base}
+    return [(c, b) for c in all_cells
+            if c.scheduler == PYSCHED and c.profile not in ("", base)
+            and (b := bases.get((c.workload, c.mode, c.qps))) is not None]

@@ -14,7 +14,7 @@ from . import aggregate
 from .aggregate import Cell
 from .schedulers import NULL, PYSCHED
 from .scrape import EXTENSION_POINTS
-from .stats import Spread, spread
+from .stats import Spread, ratio, spread
 
 NA = "n/a"
 
@@ -78,7 +78,7 @@ def drain_table(all_cells: list[Cell]) -> str:
     rows = []
     for c in _cells(all_cells, "drain"):
         r = aggregate.ratio_to_kube
-        rows.append([c.workload, _qps(c), c.scheduler, cf(c, "throughput"),
+        rows.append([c.workload, _qps(c), c.label, cf(c, "throughput"),
                      fmt_ratio(r(all_cells, c, "throughput")), cf(c, "with_events"),
                      fmt_ratio(r(all_cells, c, "with_events")), cf(c, "overall"), cf(c, "ttfb", 2),
                      cf(c, "cpu_per_1000", 2),
@@ -99,7 +99,7 @@ def extension_table(all_cells: list[Cell]) -> str:
     for c in _cells(all_cells, "drain"):
         if c.scheduler == NULL:
             continue
-        rows.append([c.workload, _qps(c), c.scheduler] + [cf(c, f"ext:{ep}", 3) for ep in EXTENSION_POINTS])
+        rows.append([c.workload, _qps(c), c.label] + [cf(c, f"ext:{ep}", 3) for ep in EXTENSION_POINTS])
     if not rows:
         return ""
     return _table(["workload", "QPS/burst", "scheduler"] + [f"{ep} ms" for ep in EXTENSION_POINTS],
@@ -110,7 +110,7 @@ def steady_table(all_cells: list[Cell]) -> str:
     rows = []
     for c in _cells(all_cells, "steady"):
         target = spread(r.get("target_rate") for r in c.completed)
-        rows.append([c.workload, _qps(c), c.scheduler, fmt(target), cf(c, "create_rate", 1),
+        rows.append([c.workload, _qps(c), c.label, fmt(target), cf(c, "create_rate", 1),
                      cf(c, "lat_p50"), cf(c, "lat_p90"), cf(c, "lat_p99"),
                      cf(c, "cpu_per_1000", 2), _events(c), _verified(c)])
     if not rows:
@@ -123,7 +123,7 @@ def steady_table(all_cells: list[Cell]) -> str:
 def burst_table(all_cells: list[Cell]) -> str:
     rows = []
     for c in _cells(all_cells, "burst"):
-        rows.append([c.workload, _qps(c), c.scheduler, cf(c, "throughput"),
+        rows.append([c.workload, _qps(c), c.label, cf(c, "throughput"),
                      fmt_ratio(aggregate.ratio_to_kube(all_cells, c, "throughput")),
                      cf(c, "pps_p50"), cf(c, "pps_p90"), cf(c, "pps_p99"), cf(c, "create_rate"),
                      cf(c, "lat_p50"), cf(c, "lat_p99"), cf(c, "cpu_per_1000", 2),
@@ -137,7 +137,7 @@ def burst_table(all_cells: list[Cell]) -> str:
 
 
 def load_table(all_cells: list[Cell]) -> str:
-    rows = [[c.workload, c.mode, _qps(c), c.scheduler, str(len(c.runs)), cf(c, "loadavg1", 2),
+    rows = [[c.workload, c.mode, _qps(c), c.label, str(len(c.runs)), cf(c, "loadavg1", 2),
              cf(c, "other_cpu", 2), cf(c, "apiserver_cpu", 2), cf(c, "etcd_cpu", 2)] for c in all_cells]
     if not rows:
         return ""
@@ -172,7 +172,7 @@ def gang_table(all_cells: list[Cell]) -> str:
         if not gs:
             continue
         sem = "Coscheduling" if c.scheduler == PYSCHED else "none (reference)"
-        rows.append([c.workload, c.mode, _qps(c), c.scheduler, sem,
+        rows.append([c.workload, c.mode, _qps(c), c.label, sem,
                      f"{min(g['placed'] for g in gs)} / {gs[0]['fitting']} / {gs[0]['groups']}",
                      str(max(g["partial"] for g in gs)), fmt(spread(g["groups_per_s"] for g in gs), 2),
                      fmt(spread(g["admit_p50_ms"] for g in gs)), fmt(spread(g["admit_p99_ms"] for g in gs))])
@@ -190,6 +190,24 @@ def failed_runs(results: list[dict]) -> list[dict]:
             or (r.get("gang") and r["scheduler"] == PYSCHED and r["gang"]["partial"])]
 
 
+def profiles_table(all_cells: list[Cell]) -> str:
+    """pysched's other profiles against its default profile on the same workload, mode and QPS."""
+    rows = []
+    for c, base in aggregate.profile_pairs(all_cells):
+        med = ratio(c.fig("cpu_per_1000"), base.fig("cpu_per_1000"))
+        paired = aggregate.paired_ratio(c, base, "cpu_per_1000")
+        rows.append([c.workload, c.mode, _qps(c), c.profile, cf(c, "cpu_per_1000", 2), cf(base, "cpu_per_1000", 2),
+                     NA if med is None else f"**{med:.3f}**", fmt(paired, 3), cf(c, "throughput"),
+                     cf(base, "throughput"), cf(c, "peak_rss"), cf(base, "peak_rss"),
+                     "yes" if all(r.get("load_metrics") for r in c.runs + base.runs) else "no"])
+    if not rows:
+        return ""
+    head = ["workload", "mode", "QPS/burst", "profile", "sched CPU s / 1,000 pods", "default profile's",
+            "ratio of medians", "ratio run by run", "pods/s", "default's", "peak RSS MiB", "default's",
+            "Prometheus in every run"]
+    return _table(head, ["---"] * 4 + ["---:"] * 8 + ["---"], rows)
+
+
 def sections(results: list[dict]) -> list[tuple[str, str]]:
     """(title, table) of every non-empty table, in report order."""
     cs = aggregate.cells(results)
@@ -198,6 +216,7 @@ def sections(results: list[dict]) -> list[tuple[str, str]]:
            ("Steady (creation-to-bind latency at a fixed creation rate)", steady_table(cs)),
            ("Burst (pods created as fast as the API server takes them)", burst_table(cs)),
            (f"Targets (drain mode, workloads with >= {aggregate.TARGET_MIN_NODES:,} nodes)", targets_table(cs)),
+           ("pysched's profiles against its default profile", profiles_table(cs)),
            ("Gang workloads", gang_table(cs)),
            ("Other load on the machine", load_table(cs))]
     return [(t, body) for t, body in out if body]

@@ -36,7 +36,6 @@ from .pinning import Pinning, pin_driver
 from .pinning import plan as pin_plan
 from .process import BenchError
 from .runner import RunSpec, failed, run_one
-from .schedulers import PROFILES
 
 
 def _line(d: dict) -> str:
@@ -60,12 +59,14 @@ async def main_async(args, pinning: Pinning, meta: dict) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     results: list[dict] = []
     planned = list(plan.runs(workloads, plan.parse_modes(args.modes), plan.parse_qps(args.qps),
-                             plan.parse_schedulers(args.schedulers), args.repeats))
+                             plan.parse_schedulers(args.schedulers), args.repeats,
+                             plan.parse_profiles(args.pysched_profile)))
     for i, p in enumerate(planned, 1):
         spec = RunSpec(p.workload, p.kind, p.mode, p.qps, p.burst, p.repeat, out / "runs" / p.slug, pinning,
                        steady_rate=args.steady_rate, profile_dir=Path(args.profile) if args.profile else None,
-                       pysched_profile=args.pysched_profile)
-        print(f"# [{i}/{len(planned)}] {p.workload.name} mode={p.mode} repeat={p.repeat} scheduler={p.kind} "
+                       pysched_profile=p.profile or "default", load_metrics_always=args.load_metrics == "all")
+        who = f"{p.kind} profile={p.profile}" if p.profile else p.kind
+        print(f"# [{i}/{len(planned)}] {p.workload.name} mode={p.mode} repeat={p.repeat} scheduler={who} "
               f"qps={p.qps:g}/{p.burst} ...", flush=True)
         try:
             d = (await run_one(spec)).as_dict()
@@ -92,11 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", default="", help="override NODES,INIT,MEASURE for every selected workload")
     p.add_argument("--out", default=os.path.join(tempfile.gettempdir(), "pysched-bench"))
     p.add_argument("--results-md", default="", help="write the Markdown report here (and charts beside it)")
-    p.add_argument("--pysched-profile", default="default", choices=PROFILES,
-                   help="default: kube-scheduler's plugins, as kube-scheduler runs them (like with like); "
+    p.add_argument("--pysched-profile", default="default",
+                   help="comma-separated, each run in pysched's place in the ABBA order: "
+                        "default: kube-scheduler's plugins, as kube-scheduler runs them (like with like); "
                         "shipped: plus pysched's own scores, as the shipped ConfigMap; "
                         "loadaware: the default plus TargetLoadPacking and LoadVariationRiskBalancing on a real "
                         "Prometheus (needs the prometheus binary: PYSCHED_PROMETHEUS or hack/prometheus.sh)")
+    p.add_argument("--load-metrics", default="loadaware", choices=("loadaware", "all"),
+                   help="which runs get the node exporter and Prometheus: only the loadaware profile's, or all "
+                        "(profiles then compared on the same machine load)")
     p.add_argument("--profile", default="", help="directory for py-spy profiles of pysched (raw collapsed stacks)")
     p.add_argument("--report-from", default="",
                    help="run nothing: write the report (stdout, --results-md, charts) from these results.json "
@@ -108,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--repeats must be at least 1")
     if not args.steady_rate > 0:
         p.error("--steady-rate must be positive")
+    plan.parse_profiles(args.pysched_profile)
     argv_used = argv if argv is not None else sys.argv[1:]
     command = "make bench BENCH_ARGS=" + shlex.quote(" ".join(argv_used))
     # Pin before anything starts: the control planes, the watcher and the creator inherit the mask.
@@ -115,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     pin_driver(pinning)
     info = machine_info(binaries_dir())
     meta = {"command": command, "machine": info, "pinning": pinning.as_dict(), "repeats": args.repeats,
-            "steady_rate": args.steady_rate, "pysched_profile": args.pysched_profile}
+            "steady_rate": args.steady_rate, "pysched_profile": args.pysched_profile,
+            "load_metrics": args.load_metrics}
     print(f"pinning: {pinning.describe()}", flush=True)
     results = asyncio.run(main_async(args, pinning, meta))
     return write_report(results, args, [command], info, pinning.as_dict(), args.repeats, args.steady_rate,

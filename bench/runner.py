@@ -57,6 +57,7 @@ class RunSpec:
     steady_rate: float = 100.0
     profile_dir: Path | None = None
     pysched_profile: str = "default"     # bench.schedulers.PROFILES
+    load_metrics_always: bool = False    # the exporter and Prometheus in this run whatever the profile
 
 
 @dataclass
@@ -86,6 +87,8 @@ class RunResult:
     seen_offsets: list[float] = field(default_factory=list, repr=False)
     error: str = ""
     gang: dict = field(default_factory=dict)      # gang workloads: bench.gangs.gang_summary + "partial"
+    profile: str = ""                   # pysched's profile ("" for the other schedulers)
+    load_metrics: bool = False          # the exporter and Prometheus ran beside the scheduler
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -94,7 +97,8 @@ class RunResult:
 def failed(spec: RunSpec, error: str) -> RunResult:
     w = spec.workload
     return RunResult(w.name, spec.mode, spec.kind, spec.repeat, spec.qps, spec.burst, w.nodes, w.init_pods,
-                     w.expected_bound, stats.summarise(0.0, {}, w.expected_bound).as_dict(), error=error)
+                     w.expected_bound, stats.summarise(0.0, {}, w.expected_bound).as_dict(), error=error,
+                     profile=spec.pysched_profile if spec.kind == PYSCHED else "")
 
 
 def _timeout(pods: int, qps: float) -> float:
@@ -125,8 +129,9 @@ class Run:
         return self.spec.kind == PYSCHED and self.spec.pysched_profile == "loadaware"
 
     async def start_load_metrics(self) -> None:
-        """For the loadaware profile: an exporter of every node's cpu/memory figures and a real
-        Prometheus scraping it every 5 s, up (every node's series present) before the scheduler."""
+        """For the loadaware profile (or every run, ``load_metrics_always``: profiles compared on the
+        same machine load): an exporter of every node's cpu/memory figures and a real Prometheus
+        scraping it every 5 s, up (every node's series present) before the scheduler."""
         w = self.spec.workload
         names = [w.node(i)["metadata"]["name"] for i in range(w.nodes)]
         self.exporter = await BulkExporter(names).start()
@@ -323,7 +328,8 @@ async def _measure(run: Run, phase: Phase) -> RunResult:
         peak_rss_mib=round(end.peak_rss_mib, 1), metrics=metrics, events=ev, load=load, affinity=affinity,
         violations=violations, bind_offsets=[round(b - t0, 4) for b in sorted(binds)],
         seen_offsets=sorted(round(r["seen"] - t0, 4) for r in records.values() if r.get("seen") is not None),
-        error=error, gang=gang_report(w, t0, records, all_pods) if w.gang_size else {})
+        error=error, gang=gang_report(w, t0, records, all_pods) if w.gang_size else {},
+        profile=spec.pysched_profile if kind == PYSCHED else "", load_metrics=run.prometheus is not None)
 
 
 async def run_one(spec: RunSpec) -> RunResult:
@@ -338,7 +344,7 @@ async def run_one(spec: RunSpec) -> RunResult:
         await create_nodes(run.client, (w.node(i) for i in range(w.nodes)), concurrency=CREATE_CONCURRENCY)
         await ensure_namespace(run.client, NAMESPACE)
         await create_prelude(run.client, w)
-        if run.load_aware:
+        if run.load_aware or spec.load_metrics_always:
             await run.start_load_metrics()
         if run.gang:
             await install_podgroups(run.client, w)

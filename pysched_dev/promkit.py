@@ -68,8 +68,9 @@ def _label_value(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _pseudo_random_figures(node: str) -> tuple[float, float]:
-    """Deterministic (cpu, memory) percentages for a node name, the same in every run."""
+def node_figures(node: str) -> tuple[float, float]:
+    """Deterministic (cpu, memory) percentages for a node name, the same in every run (the bulk
+    exporter serves them; the cycle-only benchmark reads them from a StaticLoad)."""
     digest = hashlib.sha256(node.encode()).digest()
     return (int.from_bytes(digest[:4]) % 10001 / 100, int.from_bytes(digest[4:8]) % 10001 / 100)
 
@@ -188,7 +189,7 @@ class BulkExporter(_Exporter):
 
     def __init__(self, nodes: Iterable[str] = ()) -> None:
         super().__init__()
-        self.figures: dict[str, tuple[float, float]] = {n: _pseudo_random_figures(n) for n in nodes}
+        self.figures: dict[str, tuple[float, float]] = {n: node_figures(n) for n in nodes}
         self._body: bytes | None = None
 
     @property

@@ -40,6 +40,47 @@ def test_run_plan_interleaves_repeats_per_cell_and_skips_the_null_binder_where_m
     assert len(slugs) == 4                              # every run has its own directory
 
 
+def test_pysched_profiles_take_pysched_s_place_in_the_abba_order():
+    wl = WORKLOADS["SchedulingBasic/500Nodes"]
+    got = [(p.repeat, p.kind, p.profile) for p in plan.runs([wl], ["drain"], [(5000, 5000)],
+                                                            ["pysched", "kube-scheduler"], 2,
+                                                            ["default", "loadaware"])]
+    assert got == [(0, "pysched", "default"), (0, "pysched", "loadaware"), (0, "kube-scheduler", ""),
+                   (1, "kube-scheduler", ""), (1, "pysched", "loadaware"), (1, "pysched", "default")]
+    slugs = {p.slug for p in plan.runs([wl], ["drain"], [(5000, 5000)], ["pysched"], 1, ["default", "loadaware"])}
+    assert len(slugs) == 2                              # each profile's run has its own directory
+    assert plan.parse_profiles("default,loadaware") == ["default", "loadaware"]
+    with pytest.raises(SystemExit, match="--pysched-profile: unknown fast"):
+        plan.parse_profiles("default,fast")
+    with pytest.raises(SystemExit, match="--pysched-profile: a profile is named twice"):
+        plan.parse_profiles("default,default")
+
+
+def test_profiles_are_cells_of_their_own_compared_with_the_default_run_by_run():
+    results = [_run("pysched", repeat=0, cpu=1.0), _run("pysched", repeat=0, cpu=1.2),
+               _run("pysched", repeat=1, cpu=1.5), _run("pysched", repeat=1, cpu=1.5),
+               _run("pysched", repeat=2, cpu=0.8), _run("pysched", repeat=2, cpu=0.84)]
+    for i, r in enumerate(results):
+        r["profile"] = "default" if i in (0, 3, 4) else "loadaware"
+        r["load_metrics"] = True
+    cs = aggregate.cells(results)
+    assert [(c.label, c.profile) for c in cs] == [("pysched", "default"), ("pysched (loadaware)", "loadaware")]
+    [(other, base)] = aggregate.profile_pairs(cs)
+    assert (other.profile, base.profile) == ("loadaware", "default")
+    # medians 1.2 vs 1.0 (+20 %), but run by run 1.2, 1.0, 1.05: the median ratio is 1.05
+    paired = aggregate.paired_ratio(other, base, "cpu_per_1000")
+    assert paired.median == pytest.approx(1.05) and paired.n == 3
+    table = report.profiles_table(cs)
+    assert "| W/5000 | drain | 5000/5000 | loadaware | 1.20 [0.84-1.50] | 1.00 [0.80-1.50] | **1.200** | " \
+           "1.050 [1.000-1.200] |" in table
+    assert table.rstrip().endswith("| yes |")
+    assert "pysched (loadaware)" in report.drain_table(cs)
+    # the targets against kube-scheduler are the default profile's only
+    results += [_run("kube-scheduler", repeat=0)]
+    assert {t.ours for t in aggregate.evaluate_targets(aggregate.cells(results)) if t.name == "scheduler CPU per pod"} \
+        == {1.0}
+
+
 def test_bad_modes_and_schedulers_name_the_flag():
     with pytest.raises(SystemExit, match="--modes"):
         plan.parse_modes("drain,sprint")
@@ -332,3 +373,15 @@ def test_report_from_earlier_results_files(tmp_path):
     assert "`make bench A`, `make bench B`" in text
     assert "| W/5000 | 5000/5000 | pysched |" in text and "| Other/500 | 5000/5000 | pysched | 70 |" in text
     assert "scheduler alone on CPU 1" in text
+
+
+def test_cycle_benchmark_runs_each_profile_on_fresh_samples(capsys):
+    from bench import cycle
+    assert cycle.main(["--workload", "SchedulingBasic/500Nodes", "--scale", "40,10,60", "--repeats", "2",
+                       "--sample-every", "25"]) == 0
+    out = capsys.readouterr().out
+    runs = [line for line in out.splitlines() if line.startswith("run=")]
+    assert [r.split()[1] for r in runs] == ["profile=default", "profile=loadaware", "profile=loadaware",
+                                            "profile=default"]
+    assert all("pods=60 scheduled=60 fallbacks=0 " in r for r in runs)   # every load sample used
+    assert "loadaware" in out.split("cycle CPU ms per pod")[1]

@@ -385,3 +385,69 @@ def test_target_load_fast_path_matches_the_general_one():
         t.plugin.pre_score(general, pod, t.nodes())
         assert fast.read("TargetLoadPacking/preScore")[1].tolist() == \
             general.read("TargetLoadPacking/preScore")[1].tolist()
+
+
+# -- a cycle with no usable load ------------------------------------------------------------------
+
+MS_ARGS = {"metrics": [{"name": "gpu_temp", "query": "gpu_temp_celsius", "min": 30, "max": 90, "weight": 3},
+                       {"name": "free_gb", "query": "node_free_gb", "max": 200}]}
+NO_LOAD = {  # scenario: (values, age, whether the source is down, the reason every node falls back for)
+    "none yet": ({}, 0, False, "missing"),                       # before the first fetch
+    "down": ({}, 0, True, "source_down"),
+    "down, old samples": ({"a": {"cpu": 10, "cpu_stddev": 1, "memory": 5, "memory_stddev": 1,
+                                 "gpu_temp": 40, "free_gb": 9}}, 61, True, "source_down"),
+}
+
+
+@pytest.mark.parametrize("plugin,args", [(TargetLoadPacking, {}), (LoadVariationRiskBalancing, {}),
+                                         (MetricScore, MS_ARGS)])
+@pytest.mark.parametrize("fallback", ["Neutral", "Requests", "Disable"])
+@pytest.mark.parametrize("scenario", NO_LOAD)
+def test_no_usable_load_anywhere_skips_the_per_node_work_with_the_same_outcome(monkeypatch, plugin, args,
+                                                                                fallback, scenario):
+    if plugin is MetricScore and fallback == "Requests":
+        return                                                 # refused for MetricScore (see above)
+    values, age, down, reason = NO_LOAD[scenario]
+    load = StaticLoad({"nodes": values, "ageSeconds": age}, now=T0)
+    nodes = [make_node("a", cpu="4", memory="32Gi"), make_node("b", cpu="4", memory="32Gi"),
+             make_node("nocpu", cpu="0", memory="32Gi")]
+    t = PluginTester(plugin, {"metricProvider": PROM, "fallback": fallback, **args}, nodes=nodes,
+                     pods=[make_pod("old", cpu="1", node_name="b")], load=load)
+    for s in load.series.values():
+        if down:
+            s.failed("no answer within 2s")
+        elif not values:
+            s.replace({}, T0)                                    # up, but no node has a sample yet
+    pod = PodInfo.from_dict(make_pod("p", cpu="500m", memory="1Gi"), keep_raw=True)
+    explained = CycleState()
+    explained.write("pysched/trace", CycleTrace())             # explained cycles read every node
+    general_status = t.plugin.pre_score(explained, pod, t.nodes())
+    assert load.fallbacks == {(plugin.name, reason): 1}
+    module = __import__(plugin.__module__, fromlist=["read"])
+    if fallback != "Requests":                                 # Requests needs each node's requests
+        monkeypatch.setattr(module, "read", lambda *a, **k: pytest.fail("read every node"))
+    state = CycleState()
+    status = t.plugin.pre_score(state, pod, t.nodes())
+    assert load.fallbacks == {(plugin.name, reason): 2}          # counted once more, for this cycle
+    assert (status is not None and status.is_skip()) == (general_status is not None and general_status.is_skip())
+    key = f"{plugin.name}/preScore"
+    fast, general = state.read(key), explained.read(key)
+    if fallback == "Disable":
+        assert fast is False and general is False
+    else:
+        assert fast[1].tolist() == general[1].tolist()
+
+
+def test_slot_values_know_the_oldest_and_newest_sample_over_the_nodes_not_the_spare_slots():
+    from pysched.plugins.helper.load import SlotValues
+    t, load = make_tester(TargetLoadPacking, {"a": {"cpu": 1}, "b": {"cpu": 2}, "c": {"cpu": 3}})
+    table = t.nodes().table
+    assert len(table.infos) > 3                                # the table keeps spare slots
+    series = load.series["cpu"]
+    series.replace({"a": (1.0, T0 - 30), "b": (2.0, T0 - 5), "c": (3.0, T0 - 9), "gone": (4.0, T0 - 99)}, T0)
+    sv = SlotValues(series)
+    sv.refresh(table)
+    assert (sv.oldest, sv.newest, sv.covered) == (T0 - 30, T0 - 5, 3)
+    series.replace({"a": (1.0, T0 - 30), "b": (2.0, T0 - 5)}, T0)   # c has none: not every node is fresh
+    sv.refresh(table)
+    assert (sv.oldest, sv.newest, sv.covered) == (-np.inf, T0 - 5, 2)

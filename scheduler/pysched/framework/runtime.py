@@ -546,7 +546,7 @@ class Framework:
                                                 "after normalizing",
                                                 plugin=pl.name))
                 w = self.weights[pl.name]
-                total += scores * w
+                total += scores if w == 1 else scores * w
                 if record:
                     metrics.plugin_duration(pl.name, "Score", None, time.perf_counter() - tp)
                 if trace is not None:

@@ -101,13 +101,19 @@ class SlotValues:
     """A series' values and sample times by node-table slot, rebuilt only when the series or the
     node table changes (a cycle then reads them with one ``take``)."""
 
-    __slots__ = ("series", "_key", "values", "times")
+    __slots__ = ("series", "_key", "values", "times", "oldest", "newest", "covered")
 
     def __init__(self, series: MetricSeries):
         self.series = series
         self._key: tuple[int, int, int] | None = None
         self.values: FloatArray = np.zeros(0)
         self.times: FloatArray = np.zeros(0)
+        # The oldest sample time over the table's nodes, -inf when a node has none: one comparison
+        # tells a cycle every node is fresh. Taken over nodes, not slots - the table keeps spare
+        # slots (-inf) that no batch reads.
+        self.oldest = -np.inf
+        self.newest = -np.inf     # the newest sample time over the table's nodes (-inf: no sample)
+        self.covered = 0          # the table's nodes with a sample
 
     def refresh(self, table: NodeColumns) -> None:
         key = (self.series.version, table.version, len(table.infos))
@@ -117,12 +123,18 @@ class SlotValues:
         values = np.full(n, np.nan)
         times = np.full(n, -np.inf)
         slot_of = table.slot_by_name
+        covered, oldest, newest = 0, np.inf, -np.inf
         for node, (v, t) in self.series.samples.items():
             slot = slot_of.get(node)
             if slot is not None:
                 values[slot] = v
                 times[slot] = t
+                covered += 1
+                oldest = min(oldest, t)
+                newest = max(newest, t)
         self.values, self.times, self._key = values, times, key
+        self.oldest = oldest if covered == len(slot_of) else -np.inf
+        self.newest, self.covered = newest, covered
 
 
 @dataclass
@@ -158,12 +170,46 @@ def read(sv: SlotValues, nodes: NodeBatch, now: float, max_staleness: float) -> 
     return Readings(values, codes, ages)
 
 
+def uniform_fallback(values: list[SlotValues], table: NodeColumns, now: float, max_staleness: float) -> int | None:
+    """The code every node of the table has when it is one and the same without looking at nodes
+    (what ``merge`` of ``read`` over any batch would give each node): DOWN when no series has a
+    fresh sample and the first is down, ABSENT when none has a fresh sample and the first, up, has
+    none at all; None otherwise (some node may be usable, or the codes differ). Lets a cycle with
+    no usable load skip the per-node work (start-up before the first fetch, an outage)."""
+    for sv in values:
+        sv.refresh(table)
+        if not now - sv.newest > max_staleness:     # read()'s test of one node's age
+            return None
+    first = values[0]
+    if not first.series.up:
+        return DOWN
+    return ABSENT if first.covered == 0 else None
+
+
 def merge(readings: list[Readings]) -> npt.NDArray[np.int8]:
     """Per node, the first non-OK code over several series (OK when all are usable)."""
     codes = readings[0].codes.copy()
     for r in readings[1:]:
         codes = np.where(codes == OK, r.codes, codes).astype(np.int8)
     return codes
+
+
+def uniform_scores(plugin: str, code: int, fallback: str, load: LoadMetrics, state: CycleState, key: str,
+                   nodes: NodeBatch, neutral: Int64Array | None = None) -> tuple[bool, Status | None]:
+    """PreScore when every node has ``code`` (``uniform_fallback``): (done, its status). Counts the
+    fallback once; with Disable it is done with Skip, with Neutral done once ``neutral`` (50 for
+    every node unless given) is stored; with Requests not done (the per-node path works them out,
+    and counts the fallback itself)."""
+    if fallback == DISABLE:
+        load.fallback_taken(plugin, REASON_OF[code])
+        state.write(key, False)
+        return True, Status(Code.SKIP)
+    if fallback == NEUTRAL:
+        load.fallback_taken(plugin, REASON_OF[code])
+        store_scores(state, key, nodes, neutral if neutral is not None
+                     else np.full(len(nodes), NEUTRAL_SCORE, dtype=np.int64))
+        return True, None
+    return False, None
 
 
 def take_fallback(plugin: str, codes: npt.NDArray[np.int8], fallback: str, load: LoadMetrics) -> Status | None:

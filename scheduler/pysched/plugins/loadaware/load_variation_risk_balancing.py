@@ -55,6 +55,8 @@ from pysched.plugins.helper.load import (
     store_scores,
     stored_scores,
     take_fallback,
+    uniform_fallback,
+    uniform_scores,
 )
 
 KEY = "LoadVariationRiskBalancing/preScore"
@@ -112,11 +114,11 @@ def risk_sigma(fraction: FloatArray, margin: float, sensitivity: float) -> Float
 class _Prepared:
     __slots__ = ("key", "oldest", "oldest_all", "per_res", "scores")
 
-    def __init__(self, key: tuple[object, ...], oldest: FloatArray,
+    def __init__(self, key: tuple[object, ...], oldest: FloatArray, oldest_all: float,
                  per_res: list[tuple[FloatArray, FloatArray, FloatArray, FloatArray]]):
         self.key = key
         self.oldest = oldest        # the oldest of the four samples' times, per slot (-inf: one is missing)
-        self.oldest_all = float(oldest.min()) if len(oldest) else np.inf
+        self.oldest_all = oldest_all  # ... and over every node of the table
         self.scores: dict[tuple[float, ...], Int64Array] = {}   # the pod's requests -> scores by slot
         self.per_res = per_res      # per resource: used, sigma, capacity (1 where none), has capacity
 
@@ -137,12 +139,14 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
                 query = f"{stat}_over_time(({q})[{a.window}:{step}])"
                 name = res if stat == "avg" else f"{res}_stddev"
                 self.values[(res, stat)] = SlotValues(self.load.subscribe(a.metric_provider, query, name))
+        self._series = tuple(sv.series for sv in self.values.values())
         self._prepared: _Prepared | None = None
 
     def _prepare(self, table: NodeColumns) -> _Prepared:
         """What does not depend on the pod, by node-table slot: rebuilt when a series or the node
         table changes, so a cycle with every sample usable is a few array operations."""
-        key = (tuple(sv.series.version for sv in self.values.values()), table.version, len(table.infos))
+        c, cs, m, ms = self._series
+        key = (c.version, cs.version, m.version, ms.version, table.version, len(table.infos))
         if self._prepared is None or self._prepared.key != key:
             for sv in self.values.values():
                 sv.refresh(table)
@@ -160,12 +164,13 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
                 sigma = risk_sigma(np.clip(dev, 0.0, safe) / safe, self.args.safe_variance_margin,
                                    self.args.safe_variance_sensitivity)
                 per_res.append((used, sigma, safe, has.astype(np.float64)))
-            self._prepared = _Prepared(key, oldest, per_res)
+            self._prepared = _Prepared(key, oldest, float(min(sv.oldest for sv in self.values.values())), per_res)
         return self._prepared
 
     def _fast(self, pod: PodInfo, nodes: NodeBatch, now: float) -> Int64Array | None:
         """Scores when every series is up and every node's samples are fresh; None otherwise."""
-        if not all(sv.series.up for sv in self.values.values()):
+        c, cs, m, ms = self._series
+        if not (c.up and cs.up and m.up and ms.up):
             return None
         prep = self._prepare(nodes.table)
         slots = nodes.slots
@@ -174,7 +179,8 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
             return None
         # Scores over every slot depend on the pod only through its requests: cached per request
         # shape until the samples or the nodes change (pods of one template share one entry).
-        requests = tuple(float(max(pod.requests.get(res, 0), 0)) for res in RESOURCES)
+        r = pod.requests
+        requests = (float(max(r.get("cpu", 0), 0)), float(max(r.get("memory", 0), 0)))   # RESOURCES
         full = prep.scores.get(requests)
         if full is None:
             best = None
@@ -198,6 +204,11 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
             if fast is not None:
                 store_scores(state, KEY, nodes, fast)
                 return None
+            code = uniform_fallback(list(self.values.values()), nodes.table, now, a.max_staleness_seconds)
+            if code is not None:
+                done, st = uniform_scores(self.name, code, a.fallback, self.load, state, KEY, nodes)
+                if done:
+                    return st
         readings = {k: read(sv, nodes, now, a.max_staleness_seconds) for k, sv in self.values.items()}
         codes = merge(list(readings.values()))
         fallback_nodes = bool(codes.any())

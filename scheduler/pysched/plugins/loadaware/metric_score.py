@@ -45,6 +45,8 @@ from pysched.plugins.helper.load import (
     store_scores,
     stored_scores,
     take_fallback,
+    uniform_fallback,
+    uniform_scores,
 )
 
 KEY = "MetricScore/preScore"
@@ -116,6 +118,12 @@ class MetricScore(PreScorePlugin, ScorePlugin):
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         a = self.args
         now = self.load.now()
+        if not state.explaining():
+            code = uniform_fallback(self.values, nodes.table, now, a.max_staleness_seconds)
+            if code is not None:
+                done, st = uniform_scores(self.name, code, a.fallback, self.load, state, KEY, nodes)
+                if done:
+                    return st
         readings = [read(sv, nodes, now, a.max_staleness_seconds) for sv in self.values]
         codes = merge(readings)
         if codes.any():

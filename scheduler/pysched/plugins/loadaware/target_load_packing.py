@@ -63,6 +63,8 @@ from pysched.plugins.helper.load import (
     store_scores,
     stored_scores,
     take_fallback,
+    uniform_fallback,
+    uniform_scores,
 )
 
 KEY = "TargetLoadPacking/preScore"
@@ -265,7 +267,7 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
             times = self.values.times
             self._cache.clear()         # scores cached over the old arrays
             self._prepared = (key, (used, np.where(alloc > 0, alloc, 1.0), times, alloc > 0),
-                              float(times.min()) if len(times) else np.inf)
+                              float(self.values.oldest))
         return self._prepared[1]
 
     def _fast(self, predicted: int, nodes: NodeBatch, now: float) -> Int64Array | None:
@@ -315,6 +317,12 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
             if fast is not None:
                 store_scores(state, KEY, nodes, fast)
                 return None
+            code = uniform_fallback([self.values], nodes.table, now, a.max_staleness_seconds)
+            if code is not None:
+                neutral = np.where(nodes.allocatable("cpu") > 0, NEUTRAL_SCORE, 0).astype(np.int64)
+                done, st = uniform_scores(self.name, code, a.fallback, self.load, state, KEY, nodes, neutral)
+                if done:
+                    return st
         r = read(self.values, nodes, now, a.max_staleness_seconds)
         fallback_nodes = not r.all_usable()
         if fallback_nodes:

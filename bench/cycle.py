@@ -1,0 +1,114 @@
+"""The cycle-only benchmark: one workload's scheduling cycles per profile, without an API server.
+
+``python -m bench.cycle [--workload W] [--profiles default,loadaware] [--repeats N]`` feeds the
+workload's nodes and pods to ``OfflineScheduler`` (the production cache, queue-less cycle, assume,
+Reserve and Permit; no bind, no Events, no informers) once per profile per repeat, the profiles
+interleaved, and prints the process CPU time per pod for each, the median of the runs and the
+ratio to the first profile. The loadaware profile reads the same per-node figures the end-to-end
+benchmark's exporter serves (``promkit.BulkExporter``), from a ``StaticLoad`` whose samples are
+renewed every ``--sample-every`` pods as a live collector's would be.
+
+The end-to-end benchmark's CPU per pod (``make bench``) is mostly the client's work (watch
+decoding, binds, Events) and moves with the API server's speed; this one isolates what a profile's
+plugins cost per cycle, the number to watch when a plugin changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+
+from pysched.apis.config import decode
+from pysched.loadmetrics.static import StaticLoad
+from pysched.tools.offline import OfflineScheduler
+from pysched.util import gctune
+from pysched_dev.promkit import node_figures
+
+from .schedulers import PROFILES, PYSCHED, SCHEDULER_NAMES, pysched_profile
+from .workloads import WORKLOADS
+
+
+class RenewedLoad(StaticLoad):
+    """StaticLoad whose samples are stamped again by ``renew()`` (a collector round)."""
+
+    def renew(self) -> None:
+        now = time.time()
+        for s in self.series.values():
+            s.replace({node: (v, now) for node, (v, _) in s.samples.items()}, now)
+
+
+def load_for(node_names: list[str]) -> RenewedLoad:
+    nodes = {}
+    for n in node_names:
+        cpu, mem = node_figures(n)
+        nodes[n] = {"cpu": cpu, "memory": mem, "cpu_stddev": 0.0, "memory_stddev": 0.0}
+    return RenewedLoad({"nodes": nodes})
+
+
+def run_once(workload, profile: str, sample_every: int) -> tuple[float, int, int, int]:
+    """(CPU seconds of the measured pods' cycles, pods scheduled, pods measured, fallbacks taken:
+    0 unless the load-aware plugins missed a sample)."""
+    name = SCHEDULER_NAMES[PYSCHED]
+    cfg = decode.parse({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                        "profiles": [pysched_profile(name, profile, metrics_address="http://127.0.0.1:9")]})
+    nodes = [workload.node(i) for i in range(workload.nodes)]
+    load = load_for([n["metadata"]["name"] for n in nodes]) if profile == "loadaware" else None
+    sim = OfflineScheduler(cfg, load=load)
+    for n in nodes:
+        sim.add_node(n)
+    for i in range(workload.init_pods):
+        sim.schedule(workload.pod(i, name, "init"))
+    pods = [workload.pod(i, name, "measure") for i in range(workload.measure_pods)]
+    gc.collect()
+    gctune.freeze()       # as the live scheduler does once its caches are synced
+    scheduled = 0
+    t0 = time.process_time()
+    for i, pod in enumerate(pods):
+        if load is not None and i % sample_every == 0:
+            load.renew()
+        if sim.schedule(pod).node is not None:
+            scheduled += 1
+    cpu = time.process_time() - t0
+    return cpu, scheduled, len(pods), sum(load.fallbacks.values()) if load is not None else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.cycle", description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", default="SchedulingBasic/5000Nodes_10000Pods", choices=sorted(WORKLOADS))
+    p.add_argument("--profiles", default="default,loadaware")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--scale", default="", help="override the workload's NODES,INIT,MEASURE")
+    p.add_argument("--sample-every", type=int, default=2000,
+                   help="pods between renewed samples: a 15 s collector interval at 133 pods/s, a third of "
+                        "the end-to-end drain rate (more renewals than live, against the loadaware profile)")
+    args = p.parse_args(argv)
+    profiles = [x for x in args.profiles.split(",") if x]
+    for prof in profiles:
+        if prof not in PROFILES:
+            p.error(f"--profiles: unknown profile {prof!r} (one of {', '.join(PROFILES)})")
+    workload = WORKLOADS[args.workload]
+    if args.scale:
+        workload = workload.scaled(*(int(x) for x in args.scale.split(",")))
+    gctune.configure()
+    per_pod: dict[str, list[float]] = {prof: [] for prof in profiles}
+    for r in range(args.repeats):
+        order = profiles if r % 2 == 0 else profiles[::-1]
+        for prof in order:
+            cpu, scheduled, total, fallbacks = run_once(workload, prof, args.sample_every)
+            per_pod[prof].append(cpu / total * 1000)
+            print(f"run={r + 1} profile={prof} pods={total} scheduled={scheduled} fallbacks={fallbacks} "
+                  f"cpu_ms_per_pod={cpu / total * 1000:.4f}", flush=True)
+    base = statistics.median(per_pod[profiles[0]])
+    print(f"\n{args.workload}, cycle CPU ms per pod (median of {args.repeats}, [min-max]):")
+    for prof in profiles:
+        m = statistics.median(per_pod[prof])
+        print(f"  {prof:<10} {m:.4f} [{min(per_pod[prof]):.4f}-{max(per_pod[prof]):.4f}]  "
+              f"{(m / base - 1) * 100:+.1f} % vs {profiles[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

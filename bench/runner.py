@@ -185,7 +185,7 @@ class Run:
         if s.profile_dir is None or s.kind != PYSCHED:
             return
         s.profile_dir.mkdir(parents=True, exist_ok=True)
-        slug = f"{s.workload.name.replace('/', '_')}-{s.mode}-r{s.repeat}-qps{int(s.qps)}"
+        slug = s.rundir.name          # the run's own name: workload, mode, QPS, repeat, profile
         self.profiler = subprocess.Popen(
             [_py_spy(), "record", "--pid", str(sched.pid), "--rate", "200", "--format", "raw",
              "--output", str(s.profile_dir / f"{slug}.txt")],

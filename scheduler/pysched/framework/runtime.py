@@ -182,6 +182,10 @@ class Framework:
                                                        if isinstance(p, PreemptionGate)]
         self._batch_filter = {pl.name: pl.filter for pl in self.filter}
         self._batch_score = {pl.name: pl.score for pl in self.score}
+        # What run_score needs of each Score plugin, looked up once: (plugin, name, score,
+        # normalize_score or None, weight).
+        self._score_steps = [(pl, pl.name, pl.score, getattr(pl, "normalize_score", None), self.weights[pl.name])
+                             for pl in self.score]
 
     # -- construction --------------------------------------------------------------------------
 
@@ -520,15 +524,15 @@ class Framework:
         trace = state.get(TRACE_KEY)
         record = state.record_plugin_metrics
         code = Code.SUCCESS
+        skip = state.skip_score_plugins
         try:
-            for pl in self.score:
-                if pl.name in state.skip_score_plugins:
+            for pl, name, score, norm, w in self._score_steps:
+                if skip and name in skip:
                     continue
                 tp = time.perf_counter() if record else 0.0
                 try:
-                    scores = np.asarray(self._batch_score[pl.name](state, pod, batch), dtype=np.int64)
+                    scores = np.asarray(score(state, pod, batch), dtype=np.int64)
                     raw = scores.copy() if trace is not None else None
-                    norm = getattr(pl, "normalize_score", None)
                     if norm is not None:
                         st = norm(state, pod, batch, scores)
                         if st is not None and not st.is_success():
@@ -545,7 +549,6 @@ class Framework:
                                                 f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
                                                 "after normalizing",
                                                 plugin=pl.name))
-                w = self.weights[pl.name]
                 total += scores if w == 1 else scores * w
                 if record:
                     metrics.plugin_duration(pl.name, "Score", None, time.perf_counter() - tp)

@@ -252,13 +252,13 @@ def store_scores(state: CycleState, key: str, nodes: NodeBatch, scores: Int64Arr
     state.write(key, (nodes.slots, scores))
 
 
-def stored_scores(state: CycleState, key: str, nodes: NodeBatch,
-                  pre_score: Callable[[], Status | None]) -> Int64Array:
-    """The scores PreScore stored, for ``nodes`` (the same batch, or a part of it); PreScore runs
-    here when it did not run this cycle (a caller that scores without it). Skipped: 50 each."""
+def stored_scores(state: CycleState, key: str, pod: PodInfo, nodes: NodeBatch,
+                  pre_score: Callable[[CycleState, PodInfo, NodeBatch], Status | None]) -> Int64Array:
+    """The scores PreScore stored, for ``nodes`` (the same batch, or a part of it); ``pre_score``
+    runs here when it did not run this cycle (a caller that scores without it). Skipped: 50 each."""
     stored = state.get(key)
     if stored is None:
-        if pre_score() is not None:
+        if pre_score(state, pod, nodes) is not None:
             state.write(key, False)
         stored = state.get(key)
     if not stored:

@@ -356,4 +356,4 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         return None
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Int64Array:
-        return stored_scores(state, KEY, nodes, lambda: self.pre_score(state, pod, nodes))
+        return stored_scores(state, KEY, pod, nodes, self.pre_score)

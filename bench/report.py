@@ -198,14 +198,23 @@ def profiles_table(all_cells: list[Cell]) -> str:
         paired = aggregate.paired_ratio(c, base, "cpu_per_1000")
         rows.append([c.workload, c.mode, _qps(c), c.profile, cf(c, "cpu_per_1000", 2), cf(base, "cpu_per_1000", 2),
                      NA if med is None else f"**{med:.3f}**", fmt(paired, 3), cf(c, "throughput"),
-                     cf(base, "throughput"), cf(c, "peak_rss"), cf(base, "peak_rss"),
+                     cf(base, "throughput"), cf(c, "peak_rss"), cf(base, "peak_rss"), _fallbacks(c),
                      "yes" if all(r.get("load_metrics") for r in c.runs + base.runs) else "no"])
     if not rows:
         return ""
     head = ["workload", "mode", "QPS/burst", "profile", "sched CPU s / 1,000 pods", "default profile's",
             "ratio of medians", "ratio run by run", "pods/s", "default's", "peak RSS MiB", "default's",
-            "Prometheus in every run"]
-    return _table(head, ["---"] * 4 + ["---:"] * 8 + ["---"], rows)
+            "cycles on a load fallback", "Prometheus in every run"]
+    return _table(head, ["---"] * 4 + ["---:"] * 9 + ["---"], rows)
+
+
+def _fallbacks(c: Cell) -> str:
+    """Cycles in which a load-aware plugin used its fallback, over the cell's runs (by plugin/reason)."""
+    total: dict[str, int] = {}
+    for r in c.completed:
+        for k, v in ((r.get("metrics") or {}).get("load_fallbacks") or {}).items():
+            total[k] = total.get(k, 0) + v
+    return ", ".join(f"{k} {v}" for k, v in sorted(total.items())) or "0"
 
 
 def sections(results: list[dict]) -> list[tuple[str, str]]:

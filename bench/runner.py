@@ -31,7 +31,7 @@ import yaml
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import ApiError, KubeClient
 from pysched_dev.devcluster import ControlPlane
-from pysched_dev.promkit import CPU_METRIC, BulkExporter, PrometheusServer, prometheus_binary
+from pysched_dev.promkit import BulkExporter, PrometheusServer, prometheus_binary
 from pysched_dev.testkit import create_nodes, create_pods, ensure_namespace
 
 from . import events, gangs, procstat, prom, scrape, stats, verify
@@ -40,7 +40,7 @@ from .machine import loadavg
 from .modes import CREATE_CONCURRENCY, PHASES, Phase
 from .pinning import Pinning
 from .process import REPO, BenchError, Process
-from .schedulers import COSCHEDULING_CRD, NULL, PYSCHED, SCHEDULER_NAMES, start_scheduler
+from .schedulers import COSCHEDULING_CRD, NULL, PYSCHED, SCHEDULER_NAMES, load_aware_queries, start_scheduler
 from .workloads import NAMESPACE, PHASE_LABEL, Workload, podgroups
 
 
@@ -131,13 +131,15 @@ class Run:
     async def start_load_metrics(self) -> None:
         """For the loadaware profile (or every run, ``load_metrics_always``: profiles compared on the
         same machine load): an exporter of every node's cpu/memory figures and a real Prometheus
-        scraping it every 5 s, up (every node's series present) before the scheduler."""
+        scraping it every 5 s, answering every query the profile sends for every node before the
+        scheduler starts (so no run is measured on the fallback)."""
         w = self.spec.workload
         names = [w.node(i)["metadata"]["name"] for i in range(w.nodes)]
         self.exporter = await BulkExporter(names).start()
         self.prometheus = PrometheusServer(prometheus_binary(), self.exporter.scrape_configs(5.0),
                                            scrape_interval_s=5.0, workdir=self.spec.rundir / "prometheus").start()
-        await self.prometheus.wait_for_series(CPU_METRIC, len(names), timeout=120)
+        for query in load_aware_queries(self.prometheus.address):
+            await self.prometheus.wait_for_series(query, len(names), timeout=120)
 
     @property
     def gang(self) -> bool:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import yaml
 
+from pysched.framework.args import load_args
+from pysched.plugins.loadaware.load_variation_risk_balancing import LoadVariationRiskBalancingArgs, window_queries
 from pysched_dev.devcluster import ControlPlane, free_port
 from pysched_dev.promkit import CPU_METRIC, MEMORY_METRIC
 from pysched_dev.testkit import custom_scores_profile
@@ -44,6 +46,15 @@ def load_aware_args(address: str) -> list[dict]:
     return [{"name": "TargetLoadPacking", "args": {"metricProvider": provider, "query": CPU_METRIC}},
             {"name": "LoadVariationRiskBalancing", "args": {"metricProvider": provider, "cpuQuery": CPU_METRIC,
                                                             "memoryQuery": MEMORY_METRIC}}]
+
+
+def load_aware_queries(address: str) -> list[str]:
+    """Every query the loadaware profile's plugins send (the benchmark waits until each answers for
+    every node, so no run starts on the fallback: LoadVariationRiskBalancing's window subqueries
+    have no value until the series is one interval old)."""
+    by_name = {c["name"]: c["args"] for c in load_aware_args(address)}
+    lvrb = load_args(LoadVariationRiskBalancingArgs, by_name["LoadVariationRiskBalancing"], "pluginConfig")
+    return [by_name["TargetLoadPacking"]["query"], *window_queries(lvrb).values()]
 
 
 def pysched_profile(scheduler_name: str, profile: str = "default", gang: bool = False,

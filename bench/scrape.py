@@ -78,6 +78,8 @@ def figures(d: prom.Samples, bound: int) -> dict:
         method = labels.get("method", "?")
         by_method[method] = by_method.get(method, 0.0) + v
     cpu = prom.total(d, "process_cpu_seconds_total")
+    fallbacks = {f"{labels.get('plugin', '?')}/{labels.get('reason', '?')}": int(v)
+                 for labels, v in prom.select(d, "pysched_metrics_fallbacks_total") if v}
     return {
         "attempts": int(count) if count is not None else None,
         "attempt_mean_ms": _ms(total_s / count) if count and total_s is not None else None,
@@ -88,4 +90,5 @@ def figures(d: prom.Samples, bound: int) -> dict:
         "api_requests": int(requests) if requests is not None else None,
         "api_requests_per_pod": round(requests / bound, 3) if requests is not None and bound else None,
         "api_requests_by_method": {m: int(v) for m, v in sorted(by_method.items()) if v},
+        "load_fallbacks": fallbacks,    # load-aware cycles that used a fallback, by plugin/reason
     }

@@ -79,3 +79,22 @@ def test_bench_catches_the_null_binders_violations(control_plane, tmp_path):
     assert r["summary"]["bound"] == 16
     assert r["violations"], "the checker should catch the null binder's blind placements"
     assert r["events"] == {} and r["metrics"] == {}
+
+
+def test_bench_compares_pysched_profiles_on_the_same_machine_load(control_plane, tmp_path):
+    out = tmp_path / "bench"
+    proc = bench("--modes", "drain", "--repeats", "2", "--schedulers", "pysched",
+                 "--pysched-profile", "default,loadaware", "--load-metrics", "all", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert [(r["repeat"], r["profile"]) for r in runs] == [(0, "default"), (0, "loadaware"),
+                                                           (1, "loadaware"), (1, "default")]
+    for r in runs:
+        assert r["error"] == "" and r["violations"] == [] and r["summary"]["bound"] == 16, r["profile"]
+        assert r["load_metrics"] is True, r["profile"]      # Prometheus beside every run, not only loadaware's
+        # the driver waits until every query answers for every node: no cycle measured on a fallback
+        assert r["metrics"]["load_fallbacks"] == {}, (r["profile"], r["metrics"]["load_fallbacks"])
+    assert "## pysched's profiles against its default profile" in proc.stdout
+    row = next(line for line in proc.stdout.splitlines()
+               if line.startswith("| Smoke/GPUSpotMix | drain | 5000/5000 | loadaware |"))
+    assert row.rstrip().endswith("| yes |")

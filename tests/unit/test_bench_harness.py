@@ -63,6 +63,7 @@ def test_profiles_are_cells_of_their_own_compared_with_the_default_run_by_run():
     for i, r in enumerate(results):
         r["profile"] = "default" if i in (0, 3, 4) else "loadaware"
         r["load_metrics"] = True
+    results[2]["metrics"]["load_fallbacks"] = {"LoadVariationRiskBalancing/missing": 3}
     cs = aggregate.cells(results)
     assert [(c.label, c.profile) for c in cs] == [("pysched", "default"), ("pysched (loadaware)", "loadaware")]
     [(other, base)] = aggregate.profile_pairs(cs)
@@ -73,7 +74,7 @@ def test_profiles_are_cells_of_their_own_compared_with_the_default_run_by_run():
     table = report.profiles_table(cs)
     assert "| W/5000 | drain | 5000/5000 | loadaware | 1.20 [0.84-1.50] | 1.00 [0.80-1.50] | **1.200** | " \
            "1.050 [1.000-1.200] |" in table
-    assert table.rstrip().endswith("| yes |")
+    assert table.rstrip().endswith("| LoadVariationRiskBalancing/missing 3 | yes |")
     assert "pysched (loadaware)" in report.drain_table(cs)
     # the targets against kube-scheduler are the default profile's only
     results += [_run("kube-scheduler", repeat=0)]

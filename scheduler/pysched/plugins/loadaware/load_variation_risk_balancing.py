@@ -111,6 +111,15 @@ def risk_sigma(fraction: FloatArray, margin: float, sensitivity: float) -> Float
     return np.clip(sigma * margin, 0.0, 1.0)
 
 
+def window_queries(a: LoadVariationRiskBalancingArgs) -> dict[tuple[str, str], str]:
+    """The PromQL sent for each (resource, avg|stddev): a subquery over ``window`` stepped at the
+    provider's interval (steps align to multiples of it, so a series younger than one step has
+    no value yet)."""
+    step = f"{int(a.metric_provider.interval_seconds)}s"
+    return {(res, stat): f"{stat}_over_time(({q})[{a.window}:{step}])"
+            for res, q in (("cpu", a.cpu_query), ("memory", a.memory_query)) for stat in ("avg", "stddev")}
+
+
 class _Prepared:
     __slots__ = ("key", "oldest", "oldest_all", "per_res", "scores")
 
@@ -132,13 +141,10 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
         super().__init__(a, handle)
         self.args = a
         self.load = load_of(handle.load)
-        step = f"{int(a.metric_provider.interval_seconds)}s"
         self.values: dict[tuple[str, str], SlotValues] = {}
-        for res, q in (("cpu", a.cpu_query), ("memory", a.memory_query)):
-            for stat in ("avg", "stddev"):
-                query = f"{stat}_over_time(({q})[{a.window}:{step}])"
-                name = res if stat == "avg" else f"{res}_stddev"
-                self.values[(res, stat)] = SlotValues(self.load.subscribe(a.metric_provider, query, name))
+        for (res, stat), query in window_queries(a).items():
+            name = res if stat == "avg" else f"{res}_stddev"
+            self.values[(res, stat)] = SlotValues(self.load.subscribe(a.metric_provider, query, name))
         self._series = tuple(sv.series for sv in self.values.values())
         self._prepared: _Prepared | None = None
 

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--scale", default="", help="override the workload's NODES,INIT,MEASURE")
     p.add_argument("--sample-every", type=int, default=2000,
-                   help="pods between renewed samples: a 15 s collector interval at 133 pods/s, a third of "
+                   help="pods between renewed samples: a 15 s collector interval at 133 pods/s, well below "
                         "the end-to-end drain rate (more renewals than live, against the loadaware profile)")
     args = p.parse_args(argv)
     profiles = [x for x in args.profiles.split(",") if x]

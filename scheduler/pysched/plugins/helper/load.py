@@ -194,22 +194,25 @@ def merge(readings: list[Readings]) -> npt.NDArray[np.int8]:
     return codes
 
 
-def uniform_scores(plugin: str, code: int, fallback: str, load: LoadMetrics, state: CycleState, key: str,
-                   nodes: NodeBatch, neutral: Int64Array | None = None) -> tuple[bool, Status | None]:
-    """PreScore when every node has ``code`` (``uniform_fallback``): (done, its status). Counts the
-    fallback once; with Disable it is done with Skip, with Neutral done once ``neutral`` (50 for
-    every node unless given) is stored; with Requests not done (the per-node path works them out,
-    and counts the fallback itself)."""
-    if fallback == DISABLE:
-        load.fallback_taken(plugin, REASON_OF[code])
+def prescore_without_load(plugin: str, values: list[SlotValues], args: LoadArgs, load: LoadMetrics,
+                          state: CycleState, key: str, nodes: NodeBatch, now: float,
+                          neutral: Callable[[], Int64Array] | None = None) -> tuple[bool, Status | None]:
+    """PreScore when no node has usable load and all fall back for one reason (``uniform_fallback``):
+    (done, its status). Counts the fallback once; with Disable it is done with Skip, with Neutral
+    once ``neutral()`` (50 for every node when not given) is stored. Not done otherwise - with
+    Requests, or when nodes differ - and the per-node path runs (and counts the fallback itself)."""
+    if args.fallback == REQUESTS:
+        return False, None
+    code = uniform_fallback(values, nodes.table, now, args.max_staleness_seconds)
+    if code is None:
+        return False, None
+    load.fallback_taken(plugin, REASON_OF[code])
+    if args.fallback == DISABLE:
         state.write(key, False)
         return True, Status(Code.SKIP)
-    if fallback == NEUTRAL:
-        load.fallback_taken(plugin, REASON_OF[code])
-        store_scores(state, key, nodes, neutral if neutral is not None
-                     else np.full(len(nodes), NEUTRAL_SCORE, dtype=np.int64))
-        return True, None
-    return False, None
+    store_scores(state, key, nodes, neutral() if neutral is not None
+                 else np.full(len(nodes), NEUTRAL_SCORE, dtype=np.int64))
+    return True, None
 
 
 def take_fallback(plugin: str, codes: npt.NDArray[np.int8], fallback: str, load: LoadMetrics) -> Status | None:

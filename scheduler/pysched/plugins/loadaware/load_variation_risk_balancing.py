@@ -51,12 +51,11 @@ from pysched.plugins.helper.load import (
     go_round,
     load_of,
     merge,
+    prescore_without_load,
     read,
     store_scores,
     stored_scores,
     take_fallback,
-    uniform_fallback,
-    uniform_scores,
 )
 
 KEY = "LoadVariationRiskBalancing/preScore"
@@ -145,7 +144,8 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
         for (res, stat), query in window_queries(a).items():
             name = res if stat == "avg" else f"{res}_stddev"
             self.values[(res, stat)] = SlotValues(self.load.subscribe(a.metric_provider, query, name))
-        self._series = tuple(sv.series for sv in self.values.values())
+        self._slot_values = list(self.values.values())          # in merge order
+        self._series = tuple(sv.series for sv in self._slot_values)
         self._prepared: _Prepared | None = None
 
     def _prepare(self, table: NodeColumns) -> _Prepared:
@@ -154,9 +154,9 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
         c, cs, m, ms = self._series
         key = (c.version, cs.version, m.version, ms.version, table.version, len(table.infos))
         if self._prepared is None or self._prepared.key != key:
-            for sv in self.values.values():
+            for sv in self._slot_values:
                 sv.refresh(table)
-            oldest = np.minimum.reduce([sv.times for sv in self.values.values()])
+            oldest = np.minimum.reduce([sv.times for sv in self._slot_values])
             per_res = []
             for res in RESOURCES:
                 i = table.res_index.get(res)
@@ -170,7 +170,7 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
                 sigma = risk_sigma(np.clip(dev, 0.0, safe) / safe, self.args.safe_variance_margin,
                                    self.args.safe_variance_sensitivity)
                 per_res.append((used, sigma, safe, has.astype(np.float64)))
-            self._prepared = _Prepared(key, oldest, float(min(sv.oldest for sv in self.values.values())), per_res)
+            self._prepared = _Prepared(key, oldest, float(min(sv.oldest for sv in self._slot_values)), per_res)
         return self._prepared
 
     def _fast(self, pod: PodInfo, nodes: NodeBatch, now: float) -> Int64Array | None:
@@ -210,11 +210,9 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
             if fast is not None:
                 store_scores(state, KEY, nodes, fast)
                 return None
-            code = uniform_fallback(list(self.values.values()), nodes.table, now, a.max_staleness_seconds)
-            if code is not None:
-                done, st = uniform_scores(self.name, code, a.fallback, self.load, state, KEY, nodes)
-                if done:
-                    return st
+            done, st = prescore_without_load(self.name, self._slot_values, a, self.load, state, KEY, nodes, now)
+            if done:
+                return st
         readings = {k: read(sv, nodes, now, a.max_staleness_seconds) for k, sv in self.values.items()}
         codes = merge(list(readings.values()))
         fallback_nodes = bool(codes.any())

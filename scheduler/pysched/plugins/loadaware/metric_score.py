@@ -41,12 +41,11 @@ from pysched.plugins.helper.load import (
     go_round,
     load_of,
     merge,
+    prescore_without_load,
     read,
     store_scores,
     stored_scores,
     take_fallback,
-    uniform_fallback,
-    uniform_scores,
 )
 
 KEY = "MetricScore/preScore"
@@ -119,11 +118,9 @@ class MetricScore(PreScorePlugin, ScorePlugin):
         a = self.args
         now = self.load.now()
         if not state.explaining():
-            code = uniform_fallback(self.values, nodes.table, now, a.max_staleness_seconds)
-            if code is not None:
-                done, st = uniform_scores(self.name, code, a.fallback, self.load, state, KEY, nodes)
-                if done:
-                    return st
+            done, st = prescore_without_load(self.name, self.values, a, self.load, state, KEY, nodes, now)
+            if done:
+                return st
         readings = [read(sv, nodes, now, a.max_staleness_seconds) for sv in self.values]
         codes = merge(readings)
         if codes.any():

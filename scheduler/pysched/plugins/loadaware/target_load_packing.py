@@ -58,13 +58,12 @@ from pysched.plugins.helper.load import (
     SlotValues,
     load_of,
     pod_cpu_prediction,
+    prescore_without_load,
     read,
     reading_note,
     store_scores,
     stored_scores,
     take_fallback,
-    uniform_fallback,
-    uniform_scores,
 )
 
 KEY = "TargetLoadPacking/preScore"
@@ -317,12 +316,11 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
             if fast is not None:
                 store_scores(state, KEY, nodes, fast)
                 return None
-            code = uniform_fallback([self.values], nodes.table, now, a.max_staleness_seconds)
-            if code is not None:
-                neutral = np.where(nodes.allocatable("cpu") > 0, NEUTRAL_SCORE, 0).astype(np.int64)
-                done, st = uniform_scores(self.name, code, a.fallback, self.load, state, KEY, nodes, neutral)
-                if done:
-                    return st
+            done, st = prescore_without_load(
+                self.name, [self.values], a, self.load, state, KEY, nodes, now,
+                neutral=lambda: np.where(nodes.allocatable("cpu") > 0, NEUTRAL_SCORE, 0).astype(np.int64))
+            if done:
+                return st
         r = read(self.values, nodes, now, a.max_staleness_seconds)
         fallback_nodes = not r.all_usable()
         if fallback_nodes:

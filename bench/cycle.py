@@ -23,6 +23,7 @@ import time
 
 from pysched.apis.config import decode
 from pysched.loadmetrics.static import StaticLoad
+from pysched.metrics import METRICS
 from pysched.tools.offline import OfflineScheduler
 from pysched.util import gctune
 from pysched_dev.promkit import node_figures
@@ -48,9 +49,17 @@ def load_for(node_names: list[str]) -> RenewedLoad:
     return RenewedLoad({"nodes": nodes})
 
 
-def run_once(workload, profile: str, sample_every: int) -> tuple[float, int, int, int]:
+def filter_seconds(profile: str) -> tuple[float, int]:
+    """The Filter extension point's (total seconds, calls) so far, for the profile named ``profile``'s
+    scheduler (the same histogram /metrics serves)."""
+    child = METRICS.extension_point_duration.labels("Filter", "Success", profile)
+    return child.sum, sum(child.counts)
+
+
+def run_once(workload, profile: str, sample_every: int) -> tuple[float, int, int, int, float]:
     """(CPU seconds of the measured pods' cycles, pods scheduled, pods measured, fallbacks taken:
-    0 unless the load-aware plugins missed a sample)."""
+    0 unless the load-aware plugins missed a sample, mean Filter ms over the measured pods: the
+    same work in every profile, so equal means the profile does not slow it)."""
     name = SCHEDULER_NAMES[PYSCHED]
     cfg = decode.parse({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                         "profiles": [pysched_profile(name, profile, metrics_address="http://127.0.0.1:9")]})
@@ -65,6 +74,7 @@ def run_once(workload, profile: str, sample_every: int) -> tuple[float, int, int
     gc.collect()
     gctune.freeze()       # as the live scheduler does once its caches are synced
     scheduled = 0
+    f0, c0 = filter_seconds(name)
     t0 = time.process_time()
     for i, pod in enumerate(pods):
         if load is not None and i % sample_every == 0:
@@ -72,7 +82,9 @@ def run_once(workload, profile: str, sample_every: int) -> tuple[float, int, int
         if sim.schedule(pod).node is not None:
             scheduled += 1
     cpu = time.process_time() - t0
-    return cpu, scheduled, len(pods), sum(load.fallbacks.values()) if load is not None else 0
+    f1, c1 = filter_seconds(name)
+    filter_ms = (f1 - f0) / (c1 - c0) * 1000 if c1 > c0 else float("nan")
+    return cpu, scheduled, len(pods), sum(load.fallbacks.values()) if load is not None else 0, filter_ms
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,19 +106,23 @@ def main(argv: list[str] | None = None) -> int:
         workload = workload.scaled(*(int(x) for x in args.scale.split(",")))
     gctune.configure()
     per_pod: dict[str, list[float]] = {prof: [] for prof in profiles}
+    filters: dict[str, list[float]] = {prof: [] for prof in profiles}
     for r in range(args.repeats):
         order = profiles if r % 2 == 0 else profiles[::-1]
         for prof in order:
-            cpu, scheduled, total, fallbacks = run_once(workload, prof, args.sample_every)
+            cpu, scheduled, total, fallbacks, filter_ms = run_once(workload, prof, args.sample_every)
             per_pod[prof].append(cpu / total * 1000)
+            filters[prof].append(filter_ms)
             print(f"run={r + 1} profile={prof} pods={total} scheduled={scheduled} fallbacks={fallbacks} "
-                  f"cpu_ms_per_pod={cpu / total * 1000:.4f}", flush=True)
+                  f"cpu_ms_per_pod={cpu / total * 1000:.4f} filter_ms={filter_ms:.4f}", flush=True)
     base = statistics.median(per_pod[profiles[0]])
-    print(f"\n{args.workload}, cycle CPU ms per pod (median of {args.repeats}, [min-max]):")
+    base_filter = statistics.median(filters[profiles[0]])
+    print(f"\n{args.workload}, cycle CPU ms per pod and mean Filter ms (median of {args.repeats}, [min-max]):")
     for prof in profiles:
-        m = statistics.median(per_pod[prof])
+        m, f = statistics.median(per_pod[prof]), statistics.median(filters[prof])
         print(f"  {prof:<10} {m:.4f} [{min(per_pod[prof]):.4f}-{max(per_pod[prof]):.4f}]  "
-              f"{(m / base - 1) * 100:+.1f} % vs {profiles[0]}")
+              f"{(m / base - 1) * 100:+.1f} % vs {profiles[0]}   Filter {f:.4f} [{min(filters[prof]):.4f}-"
+              f"{max(filters[prof]):.4f}]  {(f / base_filter - 1) * 100:+.1f} %")
     return 0
 
 

@@ -196,16 +196,18 @@ def profiles_table(all_cells: list[Cell]) -> str:
     for c, base in aggregate.profile_pairs(all_cells):
         med = ratio(c.fig("cpu_per_1000"), base.fig("cpu_per_1000"))
         paired = aggregate.paired_ratio(c, base, "cpu_per_1000")
+        corrected = aggregate.paired_ratio(c, base, "cpu_per_filter")
         rows.append([c.workload, c.mode, _qps(c), c.profile, cf(c, "cpu_per_1000", 2), cf(base, "cpu_per_1000", 2),
-                     NA if med is None else f"**{med:.3f}**", fmt(paired, 3), cf(c, "throughput"),
+                     NA if med is None else f"**{med:.3f}**", fmt(paired, 3), fmt(corrected, 3),
+                     cf(c, "ext:Filter", 3), cf(base, "ext:Filter", 3), cf(c, "throughput"),
                      cf(base, "throughput"), cf(c, "peak_rss"), cf(base, "peak_rss"), _fallbacks(c),
                      "yes" if all(r.get("load_metrics") for r in c.runs + base.runs) else "no"])
     if not rows:
         return ""
     head = ["workload", "mode", "QPS/burst", "profile", "sched CPU s / 1,000 pods", "default profile's",
-            "ratio of medians", "ratio run by run", "pods/s", "default's", "peak RSS MiB", "default's",
-            "cycles on a load fallback", "Prometheus in every run"]
-    return _table(head, ["---"] * 4 + ["---:"] * 9 + ["---"], rows)
+            "ratio of medians", "ratio run by run", "run by run, per Filter call", "Filter ms", "default's",
+            "pods/s", "default's", "peak RSS MiB", "default's", "cycles on a load fallback", "Prometheus in every run"]
+    return _table(head, ["---"] * 4 + ["---:"] * 12 + ["---"], rows)
 
 
 def _fallbacks(c: Cell) -> str:
@@ -284,6 +286,15 @@ def method(pinning: dict, repeats: int, steady_rate: float, schedulers: list[str
         f"**Repeats**: {repeats} per cell, interleaved ABBA (repeat r runs {order} when r is even, the reverse "
         "when odd). Every figure is `median [min-max]` over the repeats; ratios are of medians "
         "pysched / kube-scheduler.", "",
+        *([] if "," not in pysched_profile else [
+            "**pysched's profiles against its default**: a profile takes pysched's place in the ABBA order, "
+            "so each repeat runs the two profiles next to each other. *ratio run by run* is the median over the "
+            "repeats of the two runs' ratio of CPU per pod. *run by run, per Filter call* divides each run's CPU "
+            "per pod by its own mean Filter call first: Filter is the same work in both profiles (the same "
+            "plugins over the same nodes), so it measures how fast the machine ran during that run, which on a "
+            "shared virtual machine moves by tens of percent from one run to the next and takes the CPU per pod "
+            "with it. Compare the two profiles' Filter ms to see that the profile itself does not slow Filter.",
+            ""]),
         "**Other load**: per run, /proc/loadavg at its start, and the machine's busy CPU seconds (/proc/stat) "
         "over the measured phase minus those of the run's own processes (driver, etcd, kube-apiserver, "
         "scheduler, watcher), as CPU-seconds per second; beside it the CPU-seconds per second kube-apiserver "

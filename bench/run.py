@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--load-metrics", default="loadaware", choices=("loadaware", "all"),
                    help="which runs get the node exporter and Prometheus: only the loadaware profile's, or all "
                         "(profiles then compared on the same machine load)")
-    p.add_argument("--profile", default="", help="directory for py-spy profiles of pysched (raw collapsed stacks)")
+    p.add_argument("--profile", default="", help="directory for py-spy profiles of pysched (raw collapsed stacks, "
+                   "sampled only while it holds the GIL: its on-CPU Python time, not its waits)")
     p.add_argument("--report-from", default="",
                    help="run nothing: write the report (stdout, --results-md, charts) from these results.json "
                         "files (comma-separated; e.g. several make bench invocations on one machine)")

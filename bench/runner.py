@@ -189,7 +189,7 @@ class Run:
         s.profile_dir.mkdir(parents=True, exist_ok=True)
         slug = s.rundir.name          # the run's own name: workload, mode, QPS, repeat, profile
         self.profiler = subprocess.Popen(
-            [_py_spy(), "record", "--pid", str(sched.pid), "--rate", "200", "--format", "raw",
+            [_py_spy(), "record", "--pid", str(sched.pid), "--rate", "200", "--format", "raw", "--gil",
              "--output", str(s.profile_dir / f"{slug}.txt")],
             stdout=subprocess.DEVNULL, stderr=open(s.rundir / "py-spy.log", "ab"))
 

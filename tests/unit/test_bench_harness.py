@@ -64,6 +64,8 @@ def test_profiles_are_cells_of_their_own_compared_with_the_default_run_by_run():
         r["profile"] = "default" if i in (0, 3, 4) else "loadaware"
         r["load_metrics"] = True
     results[2]["metrics"]["load_fallbacks"] = {"LoadVariationRiskBalancing/missing": 3}
+    # the machine ran 20 % slower during repeat 0's loadaware run: its Filter took 0.6 ms, not 0.5
+    results[1]["metrics"]["extension_point_mean_ms"]["Filter"] = 0.6
     cs = aggregate.cells(results)
     assert [(c.label, c.profile) for c in cs] == [("pysched", "default"), ("pysched (loadaware)", "loadaware")]
     [(other, base)] = aggregate.profile_pairs(cs)
@@ -72,8 +74,12 @@ def test_profiles_are_cells_of_their_own_compared_with_the_default_run_by_run():
     paired = aggregate.paired_ratio(other, base, "cpu_per_1000")
     assert paired.median == pytest.approx(1.05) and paired.n == 3
     table = report.profiles_table(cs)
+    # per Filter call, run by run 1.0, 1.0, 1.05: the first pair's 1.2 was the machine
+    assert [aggregate.FIGURES["cpu_per_filter"](r) for r in results] == pytest.approx([2.0, 2.0, 3.0, 3.0, 1.6, 1.68])
+    corrected = aggregate.paired_ratio(other, base, "cpu_per_filter")
+    assert corrected.median == pytest.approx(1.0) and corrected.n == 3
     assert "| W/5000 | drain | 5000/5000 | loadaware | 1.20 [0.84-1.50] | 1.00 [0.80-1.50] | **1.200** | " \
-           "1.050 [1.000-1.200] |" in table
+           "1.050 [1.000-1.200] | 1.000 [1.000-1.050] | 0.500 [0.500-0.600] | 0.500 | 100 |" in table
     assert table.rstrip().endswith("| LoadVariationRiskBalancing/missing 3 | yes |")
     assert "pysched (loadaware)" in report.drain_table(cs)
     # the targets against kube-scheduler are the default profile's only
@@ -385,4 +391,6 @@ def test_cycle_benchmark_runs_each_profile_on_fresh_samples(capsys):
     assert [r.split()[1] for r in runs] == ["profile=default", "profile=loadaware", "profile=loadaware",
                                             "profile=default"]
     assert all("pods=60 scheduled=60 fallbacks=0 " in r for r in runs)   # every load sample used
+    filter_ms = [float(r.split("filter_ms=")[1]) for r in runs]
+    assert all(0 < f < 1000 for f in filter_ms)                          # Filter timed over the pods measured
     assert "loadaware" in out.split("cycle CPU ms per pod")[1]

@@ -116,6 +116,52 @@ def test_score_out_of_range_is_an_error():
     assert out.code == "SchedulerError" and "invalid score 101" in out.message
 
 
+def _fixed_scores(plugin_name, by_node):
+    """A Score plugin giving each node the score ``by_node`` names (a list: that many scores)."""
+    class Fixed(ScorePlugin):
+        name = plugin_name
+
+        def score(self, state, pod, nodes):
+            if isinstance(by_node, list):
+                return by_node
+            return [by_node[n] for n in nodes.names]
+    return Fixed
+
+
+@pytest.mark.parametrize("low, high, named, bad", [
+    ({"a": -1, "b": 0}, {"a": 50, "b": 50}, "Low", -1),
+    ({"a": 0, "b": 0}, {"a": 50, "b": 102}, "High", 102),
+    ({"a": -3, "b": 0}, {"a": 101, "b": 50}, "Low", -3),    # both out of range: the first in score order
+])
+def test_score_range_checked_for_every_plugin(low, high, named, bad):
+    s = offline({"score": {"enabled": [{"name": "Low"}, {"name": "High"}]}},
+                [_fixed_scores("Low", low), _fixed_scores("High", high)])
+    s.add_node(node("a"))
+    s.add_node(node("b"))
+    out = s.schedule(pod("p"))
+    assert out.code == "SchedulerError"
+    assert f"plugin '{named}' returns an invalid score {bad}," in out.message
+
+
+def test_score_of_the_wrong_length_is_an_error_naming_the_plugin():
+    s = offline({"score": {"enabled": [{"name": "Short"}]}}, [_fixed_scores("Short", [10])])
+    s.add_node(node("a"))
+    s.add_node(node("b"))
+    out = s.schedule(pod("p"))
+    assert out.code == "SchedulerError" and "plugin 'Short' returns 1 scores for 2 nodes" in out.message
+
+
+@pytest.mark.parametrize("weight, winner", [(3, "a"), (2, "b")])
+def test_score_weights_apply_per_plugin(weight, winner):
+    # a: 10 * weight + 0; b: 0 + 25
+    s = offline({"score": {"enabled": [{"name": "Packed", "weight": weight}, {"name": "Spread", "weight": 1}],
+                           "disabled": [{"name": "*"}]}},
+                [_fixed_scores("Packed", {"a": 10, "b": 0}), _fixed_scores("Spread", {"a": 0, "b": 25})])
+    s.add_node(node("a"))
+    s.add_node(node("b"))
+    assert s.schedule(pod("p")).node == winner
+
+
 def test_prefilter_result_restricts_nodes_and_absent_reason():
     s = offline({"preFilter": {"enabled": [{"name": "OnlyNode"}]}}, [OnlyNode])
     for n in ("b1", "b2", "b3"):

@@ -64,6 +64,24 @@ def test_prediction_limit_request_default():
     assert pod_cpu_prediction(PodInfo.from_dict(make_pod("r", cpu=None), keep_raw=True), 700, 1.5) == 700
 
 
+def test_prediction_sums_containers_and_reads_each_quantity_as_written():
+    from pysched.plugins.helper.load import pod_cpu_prediction
+    raw = make_pod("p", cpu="100m")
+    base = raw["spec"]["containers"][0]
+    raw["spec"]["containers"] = [
+        {**base, "name": "limited", "resources": {"limits": {"cpu": "1500m"}, "requests": {"cpu": "1"}}},
+        {**base, "name": "requested", "resources": {"requests": {"cpu": "250m"}}},     # 375
+        {**base, "name": "bare", "resources": {}},                                   # default
+        {**base, "name": "numeric", "resources": {"requests": {"cpu": 2}}},           # 3000
+        {**base, "name": "half", "resources": {"requests": {"cpu": "1m"}}},           # 1.5 -> 2
+    ]
+    for _ in range(2):      # the same quantities again (remembered): the same answer
+        assert pod_cpu_prediction(PodInfo.from_dict(raw, keep_raw=True), 700, 1.5) == 1500 + 375 + 700 + 3000 + 2
+    raw["spec"]["containers"][1]["resources"]["requests"]["cpu"] = "nonsense"
+    with pytest.raises(Exception, match="nonsense"):
+        pod_cpu_prediction(PodInfo.from_dict(raw, keep_raw=True), 700, 1.5)
+
+
 def place(t, name):
     """One scheduling decision as the framework makes it: the best score, then Reserve."""
     raw = one_cpu_pod(name)
@@ -290,6 +308,14 @@ def test_prometheus_vector_maps_instance_to_node():
         {"metric": {"instance": "node-2"}, "value": [1, "NaN"]},
         {"metric": {"job": "x"}, "value": [1, "3"]}]}}
     assert parse_vector(body, "instance", 7.0) == {"node-1": (12.5, 7.0)}
+    names: dict[str, str] = {}
+    for at in (7.0, 8.0):       # labels remembered across answers: the same samples
+        assert parse_vector(body, "instance", at, names) == {"node-1": (12.5, at)}
+    assert names == {"node-1:9100": "node-1"}
+    names["node-1:9100"] = "stale-entry"
+    names.update({f"x{i}": "x" for i in range(100_001)})      # grown past its bound: forgotten
+    assert parse_vector(body, "instance", 9.0, names) == {"node-1": (12.5, 9.0)}
+    assert names == {"node-1:9100": "node-1"}
     assert node_of("[::1]:9100") == "::1"
     with pytest.raises(SourceError, match="bad_data: parse error"):
         parse_vector({"status": "error", "errorType": "bad_data", "error": "parse error"}, "instance", 0)
@@ -451,3 +477,12 @@ def test_slot_values_know_the_oldest_and_newest_sample_over_the_nodes_not_the_sp
     series.replace({"a": (1.0, T0 - 30), "b": (2.0, T0 - 5)}, T0)   # c has none: not every node is fresh
     sv.refresh(table)
     assert (sv.oldest, sv.newest, sv.covered) == (-np.inf, T0 - 5, 2)
+    slot = table.slot_by_name
+    assert (sv.values[slot["a"]], sv.times[slot["a"]]) == (1.0, T0 - 30)
+    assert (sv.values[slot["b"]], sv.times[slot["b"]]) == (2.0, T0 - 5)
+    assert np.isnan(sv.values[slot["c"]]) and sv.times[slot["c"]] == -np.inf     # no longer sampled
+    spare = sorted(set(range(len(table.infos))) - set(slot.values()))
+    assert np.isnan(sv.values[spare]).all() and (sv.times[spare] == -np.inf).all()
+    series.replace({}, T0)
+    sv.refresh(table)
+    assert (sv.oldest, sv.newest, sv.covered) == (-np.inf, -np.inf, 0) and np.isnan(sv.values).all()

@@ -48,8 +48,10 @@ def node_of(label: str) -> str:
     return host if sep and port.isdigit() else label
 
 
-def parse_vector(body: Any, node_label: str, now: float) -> Samples:
-    """An instant-query answer as samples; raises SourceError on an error answer or a non-vector."""
+def parse_vector(body: Any, node_label: str, now: float, names: dict[str, str] | None = None) -> Samples:
+    """An instant-query answer as samples; raises SourceError on an error answer or a non-vector.
+    ``names`` remembers each label's node name from one answer to the next (the same labels come
+    back every round: 1.8 ms instead of 2.9 ms for 5,000 series)."""
     if not isinstance(body, dict):
         raise SourceError("answer is not a JSON object")
     if body.get("status") != "success":
@@ -59,6 +61,10 @@ def parse_vector(body: Any, node_label: str, now: float) -> Samples:
         raise SourceError(f"query gives a {data.get('resultType')!r}, not an instant vector")
     out: Samples = {}
     isfinite = math.isfinite
+    if names is None:
+        names = {}
+    elif len(names) > 100_000:      # labels that come and go (nodes replaced): start again
+        names.clear()
     for item in data.get("result") or ():
         try:
             label = item["metric"][node_label]
@@ -66,7 +72,10 @@ def parse_vector(body: Any, node_label: str, now: float) -> Samples:
         except (KeyError, IndexError, TypeError, ValueError):
             continue            # no node label, or no number: not a node's sample
         if label and isfinite(value):
-            out[label if ":" not in label else node_of(label)] = (value, now)
+            node = names.get(label)
+            if node is None:
+                node = names[label] = label if ":" not in label else node_of(label)
+            out[node] = (value, now)
     return out
 
 
@@ -79,6 +88,7 @@ class PrometheusSource:
         self.label = f"prometheus:{without_credentials(self.address)}"
         self.clock = clock
         self._session: aiohttp.ClientSession | None = None
+        self._names: dict[str, str] = {}      # a series label -> its node name (``parse_vector``)
 
     def _ssl(self) -> ssl.SSLContext | bool:
         if not self.address.startswith("https://"):
@@ -116,14 +126,19 @@ class PrometheusSource:
             raise SourceError(f"{type(exc).__name__}: {exc}") from None
         # Many small acyclic objects: no collections while they are made (a 5,000-node answer
         # decodes and parses in 4 ms this way, 12 ms with the collector running and every label).
+        # The decoded answer is freed inside the pause (``_samples`` returns), so it is not counted
+        # toward the collection that follows: only the samples kept are.
         with gctune.paused():
-            try:
-                body = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                raise SourceError(f"HTTP {status}: answer is not JSON") from None
-            if status >= 400 and not isinstance(body, dict):
-                raise SourceError(f"HTTP {status}")
-            return parse_vector(body, self.provider.node_label, self.clock())
+            return self._samples(raw, status)
+
+    def _samples(self, raw: bytes, status: int) -> Samples:
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise SourceError(f"HTTP {status}: answer is not JSON") from None
+        if status >= 400 and not isinstance(body, dict):
+            raise SourceError(f"HTTP {status}")
+        return parse_vector(body, self.provider.node_label, self.clock(), self._names)
 
     def wrap(self, query: str) -> str:
         """The query as sent: one series per node, the highest when ``query`` gives several (and

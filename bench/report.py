@@ -291,9 +291,11 @@ def method(pinning: dict, repeats: int, steady_rate: float, schedulers: list[str
             "so each repeat runs the two profiles next to each other. *ratio run by run* is the median over the "
             "repeats of the two runs' ratio of CPU per pod. *run by run, per Filter call* divides each run's CPU "
             "per pod by its own mean Filter call first: Filter is the same work in both profiles (the same "
-            "plugins over the same nodes), so it measures how fast the machine ran during that run, which on a "
+            "plugins over the same nodes), so it tracks how fast the machine ran during that run, which on a "
             "shared virtual machine moves by tens of percent from one run to the next and takes the CPU per pod "
-            "with it. Compare the two profiles' Filter ms to see that the profile itself does not slow Filter.",
+            "with it. It also takes out whatever the profile itself does to that same work (a colder cache, a "
+            "collection landing in Filter): when the profiles' Filter ms differ, the cost lies between the two "
+            "run-by-run ratios, and the plain one is the one to hold a target to.",
             ""]),
         "**Other load**: per run, /proc/loadavg at its start, and the machine's busy CPU seconds (/proc/stat) "
         "over the measured phase minus those of the run's own processes (driver, etcd, kube-apiserver, "

@@ -131,12 +131,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report_from(paths: list[Path], args) -> int:
-    """The report of earlier runs, from their results.json files."""
+    """The report of earlier runs, from their results.json files. Each file's repeats are numbered on
+    from the previous file's (each series starts at repeat 0), so two series of the same cells are
+    one longer series whose runs still pair up by repeat."""
     metas = [json.loads(p.read_text()) for p in paths]
-    results = [r for m in metas for r in m["runs"]]
+    results, offset = [], 0
+    for m in metas:
+        for r in m["runs"]:
+            results.append({**r, "repeat": r["repeat"] + offset})
+        offset += m["repeats"]
+    per_cell: dict[tuple, set[int]] = {}
+    for r in results:
+        key = (r["workload"], r["mode"], r["qps"], r["scheduler"], r.get("profile", ""))
+        per_cell.setdefault(key, set()).add(r["repeat"])
     first = metas[0]
     return write_report(results, args, [m["command"] for m in metas], first["machine"], first["pinning"],
-                        max(m["repeats"] for m in metas), first["steady_rate"],
+                        max(len(v) for v in per_cell.values()), first["steady_rate"],
                         plan.parse_schedulers(args.schedulers),
                         ", ".join(sorted({m.get("pysched_profile", "shipped") for m in metas})))
 

@@ -382,6 +382,29 @@ def test_report_from_earlier_results_files(tmp_path):
     assert "scheduler alone on CPU 1" in text
 
 
+def test_report_from_two_series_pairs_each_series_runs(tmp_path):
+    import json
+
+    from bench import run
+
+    def series(ratios):
+        runs = []
+        for rep, ratio in enumerate(ratios):
+            runs += [dict(_run("pysched", repeat=rep, cpu=1.0), profile="default"),
+                     dict(_run("pysched", repeat=rep, cpu=ratio), profile="loadaware")]
+        return {"machine": {"cores": 2}, "pinning": {"description": "pinned"}, "repeats": len(ratios),
+                "steady_rate": 100.0, "pysched_profile": "default,loadaware", "command": "make bench", "runs": runs}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(series([1.2, 1.2])))
+    b.write_text(json.dumps(series([1.0, 1.0, 1.0])))
+    md = tmp_path / "RESULTS.md"
+    assert run.main(["--report-from", f"{a},{b}", "--results-md", str(md), "--out", str(tmp_path / "o")]) == 0
+    text = md.read_text()
+    # five pairs (not three: the second file's repeats 0-1 would overwrite the first's), median 1.0
+    assert "**Repeats**: 5 per cell" in text
+    assert "| **1.000** | 1.000 [1.000-1.200] |" in text
+
+
 def test_cycle_benchmark_runs_each_profile_on_fresh_samples(capsys):
     from bench import cycle
     assert cycle.main(["--workload", "SchedulingBasic/500Nodes", "--scale", "40,10,60", "--repeats", "2",

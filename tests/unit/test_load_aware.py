@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from pysched.apis.config.types import ConfigError
+from pysched.apis.core.quantity import QuantityError
 from pysched.framework import CycleState, PodInfo
 from pysched.framework.loadmetrics import MetricProviderArgs
 from pysched.framework.runtime import CycleTrace
@@ -80,6 +81,11 @@ def test_prediction_sums_containers_and_reads_each_quantity_as_written():
     raw["spec"]["containers"][1]["resources"]["requests"]["cpu"] = "nonsense"
     with pytest.raises(Exception, match="nonsense"):
         pod_cpu_prediction(PodInfo.from_dict(raw, keep_raw=True), 700, 1.5)
+    raw["spec"]["containers"][1]["resources"]["requests"]["cpu"] = "250m"
+    pod = PodInfo.from_dict(raw, keep_raw=True)
+    raw["spec"]["containers"][0]["resources"]["limits"]["cpu"] = ["1"]     # not a quantity at all
+    with pytest.raises(QuantityError, match=r"invalid quantity \['1'\]: expected a string"):
+        pod_cpu_prediction(pod, 700, 1.5)
 
 
 def place(t, name):

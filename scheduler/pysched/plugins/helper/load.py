@@ -239,6 +239,8 @@ _CPU_MILLIS: dict[Any, int] = {}     # a CPU quantity as written -> millicores (
 
 
 def _cpu_millis(quantity: Any) -> int:
+    if not isinstance(quantity, str | int | float):      # not a quantity: resource_value says why
+        return resource_value("cpu", quantity)
     millis = _CPU_MILLIS.get(quantity)
     if millis is None:
         millis = resource_value("cpu", quantity)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pysched_dev.devcluster import ControlPlaneError, binaries_dir
 
-from . import charts, plan, report
+from . import aggregate, charts, plan, report
 from .machine import machine_info
 from .pinning import Pinning, pin_driver
 from .pinning import plan as pin_plan
@@ -140,13 +140,10 @@ def report_from(paths: list[Path], args) -> int:
         for r in m["runs"]:
             results.append({**r, "repeat": r["repeat"] + offset})
         offset += m["repeats"]
-    per_cell: dict[tuple, set[int]] = {}
-    for r in results:
-        key = (r["workload"], r["mode"], r["qps"], r["scheduler"], r.get("profile", ""))
-        per_cell.setdefault(key, set()).add(r["repeat"])
     first = metas[0]
     return write_report(results, args, [m["command"] for m in metas], first["machine"], first["pinning"],
-                        max(len(v) for v in per_cell.values()), first["steady_rate"],
+                        max(len({r["repeat"] for r in c.runs}) for c in aggregate.cells(results)),
+                        first["steady_rate"],
                         plan.parse_schedulers(args.schedulers),
                         ", ".join(sorted({m.get("pysched_profile", "shipped") for m in metas})))
 

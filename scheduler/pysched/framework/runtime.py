@@ -181,10 +181,9 @@ class Framework:
         self.preemption_gates: list[PreemptionGate] = [p for p in self.plugins.values()
                                                        if isinstance(p, PreemptionGate)]
         self._batch_filter = {pl.name: pl.filter for pl in self.filter}
-        self._batch_score = {pl.name: pl.score for pl in self.score}
-        # What run_score needs of each Score plugin, looked up once: (plugin, name, score,
-        # normalize_score or None, weight).
-        self._score_steps = [(pl, pl.name, pl.score, getattr(pl, "normalize_score", None), self.weights[pl.name])
+        # What run_score needs of each Score plugin, looked up once: (name, score, normalize_score
+        # or None, weight).
+        self._score_steps = [(pl.name, pl.score, getattr(pl, "normalize_score", None), self.weights[pl.name])
                              for pl in self.score]
 
     # -- construction --------------------------------------------------------------------------
@@ -531,7 +530,7 @@ class Framework:
         rows: list[np.ndarray] = []
         ran: list[tuple[str, int]] = []
         try:
-            for pl, name, score, norm, w in self._score_steps:
+            for name, score, norm, w in self._score_steps:
                 if skip and name in skip:
                     continue
                 tp = time.perf_counter() if record else 0.0
@@ -541,24 +540,24 @@ class Framework:
                     if norm is not None:
                         st = norm(state, pod, batch, scores)
                         if st is not None and not st.is_success():
-                            raise FrameworkError(st.with_plugin(pl.name))
+                            raise FrameworkError(st.with_plugin(name))
                 except FrameworkError as exc:
-                    exc.status.with_plugin(pl.name)
+                    exc.status.with_plugin(name)
                     raise
                 except Exception as exc:  # noqa: BLE001
-                    log.exception("score plugin failed plugin=%s pod=%s", pl.name, pod.key)
-                    raise FrameworkError(Status.as_error(exc, pl.name)) from exc
+                    log.exception("score plugin failed plugin=%s pod=%s", name, pod.key)
+                    raise FrameworkError(Status.as_error(exc, name)) from exc
                 if scores.shape != (n,):
-                    raise FrameworkError(Status(Code.ERROR, f"plugin {pl.name!r} returns {scores.size} scores "
-                                                f"for {n} nodes", plugin=pl.name))
+                    raise FrameworkError(Status(Code.ERROR, f"plugin {name!r} returns {scores.size} scores "
+                                                f"for {n} nodes", plugin=name))
                 rows.append(scores)
                 ran.append((name, w))
                 if record:
-                    metrics.plugin_duration(pl.name, "Score", None, time.perf_counter() - tp)
+                    metrics.plugin_duration(name, "Score", None, time.perf_counter() - tp)
                 if trace is not None:
                     names = batch.names
                     assert raw is not None
-                    trace.scores[pl.name] = {names[i]: {"raw": int(raw[i]), "normalized": int(scores[i]),
+                    trace.scores[name] = {names[i]: {"raw": int(raw[i]), "normalized": int(scores[i]),
                                                         "weighted": int(scores[i] * w)} for i in range(n)}
             if not rows or not n:
                 return np.zeros(n, dtype=np.int64)

@@ -40,6 +40,7 @@ from pysched.server.delegated_auth import build as build_auth
 from pysched.server.secure import LEADER_HEALTH_SLACK, SecureServer
 from pysched.tools.shadow import ShadowRecorder
 from pysched.util import gctune
+from pysched.util.eventloop import cancel_and_wait
 from pysched.util.logs import kv, process_uptime
 
 log = logging.getLogger("pysched.app")
@@ -468,13 +469,7 @@ class SchedulerApp:
         self.fence.close("shutting down")
         if self.elector is not None and self.exit_code == 0:
             await self.elector.release()
-        for t in self.tasks:
-            t.cancel()
-        for t in self.tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+        await cancel_and_wait(self.tasks)
         await self.recorder.stop(drain=0)
         if self.kopf is not None:
             await asyncio.to_thread(self.kopf.stop)

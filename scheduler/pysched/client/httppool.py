@@ -266,8 +266,12 @@ class HTTPPool:
         if deadline is None:
             deadline = loop.time() + timeout
         data = self._encode(method, path, headers, body)
+        # asyncio.timeout, not wait_for: on 3.11 wait_for returns the result when the awaited
+        # thing finishes in the same loop step the task is cancelled, and the cancel is lost
+        # (a cancelled informer would keep listing and watching, and shutdown would wait forever).
         if self._sem.locked():
-            await asyncio.wait_for(self._sem.acquire(), _left(loop, deadline, "a free connection"))
+            async with asyncio.timeout(_left(loop, deadline, "a free connection")):
+                await self._sem.acquire()
         else:
             await self._sem.acquire()  # free slot: no suspension, no wait_for task
         try:
@@ -275,7 +279,8 @@ class HTTPPool:
                 conn = self._pooled()
                 reused = conn is not None
                 if conn is None:
-                    conn = await asyncio.wait_for(self._connect(), _left(loop, deadline, "a connection"))
+                    async with asyncio.timeout(_left(loop, deadline, "a connection")):
+                        conn = await self._connect()
                 try:
                     left = _left(loop, deadline, "a connection")
                     if guard is not None:

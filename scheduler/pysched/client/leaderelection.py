@@ -221,7 +221,8 @@ class LeaderElector:
                               extra=kv(lease=where, renew_deadline=self.renew_deadline))
                     return
                 try:
-                    ok = await asyncio.wait_for(self.try_acquire_or_renew(), left)
+                    async with asyncio.timeout(left):   # not wait_for: it can lose a cancel on 3.11
+                        ok = await self.try_acquire_or_renew()
                 except TimeoutError:
                     ok = False
                 if ok:

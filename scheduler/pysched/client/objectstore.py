@@ -134,7 +134,8 @@ class ObjectStore:
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         try:
-            await asyncio.wait_for(fut, timeout)
+            async with asyncio.timeout(timeout):   # not wait_for: it can lose a cancel on 3.11
+                await fut
             return True
         except TimeoutError:
             return False

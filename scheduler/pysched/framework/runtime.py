@@ -13,6 +13,7 @@ range-checked (0..100) and weighted.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -646,8 +647,6 @@ class Framework:
         return None, 0.0
 
     async def wait_on_permit(self, pod: PodInfo, timeout: float) -> Status | None:
-        import asyncio
-
         wp = self.handle.waiting_pods.get(pod.uid)
         if wp is None:
             return None
@@ -658,7 +657,8 @@ class Framework:
         elif not wp.pending:
             wp.future.set_result(None)
         try:
-            res = await asyncio.wait_for(wp.future, timeout)
+            async with asyncio.timeout(timeout):   # not wait_for: it can lose a cancel on 3.11
+                res = await wp.future
         except TimeoutError:
             pending = sorted(wp.pending)
             res = Status(Code.UNSCHEDULABLE, f"rejected due to timeout after waiting {timeout:g}s at plugin(s) "

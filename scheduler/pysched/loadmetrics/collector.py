@@ -83,7 +83,8 @@ class LoadCollector:
         queries = sorted({q for q, _ in p.series})
         t0 = time.perf_counter()
         try:
-            answers = await asyncio.wait_for(p.source.fetch(queries), timeout=p.provider.timeout_seconds)
+            async with asyncio.timeout(p.provider.timeout_seconds):   # not wait_for: it can lose a cancel
+                answers = await p.source.fetch(queries)
         except TimeoutError:
             self._down(p, f"no answer within {p.provider.timeout_seconds:g}s", "timeout", t0)
             return

@@ -38,7 +38,7 @@ class RenewedLoad(StaticLoad):
     def renew(self) -> None:
         now = time.time()
         for s in self.series.values():
-            s.replace({node: (v, now) for node, (v, _) in s.samples.items()}, now)
+            s.replace(s.values, now, now)
 
 
 def load_for(node_names: list[str]) -> RenewedLoad:

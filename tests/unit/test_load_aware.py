@@ -4,6 +4,8 @@ down; Neutral, Requests, Disable) and its count; bad arguments named by field; m
 sources' parsers and the collector's bounded rounds."""
 
 import asyncio
+import gc
+import itertools
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from pysched.apis.config.types import ConfigError
 from pysched.apis.core.quantity import QuantityError
 from pysched.framework import CycleState, PodInfo
-from pysched.framework.loadmetrics import MetricProviderArgs
+from pysched.framework.loadmetrics import MetricProviderArgs, MetricSeries
 from pysched.framework.runtime import CycleTrace
 from pysched.loadmetrics.collector import LoadCollector
 from pysched.loadmetrics.sources import SourceError, node_of, parse_node_metrics, parse_vector
@@ -120,7 +122,7 @@ def test_placements_count_until_a_sample_that_has_them_and_unreserve_forgets_the
     # A sample taken more than pendingLoadSeconds (60) after the placement includes the pod's use.
     series = load.series["cpu"]
     load._now = T0 + 61
-    series.replace({"a": (40.0, T0 + 61), "b": (20.0, T0 + 61)}, T0 + 61)
+    series.replace({"a": 40.0, "b": 20.0}, T0 + 61, T0 + 61)
     assert t.score(one_cpu_pod("p2"))["a"] == 23           # (1600 sampled + 1000) / 4000 = 65%, p0 not again
     assert len(t.plugin.placements) == 0
 
@@ -191,7 +193,7 @@ def test_disable_fallback_skips_the_plugin_for_the_cycle():
 def test_metrics_server_units_are_millicores():
     load = StaticLoad({"nodes": {}}, now=T0)
     series = load.subscribe(MetricProviderArgs(type="KubernetesMetricsServer"), "cpu", "usage_cpu", "millicores")
-    series.replace({"a": (1000.0, T0)}, T0)
+    series.replace({"a": 1000.0}, T0, T0)
     t = PluginTester(TargetLoadPacking, {"metricProvider": {"type": "KubernetesMetricsServer"}},
                      nodes=[make_node("a", cpu="4")], load=_Fixed(series))
     assert t.score(one_cpu_pod("p")) == {"a": round(40 * 50 / 60)}   # (1000+1000)/4000 = 50% -> 33.3
@@ -313,20 +315,49 @@ def test_prometheus_vector_maps_instance_to_node():
         {"metric": {"instance": "node-1:9100"}, "value": [1, "12.5"]},
         {"metric": {"instance": "node-2"}, "value": [1, "NaN"]},
         {"metric": {"job": "x"}, "value": [1, "3"]}]}}
-    assert parse_vector(body, "instance", 7.0) == {"node-1": (12.5, 7.0)}
+    assert parse_vector(body, "instance") == {"node-1": 12.5}
     names: dict[str, str] = {}
-    for at in (7.0, 8.0):       # labels remembered across answers: the same samples
-        assert parse_vector(body, "instance", at, names) == {"node-1": (12.5, at)}
+    for _ in range(2):          # labels remembered across answers: the same values
+        assert parse_vector(body, "instance", names) == {"node-1": 12.5}
     assert names == {"node-1:9100": "node-1"}
     names["node-1:9100"] = "stale-entry"
     names.update({f"x{i}": "x" for i in range(100_001)})      # grown past its bound: forgotten
-    assert parse_vector(body, "instance", 9.0, names) == {"node-1": (12.5, 9.0)}
+    assert parse_vector(body, "instance", names) == {"node-1": 12.5}
     assert names == {"node-1:9100": "node-1"}
     assert node_of("[::1]:9100") == "::1"
     with pytest.raises(SourceError, match="bad_data: parse error"):
-        parse_vector({"status": "error", "errorType": "bad_data", "error": "parse error"}, "instance", 0)
+        parse_vector({"status": "error", "errorType": "bad_data", "error": "parse error"}, "instance")
     with pytest.raises(SourceError, match="matrix"):
-        parse_vector({"status": "success", "data": {"resultType": "matrix"}}, "instance", 0)
+        parse_vector({"status": "success", "data": {"resultType": "matrix"}}, "instance")
+
+
+def test_series_replace_drops_non_finite_values_and_keeps_times_in_the_values_order():
+    s = MetricSeries(name="cpu", query="q")
+    s.replace({"a": 1.0, "b": float("nan"), "c": float("inf"), "d": 4.0}, T0, T0 + 1)
+    assert (s.values, s.times, s.fetched_at, s.up) == ({"a": 1.0, "d": 4.0}, {"a": T0, "d": T0}, T0 + 1, True)
+    s.replace({"b": 2.0, "a": 1.0}, {"a": T0 - 1, "b": T0 - 2, "z": T0}, T0)
+    assert list(s.times.items()) == [("b", T0 - 2), ("a", T0 - 1)]
+
+
+def test_a_prometheus_round_keeps_no_garbage_collected_object_per_node():
+    """5,000 (value, time) tuples per query were enough to set off a young collection of all the
+    scheduler had allocated since the last one; floats and strings are not tracked."""
+    body = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"instance": f"n{i}:9100"}, "value": [1, str(i)]} for i in range(1000)]}}
+    c = LoadCollector(clock=lambda: T0)
+    series = c.subscribe(MetricProviderArgs(address="http://127.0.0.1:1"), "q", "q")
+    p = next(iter(c.providers.values()))
+
+    class Answer:
+        label = "canned"
+
+        async def fetch(self, queries):
+            return {q: (parse_vector(body, "instance"), T0) for q in queries}
+    p.source = Answer()
+    asyncio.run(c.fetch_round(p))
+    assert len(series.values) == len(series.times) == 1000
+    kept = itertools.chain(series.values, series.values.values(), series.times.values())
+    assert not any(map(gc.is_tracked, kept))
 
 
 def test_metrics_server_node_metrics_units():
@@ -334,7 +365,7 @@ def test_metrics_server_node_metrics_units():
         {"metadata": {"name": "n1"}, "timestamp": "1970-01-12T13:46:40Z", "window": "20s",
          "usage": {"cpu": "250000000n", "memory": "1Gi"}}]}
     got = parse_node_metrics(body)
-    assert got == {"cpu": {"n1": (250.0, T0)}, "memory": {"n1": (float(2**30), T0)}}
+    assert got == {"cpu": ({"n1": 250.0}, {"n1": T0}), "memory": ({"n1": float(2**30)}, {"n1": T0})}
 
 
 class _SlowSource:
@@ -345,7 +376,7 @@ class _SlowSource:
 
     async def fetch(self, queries):
         await asyncio.sleep(self.delay)
-        return {q: {"a": (1.0, T0)} for q in queries}
+        return {q: ({"a": 1.0}, T0) for q in queries}
 
     async def close(self):
         pass
@@ -359,12 +390,12 @@ def test_collector_rounds_are_bounded_and_a_failure_keeps_the_old_samples():
     p = next(iter(c.providers.values()))
     p.source = _SlowSource(0)
     asyncio.run(c.fetch_round(p))
-    assert series.up and series.samples == {"a": (1.0, T0)}
+    assert series.up and (series.values, series.times) == ({"a": 1.0}, {"a": T0})
     version = series.version
     p.source = _SlowSource(30)
     asyncio.run(c.fetch_round(p))                                     # cancelled at the timeout
     assert not series.up and series.error == "no answer within 0.05s"
-    assert series.samples == {"a": (1.0, T0)} and series.version == version + 1
+    assert (series.values, series.times) == ({"a": 1.0}, {"a": T0}) and series.version == version + 1
 
 
 # -- explanations ---------------------------------------------------------------------------------
@@ -449,7 +480,7 @@ def test_no_usable_load_anywhere_skips_the_per_node_work_with_the_same_outcome(m
         if down:
             s.failed("no answer within 2s")
         elif not values:
-            s.replace({}, T0)                                    # up, but no node has a sample yet
+            s.replace({}, T0, T0)                                # up, but no node has a sample yet
     pod = PodInfo.from_dict(make_pod("p", cpu="500m", memory="1Gi"), keep_raw=True)
     explained = CycleState()
     explained.write("pysched/trace", CycleTrace())             # explained cycles read every node
@@ -476,11 +507,12 @@ def test_slot_values_know_the_oldest_and_newest_sample_over_the_nodes_not_the_sp
     table = t.nodes().table
     assert len(table.infos) > 3                                # the table keeps spare slots
     series = load.series["cpu"]
-    series.replace({"a": (1.0, T0 - 30), "b": (2.0, T0 - 5), "c": (3.0, T0 - 9), "gone": (4.0, T0 - 99)}, T0)
+    series.replace({"a": 1.0, "b": 2.0, "c": 3.0, "gone": 4.0},
+                   {"gone": T0 - 99, "c": T0 - 9, "b": T0 - 5, "a": T0 - 30, "other": T0}, T0)
     sv = SlotValues(series)
     sv.refresh(table)
     assert (sv.oldest, sv.newest, sv.covered) == (T0 - 30, T0 - 5, 3)
-    series.replace({"a": (1.0, T0 - 30), "b": (2.0, T0 - 5)}, T0)   # c has none: not every node is fresh
+    series.replace({"a": 1.0, "b": 2.0}, {"a": T0 - 30, "b": T0 - 5}, T0)   # c has none: not every node is fresh
     sv.refresh(table)
     assert (sv.oldest, sv.newest, sv.covered) == (-np.inf, T0 - 5, 2)
     slot = table.slot_by_name
@@ -489,6 +521,6 @@ def test_slot_values_know_the_oldest_and_newest_sample_over_the_nodes_not_the_sp
     assert np.isnan(sv.values[slot["c"]]) and sv.times[slot["c"]] == -np.inf     # no longer sampled
     spare = sorted(set(range(len(table.infos))) - set(slot.values()))
     assert np.isnan(sv.values[spare]).all() and (sv.times[spare] == -np.inf).all()
-    series.replace({}, T0)
+    series.replace({}, T0, T0)
     sv.refresh(table)
     assert (sv.oldest, sv.newest, sv.covered) == (-np.inf, -np.inf, 0) and np.isnan(sv.values).all()

@@ -2,7 +2,7 @@
 
 Plugins subscribe while the profiles are built (``Handle.load.subscribe``); ``run()`` then starts
 one loop per distinct provider. Each round fetches all of the provider's queries at once, bounded
-by the provider's ``timeoutSeconds`` (``asyncio.wait_for`` around the whole round, whatever the
+by the provider's ``timeoutSeconds`` (``asyncio.timeout`` around the whole round, whatever the
 source does), and replaces the series in place; a failed or timed-out round marks them down and
 keeps their old samples, whose age then shows. Rounds start every ``intervalSeconds`` whatever
 the last one did. The scheduling cycle only reads the series.
@@ -105,7 +105,8 @@ class LoadCollector:
             if query in failed:
                 series.failed(failed[query])
             else:
-                series.replace(answers.get(query, {}), now)
+                values, sampled_at = answers.get(query, ({}, now))
+                series.replace(values, sampled_at, now)
         for query, error in failed.items():
             log.warning("metrics query failed", extra=kv(source=source, query=query, error=error))
         p.last_ok = now
@@ -113,7 +114,7 @@ class LoadCollector:
         METRICS.metrics_source_up.labels(source).set(1)
         if p.up is not True:
             log.info("metrics source up", extra=kv(source=source, queries=len(queries),
-                                                   nodes=max((len(s.samples) for s in p.series.values()), default=0)))
+                                                   nodes=max((len(s.values) for s in p.series.values()), default=0)))
         p.up = True
 
     def _down(self, p: _Provider, error: str, result: str, t0: float) -> None:

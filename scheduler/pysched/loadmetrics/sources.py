@@ -1,4 +1,5 @@
-"""Metric sources: one fetch returns, per query, node name -> (value, sampled_at).
+"""Metric sources: one fetch returns, per query, ``(values, sampled_at)``: node name -> value, and
+when they were sampled (one time for the whole answer, or node name -> time).
 
 ``PrometheusSource`` runs instant queries against the HTTP API (``/api/v1/query``), each sent as
 ``max by (<nodeLabel>) (<query>)`` (one value per node: the highest when the query gives several),
@@ -25,7 +26,8 @@ from pysched.framework.loadmetrics import MetricProviderArgs
 from pysched.framework.podinfo import parse_time
 from pysched.util import gctune
 
-Samples = dict[str, tuple[float, float]]
+Values = dict[str, float]
+Samples = tuple[Values, float | dict[str, float]]     # values by node; when sampled (all, or per node)
 
 
 def without_credentials(url: str) -> str:
@@ -48,10 +50,10 @@ def node_of(label: str) -> str:
     return host if sep and port.isdigit() else label
 
 
-def parse_vector(body: Any, node_label: str, now: float, names: dict[str, str] | None = None) -> Samples:
-    """An instant-query answer as samples; raises SourceError on an error answer or a non-vector.
-    ``names`` remembers each label's node name from one answer to the next (the same labels come
-    back every round: 1.8 ms instead of 2.9 ms for 5,000 series)."""
+def parse_vector(body: Any, node_label: str, names: dict[str, str] | None = None) -> Values:
+    """An instant-query answer's values by node; raises SourceError on an error answer or a
+    non-vector. ``names`` remembers each label's node name from one answer to the next (the same
+    labels come back every round: 1.8 ms instead of 2.9 ms for 5,000 series)."""
     if not isinstance(body, dict):
         raise SourceError("answer is not a JSON object")
     if body.get("status") != "success":
@@ -59,7 +61,7 @@ def parse_vector(body: Any, node_label: str, now: float, names: dict[str, str] |
     data = body.get("data") or {}
     if data.get("resultType") != "vector":
         raise SourceError(f"query gives a {data.get('resultType')!r}, not an instant vector")
-    out: Samples = {}
+    out: Values = {}
     isfinite = math.isfinite
     if names is None:
         names = {}
@@ -75,7 +77,7 @@ def parse_vector(body: Any, node_label: str, now: float, names: dict[str, str] |
             node = names.get(label)
             if node is None:
                 node = names[label] = label if ":" not in label else node_of(label)
-            out[node] = (value, now)
+            out[node] = value
     return out
 
 
@@ -138,7 +140,7 @@ class PrometheusSource:
             raise SourceError(f"HTTP {status}: answer is not JSON") from None
         if status >= 400 and not isinstance(body, dict):
             raise SourceError(f"HTTP {status}")
-        return parse_vector(body, self.provider.node_label, self.clock(), self._names)
+        return parse_vector(body, self.provider.node_label, self._names), self.clock()
 
     def wrap(self, query: str) -> str:
         """The query as sent: one series per node, the highest when ``query`` gives several (and
@@ -152,25 +154,27 @@ class PrometheusSource:
 
 
 def parse_node_metrics(body: Any) -> dict[str, Samples]:
-    """A NodeMetricsList as ``{"cpu": millicores, "memory": bytes}`` samples."""
+    """A NodeMetricsList as ``{"cpu": millicores, "memory": bytes}`` samples, each node at its
+    item's own ``timestamp``."""
     if not isinstance(body, dict) or not isinstance(body.get("items"), list):
         raise SourceError("answer is not a NodeMetricsList")
-    cpu: Samples = {}
-    memory: Samples = {}
+    cpu: Values = {}
+    memory: Values = {}
+    times: dict[str, float] = {}
     for item in body["items"]:
         name = ((item or {}).get("metadata") or {}).get("name")
         usage = (item or {}).get("usage") or {}
         if not name:
             continue
-        at = parse_time(item.get("timestamp")) or time.time()
+        times[name] = parse_time(item.get("timestamp")) or time.time()
         try:
             if "cpu" in usage:
-                cpu[name] = (float(resource_value("cpu", usage["cpu"])), at)
+                cpu[name] = float(resource_value("cpu", usage["cpu"]))
             if "memory" in usage:
-                memory[name] = (float(resource_value("memory", usage["memory"])), at)
+                memory[name] = float(resource_value("memory", usage["memory"]))
         except (QuantityError, ValueError, TypeError):
             continue
-    return {"cpu": cpu, "memory": memory}
+    return {"cpu": (cpu, times), "memory": (memory, times)}
 
 
 class MetricsServerSource:

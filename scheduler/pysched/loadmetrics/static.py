@@ -69,10 +69,10 @@ class StaticLoad:
                 unit = PERCENT
             series = self.series[name] = MetricSeries(name=name, query=query, unit=unit)
             at = self.now() - float(self.doc.get("ageSeconds", 0))
-            samples = {node: (float(values[name]), at) for node, values in self.doc["nodes"].items()
-                       if name in values}
+            values = {node: float(figures[name]) for node, figures in self.doc["nodes"].items()
+                      if name in figures}
             if self.doc["nodes"]:
-                series.replace(samples, at)
+                series.replace(values, at, at)
             else:
                 series.failed("no metrics file given")
         return series

@@ -124,22 +124,22 @@ class SlotValues:
         n = len(table.infos)
         values = np.full(n, np.nan)
         times = np.full(n, -np.inf)
-        samples = self.series.samples
-        m = len(samples)
+        series = self.series
+        m = len(series.values)
         # As arrays, not a loop per node: a 5,000-node series maps in 0.6 ms instead of 3.4 ms.
-        slots = np.fromiter(map(table.slot_by_name.get, samples, itertools.repeat(-1)), dtype=np.intp, count=m)
-        pairs = np.fromiter(itertools.chain.from_iterable(samples.values()), dtype=np.float64,
-                            count=2 * m).reshape(m, 2)
+        slots = np.fromiter(map(table.slot_by_name.get, series.values, itertools.repeat(-1)), dtype=np.intp, count=m)
+        vals = np.fromiter(series.values.values(), dtype=np.float64, count=m)
+        at = np.fromiter(series.times.values(), dtype=np.float64, count=m)   # same keys, same order
         known = slots >= 0
         if not known.all():
-            slots, pairs = slots[known], pairs[known]
-        values[slots] = pairs[:, 0]
-        times[slots] = pairs[:, 1]
+            slots, vals, at = slots[known], vals[known], at[known]
+        values[slots] = vals
+        times[slots] = at
         covered = len(slots)
         self.values, self.times, self._key = values, times, key
         if covered:
-            self.oldest = float(pairs[:, 1].min()) if covered == len(table.slot_by_name) else -np.inf
-            self.newest = float(pairs[:, 1].max())
+            self.oldest = float(at.min()) if covered == len(table.slot_by_name) else -np.inf
+            self.newest = float(at.max())
         else:
             self.oldest = self.newest = -np.inf
         self.covered = covered

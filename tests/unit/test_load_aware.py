@@ -127,6 +127,20 @@ def test_placements_count_until_a_sample_that_has_them_and_unreserve_forgets_the
     assert len(t.plugin.placements) == 0
 
 
+def test_reserve_counts_the_prediction_prescore_made_in_the_same_cycle():
+    t, _ = make_tester(TargetLoadPacking, {"a": {"cpu": 15}}, nodes=("a",))
+    pod = PodInfo.from_dict(one_cpu_pod("p0"), keep_raw=True)
+    state = CycleState()
+    t.plugin.pre_score(state, pod, t.nodes())
+    assert state.read("TargetLoadPacking/prediction") == 1000             # a 1-CPU limit
+    state.write("TargetLoadPacking/prediction", 777)                       # what PreScore left is used
+    t.plugin.reserve(state, pod, "a")
+    assert t.plugin.placements.by_uid[pod.uid][2] == 777
+    other = PodInfo.from_dict(one_cpu_pod("p1"), keep_raw=True)
+    t.plugin.reserve(CycleState(), other, "a")                             # no PreScore this cycle
+    assert t.plugin.placements.by_uid[other.uid][2] == 1000
+
+
 def test_pods_bound_by_others_count_and_deleted_pods_do_not():
     t, _ = make_tester(TargetLoadPacking, {"a": {"cpu": 15}, "b": {"cpu": 20}}, nodes=("a", "b"))
     other = PodInfo.from_dict(dict(one_cpu_pod("x", node_name="a"),

@@ -67,6 +67,7 @@ from pysched.plugins.helper.load import (
 )
 
 KEY = "TargetLoadPacking/preScore"
+PREDICTION_KEY = "TargetLoadPacking/prediction"   # the pod's predicted millicores, PreScore to Reserve
 
 
 @dataclass
@@ -208,7 +209,6 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         self.values = SlotValues(self.series)
         self.default_millis = a.default_cpu_millis()
         self.placements = RecentPlacements()
-        self._predicted: dict[str, int] = {}   # uid -> prediction, between PreScore and Reserve
         # prediction -> [epoch, changes seen, scores by slot], over the arrays of ``_prepared``
         self._cache: dict[int, list[Any]] = {}
         # (key, (used, capacity, sample times, has cpu) by slot, the oldest sample time)
@@ -225,7 +225,7 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
                    now - a.pending_load_seconds - a.max_staleness_seconds)
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
-        millis = self._predicted.pop(pod.uid, None)
+        millis = state.get(PREDICTION_KEY)
         if millis is None:
             millis = pod_cpu_prediction(pod, self.default_millis, self.args.default_requests_multiplier)
         now = self.load.now()
@@ -247,7 +247,6 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
 
     def pod_gone(self, uid: str) -> None:
         self.placements.remove(uid)
-        self._predicted.pop(uid, None)
 
     # -- scoring -----------------------------------------------------------------------------
 
@@ -307,9 +306,7 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         a = self.args
         now = self.load.now()
         predicted = pod_cpu_prediction(pod, self.default_millis, a.default_requests_multiplier)
-        if len(self._predicted) > 10000:
-            self._predicted.clear()
-        self._predicted[pod.uid] = predicted
+        state.write(PREDICTION_KEY, predicted)
         self.placements.advance(self._cutoff(now))
         if not state.explaining():
             fast = self._fast(predicted, nodes, now)

@@ -201,13 +201,22 @@ def profiles_table(all_cells: list[Cell]) -> str:
                      NA if med is None else f"**{med:.3f}**", fmt(paired, 3), fmt(corrected, 3),
                      cf(c, "ext:Filter", 3), cf(base, "ext:Filter", 3), cf(c, "throughput"),
                      cf(base, "throughput"), cf(c, "peak_rss"), cf(base, "peak_rss"), _fallbacks(c),
-                     "yes" if all(r.get("load_metrics") for r in c.runs + base.runs) else "no"])
+                     _prometheus_load(c.runs + base.runs)])
     if not rows:
         return ""
     head = ["workload", "mode", "QPS/burst", "profile", "sched CPU s / 1,000 pods", "default profile's",
             "ratio of medians", "ratio run by run", "run by run, per Filter call", "Filter ms", "default's",
-            "pods/s", "default's", "peak RSS MiB", "default's", "cycles on a load fallback", "Prometheus in every run"]
+            "pods/s", "default's", "peak RSS MiB", "default's", "cycles on a load fallback",
+            "Prometheus in every run"]
     return _table(head, ["---"] * 4 + ["---:"] * 12 + ["---"], rows)
+
+
+def _prometheus_load(runs: list[dict]) -> str:
+    """Whether Prometheus scraped in every run ("yes"), and also answered the loadaware queries in
+    every run (the loadaware scheduler's own, the driver's in the others: "yes, and its queries")."""
+    if not all(r.get("load_metrics") for r in runs):
+        return "no"
+    return "yes, and its queries" if all(r.get("load_queries") for r in runs) else "yes"
 
 
 def _fallbacks(c: Cell) -> str:

@@ -40,7 +40,16 @@ from .machine import loadavg
 from .modes import CREATE_CONCURRENCY, PHASES, Phase
 from .pinning import Pinning
 from .process import REPO, BenchError, Process
-from .schedulers import COSCHEDULING_CRD, NULL, PYSCHED, SCHEDULER_NAMES, load_aware_queries, start_scheduler
+from .querypump import QueryPump
+from .schedulers import (
+    COSCHEDULING_CRD,
+    NULL,
+    PYSCHED,
+    SCHEDULER_NAMES,
+    load_aware_pump,
+    load_aware_queries,
+    start_scheduler,
+)
 from .workloads import NAMESPACE, PHASE_LABEL, Workload, podgroups
 
 
@@ -89,6 +98,7 @@ class RunResult:
     gang: dict = field(default_factory=dict)      # gang workloads: bench.gangs.gang_summary + "partial"
     profile: str = ""                   # pysched's profile ("" for the other schedulers)
     load_metrics: bool = False          # the exporter and Prometheus ran beside the scheduler
+    load_queries: bool = False          # ... and answered the loadaware queries (its own, or the pump's)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -123,6 +133,7 @@ class Run:
         self.profiler: subprocess.Popen | None = None
         self.exporter: BulkExporter | None = None
         self.prometheus: PrometheusServer | None = None
+        self.pump: QueryPump | None = None     # the loadaware queries, in the other profiles' runs
 
     @property
     def load_aware(self) -> bool:
@@ -161,6 +172,12 @@ class Run:
                             profile=s.pysched_profile,
                             metrics_address=self.prometheus.address if self.prometheus is not None else "")
         self.processes.append(p)
+        if self.prometheus is not None and not self.load_aware:
+            # Prometheus answers the loadaware queries in this run too, from the scheduler's start
+            # as a loadaware scheduler's collector would: the same load on the machine.
+            if self.pump is None:
+                self.pump = load_aware_pump(self.prometheus.address)
+            self.pump.start()
         return p
 
     def control_plane_pids(self) -> dict[str, int]:
@@ -214,6 +231,8 @@ class Run:
             await self.watcher.proc.wait()
         for p in self.processes:
             p.stop()
+        if self.pump is not None:
+            await self.pump.stop()
         if self.prometheus is not None:
             self.prometheus.stop()
         if self.exporter is not None:
@@ -331,7 +350,8 @@ async def _measure(run: Run, phase: Phase) -> RunResult:
         violations=violations, bind_offsets=[round(b - t0, 4) for b in sorted(binds)],
         seen_offsets=sorted(round(r["seen"] - t0, 4) for r in records.values() if r.get("seen") is not None),
         error=error, gang=gang_report(w, t0, records, all_pods) if w.gang_size else {},
-        profile=spec.pysched_profile if kind == PYSCHED else "", load_metrics=run.prometheus is not None)
+        profile=spec.pysched_profile if kind == PYSCHED else "", load_metrics=run.prometheus is not None,
+        load_queries=run.load_aware or (run.pump is not None and run.pump.rounds > 0))
 
 
 async def run_one(spec: RunSpec) -> RunResult:

@@ -20,6 +20,8 @@ from pathlib import Path
 import yaml
 
 from pysched.framework.args import load_args
+from pysched.framework.loadmetrics import MetricProviderArgs
+from pysched.loadmetrics.sources import PrometheusSource
 from pysched.plugins.loadaware.load_variation_risk_balancing import LoadVariationRiskBalancingArgs, window_queries
 from pysched_dev.devcluster import ControlPlane, free_port
 from pysched_dev.promkit import CPU_METRIC, MEMORY_METRIC
@@ -27,6 +29,7 @@ from pysched_dev.testkit import custom_scores_profile
 
 from .pinning import Pinning
 from .process import REPO, Process
+from .querypump import QueryPump
 from .scrape import ALLOW_PATHS
 
 PYSCHED, KUBE, NULL = "pysched", "kube-scheduler", "null-binder"
@@ -55,6 +58,16 @@ def load_aware_queries(address: str) -> list[str]:
     by_name = {c["name"]: c["args"] for c in load_aware_args(address)}
     lvrb = load_args(LoadVariationRiskBalancingArgs, by_name["LoadVariationRiskBalancing"], "pluginConfig")
     return [by_name["TargetLoadPacking"]["query"], *window_queries(lvrb).values()]
+
+
+def load_aware_pump(address: str) -> QueryPump:
+    """The queries the loadaware profile sends, as it sends them (each wrapped as its collector
+    wraps it), at its provider's interval and timeout: for the runs of the other profiles."""
+    provider = load_args(MetricProviderArgs, load_aware_args(address)[0]["args"]["metricProvider"],
+                         "pluginConfig.metricProvider")
+    source = PrometheusSource(provider)
+    return QueryPump(address, [source.wrap(q) for q in load_aware_queries(address)],
+                     provider.interval_seconds, provider.timeout_seconds)
 
 
 def pysched_profile(scheduler_name: str, profile: str = "default", gang: bool = False,

@@ -92,9 +92,10 @@ def test_bench_compares_pysched_profiles_on_the_same_machine_load(control_plane,
     for r in runs:
         assert r["error"] == "" and r["violations"] == [] and r["summary"]["bound"] == 16, r["profile"]
         assert r["load_metrics"] is True, r["profile"]      # Prometheus beside every run, not only loadaware's
+        assert r["load_queries"] is True, r["profile"]      # ... answering the loadaware queries in every run
         # the driver waits until every query answers for every node: no cycle measured on a fallback
         assert r["metrics"]["load_fallbacks"] == {}, (r["profile"], r["metrics"]["load_fallbacks"])
     assert "## pysched's profiles against its default profile" in proc.stdout
     row = next(line for line in proc.stdout.splitlines()
                if line.startswith("| Smoke/GPUSpotMix | drain | 5000/5000 | loadaware |"))
-    assert row.rstrip().endswith("| yes |")
+    assert row.rstrip().endswith("| yes, and its queries |")

@@ -304,7 +304,11 @@ def method(pinning: dict, repeats: int, steady_rate: float, schedulers: list[str
             "shared virtual machine moves by tens of percent from one run to the next and takes the CPU per pod "
             "with it. It also takes out whatever the profile itself does to that same work (a colder cache, a "
             "collection landing in Filter): when the profiles' Filter ms differ, the cost lies between the two "
-            "run-by-run ratios, and the plain one is the one to hold a target to.",
+            "run-by-run ratios, and the plain one is the one to hold a target to. *Prometheus in every run*: "
+            "with `--load-metrics all` the exporter and Prometheus run beside every profile (\"yes\"), and the "
+            "driver sends the loadaware profile's queries during the other profiles' runs, as its collector "
+            "does from the scheduler's start (\"yes, and its queries\"): Prometheus evaluates them on the "
+            "core the API server uses, so only then is that load the same in every run.",
             ""]),
         "**Other load**: per run, /proc/loadavg at its start, and the machine's busy CPU seconds (/proc/stat) "
         "over the measured phase minus those of the run's own processes (driver, etcd, kube-apiserver, "

@@ -45,6 +45,7 @@ import time
 from pysched.client.eventseries import SERIES_WINDOW, EventBacklog, PendingEvent, event_name, isomorphic_key, now_micro
 from pysched.client.rest import ApiError, KubeClient
 from pysched.metrics import METRICS
+from pysched.util.eventloop import cancel_and_wait
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.client.events")
@@ -114,13 +115,7 @@ class EventRecorder:
             deadline = time.monotonic() + max(0.0, drain)
             while self.backlog.pending and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         for h in self._timers:
             h.cancel()

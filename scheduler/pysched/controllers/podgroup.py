@@ -37,6 +37,7 @@ from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.rest import KubeClient
 from pysched.controllers.podgroup_status import POD_GROUP_LABEL, next_status, status_patch
 from pysched.controllers.workqueue import WorkQueue
+from pysched.util.eventloop import cancel_and_wait
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.controllers.podgroup")
@@ -135,12 +136,8 @@ class PodGroupController:
             self._task.cancel()
 
     async def stop(self) -> None:
-        self.cancel()
         if self._task is not None:
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):  # noqa: BLE001
-                pass
+            await cancel_and_wait([self._task])
             self._task = None
         self.queue.close()
         if self.watch is not None:

@@ -559,7 +559,7 @@ class Framework:
                     names = batch.names
                     assert raw is not None
                     trace.scores[name] = {names[i]: {"raw": int(raw[i]), "normalized": int(scores[i]),
-                                                        "weighted": int(scores[i] * w)} for i in range(n)}
+                                                     "weighted": int(scores[i] * w)} for i in range(n)}
             if not rows or not n:
                 return np.zeros(n, dtype=np.int64)
             table = np.array(rows)

@@ -308,6 +308,18 @@ class ControlPlane:
             time.sleep(downtime)
         self._start_apiserver(timeout, port=self.apiserver_port)
 
+    def kill_etcd(self) -> None:
+        """SIGKILL etcd (a crash: no graceful leader hand-off, no flush); its data stays on disk."""
+        if self.etcd_proc is not None and self.etcd_proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.etcd_proc.pid, signal.SIGKILL)
+            self.etcd_proc.wait()
+        self.etcd_proc = None
+
+    def restart_etcd(self, timeout: float = 120.0) -> None:
+        """Start etcd again on its old ports with its old data (after ``kill_etcd``)."""
+        self._start_etcd(timeout, ports=self._etcd_ports, keep_data=True)
+
     def compact_etcd(self) -> int:
         """Compact etcd to its current revision, expiring every older resourceVersion (410 Gone)."""
         import base64
@@ -332,9 +344,11 @@ class ControlPlane:
         path = self.workdir / f"{name}.log"
         return path.stat().st_size if path.exists() else 0
 
-    def _start_etcd(self, timeout: float) -> None:
-        shutil.rmtree(self.workdir / "etcd", ignore_errors=True)  # a failed attempt's data
-        client, peer = free_port(), free_port()
+    def _start_etcd(self, timeout: float, ports: tuple[int, int] | None = None, keep_data: bool = False) -> None:
+        if not keep_data:
+            shutil.rmtree(self.workdir / "etcd", ignore_errors=True)  # a failed attempt's data
+        client, peer = ports or (free_port(), free_port())
+        self._etcd_ports = (client, peer)
         self.etcd_url = f"http://127.0.0.1:{client}"
         args = [
             str(self.bin / "etcd"), "--name=default", f"--data-dir={self.workdir / 'etcd'}",

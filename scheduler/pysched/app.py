@@ -33,6 +33,8 @@ from pysched.extender.client import HTTPExtender
 from pysched.framework.registry import Registry
 from pysched.loadmetrics import LoadCollector
 from pysched.metrics import METRICS
+from pysched.podrecovery import DEFAULT_INTERVAL as DEFAULT_RECOVERY_INTERVAL
+from pysched.podrecovery import PodRecovery
 from pysched.profile import build_frameworks, build_queue, default_registry
 from pysched.schedule_one import Scheduler, max_binds_for
 from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewError
@@ -46,6 +48,7 @@ from pysched.util.logs import kv, process_uptime
 log = logging.getLogger("pysched.app")
 
 POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
+KOPF_STOP_WAIT = 0.5  # seconds shutdown waits for kopf's thread
 EVENT_FLUSH_ON_SHUTDOWN = 1.0  # seconds of Event posting allowed between the last bind and the handover
 
 
@@ -74,6 +77,8 @@ class Options:
     # A kind served by an optional CRD (PodGroups) that was not installed at start-up is LISTed
     # this often until it is, and then kept current the same way (kopf resolves resources once).
     optional_crd_poll_seconds: float = 10.0
+    # The safety net's period (``podrecovery``): a pending pod held nowhere is put back within two.
+    pod_recovery_interval: float = DEFAULT_RECOVERY_INTERVAL
 
 
 class SchedulerApp:
@@ -143,6 +148,10 @@ class SchedulerApp:
         self.handlers = EventHandlers(self.cache, self.queue, set(routing), self.cluster_events,
                                       keep_node_raw=any(not e.node_cache_capable for e in self.extenders),
                                       observer=self.shadow)
+        self.recovery = None if shadow else PodRecovery(
+            pending=self.handlers.pending, cache=self.cache, queue=self.queue, working=self.scheduler.working,
+            client=self.client, interval=options.pod_recovery_interval,
+            on_recovered=lambda pod: self.cluster_events.move("Pod", {"Delete"}, pod, None))
         self.node_reflector = Reflector(self.client, name="nodes", path="/api/v1/nodes",
                                         on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
                                         key=name_key, resync_period=options.resync_period)
@@ -352,7 +361,10 @@ class SchedulerApp:
             await asyncio.sleep(0)
             if self.options.serve:
                 try:
-                    await self.start_server()
+                    # The client-CA lookup can wait on an API server that never answers: a stop
+                    # ends it, and then no port is opened.
+                    if not await self.until_stopped(self.start_server()):
+                        return self.exit_code
                 except ReviewError as exc:
                     log.error("cannot set up delegated authentication", extra=kv(error=str(exc)))
                     self.exit_code = 1
@@ -372,6 +384,8 @@ class SchedulerApp:
                 self.podgroups.start()   # leader (or the only replica): PodGroup status controller
             loop = self.shadow.run() if self.shadow is not None else self.scheduler.run()
             sched = self._spawn(loop, "scheduling-loop")
+            if self.recovery is not None:
+                self._spawn(self.recovery.run(), "pod-recovery")
             watch = [sched, stop, self.tasks[0], self.tasks[1]]
             done, _ = await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
@@ -408,6 +422,8 @@ class SchedulerApp:
     async def start_server(self) -> None:
         o = self.options
         self.auth = await build_auth(o.auth, self.creds)
+        if self.stopping.is_set():
+            return   # shutting down: the port must not open now
         self.server = SecureServer(address=o.bind_address, port=o.secure_port, cert_file=o.tls_cert_file,
                                    key_file=o.tls_private_key_file, cert_dir=o.cert_dir, ready=self.ready,
                                    healthy=self.healthy, configz=self.configz, explain=self.explain,
@@ -472,7 +488,10 @@ class SchedulerApp:
         await cancel_and_wait(self.tasks)
         await self.recorder.stop(drain=0)
         if self.kopf is not None:
-            await asyncio.to_thread(self.kopf.stop)
+            # kopf only reads (watch streams), so nothing is lost if its thread - a daemon - is still
+            # winding down when the process exits: wait briefly, never the seconds a kopf that was
+            # still logging in can take.
+            await asyncio.to_thread(self.kopf.stop, KOPF_STOP_WAIT)
         if self.podgroups is not None:
             await self.podgroups.stop()
             await self.podgroup_client.close()

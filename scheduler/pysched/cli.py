@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--leader-elect", dest="leader_elect", default=None,
                      type=lambda s: s.lower() in ("1", "true", "yes"), help="override leaderElection.leaderElect")
     run.add_argument("--resync-period", type=float, default=300.0, help="seconds between informer relists")
+    run.add_argument("--pod-recovery-interval", type=_positive_float, default=30.0, metavar="SECONDS",
+                     help="seconds between checks that every pending pod of ours is queued or being bound; one "
+                          "held nowhere for two checks in a row is put back (pysched_pods_recovered_total)")
     run.add_argument("--seed", type=int, default=None, help="tie-break random seed (reproducible placements)")
     run.add_argument("--explain-all", action="store_true", help="keep a per-plugin trace of every cycle")
     run.add_argument("--shadow", action="store_true",
@@ -183,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "or of the previous response (default: 10)")
     ext.add_argument("--body-timeout", type=_positive_float, default=30.0, metavar="SECONDS",
                      help="answer 408 and close when a request body takes longer than this (default: 30)")
+    ext.add_argument("--max-connections", type=_positive_int, default=128, metavar="N",
+                     help="connections held at once; at the cap the oldest one with no request being handled "
+                          "is closed to make room (default: 128)")
 
     from pysched.tools.exitcodes import SIMULATE_EXIT_HELP
     sim = sub.add_parser("simulate", help="schedule pods onto a cluster snapshot without an API server",
@@ -276,6 +282,7 @@ def cmd_run(args) -> int:
             return 0
         options = Options(kubeconfig=args.kubeconfig or cfg.client_connection.kubeconfig or None,
                           plugin_modules=args.plugin_module, resync_period=args.resync_period, seed=args.seed,
+                          pod_recovery_interval=args.pod_recovery_interval,
                           leader_elect=args.leader_elect, secure_port=args.secure_port,
                           bind_address=args.bind_address, cert_dir=args.cert_dir, serve=not args.no_serve,
                           tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,

@@ -198,6 +198,9 @@ class EventHandlers:
         self.keep_node_raw = keep_node_raw
         self.observer = observer
         self.pod_watchers = list(events.registry.pod_watchers) if events.registry is not None else []
+        # The informer's pending pods of our profiles (uid -> latest PodInfo): what the safety net
+        # (``podrecovery``) checks the queue and the cache against.
+        self.pending: dict[str, PodInfo] = {}
 
     def _seen(self, pod: PodInfo) -> None:
         for w in self.pod_watchers:
@@ -228,6 +231,7 @@ class EventHandlers:
             return
         spec = obj.get("spec") or {}
         if spec.get("nodeName"):
+            self.pending.pop(uid, None)
             pod = PodInfo.from_dict(obj)
             old, confirmed = self.cache.upsert_pod(pod)
             if self.observer is not None and (old is None or confirmed):
@@ -260,6 +264,7 @@ class EventHandlers:
         if sched_name not in self.scheduler_names:
             return
         if meta.get("deletionTimestamp"):
+            self.pending.pop(uid, None)
             self.queue.delete(uid)
             if self.pod_watchers:
                 self._gone(uid)
@@ -267,6 +272,7 @@ class EventHandlers:
         if self.observer is not None and self.observer.seen(uid):
             return
         pod = PodInfo.from_dict(obj, keep_raw=True)
+        self.pending[uid] = pod
         queued = self.queue.get(uid)
         if queued is not None:
             old_pod = queued.pod
@@ -285,6 +291,7 @@ class EventHandlers:
             self.observer.observe_deleted(uid)
         if obj is not None:
             self.note_kubelet_rejection(obj)
+        self.pending.pop(uid, None)
         removed = self.cache.remove_pod(uid)
         qpi = self.queue.get(uid)
         if qpi is not None:

@@ -100,8 +100,26 @@ class Metrics:
             ["kind"], registry=r)
         self.bind_conflicts = Counter(
             "pysched_bind_conflicts_total",
-            "Binds answered 409 Conflict (the pod was already bound, typically by another scheduler).",
+            "Binds answered 409 Conflict or 404 Not Found, by where the pod turned out to be: already_bound "
+            "(typically by another scheduler), took_effect (bound to the node this bind named: the write happened "
+            "despite the error), not_found (deleted), still_pending (the API server refused "
+            "the write for another reason, such as etcd being unavailable: the pod is retried).",
             ["profile", "reason"], registry=r)
+        self.http_connections_shed = Counter(
+            "pysched_http_connections_shed_total",
+            "Connections to a pysched HTTP server (secure port, extender) closed by its connection cap: evicted "
+            "(the oldest connection with no request being handled, closed to make room) or refused (every "
+            "connection was busy), by server.", ["server", "reason"], registry=r)
+        self.http_requests_rejected = Counter(
+            "pysched_http_requests_rejected_total",
+            "Malformed requests a pysched HTTP server refused before routing them (too many or too long "
+            "headers, a bad request line, ...), by server and reason.", ["server", "reason"], registry=r)
+        self.pods_recovered = Counter(
+            "pysched_pods_recovered_total",
+            "Pending pods of our profiles that the scheduler held nowhere (in no queue, in flight with no cycle, "
+            "or assumed with no bind while the API shows them pending), found by the periodic check and put "
+            "back in the queue, by reason. Anything but 0 means a bug: the pod would have stayed Pending.",
+            ["reason"], registry=r)
         self.kubelet_rejections = Counter(
             "pysched_kubelet_rejections_total",
             "Pods this scheduler bound that the kubelet then rejected at admission (status.reason such as "

@@ -9,8 +9,10 @@ the node at once) -> Reserve -> Permit.
 Binding cycle (an asyncio task per pod, overlapping later scheduling cycles): wait for Permit ->
 PreBind -> fence (the leader must still hold a fresh lease) -> Bind (a binder extender if one is
 interested, else the Bind plugins) -> ``Scheduled`` event -> PostBind. On failure the pod is
-unreserved, **forgotten** and retried with backoff; a 409 "already bound" or 404 drops it, since
-the informer will report where it really is.
+unreserved, **forgotten** and retried with backoff - unless the pod turns out bound or deleted:
+whatever the error (a 409 is not always "already bound": kube-apiserver answers 409 when etcd is
+unavailable), the informer's copy, or one GET when the informer still shows the pod pending,
+decides (``podlocation``). A bind that errored but took effect counts as a success.
 
 Failures record ``FailedScheduling`` with kube-scheduler's message, set ``PodScheduled=False``
 (reason ``Unschedulable`` or ``SchedulerError``) when it changed, and put the pod in the
@@ -48,6 +50,7 @@ from pysched.framework.types import (
     truncate_message,
 )
 from pysched.metrics import METRICS
+from pysched.podlocation import BOUND, GONE, locate
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.schedule_one")
@@ -122,6 +125,8 @@ class Scheduler:
         self.next_start_node_index = 0
         self.on_cluster_event = on_cluster_event
         self.binding_tasks: set[asyncio.Task] = set()
+        self.binding_pods: dict[str, asyncio.Task] = {}   # uid -> its binding cycle
+        self._in_async_cycle: set[str] = set()           # uids in a scheduling cycle that awaits (extenders)
         self.api_tasks: set[asyncio.Task] = set()
         self.explain_all = explain_all
         self.traces: dict[str, dict] = {}
@@ -266,8 +271,25 @@ class Scheduler:
             return
         self._finish(fwk, state, qpi, result, start, trace)
 
+    def working(self, uid: str) -> bool:
+        """Whether a scheduling or binding cycle holds the pod now (the safety net's question)."""
+        return uid in self.binding_pods or uid in self._in_async_cycle
+
+    def _binding_ended(self, uid: str, task: asyncio.Task) -> None:
+        self.binding_tasks.discard(task)
+        if self.binding_pods.get(uid) is task:
+            del self.binding_pods[uid]
+
     async def schedule_one_async(self, qpi: QueuedPodInfo) -> None:
         """The same cycle with extender calls: the pod waits, informer events may arrive meanwhile."""
+        uid = qpi.pod.uid
+        self._in_async_cycle.add(uid)
+        try:
+            await self._schedule_one_async(qpi)
+        finally:
+            self._in_async_cycle.discard(uid)
+
+    async def _schedule_one_async(self, qpi: QueuedPodInfo) -> None:
         begun = self._begin(qpi)
         if begun is None:
             return
@@ -315,7 +337,9 @@ class Scheduler:
         task = asyncio.get_running_loop().create_task(
             self.binding_cycle(fwk, state, qpi, assumed, host, start, waiting, timeout))
         self.binding_tasks.add(task)
-        task.add_done_callback(self.binding_tasks.discard)
+        uid = pod.uid
+        self.binding_pods[uid] = task
+        task.add_done_callback(lambda t: self._binding_ended(uid, t))
 
     def find_feasible(self, fwk: Framework, state: CycleState, pod: PodInfo,
                       trace: CycleTrace | None) -> tuple[NodeBatch, Diagnosis, int]:
@@ -570,17 +594,19 @@ class Scheduler:
 
     async def binding_cycle(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
                             host: str, start: float, waiting: bool, timeout: float) -> None:
+        step = "Permit"
         try:
             if waiting:
                 st = await fwk.wait_on_permit(assumed, timeout)
                 if st is not None and not st.is_success():
                     self._binding_failed(fwk, state, qpi, assumed, host, st, start)
                     return
+            step = "PreBind"
             st = await fwk.run_pre_bind(state, assumed, host)
             if st is not None and not st.is_success():
                 if isinstance(st.error, NotLeaderError):
                     raise st.error
-                self._binding_failed(fwk, state, qpi, assumed, host, st, start)
+                await self._write_failed(fwk, state, qpi, assumed, host, st, start, step)
                 return
             if host not in self.cache.nodes:
                 # The node went away while the pod waited in PreBind/Permit: the API would still
@@ -591,6 +617,7 @@ class Scheduler:
                 return
             if self.fence is not None and not self.fence.allows():
                 raise NotLeaderError(self.fence.closed_reason or "the leader lease is not fresh")
+            step = "Bind"
             self._binds_outstanding += 1
             try:
                 st = await self.bind_with_extenders(fwk, state, assumed, host)
@@ -603,8 +630,8 @@ class Scheduler:
             if st is not None and not st.is_success():
                 if isinstance(st.error, NotLeaderError):
                     raise st.error
-                self._binding_failed(fwk, state, qpi, assumed, host, st, start)
-                return
+                if not await self._write_failed(fwk, state, qpi, assumed, host, st, start, step):
+                    return
         except NotLeaderError as exc:
             # The write fence refused (lease not fresh, lost, or handing over): nothing was sent.
             # The pod goes back to the queue quietly - no event, no condition: those are writes too.
@@ -616,8 +643,8 @@ class Scheduler:
             self.queue.requeue_in_flight(qpi)
             raise
         except Exception as exc:  # noqa: BLE001
-            log.exception("binding cycle crashed", extra=kv(pod=assumed.key, node=host))
-            self._binding_failed(fwk, state, qpi, assumed, host, Status.as_error(exc), start)
+            log.exception("binding cycle crashed", extra=kv(pod=assumed.key, node=host, step=step))
+            await self._write_failed(fwk, state, qpi, assumed, host, Status.as_error(exc), start, "crash")
             return
         self.scheduled += 1
         now = time.perf_counter()
@@ -650,21 +677,45 @@ class Scheduler:
             log.warning("not binding: this replica cannot prove it leads; pods go back to the queue",
                         extra=kv(pod=assumed.key, node=host, reason=exc.message))
 
+    async def _write_failed(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
+                            host: str, st: Status, start: float, step: str) -> bool:
+        """A write of the binding cycle failed (PreBind, Bind - a plugin or a binder extender - or
+        the cycle crashed): whatever the error said (a 409 during an etcd outage is not "already
+        bound"), find out where the pod is and act on that. Returns True when the pod turned out
+        bound to ``host`` by this Bind (the write took effect; the caller finishes as a success)."""
+        if st.is_rejected() and st.plugin:
+            self._binding_failed(fwk, state, qpi, assumed, host, st, start)   # a plugin's verdict
+            return False
+        where = await locate(assumed, cache=self.cache, queue=self.queue, client=self.client)
+        took_effect = where.state == BOUND and where.node == host and step == "Bind"
+        status_code = getattr(st.error, "status", None)
+        if status_code in (404, 409):
+            reason = "took_effect" if took_effect else {BOUND: "already_bound", GONE: "not_found"}.get(
+                where.state, "still_pending")
+            METRICS.bind_conflicts.labels(fwk.profile_name, reason).inc()
+        fields = kv(pod=assumed.key, node=host, step=step, status=status_code, error=st.message(),
+                    found=where.state, found_node=where.node or None, source=where.source)
+        if took_effect:
+            log.info("bind reported an error but took effect; the pod is bound", extra=fields)
+            return True
+        if where.state in (BOUND, GONE):
+            fwk.run_unreserve(state, assumed, host)
+            self._forget(assumed)
+            log.info("bind failed and the pod is no longer pending; not retrying", extra=fields)
+            self.queue.done(assumed.uid)
+            return False
+        # Still pending (or the API server could not say): retry it after an error backoff.
+        log.warning("bind failed; will retry", extra=fields)
+        self._binding_failed(fwk, state, qpi, assumed, host, st, start, rejected_ok=False)
+        return False
+
     def _binding_failed(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
-                        host: str, st: Status, start: float) -> None:
+                        host: str, st: Status, start: float, *, rejected_ok: bool = True) -> None:
+        """The pod is not bound: unreserve, forget, and back to the queue (unschedulable for a
+        plugin's rejection, backoffQ for an error)."""
         fwk.run_unreserve(state, assumed, host)
         self._forget(assumed)
-        err = st.error
-        status_code = getattr(err, "status", None)
-        if status_code in (404, 409):
-            reason = "already_bound" if status_code == 409 else "not_found"
-            if status_code == 409:
-                METRICS.bind_conflicts.labels(fwk.profile_name, reason).inc()
-            log.warning("bind refused; dropping the pod from the queue", extra=kv(
-                pod=assumed.key, node=host, status=status_code, error=st.message()))
-            self.queue.done(assumed.uid)
-            return
-        if st.is_rejected() and st.plugin:
+        if rejected_ok and st.is_rejected() and st.plugin:
             # A plugin rejected the pod in the binding cycle (Permit wait rejected or timed out, a
             # gang released): as upstream's handleBindingCycleError, the pod is unschedulable with
             # that plugin in its UnschedulablePlugins, so the plugin's events requeue it.
@@ -675,7 +726,6 @@ class Scheduler:
             self._fail(fwk, qpi, Status(Code.UNSCHEDULABLE, st.message(), plugin=st.plugin), start, binding=True,
                        diagnosis=d, trace=state.get(TRACE_KEY))
             return
-        log.warning("bind failed; will retry", extra=kv(pod=assumed.key, node=host, error=st.message()))
         self._fail(fwk, qpi, Status(Code.ERROR, st.message(), plugin=st.plugin), start, binding=True,
                    trace=state.get(TRACE_KEY))
 

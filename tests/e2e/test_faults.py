@@ -72,7 +72,7 @@ async def test_node_deleted_before_bind_pod_goes_elsewhere(control_plane, admin)
     await task
 
 
-async def test_bind_answered_409_drops_the_pod_without_retry(control_plane, admin):
+async def test_bind_answered_409_for_a_pod_another_client_bound_is_not_retried(control_plane, admin):
     app = await in_process_app(control_plane, scheduler_config())
     await create_nodes(admin, [make_node("a"), make_node("b")])
     await create_pods(admin, [make_pod("p")])

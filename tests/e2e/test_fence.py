@@ -19,9 +19,9 @@ import time
 
 import pytest
 
-from pysched_dev.devcluster import ControlPlane
 from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
 
+from .auditkit import audit_policy, audited_plane, ok
 from .conftest import scheduler_config, wait_for
 from .test_ha import LE, _at_least, _holder_is
 from .test_ha import holder as _holder
@@ -30,39 +30,17 @@ from .test_scheduling import assert_no_overcommit
 pytestmark = pytest.mark.e2e
 
 LEASE_DURATION = datetime.timedelta(seconds=15)
-AUDIT_POLICY = """\
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-- level: Metadata
-  verbs: ["create", "update", "patch"]
-  resources:
-  - group: ""
-    resources: ["pods/binding"]
-  - group: "coordination.k8s.io"
-    resources: ["leases"]
-- level: None
-"""
+AUDIT_POLICY = audit_policy(("", ["pods/binding"]), ("coordination.k8s.io", ["leases"]))
 
 
 @pytest.fixture
 def control_plane():
     """This module's control plane: one user per replica, and an audit log of binds and Lease writes."""
-    cp = ControlPlane(extra_users=["r1", "r2"], audit_policy=AUDIT_POLICY)
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
+    yield from audited_plane(AUDIT_POLICY, extra_users=["r1", "r2"])
 
 
 def _ts(event: dict) -> datetime.datetime:
     return datetime.datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00"))
-
-
-def _ok(event: dict) -> bool:
-    return event.get("stage") == "ResponseComplete" and 200 <= (event.get("responseStatus") or {}).get("code", 0) < 300
 
 
 async def _bound(admin) -> int:
@@ -111,7 +89,7 @@ async def test_paused_leader_sends_no_bind_after_its_lease_expired(control_plane
     events = cp.audit_events()
     binds = [e for e in events if (e.get("objectRef") or {}).get("subresource") == "binding"
              and e.get("stage") == "ResponseComplete"]
-    lease_writes = [e for e in events if (e.get("objectRef") or {}).get("resource") == "leases" and _ok(e)]
+    lease_writes = [e for e in events if (e.get("objectRef") or {}).get("resource") == "leases" and ok(e)]
     r1_last_renew = max(_ts(e) for e in lease_writes if e["user"]["username"] == "r1")
     r2_acquired = min(_ts(e) for e in lease_writes if e["user"]["username"] == "r2")
     r1_binds = [e for e in binds if e["user"]["username"] == "r1"]
@@ -120,7 +98,7 @@ async def test_paused_leader_sends_no_bind_after_its_lease_expired(control_plane
     assert not late, (f"{len(late)} binds from the old leader after its lease expired "
                       f"(last renewal {r1_last_renew}, r2 acquired {r2_acquired}): {late[:3]}")
     # Every pod bound exactly once: one successful binding per pod in the API server's own record.
-    ok_per_pod = collections.Counter(e["objectRef"]["name"] for e in binds if _ok(e))
+    ok_per_pod = collections.Counter(e["objectRef"]["name"] for e in binds if ok(e))
     assert set(ok_per_pod) == {f"p-{i:04d}" for i in range(1000)}
     assert set(ok_per_pod.values()) == {1}
     print(f"bound before the pause: {at_pause}; binds by r1: {len(r1_binds)}, "
@@ -146,7 +124,7 @@ async def test_sigterm_with_a_deep_backlog_cancels_what_was_not_sent_and_hands_o
     print(f"handover after SIGTERM with a backlog: {handover:.2f}s")
     assert handover <= 2 + 1.5, "handover should take about a retryPeriod, whatever the backlog"
     await wait_for(lambda: _at_least(lambda: _bound(admin), 300), 120, what="r2 binds the rest")
-    binds = [e for e in cp.audit_events() if (e.get("objectRef") or {}).get("subresource") == "binding" and _ok(e)]
+    binds = [e for e in cp.audit_events() if (e.get("objectRef") or {}).get("subresource") == "binding" and ok(e)]
     per_pod = collections.Counter(e["objectRef"]["name"] for e in binds)
     assert len(per_pod) == 300 and set(per_pod.values()) == {1}
     assert any(e["user"]["username"] == "r2" for e in binds)

@@ -10,9 +10,10 @@ import datetime
 import pytest
 
 from pysched.apis.core.errors import ApiError
-from pysched_dev.devcluster import ControlPlane
 from pysched_dev.testkit import create_nodes, create_pods, make_node
 
+from . import auditkit
+from .auditkit import audit_policy
 from .conftest import scheduler_config, wait_for
 from .podgroup_kit import (
     bind,
@@ -29,20 +30,8 @@ from .test_ha import holder as _holder
 
 pytestmark = pytest.mark.e2e
 
-AUDIT_POLICY = """\
-apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: ["RequestReceived"]
-rules:
-- level: Metadata
-  verbs: ["create", "update", "patch"]
-  resources:
-  - group: "scheduling.x-k8s.io"
-    resources: ["podgroups", "podgroups/status"]
-  - group: "coordination.k8s.io"
-    resources: ["leases"]
-- level: None
-"""
+AUDIT_POLICY = audit_policy(("scheduling.x-k8s.io", ["podgroups", "podgroups/status"]),
+                            ("coordination.k8s.io", ["leases"]))
 
 
 async def test_crd_schema_is_scheduler_plugins(admin):
@@ -124,12 +113,7 @@ async def test_controller_off_writes_nothing(admin, scheduler_factory):
 
 @pytest.fixture
 def audited_plane():
-    cp = ControlPlane(extra_users=["r1", "r2"], audit_policy=AUDIT_POLICY)
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
+    yield from auditkit.audited_plane(AUDIT_POLICY, extra_users=["r1", "r2"])
 
 
 def _ts(event: dict) -> datetime.datetime:

@@ -20,6 +20,7 @@ from pysched.tools.simulate import Simulation
 from pysched.tools.snapshot import Snapshot
 
 from .conftest import node, pod
+from .livekit import run_live, until
 
 LABEL = "scheduling.x-k8s.io/pod-group"
 GPU = "nvidia.com/gpu"
@@ -285,26 +286,6 @@ def live_sim(gpus, groups, args=None):
                "bind": {"enabled": [{"name": "FlakyBinder"}], "disabled": [{"name": "*"}]}}
     FlakyBinder.fail, FlakyBinder.bound, SlowPreBind.quick = set(), {}, set()
     return gang_sim(gpus, groups, args=args, registry=registry, plugins=plugins)
-
-
-async def until(cond, timeout=10.0):
-    end = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        assert asyncio.get_running_loop().time() < end, "condition not reached"
-        await asyncio.sleep(0.02)
-
-
-def run_live(sim, body):
-    async def main():
-        loop_task = asyncio.create_task(sim.scheduler.run())
-        try:
-            await body()
-        finally:
-            sim.scheduler.stop()
-            await asyncio.wait_for(loop_task, 5)
-            for t in list(sim.scheduler.binding_tasks):
-                t.cancel()
-    asyncio.run(main())
 
 
 def test_timeout_releases_every_waiting_member_together():

@@ -38,11 +38,14 @@ ALLOWED = {
 }
 ENGINE = {"pysched.framework", "pysched.backend", "pysched.client", "pysched.apis", "pysched.extender.client",
           "pysched.extender.wire", "pysched.explanation", "pysched.eventhandlers", "pysched.schedule_one",
-          "pysched.profile", "pysched.plugins", "pysched.loadmetrics"} | BASE
+          "pysched.profile", "pysched.plugins", "pysched.loadmetrics", "pysched.podlocation",
+          "pysched.podrecovery"} | BASE
 ALLOWED.update({
     "pysched.explanation": {"pysched.explanation"} | BASE,
     "pysched.eventhandlers": ENGINE,
     "pysched.schedule_one": ENGINE,
+    "pysched.podlocation": BASE,
+    "pysched.podrecovery": {"pysched.podlocation"} | BASE,
     "pysched.profile": ENGINE,
     "pysched.tools": ENGINE | {"pysched.tools"},
 })

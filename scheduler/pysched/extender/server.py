@@ -64,6 +64,8 @@ from pysched.framework.podinfo import PodInfo
 from pysched.framework.status import Code
 from pysched.framework.types import Diagnosis, FrameworkError
 from pysched.metrics import METRICS
+from pysched.podlocation import BOUND, lookup
+from pysched.server.connguard import DEFAULT_MAX_CONNECTIONS, ConnectionGuard
 from pysched.server.delegated_auth import (
     Attributes,
     AuthenticationFailed,
@@ -103,6 +105,11 @@ class BodyTimeout(RequestError):
 class ClientGone(RequestError):
     """The client closed the connection before its body arrived (nginx's 499, for the metrics)."""
     status = 499
+
+
+class Busy(RequestError):
+    """Too many request bodies are in memory already (``ConnectionGuard.body_budget``)."""
+    status = 503
 
 
 class Unprocessable(RequestError):
@@ -145,8 +152,10 @@ def _within(where: str, problem: str) -> str:
 class ExtenderServer:
     def __init__(self, app, profile: str | None = None, *, max_body: int = DEFAULT_MAX_BODY,
                  header_timeout: float = DEFAULT_HEADER_TIMEOUT, body_timeout: float = DEFAULT_BODY_TIMEOUT,
-                 bind_scheduler_names: list[str] | None = None, bind_auth: DelegatedAuth | None):
-        """``bind_auth``: who may call bind/preempt (None: anyone - --insecure-allow-unauthenticated-bind)."""
+                 bind_scheduler_names: list[str] | None = None, bind_auth: DelegatedAuth | None,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS):
+        """``bind_auth``: who may call bind/preempt (None: anyone - --insecure-allow-unauthenticated-bind);
+        ``max_connections``: connections held at once (``ConnectionGuard``)."""
         self.app = app
         self.bind_auth = bind_auth
         self.profile = profile or app.cfg.profiles[0].scheduler_name
@@ -163,11 +172,15 @@ class ExtenderServer:
         self.bind_scheduler_names = frozenset(bind_scheduler_names or (KUBE_SCHEDULER_NAME, self.profile))
         self._runner: web.AppRunner | None = None
         self.port = 0
+        # Memory under hostile clients: connections x header budget, and request bodies being
+        # read at once (two maximal bodies; a single one is always let through).
+        self.guard = ConnectionGuard("extender", max_connections=max_connections, body_budget=2 * max_body,
+                                     logger=log)
 
     # -- plumbing ------------------------------------------------------------------------------
 
     def web_app(self) -> web.Application:
-        wa = web.Application(client_max_size=self.max_body * 2)
+        wa = web.Application(client_max_size=self.max_body * 2, middlewares=[self.guard.middleware])
         for verb, fn in (("filter", self.filter), ("prioritize", self.prioritize), ("bind", self.bind),
                          ("preempt", self.preempt)):
             wa.router.add_post(f"/{verb}", self._wrap(verb, fn))
@@ -187,8 +200,10 @@ class ExtenderServer:
         # and closes the connection if no complete request head has arrived when it fires: that
         # is the header timeout (an idle kept-alive connection goes after the same time, as with
         # Go's http.Server when only ReadHeaderTimeout is set). The body timeout is ours (_body).
-        self._runner = web.AppRunner(self.web_app(), access_log=None, keepalive_timeout=self.header_timeout)
+        self._runner = web.AppRunner(self.web_app(), access_log=None, keepalive_timeout=self.header_timeout,
+                                     **self.guard.runner_kwargs())
         await self._runner.setup()
+        self.guard.install(self._runner)
         site = web.TCPSite(self._runner, address, port, ssl_context=ssl_context)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001
@@ -215,13 +230,22 @@ class ExtenderServer:
                     except AuthenticationFailed:
                         code = 401
                         return unauthorized_response()
-                body = await self._body(request)
-                if user is not None:
-                    _, refusal = await self.bind_auth.check(request, binding_attributes(verb, body), user=user)
-                    if refusal is not None:
-                        code = refusal.status
-                        return refusal
-                result = fn(body) if not asyncio.iscoroutinefunction(fn) else await fn(body)
+                size = min(self.max_body, request.content_length if request.content_length is not None
+                           else self.max_body)
+                if not self.guard.take_body(size):
+                    raise Busy(f"{self.guard.body_in_use} bytes of request bodies are being handled already "
+                               f"(limit {self.guard.body_budget}); try again soon")
+                try:
+                    body = await self._body(request)
+                    if user is not None:
+                        _, refusal = await self.bind_auth.check(request, binding_attributes(verb, body), user=user)
+                        if refusal is not None:
+                            code = refusal.status
+                            return refusal
+                    result = fn(body) if not asyncio.iscoroutinefunction(fn) else await fn(body)
+                    del body
+                finally:
+                    self.guard.give_body(size)
                 payload = result if isinstance(result, bytes) else orjson.dumps(result)
                 return web.Response(body=payload, content_type="application/json")
             except RequestError as exc:
@@ -397,8 +421,15 @@ class ExtenderServer:
             return {"Error": refusal}
         try:
             await self.app.client.bind_pod(ns, name, uid, node)
-        except ApiError as exc:
-            return {"Error": exc.message}
+        except (ApiError, OSError) as exc:
+            # The answer may hide a bind that took effect (a timeout, a 409 written while etcd was
+            # failing over): kube-scheduler would then forget a pod that is bound. Ask once.
+            where = await lookup(self.app.client, ns, name, uid)
+            if where.state != BOUND or where.node != node:
+                log.warning("bind failed", extra=kv(pod=f"{ns}/{name}", node=node, error=str(exc) or type(exc).__name__,
+                                                    found=where.state, found_node=where.node or None))
+                return {"Error": getattr(exc, "message", "") or str(exc) or type(exc).__name__}
+            log.info("bind reported an error but took effect", extra=kv(pod=f"{ns}/{name}", node=node, error=str(exc)))
         log.info("bound pod", extra=kv(pod=f"{ns}/{name}", node=node))
         return {"Error": ""}
 
@@ -506,7 +537,7 @@ async def serve(args) -> int:
                         "(--tls-cert-file/--tls-private-key-file) so tokens are not sent in the clear")
     server = ExtenderServer(app, args.profile, max_body=args.max_body_bytes, header_timeout=args.header_timeout,
                             body_timeout=args.body_timeout, bind_scheduler_names=args.bind_scheduler_name or None,
-                            bind_auth=bind_auth)
+                            bind_auth=bind_auth, max_connections=args.max_connections)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:

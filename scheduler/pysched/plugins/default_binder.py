@@ -1,8 +1,9 @@
 """DefaultBinder (Bind): POSTs the ``pods/binding`` subresource, with the pod's UID as precondition.
 
-The API server answers 409 when the pod is already bound (by another scheduler or client) and
-404 when it is gone; both come back as statuses the binding cycle understands (drop the pod, do
-not retry). Other failures return an Error status so the pod is forgotten and retried.
+Every failure comes back as an Error status carrying the exception. The binding cycle does not
+trust the answer's code to say where the pod is (kube-apiserver answers 409 both for "already
+bound" and for a write etcd could not take): it looks the pod up and retries it while it is
+still pending (``pysched.podlocation``).
 """
 
 from __future__ import annotations
@@ -11,9 +12,6 @@ import aiohttp
 
 from pysched.framework import BindPlugin, Code, CycleState, PodInfo, Status
 from pysched.framework.api import ApiError
-
-ALREADY_BOUND = "already bound"
-POD_GONE = "pod not found"
 
 
 class DefaultBinder(BindPlugin):
@@ -27,11 +25,7 @@ class DefaultBinder(BindPlugin):
             await client.bind_pod(pod.namespace, pod.name, pod.uid, node_name,
                                   timeout=self.handle.bind_timeout)
         except ApiError as exc:
-            if exc.status == 409:
-                return Status(Code.ERROR, f"{ALREADY_BOUND}: {exc.message}", error=exc)
-            if exc.status == 404:
-                return Status(Code.ERROR, f"{POD_GONE}: {exc.message}", error=exc)
-            return Status.as_error(exc)
+            return Status(Code.ERROR, exc.message, error=exc)   # the API's message, as upstream's AsStatus
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             return Status(Code.ERROR, f"binding rejected: {exc or type(exc).__name__}", error=exc)
         return None

@@ -509,6 +509,10 @@ async def build(options: AuthOptions, default_creds: Credentials) -> DelegatedAu
         try:
             ca_pem = await read_client_ca_configmap(authn)
             source = where if ca_pem else ""
+        except asyncio.CancelledError:
+            for c in clients:   # stopped during start-up
+                await c.close()
+            raise
         except (TimeoutError, ApiError, OSError) as exc:
             if not options.tolerate_lookup_failure:
                 for c in clients:

@@ -16,6 +16,10 @@ Every request goes through delegated authentication and authorization (``delegat
 kube-scheduler's: only ``--authorization-always-allow-paths`` (the health paths) are open to
 anonymous callers. With a client CA known, the TLS handshake requests (not requires) a client
 certificate. ``--insecure-disable-auth`` (lab only, warned at start-up) serves everyone.
+
+Hostile clients cannot exhaust its memory or flood its log (``connguard``): at most 64
+connections (the oldest idle one is closed to make room), 64 header fields of 8 KiB each, 10 s
+to send a request head; malformed requests are logged once per client per minute, no traceback.
 """
 
 from __future__ import annotations
@@ -33,11 +37,16 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from pysched.server.connguard import ConnectionGuard
 from pysched.server.delegated_auth import DelegatedAuth
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.server.secure")
 LEADER_HEALTH_SLACK = 20.0
+# Memory under hostile clients (``connguard``): at most this many connections, each holding at
+# most 64 header fields of 8 KiB, each closed if it has not sent a request head within 10 s.
+MAX_CONNECTIONS = 64
+HEADER_TIMEOUT = 10.0
 
 
 def self_signed(cert_dir: str, name: str = "pysched") -> tuple[str, str]:
@@ -85,6 +94,7 @@ class SecureServer:
         self.auth = auth
         self._runner: web.AppRunner | None = None
         self.bound_port = 0
+        self.guard = ConnectionGuard("secure", max_connections=MAX_CONNECTIONS, logger=log)
 
     def _ssl(self) -> ssl.SSLContext:
         cert, key = self.cert_file, self.key_file
@@ -98,15 +108,20 @@ class SecureServer:
         return ctx
 
     async def start(self) -> None:
-        app = web.Application(middlewares=[self.auth.middleware()] if self.auth is not None else [])
+        app = web.Application(middlewares=[self.guard.middleware]
+                              + ([self.auth.middleware()] if self.auth is not None else []))
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/livez", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/configz", self._configz)
         app.router.add_get("/debug/explain", self._explain)
-        self._runner = web.AppRunner(app, access_log=None)
+        # The keep-alive timer doubles as the header timeout: a connection that has not sent a
+        # complete request head this long after opening (or after its last answer) is closed.
+        self._runner = web.AppRunner(app, access_log=None, keepalive_timeout=HEADER_TIMEOUT,
+                                     **self.guard.runner_kwargs())
         await self._runner.setup()
+        self.guard.install(self._runner)
         site = web.TCPSite(self._runner, self.address, self.port, ssl_context=self._ssl())
         await site.start()
         server = site._server  # noqa: SLF001 - the bound port when port 0 was asked for

@@ -7,6 +7,10 @@ the binds and watch streams. ``PYSCHED_EVENT_LOOP=asyncio`` forces the standard 
 ``cancel_and_wait`` ends background tasks at shutdown without trusting each to honour one
 cancel: a task that swallowed it (Python 3.11's ``wait_for`` does so when the awaited thing
 finishes in the same step) is cancelled again, and the wait is bounded either way.
+
+``quiet_transport_errors``: the loop reports a connection that failed under a transport - a TLS
+stream cut as a peer or this process hangs up, typical when a replica exits after losing its lease -
+as one warning line, not an error with a traceback.
 """
 
 from __future__ import annotations
@@ -14,15 +18,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import ssl
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.util.eventloop")
+TRANSPORT_ERRORS = (ssl.SSLError, ConnectionError, TimeoutError)
 
 
 def run(main: Coroutine[Any, Any, Any]) -> Any:
+    main = _with_quiet_transport_errors(main)
     if os.environ.get("PYSCHED_EVENT_LOOP", "").lower() != "asyncio":
         try:
             import uvloop
@@ -31,6 +38,23 @@ def run(main: Coroutine[Any, Any, Any]) -> Any:
         else:
             return uvloop.run(main)
     return asyncio.run(main)
+
+
+async def _with_quiet_transport_errors(main: Coroutine[Any, Any, Any]) -> Any:
+    asyncio.get_running_loop().set_exception_handler(quiet_transport_errors)
+    return await main
+
+
+def quiet_transport_errors(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """The loop's exception handler: a connection that failed under a transport (a TLS stream cut
+    when a peer or this process hangs up - typically at exit, with connections still open) is one
+    warning line without a traceback; anything else goes to the default handler, traceback and all."""
+    exc = context.get("exception")
+    if isinstance(exc, TRANSPORT_ERRORS) and ("transport" in context or "protocol" in context):
+        log.warning("connection closed with an error", extra=kv(
+            error=f"{type(exc).__name__}: {exc}", what=context.get("message") or None))
+        return
+    loop.default_exception_handler(context)
 
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Task], grace: float = 10.0,

@@ -47,9 +47,26 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out)
 
 
+class TransientRetries(logging.Filter):
+    """kopf logs every failed watch request it will retry at error level ("Request attempt #1/9
+    failed; will retry: ..."), one line per watched kind whenever the API server restarts. They are
+    expected and handled: the first attempt becomes info, later ones warning; a request kopf gives
+    up on ("escalating") stays an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and record.name.startswith("kopf."):
+            msg = record.getMessage()
+            if msg.startswith("Request attempt") and ("will retry" in msg or "will re-authenticate" in msg):
+                level = logging.INFO if msg.startswith("Request attempt #1/") else logging.WARNING
+                record.levelno, record.levelname = level, logging.getLevelName(level)
+                return logging.getLogger().isEnabledFor(level)
+        return True
+
+
 def setup(level: str = "info", fmt: str = "logfmt") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else LogfmtFormatter())
+    handler.addFilter(TransientRetries())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(getattr(logging, level.upper(), logging.INFO))

@@ -8,6 +8,15 @@
 # to re-resolve it). Re-check or bump with `docker buildx imagetools inspect <tag>`, or override
 # with `make image BASE_IMAGE=...`.
 ARG BASE_IMAGE=python:3.11.14-slim-bookworm@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d
+# pysched-cel (cmd/pysched-cel: kube-scheduler's own DRA CEL code) is a static Go binary; any Go at
+# least as new as its go.mod's directive builds it. Pinned by tag only (no registry access here to
+# resolve a digest): override with `make image GO_IMAGE=...`.
+ARG GO_IMAGE=golang:1.25-bookworm
+
+FROM ${GO_IMAGE} AS cel
+WORKDIR /src
+COPY cmd/pysched-cel ./
+RUN CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o /pysched-cel .
 
 FROM ${BASE_IMAGE} AS build
 WORKDIR /src
@@ -23,8 +32,10 @@ FROM ${BASE_IMAGE}
 # default). The configuration is mounted read-only at /etc/pysched (manifests/deployment.yaml).
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp TMPDIR=/tmp
 COPY --from=build /wheels /wheels
+COPY --from=cel /pysched-cel /usr/local/bin/pysched-cel
 RUN pip install --no-cache-dir --no-deps /wheels/*.whl && rm -rf /wheels \
- && python -c "import pysched, pysched.plugins, kopf, numpy, orjson"
+ && python -c "import pysched, pysched.plugins, kopf, numpy, orjson" \
+ && echo '{"op":"version"}' | pysched-cel | grep -q '"kubernetes"'
 USER 65532:65532
 EXPOSE 10259
 ENTRYPOINT ["pysched"]

@@ -1,7 +1,8 @@
 # pysched developer entry points. `make test` needs nothing pre-installed but python3 and go:
 # it creates the virtualenv, installs the package, obtains etcd + kube-apiserver + kube-scheduler
-# (KUBEBUILDER_ASSETS or a cached build from the Go module proxy) and helm (HELM or a cached build
-# from the Go module proxy) and runs every test.
+# (KUBEBUILDER_ASSETS or a cached build from the Go module proxy), helm (HELM or a cached build
+# from the Go module proxy) and pysched-cel (PYSCHED_CEL_HELPER or a cached build of cmd/pysched-cel)
+# and runs every test.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,12 +10,13 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 IMAGE ?= pysched:dev
 DOCKER ?= docker
-# empty: the Dockerfile's pinned default
+# empty: the Dockerfile's pinned defaults
 BASE_IMAGE ?=
+GO_IMAGE ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install control-plane helm prometheus lint test unit e2e demo bench bench-smoke image image-push clean
+.PHONY: all venv install control-plane helm prometheus cel-helper lint test unit e2e demo bench bench-smoke image image-push clean
 
 all: test
 
@@ -40,32 +42,38 @@ helm:
 prometheus:
 	./hack/prometheus.sh
 
+# pysched-cel: DRA selectors evaluated by kube-scheduler's own CEL code (cmd/pysched-cel).
+cel-helper:
+	./hack/pysched-cel.sh
+
 # ruff (pycodestyle, pyflakes, isort, pyupgrade, bugbear) everywhere; mypy --strict on the plugin API
 # and the in-tree plugins (pyproject.toml [tool.mypy]).
 lint: install
 	$(PY) -m ruff check scheduler pysched_dev tests bench hack examples
 	$(PY) -m mypy -p pysched.framework -p pysched.plugins -p pysched.testing
 
-test: install lint control-plane helm prometheus
+test: install lint control-plane helm prometheus cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
 		$(PY) -m pytest $(PYTEST_ARGS)
 
-unit: install
-	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+unit: install cel-helper
+	PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-e2e: install control-plane helm prometheus
+e2e: install control-plane helm prometheus cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
 		$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
-demo: install control-plane
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m pysched_dev.demo
+demo: install control-plane cel-helper
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m pysched_dev.demo
 
-bench: install control-plane
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m bench.run $(BENCH_ARGS)
+bench: install control-plane cel-helper
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m bench.run $(BENCH_ARGS)
 
 # IMAGE=registry/name:tag; image-push builds, then pushes it (log in to the registry first).
 image:
-	$(DOCKER) build $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) -t $(IMAGE) .
+	$(DOCKER) build $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) $(if $(GO_IMAGE),--build-arg GO_IMAGE=$(GO_IMAGE)) -t $(IMAGE) .
 
 image-push: image
 	$(DOCKER) push $(IMAGE)

@@ -79,6 +79,7 @@ class Options:
     optional_crd_poll_seconds: float = 10.0
     # The safety net's period (``podrecovery``): a pending pod held nowhere is put back within two.
     pod_recovery_interval: float = DEFAULT_RECOVERY_INTERVAL
+    feature_gates: frozenset[str] = frozenset()   # pysched's own gates that are on (framework.features)
 
 
 class SchedulerApp:
@@ -122,7 +123,7 @@ class SchedulerApp:
         self.load = LoadCollector(self.client)
         self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,
                                            recorder=self.recorder, objects=self.objects, bind_timeout=bind_timeout,
-                                           load=self.load)
+                                           load=self.load, feature_gates=options.feature_gates)
         # Which framework handles a pod, by schedulerName: our profiles, or in shadow mode the
         # first profile standing in for each shadowed scheduler.
         if shadow:

@@ -144,6 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--leader-elect", dest="leader_elect", default=None,
                      type=lambda s: s.lower() in ("1", "true", "yes"), help="override leaderElection.leaderElect")
     run.add_argument("--resync-period", type=float, default=300.0, help="seconds between informer relists")
+    run.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
+                     help="pysched's own behaviours beyond kube-scheduler's, off by default: "
+                          "PyschedExistingAntiAffinityDeleteHint (see the README, Queueing hints)")
     run.add_argument("--pod-recovery-interval", type=_positive_float, default=30.0, metavar="SECONDS",
                      help="seconds between checks that every pending pod of ours is queued or being bound; one "
                           "held nowhere for two checks in a row is put back (pysched_pods_recovered_total)")
@@ -258,6 +261,7 @@ def cmd_run(args) -> int:
     gctune.configure()
     from pysched.app import Options, SchedulerApp
     from pysched.client.auth import CredentialsError, load
+    from pysched.framework.features import parse_feature_gates
     from pysched.framework.registry import RegistryError
     from pysched.profile import default_registry
 
@@ -283,6 +287,7 @@ def cmd_run(args) -> int:
         options = Options(kubeconfig=args.kubeconfig or cfg.client_connection.kubeconfig or None,
                           plugin_modules=args.plugin_module, resync_period=args.resync_period, seed=args.seed,
                           pod_recovery_interval=args.pod_recovery_interval,
+                          feature_gates=parse_feature_gates(args.feature_gates),
                           leader_elect=args.leader_elect, secure_port=args.secure_port,
                           bind_address=args.bind_address, cert_dir=args.cert_dir, serve=not args.no_serve,
                           tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,

@@ -24,7 +24,8 @@ from typing import Protocol
 
 from pysched import explanation as explain
 from pysched.backend.cache.cache import SchedulerCache
-from pysched.backend.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+from pysched.backend.queue.scheduling_queue import IN_FLIGHT, QueuedPodInfo, SchedulingQueue
+from pysched.framework.interface import ClusterEvent, ClusterEventWithHint
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.framework.podinfo import PodInfo
 from pysched.framework.types import EXTENDER_NAME
@@ -44,15 +45,17 @@ def explain_newly_requested(old: PodInfo, new: PodInfo) -> bool:
 
 
 def node_update_actions(old: NodeSpec, new: NodeSpec) -> set[str]:
+    """``NodeSchedulingPropertiesChange`` over what pysched keeps of a node: allocatable, labels,
+    taints, and ``spec.unschedulable`` turning false (an UpdateNodeTaint, as upstream; a node being
+    cordoned helps no pod). Conditions and annotations - upstream's other two - are not kept, and
+    no in-tree plugin registers them."""
     actions = set()
     if old.raw_alloc != new.raw_alloc:
         actions.add("UpdateNodeAllocatable")
     if old.labels != new.labels:
         actions.add("UpdateNodeLabel")
-    if old.taints != new.taints or old.unschedulable != new.unschedulable:
+    if old.taints != new.taints or (old.unschedulable and not new.unschedulable):
         actions.add("UpdateNodeTaint")
-    if old.images != new.images:
-        actions.add("UpdateNodeImage")
     return actions
 
 
@@ -86,12 +89,21 @@ class EventRegistry:
                 if fn is None:
                     self.wildcard_plugins.add(name)
                     continue
-                self.by_plugin[name] = list(fn())
+                regs = list(fn())
+                node_actions = {r.event.action for r in regs if r.event.resource == "Node"}
+                if "Add" in node_actions and not node_actions & {"UpdateNodeTaint", "Update", "*"}:
+                    # As upstream's scheduler does for every plugin registering Node/Add: a node
+                    # whose taints change may be one it skipped (UpdateNodeTaint, no hint).
+                    regs.append(ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")))
+                self.by_plugin[name] = regs
 
     def interested(self, qpi: QueuedPodInfo, resource: str, actions: set[str], old, new) -> bool:
         if qpi.gated:
             # A pod held by a PreEnqueue plugin: only the events that plugin registered (and its
-            # hints) can release it; the queue then runs PreEnqueue again.
+            # hints) can release it - every event if it registers none; the queue then runs
+            # PreEnqueue again.
+            if qpi.gating_plugin in self.wildcard_plugins:
+                return True
             plugins = {qpi.gating_plugin}
             if not self.by_plugin.get(qpi.gating_plugin):
                 return False
@@ -150,17 +162,27 @@ class ClusterEvents:
     def __init__(self, queue: SchedulingQueue, registry: EventRegistry | None = None):
         self.queue = queue
         self.registry = registry
+        if registry is not None:
+            queue.event_filter = lambda qpi, ev: registry.interested(qpi, *ev)
 
     def move(self, resource: str, actions: set[str], old=None, new=None) -> None:
-        if not actions or not self.queue.has_unschedulable():
+        if not actions:
+            return
+        queue = self.queue
+        recording = bool(queue.counts[IN_FLIGHT])
+        if not recording and not queue.has_unschedulable():
             return
         label = "AssignedPod" if resource == "Pod" else resource
         event = f"{label}{'|'.join(sorted(actions))}"
+        if recording:
+            queue.record_event(event, (resource, actions, old, new))
+        if not queue.has_unschedulable():
+            return
         reg = self.registry
         if reg is None:
-            self.queue.move_all(event)
+            queue.move_all(event)
         else:
-            self.queue.move_all(event, lambda qpi: reg.interested(qpi, resource, actions, old, new))
+            queue.move_all(event, lambda qpi: reg.interested(qpi, resource, actions, old, new))
 
     def object_event(self, plural: str, typ: str | None, old: dict | None, obj: dict) -> None:
         """An ObjectStore change (namespaces, PVCs, PVs, StorageClasses, CSINodes, ResourceClaims,
@@ -244,9 +266,10 @@ class EventHandlers:
                 self.on_bound(pod)
             if self.pod_watchers:
                 self._seen(pod)
-            if old is None:
-                if not confirmed:
-                    self._move("Pod", {"Add"}, None, pod)
+            if old is None or confirmed:
+                # Bound now (by anyone, ourselves included - upstream's AssignedPodAdd comes from
+                # the informer, not from the assumption).
+                self._move("Pod", {"Add"}, None, pod)
             elif old.node_name == pod.node_name:
                 self._move("Pod", pod_update_actions(old, pod), old, pod)
             else:
@@ -332,4 +355,7 @@ class EventHandlers:
             self._move("Node", node_update_actions(old_spec, spec), old_spec, spec)
 
     def node_delete(self, key: str, obj: dict | None) -> None:
+        old = self.cache.nodes.get(key)
         self.cache.remove_node(key)
+        if old is not None:
+            self._move("Node", {"Delete"}, old.spec, None)

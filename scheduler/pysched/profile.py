@@ -27,7 +27,8 @@ def default_registry(plugin_modules: Iterable[str] = ()) -> Registry:
 
 def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache: SnapshotView, client: APIClient | None,
                      recorder: EventRecorder | None, objects: ObjectStore | None = None,
-                     bind_timeout: float | None = None, load: LoadMetrics | None = None) -> dict[str, Framework]:
+                     bind_timeout: float | None = None, load: LoadMetrics | None = None,
+                     feature_gates: frozenset[str] = frozenset()) -> dict[str, Framework]:
     """One framework per profile; all share the snapshot, the object store, the Permit waiting room
     and the load metrics (``load``: the live collector; default none, so load-aware plugins fall back)."""
     waiting: dict = {}
@@ -37,7 +38,7 @@ def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache: Snapsho
     for prof in cfg.profiles:
         handle = Handle(snapshot=cache, objects=objects, client=client, recorder=recorder,
                         profile_name=prof.scheduler_name, waiting_pods=waiting, bind_timeout=bind_timeout,
-                        ignored_extended_resources=ignored, load=load)
+                        ignored_extended_resources=ignored, load=load, feature_gates=feature_gates)
         out[prof.scheduler_name] = Framework(prof, registry, handle)
     return out
 

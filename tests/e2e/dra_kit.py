@@ -71,11 +71,12 @@ def device_class(name: str = CLASS, config: list[dict] | None = None) -> dict:
     return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
 
 
-def resource_slice(node: str, layout: list[tuple[str, int, str]]) -> dict:
+def resource_slice(node: str, layout: list[tuple]) -> dict:
+    """Devices (model, numa, memory[, more attributes as the API spells them])."""
     devices = [{"name": f"gpu-{i}",
-                "attributes": {"model": {"string": model}, "numa": {"int": numa}},
+                "attributes": {"model": {"string": model}, "numa": {"int": numa}, **(more[0] if more else {})},
                 "capacity": {"memory": {"value": memory}}}
-               for i, (model, numa, memory) in enumerate(layout)]
+               for i, (model, numa, memory, *more) in enumerate(layout)]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
             "metadata": {"name": f"{node}-{DRIVER}"},
             "spec": {"driver": DRIVER, "nodeName": node,
@@ -493,9 +494,33 @@ def case_o() -> Case:
                                                                   ["o-pod"])}})
 
 
+def case_p() -> Case:
+    return Case("p", "a claim fails PreFilter: its device class does not exist (DynamicResources' PostFilter: "
+                     "no new claims to deallocate; preemption is not helpful)",
+                _nodes("p", MIXED),
+                claims=[claim("p-claim", exactly("gpu", cls="nosuch.example.com"))],
+                pods=[dra_pod("p-pod", "p", claims={"gpu": "p-claim"})],
+                expected=lambda: {"pods": {"p-pod": pending(
+                    f"0/{TOTAL_NODES} nodes are available: request gpu: device class nosuch.example.com does not "
+                    "exist.")}, "claims": {"p-claim": UNALLOCATED}})
+
+
+def case_q() -> Case:
+    pod = dra_pod("q-pod", "q", claims={"gpu": "q-claim"})
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "missing"}}]
+    return Case("q", "rejected at PreFilter before DynamicResources' own (VolumeBinding: a PVC that does not exist): "
+                     "its PostFilter finds no cycle state, the message ends 'not found' and preemption never runs",
+                _nodes("q", MIXED),
+                claims=[claim("q-claim", exactly("gpu"))],
+                pods=[pod],
+                expected=lambda: {"pods": {"q-pod": pending(
+                    f'0/{TOTAL_NODES} nodes are available: persistentvolumeclaim "missing" not found.')},
+                    "claims": {"q-claim": UNALLOCATED}})
+
+
 CLASS_CONFIG = opaque(sharing="TimeSlicing")
 CASES: list[Case] = [case_a(), case_b(), case_c(), case_d(), case_e(), case_f(), case_g(), case_h(), case_i(),
-                     case_j(), case_k(), case_l(), case_m(), case_n(), case_o()]
+                     case_j(), case_k(), case_l(), case_m(), case_n(), case_o(), case_p(), case_q()]
 TOTAL_NODES = sum(len(c.nodes) for c in CASES)
 
 

@@ -182,7 +182,7 @@ async def test_team_pods_land_on_allowed_nodes_and_rejected_ones_wait_for_a_usab
     got = await wait_for(settled, 60, what="team pods placed, the others rejected")
     assert {n: node_of(got[n]) for n in ("red-a", "red-b", "blue-a")} == {"red-a": "red-1", "red-b": "red-1",
                                                                           "blue-a": "blue-1"}
-    message = (f"0/2 nodes are available: 2 {REASON}. "
+    message = (f"0/2 nodes are available: 2 {REASON}. no new claims to deallocate, "
                "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     for name in ("plain", "green-a"):
         cond = pod_scheduled_condition(got[name])

@@ -100,7 +100,7 @@ async def test_burst_fills_exactly_to_capacity_and_reports_the_rest(admin, sched
     cond = pod_scheduled_condition(pending[0])
     assert cond["status"] == "False"
     # DefaultPreemption's verdict ends the message: every pod has the same priority (0).
-    expected = ("0/12 nodes are available: 12 Insufficient cpu. "
+    expected = ("0/12 nodes are available: 12 Insufficient cpu. no new claims to deallocate, "
                 "preemption: 0/12 nodes are available: 12 No preemption victims found for incoming pod.")
     assert cond["message"] == expected
     name = pending[0]["metadata"]["name"]

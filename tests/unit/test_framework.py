@@ -51,8 +51,9 @@ def test_reasons_counted_from_first_failing_plugin_end_to_end():
     assert out.node is None
     assert out.message == ("0/4 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint(s), "
                            "1 node(s) were unschedulable, 2 Insufficient cpu. "
-                           # DefaultPreemption: taints and unschedulable are unresolvable, so is
-                           # a request above allocatable
+                           # DynamicResources' PostFilter (the pod has no claims), then DefaultPreemption:
+                           # taints and unschedulable are unresolvable, so is a request above allocatable
+                           "no new claims to deallocate, "
                            "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")
 
 
@@ -105,6 +106,7 @@ def test_out_of_tree_per_node_plugin():
     s.remove_node("b2")
     out = s.schedule(pod("q"))
     assert out.message == ("0/1 nodes are available: 1 node(s) not blue. "
+                           "no new claims to deallocate, "
                            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
@@ -140,7 +142,8 @@ def test_score_range_checked_for_every_plugin(low, high, named, bad):
     s.add_node(node("b"))
     out = s.schedule(pod("p"))
     assert out.code == "SchedulerError"
-    assert f"plugin '{named}' returns an invalid score {bad}," in out.message
+    assert out.message.startswith(f'applying score defaultWeights on Score plugins: plugin "{named}" '
+                                  f"returns an invalid score {bad},")
 
 
 def test_score_of_the_wrong_length_is_an_error_naming_the_plugin():
@@ -170,6 +173,7 @@ def test_prefilter_result_restricts_nodes_and_absent_reason():
     out = s.schedule(pod("q", cpu="800m"))
     assert out.message == ("0/3 nodes are available: 1 Insufficient cpu, "
                            "2 node(s) didn't satisfy plugin(s) [OnlyNode]. "
+                           "no new claims to deallocate, "
                            "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
                            "2 Preemption is not helpful for scheduling.")
 

@@ -312,10 +312,16 @@ def test_post_filter_leaves_claims_other_pods_hold():
     hh.handle.spawn = lambda coro: pytest.fail("nothing to deallocate")
     _, _, (_, st) = _post_filter(hh, dra_pod("p", "held"))
     assert st.code.name == "UNSCHEDULABLE" and st.message() == "still not schedulable"
-    # a pod without claims: nothing to say (preemption speaks next)
+    # a pod without claims: upstream's state is empty (preemption speaks next)
     pl: DynamicResources = hh.plugin
-    _, st = pl.post_filter(CycleState(), PodInfo.from_dict(pod("plain")), None)
-    assert st.code.name == "UNSCHEDULABLE" and st.message() == ""
+    plain, state = PodInfo.from_dict(pod("plain")), CycleState()
+    pl.pre_filter(state, plain, None)
+    _, st = pl.post_filter(state, plain, None)
+    assert st.code.name == "UNSCHEDULABLE" and st.message() == "no new claims to deallocate"
+    # PreFilter never ran (an earlier plugin rejected the pod): upstream finds no state - an error
+    # that ends the PostFilter loop, so no preemption is tried
+    _, st = pl.post_filter(CycleState(), plain, None)
+    assert st.code.name == "ERROR" and st.message() == "not found"
 
 
 def test_prebind_waits_for_an_earlier_unreserve_before_trusting_reserved_for():

@@ -227,6 +227,8 @@ def test_a_relist_of_unchanged_objects_moves_no_pod():
     from pysched.eventhandlers import ClusterEvents
 
     class Recorder:
+        counts = {"inflight": 0}
+
         def __init__(self):
             self.events = []
 

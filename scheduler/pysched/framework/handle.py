@@ -182,6 +182,8 @@ class Handle:
     # Node load from metric sources (``framework.loadmetrics``): the background collector live, a
     # metrics file offline; None when nothing provides it (load-aware plugins then fall back).
     load: LoadMetrics | None = None
+    # pysched's feature gates that are on (``framework.features``): behaviours beyond upstream's.
+    feature_gates: frozenset[str] = frozenset()
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self.snapshot.nodes.get(name)

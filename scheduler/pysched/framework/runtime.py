@@ -278,7 +278,7 @@ class Framework:
                     if st.code in (Code.UNSCHEDULABLE, Code.PENDING):
                         status = st
                         continue
-                    status = Status(Code.ERROR, f"running PreFilter plugin {pl.name!r}: {st.message()}", plugin=pl.name)
+                    status = wrap_error(st, f'running PreFilter plugin "{pl.name}": ', pl.name)
                     return None, status, set()
                 if res is not None and not res.all_nodes():
                     with_nodes.add(pl.name)
@@ -325,11 +325,10 @@ class Framework:
                 try:
                     res = self._batch_filter[pl.name](state, pod, cur)
                 except FrameworkError as exc:
-                    exc.status.with_plugin(pl.name)
-                    raise
+                    raise FrameworkError(filter_error(exc.status, pl.name)) from exc
                 except Exception as exc:  # noqa: BLE001
                     log.exception("filter plugin failed plugin=%s pod=%s", pl.name, pod.key)
-                    raise FrameworkError(Status.as_error(exc, pl.name)) from exc
+                    raise FrameworkError(filter_error(Status.as_error(exc, pl.name), pl.name)) from exc
                 if record:
                     metrics.plugin_duration(pl.name, "Filter", None, time.perf_counter() - tp)
                 if trace is not None:
@@ -459,10 +458,13 @@ class Framework:
         for pl in self.filter:
             if pl.name in state.skip_filter_plugins:
                 continue
-            res = self._batch_filter[pl.name](state, pod, nodes)
+            try:
+                res = self._batch_filter[pl.name](state, pod, nodes)
+            except FrameworkError as exc:
+                return filter_error(exc.status, pl.name)
             st = res.status_at(0, pl.name)
             if st is not None:
-                return st
+                return filter_error(st, pl.name) if st.code == Code.ERROR else st
         return None
 
     def run_post_filter(self, state: CycleState, pod: PodInfo,
@@ -541,13 +543,13 @@ class Framework:
                     if norm is not None:
                         st = norm(state, pod, batch, scores)
                         if st is not None and not st.is_success():
-                            raise FrameworkError(st.with_plugin(name))
+                            raise FrameworkError(wrap_error(st, f'running Normalize on Score plugins: plugin "{name}" '
+                                                                'failed with: ', name))
                 except FrameworkError as exc:
-                    exc.status.with_plugin(name)
-                    raise
+                    raise FrameworkError(wrap_error(exc.status, score_prefix(name), name)) from exc
                 except Exception as exc:  # noqa: BLE001
                     log.exception("score plugin failed plugin=%s pod=%s", name, pod.key)
-                    raise FrameworkError(Status.as_error(exc, name)) from exc
+                    raise FrameworkError(wrap_error(Status.as_error(exc, name), score_prefix(name), name)) from exc
                 if scores.shape != (n,):
                     raise FrameworkError(Status(Code.ERROR, f"plugin {name!r} returns {scores.size} scores "
                                                 f"for {n} nodes", plugin=name))
@@ -583,9 +585,9 @@ class Framework:
         for scores, (name, _) in zip(rows, ran, strict=True):
             out = (scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)
             if out.any():
-                return Status(Code.ERROR, f"plugin {name!r} returns an invalid score {int(scores[out][0])}, "
-                                          f"it should in the range of [{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] "
-                                          "after normalizing", plugin=name)
+                return Status(Code.ERROR, f'applying score defaultWeights on Score plugins: plugin "{name}" returns '
+                                          f"an invalid score {int(scores[out][0])}, it should in the range of "
+                                          f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing", plugin=name)
         raise AssertionError("no score out of range")
 
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:
@@ -760,3 +762,21 @@ def _verdict(res: FilterResult, i: int) -> str:
 def _names_of(batch: NodeBatch) -> Callable[[], list[str]]:
     """The batch's node names, computed only if a Diagnosis is ever read (preemption, explain)."""
     return lambda: batch.names
+
+
+def wrap_error(status: Status, prefix: str, plugin: str) -> Status:
+    """An Error status in kube-scheduler's words for where it happened (``running PreFilter plugin
+    "X": ...``); a message the runtime already wrapped keeps its words."""
+    status.with_plugin(plugin)
+    if status.message().startswith("running ") or status.message().startswith("applying "):
+        return status
+    return Status(Code.ERROR, prefix + status.message(), plugin=status.plugin, error=status.error)
+
+
+def score_prefix(plugin: str) -> str:
+    return f'running Score plugins: plugin "{plugin}" failed with: '
+
+
+def filter_error(status: Status, plugin: str) -> Status:
+    """RunFilterPlugins' wrapping of a Filter plugin's Error: ``running "X" filter plugin: ...``."""
+    return wrap_error(status, f'running "{plugin}" filter plugin: ', plugin)

@@ -137,10 +137,13 @@ class FrameworkError(Exception):
 
     def __init__(self, status: Status):
         self.status = status
-        # Messages the runtime already wrapped (``running PreScore plugin "X": ...``) keep their words.
-        wrapped = status.message().startswith("running ")
-        prefix = f"running {status.plugin!r}: " if status.plugin and not wrapped else ""
-        super().__init__(prefix + status.message())
+        # The runtime wraps each extension point's errors in kube-scheduler's words (``running
+        # "X" filter plugin: ...``, ``running PreScore plugin "X": ...``); a bare one from elsewhere
+        # names its plugin the way Filter does.
+        msg = status.message()
+        wrapped = msg.startswith(("running ", "applying "))
+        prefix = f'running "{status.plugin}" filter plugin: ' if status.plugin and not wrapped else ""
+        super().__init__(prefix + msg)
 
 
 def truncate_message(message: str, limit: int = 1024) -> str:

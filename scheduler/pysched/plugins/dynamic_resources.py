@@ -24,8 +24,12 @@ does with its default feature gates:
   another allocator error aborts the attempt (an Error).
 * PostFilter (no node passed): a claim allocated already, but for nodes this pod could not use,
   and reserved for no pod or only this one, is deallocated (its ``status`` cleared, in the
-  background) - ``deallocation of ResourceClaim completed``; otherwise ``still not schedulable``.
-  Either way DefaultPreemption runs next, as upstream's statuses are plain Unschedulable.
+  background) - ``deallocation of ResourceClaim completed``; otherwise ``still not schedulable``;
+  a pod without claims (or whose claims PreFilter refused) gets ``no new claims to deallocate``.
+  Either way DefaultPreemption runs next, as upstream's statuses are plain Unschedulable. When an
+  earlier PreFilter plugin rejected the pod, ours never ran: upstream's PostFilter then finds no
+  cycle state and fails with ``not found``, which ends the PostFilter loop - no preemption is
+  tried and the message ends ``. not found``. pysched does the same.
 * Score (``firstAvailable`` only): per node, 8 - i for each prioritized request whose i-th
   subrequest the allocator chose there, summed and normalised to 0-100 - the node where the pod
   gets its preferred alternatives wins. Pods without such requests skip it (PreScore).
@@ -41,9 +45,7 @@ does with its default feature gates:
 
 Every refusal is UnschedulableAndUnresolvable with upstream's text, as kube-scheduler's is.
 Not done here (as upstream does with gates that are off by default): partitionable devices,
-device taints, consumable capacity, binding conditions. Unlike kube-scheduler, PostFilter says
-nothing for pods without claims (upstream adds ``no new claims to deallocate`` to every
-FailedScheduling message, or ``not found`` when an earlier PreFilter rejected the pod).
+device taints, consumable capacity, binding conditions.
 Reads: ResourceClaims, DeviceClasses and ResourceSlices from the ObjectStore.
 
 Its ``DynamicResourcesArgs`` are decoded and validated as kube-scheduler 1.35 does with its
@@ -100,6 +102,9 @@ from pysched.plugins.helper.normalize import default_normalize
 log = logging.getLogger("pysched.plugins.dynamic_resources")
 
 KEY = "DynamicResources/state"
+# Written as PreFilter starts, whatever follows (upstream writes an empty state there): PostFilter
+# tells "PreFilter never ran" (an earlier PreFilter plugin rejected the pod) from "no claims".
+RAN = "DynamicResources/prefilter-ran"
 FILTER_TIMEOUT_DEFAULT = "10s"   # DynamicResourcesFilterTimeoutDefault
 FINALIZER = "resource.kubernetes.io/delete-protection"
 UAU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -226,6 +231,7 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
+        state.write(RAN, True)
         if not pod.resource_claims:
             return None, Status(Code.SKIP)
         try:
@@ -356,9 +362,13 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
 
     def post_filter(self, state: CycleState, pod: PodInfo,
                     diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
+        if state.get(RAN) is None:
+            # PreFilter stopped before ours: upstream finds no cycle state, and its error ends the
+            # PostFilter loop (no preemption is tried) with the message "not found".
+            return None, Status(Code.ERROR, "not found")
         st: _State | None = state.get(KEY)
         if st is None:
-            return None, Status(Code.UNSCHEDULABLE)   # no claims (or PreFilter stopped earlier): nothing to say
+            return None, Status(Code.UNSCHEDULABLE, "no new claims to deallocate")   # no claims, or PreFilter failed
         for i in sorted(st.unavailable):
             claim = st.claims[i]
             reserved = (claim.get("status") or {}).get("reservedFor") or ()

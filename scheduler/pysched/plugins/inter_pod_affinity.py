@@ -53,6 +53,8 @@ from pysched.framework import (
     arg,
 )
 from pysched.framework.affinity import AffinityTerm
+from pysched.framework.features import EXISTING_ANTI_AFFINITY_DELETE_HINT
+from pysched.framework.nodeinfo import NodeSpec
 from pysched.plugins.helper.domains import domain_sums, per_node
 
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"
@@ -89,6 +91,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
 
     def __init__(self, args: InterPodAffinityArgs | None, handle: Handle) -> None:
         super().__init__(args or InterPodAffinityArgs(), handle)
+        self.existing_anti_affinity_delete_hint = EXISTING_ANTI_AFFINITY_DELETE_HINT in handle.feature_gates
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -240,8 +243,67 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return None
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        return (ClusterEventWithHint(ClusterEvent("Pod", "Add")),
-                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodLabel")),
-                ClusterEventWithHint(ClusterEvent("Pod", "Delete")),
-                ClusterEventWithHint(ClusterEvent("Node", "Add")),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")))
+        pod_hint = self.schedulable_after_pod_change
+        node_hint = _schedulable_after_node_change
+        return (ClusterEventWithHint(ClusterEvent("Pod", "Add"), pod_hint),
+                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodLabel"), pod_hint),
+                ClusterEventWithHint(ClusterEvent("Pod", "Delete"), pod_hint),
+                ClusterEventWithHint(ClusterEvent("Node", "Add"), node_hint),
+                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel"), node_hint))
+
+    # -- queueing hints ------------------------------------------------------------------------
+
+    def schedulable_after_pod_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
+        """Upstream's isSchedulableAfterPodChange, over the waiting pod's own required terms: a
+        bound pod added that matches all its affinity terms, updated to start matching them or to
+        stop matching all its anti-affinity terms, or deleted while matching all its anti-affinity
+        terms. Unbound pods never help. Upstream does not requeue when the deleted pod's *own*
+        anti-affinity was what kept this pod out; the ``PyschedExistingAntiAffinityDeleteHint``
+        feature gate adds that case (README: Queueing hints)."""
+        if (new is not None and not new.node_name) or (old is not None and not old.node_name):
+            return False
+        terms = pod.affinity_terms
+        if new is not None and old is not None:
+            return ((not _matches_all(terms.required_affinity, old) and _matches_all(terms.required_affinity, new))
+                    or (_matches_all(terms.required_anti_affinity, old)
+                        and not _matches_all(terms.required_anti_affinity, new)))
+        if new is not None:
+            return _matches_all(terms.required_affinity, new)
+        if old is None:
+            return False
+        if _matches_all(terms.required_anti_affinity, old):
+            return True
+        if self.existing_anti_affinity_delete_hint and old.affinity_terms.required_anti_affinity:
+            ns_labels = self.handle.objects.namespace_labels(pod.namespace)
+            return any(t.matches(pod, ns_labels) for t in old.affinity_terms.required_anti_affinity)
+        return False
+
+
+def _matches_all(terms: tuple[AffinityTerm, ...], pod: PodInfo) -> bool:
+    """podMatchesAllAffinityTerms: false without terms; namespace selectors see no labels (upstream
+    merged the incoming pod's selector into its namespaces and passes none)."""
+    return bool(terms) and all(t.matches(pod, None) for t in terms)
+
+
+def _schedulable_after_node_change(pod: PodInfo, old: NodeSpec | None, new: NodeSpec | None) -> bool:
+    """Upstream's isSchedulableAfterNodeChange: for an affinity term, a node added with its
+    topology key, or updated to gain the key or change its value; for an anti-affinity term, any
+    node added, or one updated to lose the key or change its value."""
+    if new is None:
+        return False
+    terms = pod.affinity_terms
+    for t in terms.required_affinity:
+        key = t.topology_key
+        if old is None:
+            if key in new.labels:
+                return True
+            continue
+        if key in new.labels and (key not in old.labels or old.labels[key] != new.labels[key]):
+            return True
+    for t in terms.required_anti_affinity:
+        key = t.topology_key
+        if old is None:
+            return True
+        if key in old.labels and (key not in new.labels or old.labels[key] != new.labels[key]):
+            return True
+    return False

@@ -53,6 +53,7 @@ from pysched.framework.api import (
     parse_node_selector,
     parse_preferred_terms,
 )
+from pysched.framework.nodeinfo import NodeSpec
 from pysched.plugins.helper.nodeselect import labels_mask, node_selector_mask, term_mask
 from pysched.plugins.helper.normalize import default_normalize
 
@@ -182,6 +183,26 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
         return None
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        return (ClusterEventWithHint(ClusterEvent("Node", "Add")),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")),
-                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodLabel")))
+        return (ClusterEventWithHint(ClusterEvent("Node", "Add"), self.schedulable_after_node_change),
+                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel"), self.schedulable_after_node_change))
+
+    def schedulable_after_node_change(self, pod: PodInfo, old: NodeSpec | None, new: NodeSpec | None) -> bool:
+        """Upstream's isSchedulableAfterNodeChange: the node (added, or updated) now matches the
+        profile's ``addedAffinity`` and the pod's nodeSelector and required affinity, and did not
+        before (an added node did not exist before)."""
+        if new is None:
+            return False
+        if self.added_required is not None and not self.added_required.matches(new.labels, new.name):
+            return False
+        if not _required_match(pod, new):
+            return False
+        return old is None or not _required_match(pod, old)
+
+
+def _required_match(pod: PodInfo, node: NodeSpec) -> bool:
+    """The pod's nodeSelector and required node affinity on one node (GetRequiredNodeAffinity)."""
+    labels = node.labels
+    if pod.node_selector and any(labels.get(k) != v for k, v in pod.node_selector.items()):
+        return False
+    req = pod.required_affinity
+    return req is None or req.matches(labels, node.name)

@@ -275,22 +275,46 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return np.where(wsum > 0, total // np.maximum(wsum, 1), 0)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        return (ClusterEventWithHint(ClusterEvent("Node", "Add"), _node_may_fit),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeAllocatable"), _node_may_fit),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint"), _node_may_fit),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel"), _node_may_fit),
-                ClusterEventWithHint(ClusterEvent("Pod", "Delete")),
-                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodScaleDown")))
+        # (Node/UpdateNodeTaint is added for every plugin that registers Node/Add, with no hint,
+        # as upstream's scheduler does: eventhandlers.EventRegistry.)
+        return (ClusterEventWithHint(ClusterEvent("Node", "Add"), _schedulable_after_node_change),
+                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeAllocatable"), _schedulable_after_node_change),
+                ClusterEventWithHint(ClusterEvent("Pod", "Delete"), _schedulable_after_pod_event),
+                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodScaleDown"), _schedulable_after_pod_event))
 
 
-def _node_may_fit(pod: PodInfo, old: NodeSpec | None, new: NodeSpec | None) -> bool:
-    """Queueing hint: requeue only if the (new) node could hold the pod when empty."""
-    if new is None:
-        return True
-    alloc = new.allocatable
+def _node_may_fit(pod: PodInfo, node: NodeSpec) -> bool:
+    """Whether the pod could fit the node when the node is empty (upstream's isFit)."""
+    alloc = node.allocatable
     if alloc.get("pods", 0) < 1:
         return False
     for name, q in pod.requests.items():
         if q and name != "pods" and q > alloc.get(name, 0):
             return False
     return True
+
+
+def _schedulable_after_node_change(pod: PodInfo, old: NodeSpec | None, new: NodeSpec | None) -> bool:
+    """Upstream's isSchedulableAfterNodeChange: the pod fits the (new) node when empty, and the node
+    was added, or grew its allowed pod count or the allocatable of a resource the pod requests."""
+    if new is None or not _node_may_fit(pod, new):
+        return False
+    if old is None:
+        return True
+    if new.allocatable.get("pods", 0) > old.allocatable.get("pods", 0):
+        return True
+    return any(q and name != "pods" and new.allocatable.get(name, 0) > old.allocatable.get(name, 0)
+               for name, q in pod.requests.items())
+
+
+def _schedulable_after_pod_event(pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
+    """Upstream's isSchedulableAfterPodEvent: a deleted pod that was bound or nominated; a pod scaled
+    down that is the waiting pod itself, or a bound pod whose request fell for a resource the
+    waiting pod requests."""
+    if new is None:
+        return old is not None and bool(old.node_name or old.nominated_node)
+    if new.uid == pod.uid:
+        return True
+    if not new.node_name or old is None:
+        return False
+    return any(q and old.requests.get(name, 0) > new.requests.get(name, 0) for name, q in pod.requests.items())

@@ -19,6 +19,7 @@ from pysched.framework import (
     PodInfo,
 )
 from pysched.framework.api import NO_SCHEDULE, Taint, tolerates_taint
+from pysched.framework.nodeinfo import NodeSpec
 
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
 REASON = "node(s) were unschedulable"
@@ -37,6 +38,18 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
         return FilterResult.from_mask(~unsched, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        return (ClusterEventWithHint(ClusterEvent("Node", "Add")),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")),
-                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration")))
+        return (ClusterEventWithHint(ClusterEvent("Node", "Add"), _schedulable_after_node_change),
+                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint"), _schedulable_after_node_change),
+                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration"), self._after_pod_toleration_change))
+
+    def _after_pod_toleration_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
+        """Only the pod itself, and only once it tolerates the unschedulable taint."""
+        return new is not None and new.uid == pod.uid and self._tolerated(new)
+
+
+def _schedulable_after_node_change(pod: PodInfo, old: NodeSpec | None, new: NodeSpec | None) -> bool:
+    """A node added schedulable, or one that stopped being unschedulable (upstream's
+    isSchedulableAfterNodeChange)."""
+    if new is None:
+        return False
+    return not new.unschedulable if old is None else (old.unschedulable and not new.unschedulable)

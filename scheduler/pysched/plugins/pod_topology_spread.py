@@ -61,6 +61,7 @@ from pysched.framework.api import (
     parse_label_selector,
     qualified_name_problem,
 )
+from pysched.framework.nodeinfo import NodeSpec
 from pysched.plugins.helper.domains import domain_sums, per_node
 from pysched.plugins.helper.nodeselect import has_labels_mask, pod_required_affinity_mask
 from pysched.plugins.helper.taints import untolerated_mask
@@ -358,11 +359,53 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         return None
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        return (ClusterEventWithHint(ClusterEvent("Pod", "Add")),
-                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodLabel")),
-                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration")),
-                ClusterEventWithHint(ClusterEvent("Pod", "Delete")),
-                ClusterEventWithHint(ClusterEvent("Node", "Add")),
-                ClusterEventWithHint(ClusterEvent("Node", "Delete")),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")))
+        pod_hint, node_hint = self.schedulable_after_pod_change, self.schedulable_after_node_change
+        return (ClusterEventWithHint(ClusterEvent("Pod", "Add"), pod_hint),
+                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodLabel"), pod_hint),
+                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration"), pod_hint),
+                ClusterEventWithHint(ClusterEvent("Pod", "Delete"), pod_hint),
+                ClusterEventWithHint(ClusterEvent("Node", "Add"), node_hint),
+                ClusterEventWithHint(ClusterEvent("Node", "Delete"), node_hint),
+                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel"), node_hint),
+                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint"), node_hint))
+
+    # -- queueing hints (upstream's isSchedulableAfterPodChange / ...NodeChange) ---------------
+
+    def schedulable_after_pod_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
+        """A pod counts for the waiting pod's hard constraints only when bound in its namespace (or
+        when it is the pod itself): added or deleted matching a selector, or relabelled so that a
+        selector's verdict flips; the pod's own new tolerations matter with ``nodeTaintsPolicy: Honor``."""
+        if (new is not None and not _involved(new, pod)) or (old is not None and not _involved(old, pod)):
+            return False
+        cons = self.constraints(pod, DO_NOT_SCHEDULE)
+        if new is not None and old is not None:
+            if (pod.uid == new.uid and new.tolerations != old.tolerations
+                    and any(c.taints_honor for c in cons)):
+                return True
+            if new.labels == old.labels:
+                return False
+            return any(_selects(c, old.labels) != _selects(c, new.labels) for c in cons)
+        changed = new if new is not None else old
+        return changed is not None and any(_selects(c, changed.labels) for c in cons)
+
+    def schedulable_after_node_change(self, pod: PodInfo, old: NodeSpec | None, new: NodeSpec | None) -> bool:
+        """A node "matches" when it has every constraint's topology key: added matching, deleted
+        matching, updated so that it starts or stops matching, or - matching - with a topology
+        key's value or its taints changed."""
+        cons = self.constraints(pod, DO_NOT_SCHEDULE)
+        was = old is not None and all(c.key in old.labels for c in cons)
+        now = new is not None and all(c.key in new.labels for c in cons)
+        if old is not None and new is not None:
+            if was != now:
+                return True
+            return now and (any(old.labels.get(c.key) != new.labels.get(c.key) for c in cons)
+                            or old.taints != new.taints)
+        return now if new is not None else was
+
+
+def _involved(other: PodInfo, pod: PodInfo) -> bool:
+    return other.uid == pod.uid or (bool(other.node_name) and other.namespace == pod.namespace)
+
+
+def _selects(c: Constraint, labels: dict[str, str]) -> bool:
+    return c.selector is not None and c.selector.matches(labels)

@@ -37,7 +37,16 @@ from pysched.framework import (
     ScorePlugin,
     Status,
 )
-from pysched.framework.api import PREFER_NO_SCHEDULE, Taint, Toleration, tolerates_taint
+from pysched.framework.api import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    PREFER_NO_SCHEDULE,
+    Taint,
+    Toleration,
+    find_untolerated_taint,
+    tolerates_taint,
+)
+from pysched.framework.nodeinfo import NodeSpec
 from pysched.plugins.helper.normalize import default_normalize
 from pysched.plugins.helper.taints import per_taint_class, untolerated_mask
 
@@ -98,6 +107,24 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         return None
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        return (ClusterEventWithHint(ClusterEvent("Node", "Add")),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")),
-                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration")))
+        return (ClusterEventWithHint(ClusterEvent("Node", "Add"), self.schedulable_after_node_change),
+                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint"), self.schedulable_after_node_change),
+                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodToleration"), _pod_itself))
+
+    # -- queueing hints (upstream's isSchedulableAfterNodeChange / ...PodTolerationChange) ---------
+
+    def _untolerated(self, node: NodeSpec, pod: PodInfo) -> bool:
+        return find_untolerated_taint(node.taints, pod.tolerations, (NO_SCHEDULE, NO_EXECUTE), self.cmp) is not None
+
+    def schedulable_after_node_change(self, pod: PodInfo, old: NodeSpec | None, new: NodeSpec | None) -> bool:
+        """Requeue when the node (new, or updated) no longer has a taint the pod does not tolerate
+        where it had one before (an added node: before counts as untolerated)."""
+        if new is None:
+            return False
+        was = True if old is None else self._untolerated(old, pod)
+        return was and not self._untolerated(new, pod)
+
+
+def _pod_itself(pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
+    """A toleration change requeues only the pod whose tolerations changed."""
+    return new is not None and new.uid == pod.uid

@@ -49,7 +49,7 @@ from pysched.framework import (
 )
 from pysched.framework.api import NodeSelector, ObjectError, parse_label_selector, parse_node_selector, quantity_value
 from pysched.plugins.helper.nodeselect import node_selector_mask
-from pysched.plugins.helper.volumes import VOLUME_EVENTS, claim_class
+from pysched.plugins.helper.volumes import BINDING_EVENTS, claim_class
 
 REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
@@ -361,4 +361,4 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             await store.changed(min(left, 5.0))
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        return VOLUME_EVENTS
+        return BINDING_EVENTS

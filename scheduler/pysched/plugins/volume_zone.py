@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from pysched.framework import (
+    ClusterEvent,
     ClusterEventWithHint,
     Code,
     CycleState,
@@ -25,7 +26,13 @@ from pysched.framework import (
     PreFilterResult,
     Status,
 )
-from pysched.plugins.helper.volumes import VOLUME_EVENTS, claim_class
+from pysched.plugins.helper.volumes import (
+    NODE_ADD_OR_LABEL,
+    claim_class,
+    pv_topology_hint,
+    zone_pvc_hint,
+    zone_storage_class_hint,
+)
 
 REASON = "node(s) had no available volume zone"
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
@@ -103,4 +110,10 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         return FilterResult.from_mask(~has_topology | ok, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, REASON)
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
-        return VOLUME_EVENTS
+        pv_hint = pv_topology_hint(TOPOLOGY_LABELS)
+        return (ClusterEventWithHint(ClusterEvent("StorageClass", "Add"), zone_storage_class_hint),
+                *NODE_ADD_OR_LABEL,
+                ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "Add"), zone_pvc_hint),
+                ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "Update"), zone_pvc_hint),
+                ClusterEventWithHint(ClusterEvent("PersistentVolume", "Add"), pv_hint),
+                ClusterEventWithHint(ClusterEvent("PersistentVolume", "Update"), pv_hint))

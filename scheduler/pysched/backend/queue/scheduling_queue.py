@@ -28,6 +28,7 @@ import heapq
 import itertools
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 
 from pysched.backend.queue.nominator import Nominator
@@ -38,6 +39,7 @@ log = logging.getLogger("pysched.backend.queue")
 
 ACTIVE, BACKOFF, UNSCHEDULABLE, IN_FLIGHT = "active", "backoff", "unschedulable", "inflight"
 DEFAULT_MAX_IN_UNSCHEDULABLE = 300.0
+MAX_IN_FLIGHT_EVENTS = 10_000   # events kept for in-flight pods; beyond, a failing pod is requeued
 FLUSH_UNSCHEDULABLE_INTERVAL = 30.0
 
 # Events (names follow kube-scheduler's framework.ClusterEvent labels)
@@ -112,6 +114,16 @@ class SchedulingQueue:
         self.counts = {ACTIVE: 0, BACKOFF: 0, UNSCHEDULABLE: 0, IN_FLIGHT: 0, "gated": 0}
         self.closed = False
         self.nominator = Nominator()   # pending pods expected on a node (preemption)
+        # Cluster events that arrived while pods were in flight (upstream's inFlightEvents): a pod
+        # that fails is checked against those after it was popped, so an event its cycle could not
+        # see (a node added mid-cycle) still requeues it. ``event_filter(qpi, event)`` is the
+        # registry's hint check; events older than every in-flight pod are dropped.
+        self.event_filter: Callable[[QueuedPodInfo, tuple], bool] | None = None
+        self._event_seq = 0
+        self._events: deque[tuple[int, str, tuple]] = deque()   # (seq, label, event)
+        self._events_lost_before = 0      # events up to this seq were dropped (cap): replay says "requeue"
+        self._inflight_since: dict[str, int] = {}                # uid -> event seq when popped
+        self._inflight_order: deque[tuple[int, str]] = deque()   # (seq, uid) in pop order
 
     # -- bookkeeping -----------------------------------------------------------------------------
 
@@ -119,6 +131,8 @@ class SchedulingQueue:
         old = qpi.where
         if old == where:
             return
+        if old == IN_FLIGHT and self._inflight_since.pop(qpi.pod.uid, None) is not None:
+            self._prune_events()
         if old:
             self.counts[old] -= 1
             if old == UNSCHEDULABLE and qpi.gated:
@@ -393,6 +407,8 @@ class SchedulingQueue:
         if qpi is None:
             return None
         self._set_where(qpi, IN_FLIGHT)
+        self._inflight_since[qpi.pod.uid] = self._event_seq
+        self._inflight_order.append((self._event_seq, qpi.pod.uid))
         qpi.attempts += 1
         if qpi.attempts == 1:
             qpi.initial_attempt = self._clock()
@@ -431,8 +447,48 @@ class SchedulingQueue:
         if not qpi.unschedulable_plugins and not qpi.pending_plugins:
             self._push_backoff(qpi, SCHEDULE_ATTEMPT_FAILURE)
             return BACKOFF
+        seen = self._event_while_in_flight(qpi)
+        if seen:
+            # An event that arrived during the attempt may help: as if it came just after it.
+            return self._requeue(qpi, seen)
         self._push_unschedulable(qpi, SCHEDULE_ATTEMPT_FAILURE)
         return UNSCHEDULABLE
+
+    # -- events during an attempt ----------------------------------------------------------------
+
+    def record_event(self, label: str, event: tuple) -> None:
+        """A cluster event (``label``: its metric name; ``event``: what ``event_filter`` reads),
+        kept while any pod is in flight."""
+        if not self._inflight_since:
+            return
+        self._event_seq += 1
+        self._events.append((self._event_seq, label, event))
+        if len(self._events) > MAX_IN_FLIGHT_EVENTS:
+            self._events_lost_before = self._events.popleft()[0]
+
+    def _event_while_in_flight(self, qpi: QueuedPodInfo) -> str:
+        """The label of the first event since ``qpi`` was popped that its hints accept ("" if none)."""
+        since = self._inflight_since.get(qpi.pod.uid)
+        if since is None or since >= self._event_seq:
+            return ""
+        if since < self._events_lost_before:
+            return "InFlightEventsDropped"   # some were dropped: assume one could help
+        flt = self.event_filter
+        for seq, label, event in reversed(self._events):
+            if seq <= since:
+                break
+            if flt is None or flt(qpi, event):
+                return label
+        return ""
+
+    def _prune_events(self) -> None:
+        order, since = self._inflight_order, self._inflight_since
+        while order and since.get(order[0][1]) != order[0][0]:
+            order.popleft()
+        oldest = order[0][0] if order else self._event_seq
+        events = self._events
+        while events and events[0][0] <= oldest:
+            events.popleft()
 
     def done(self, uid: str) -> None:
         """The pod was scheduled (bound or handed to a binder): it leaves the queue."""

@@ -1,5 +1,6 @@
 """Shared by the volume plugins (VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits):
-the cluster events that can make a pod with volumes schedulable, a claim's storage class, and the
+the cluster events that can make a pod with volumes schedulable and upstream's queueing hints for
+them, a claim's storage class, and the
 in-tree -> CSI migration rules of kube 1.35 (``k8s.io/csi-translation-lib``) that NodeVolumeLimits
 uses to count in-tree volumes against a CSI driver's attach limit."""
 
@@ -9,13 +10,73 @@ import re
 from typing import Any
 from urllib.parse import urlparse
 
-from pysched.framework import ClusterEvent, ClusterEventWithHint, PodVolume
+from pysched.framework import ClusterEvent, ClusterEventWithHint, PodInfo, PodVolume
 
-VOLUME_EVENTS = (ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "*")),
-                 ClusterEventWithHint(ClusterEvent("PersistentVolume", "*")),
-                 ClusterEventWithHint(ClusterEvent("StorageClass", "*")),
-                 ClusterEventWithHint(ClusterEvent("Node", "Add")),
-                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")))
+
+def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def pvc_referenced(pod: PodInfo, pvc: dict[str, Any] | None, *, ephemeral: bool) -> bool:
+    """The claim is in the pod's namespace and one of its volumes names it (``ephemeral``: the
+    claims generated for ephemeral volumes count too)."""
+    meta = _meta(pvc)
+    if pvc is None or meta.get("namespace", "") != pod.namespace:
+        return False
+    name = meta.get("name", "")
+    return any(n == name for n, eph in pod.pvc_names if ephemeral or not eph)
+
+
+def binding_pvc_hint(pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """VolumeBinding's isSchedulableAfterPersistentVolumeClaimChange."""
+    return pvc_referenced(pod, new, ephemeral=True)
+
+
+def zone_pvc_hint(pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """VolumeZone's: the same, for ``persistentVolumeClaim`` volumes only."""
+    return pvc_referenced(pod, new, ephemeral=False)
+
+
+def binding_storage_class_hint(pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """Any StorageClass added; an update only when its allowedTopologies changed."""
+    return old is None or (old or {}).get("allowedTopologies") != (new or {}).get("allowedTopologies")
+
+
+def zone_storage_class_hint(pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """VolumeZone: only a WaitForFirstConsumer class added."""
+    return (new or {}).get("volumeBindingMode") == "WaitForFirstConsumer"
+
+
+def csinode_hint(pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """A CSINode added, or its migrated-plugins annotation changed."""
+    key = "storage.alpha.kubernetes.io/migrated-plugins"
+    before = (_meta(old).get("annotations") or {}).get(key)
+    return old is None or before != (_meta(new).get("annotations") or {}).get(key)
+
+
+def pv_topology_hint(topology_labels: tuple[str, ...]) -> Any:
+    """VolumeZone's isSchedulableAfterPersistentVolumeChange: a PV added, or its topology labels changed."""
+    def hint(pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+        if old is None:
+            return True
+        before, after = _meta(old).get("labels") or {}, _meta(new).get("labels") or {}
+        return any(before.get(k) != after.get(k) for k in topology_labels)
+    return hint
+
+
+NODE_ADD_OR_LABEL = (ClusterEventWithHint(ClusterEvent("Node", "Add")),
+                     ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")))
+# VolumeBinding's registrations (upstream's EventsToRegister; CSIDriver and CSIStorageCapacity are
+# not watched: pysched does not check storage capacity).
+BINDING_EVENTS = (ClusterEventWithHint(ClusterEvent("StorageClass", "Add"), binding_storage_class_hint),
+                  ClusterEventWithHint(ClusterEvent("StorageClass", "Update"), binding_storage_class_hint),
+                  ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "Add"), binding_pvc_hint),
+                  ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "Update"), binding_pvc_hint),
+                  ClusterEventWithHint(ClusterEvent("PersistentVolume", "Add")),
+                  ClusterEventWithHint(ClusterEvent("PersistentVolume", "Update")),
+                  *NODE_ADD_OR_LABEL,
+                  ClusterEventWithHint(ClusterEvent("CSINode", "Add"), csinode_hint),
+                  ClusterEventWithHint(ClusterEvent("CSINode", "Update"), csinode_hint))
 
 
 def claim_class(pvc: dict[str, Any]) -> str:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pysched.framework.api import NodeSelector, ObjectError, parse_node_selector
-from pysched.plugins.helper.dra.cel import CelDevice, SelectorError, compile_selector
+from pysched.plugins.helper.dra.cel import CelDevice, SelectorError, compile_selector, prefetch
 
 MAX_RESULTS = 32          # AllocationResultsMaxSize
 FROM_CLASS, FROM_CLAIM = "FromClass", "FromClaim"
@@ -345,6 +345,13 @@ class Allocator:
                 selectors.append(compile_selector(expr))
             except SelectorError as exc:
                 raise AllocationError(f"claim {label}: selector #{i}: CEL compile error: {exc}") from None
+        if self._candidates:
+            # One request per selector for every device of the node (pysched-cel answers a batch
+            # for about the price of one device); each answer is kept per device version, and an
+            # error is only raised where the search consults it, as upstream evaluates lazily.
+            cands = [d.cel for d in self._candidates]
+            for sel in (*self._class_selector_list(class_name), *selectors):
+                prefetch(sel, cands)
         mode = spec.get("allocationMode") or EXACT
         admin = bool(spec.get("adminAccess"))
         alt = Alternative(request, result_name, class_name, selectors, mode, int(spec.get("count") or 0), admin)

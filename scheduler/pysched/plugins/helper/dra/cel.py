@@ -1,262 +1,78 @@
 """Device selectors in CEL, evaluated as kube-scheduler 1.35's DRA allocator evaluates them.
 
 A DeviceClass or a request selects devices with CEL expressions over one variable, ``device``:
-``device.driver`` (string), ``device.attributes[domain][name]`` (int, bool, string or version) and
-``device.capacity[domain][name]`` (quantity). An attribute or capacity named without a domain in
-the ResourceSlice belongs to the driver's domain, so ``device.attributes["gpu.example.com"].model``
-reads the attribute ``model`` of a device published by ``gpu.example.com``.
+``device.driver``, ``device.attributes[domain][name]`` and ``device.capacity[domain][name]``. An
+attribute or capacity named without a domain in the ResourceSlice belongs to the driver's domain.
 
-Expressions are compiled once (``compile_selector``, memoised by text) with the Rust CEL
-implementation behind the ``common-expression-language`` package: evaluating a compiled selector
-takes a few microseconds, where the pure-Python ``cel-python`` took about half a millisecond.
-Kubernetes' CEL library functions the selectors use are provided here: ``quantity()`` with
-``compareTo``, ``isGreaterThan``, ``isLessThan``, ``add``, ``sub``, ``asInteger``,
-``asApproximateFloat``, ``isInteger`` and ``sign``; ``semver()`` and version attributes with
-``compareTo``, ``isGreaterThan``, ``isLessThan``, ``major``, ``minor`` and ``patch``. Quantities and
-versions travel through CEL as one-key maps holding their canonical text, so equal values compare
-equal (``quantity("1Gi") == quantity("1024Mi")``).
+Two engines, one chosen for the process (``engine()``):
 
-The package is loaded on the first compile, not at import: its ``__init__`` also imports its
-command-line tool (typer, rich, prompt_toolkit), 290 ms on this machine, so only the compiled
-extension module is loaded (23 ms); should that fail, the package is imported as usual.
+* ``pysched-cel`` (``cel_go``) - kube-scheduler's own CEL code in a helper binary built from
+  ``cmd/pysched-cel``: every library, optional types, the cost limit and the error texts exactly as
+  upstream. Used when ``PYSCHED_CEL_HELPER`` names it or ``pysched-cel`` is on ``PATH`` (the
+  container image ships it; ``make`` builds it with ``hack/pysched-cel.sh``).
+* ``builtin`` (``cel_builtin``) - a subset in Python (Rust CEL plus ``quantity()``/``semver()``),
+  used otherwise, with one warning at start: a selector it cannot read fails to compile, so its pod
+  stays pending where kube-scheduler might place it.
 
-A selector that does not evaluate to a bool, or fails at run time (a missing attribute, a type
-error), raises ``SelectorError`` with the expression and CEL's reason; the allocator turns that into
-the claim's failure, as upstream does.
+``PYSCHED_CEL_ENGINE=builtin`` forces the subset; ``=pysched-cel`` makes a missing helper an error.
+
+Expressions are compiled once (``compile_selector``, memoised by text). A device keeps what each
+selector said about it (``CelDevice``), and the allocator asks for a selector over many devices at
+once (``prefetch``) so the helper is asked once per selector and batch of devices, not per pair.
 """
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
+import logging
 import os
-import re
-from collections.abc import Callable
-from fractions import Fraction
+import shutil
 from functools import lru_cache
-from types import ModuleType
 from typing import Any
 
-from pysched.framework.api import QuantityError, parse_quantity
+import orjson
 
-QUANTITY = "__quantity__"
-VERSION = "__semver__"
-# The domains a selector names literally: upstream's device map answers an unknown domain with an
-# empty map (``"x" in device.attributes["other.example.com"]`` is false, not an error).
-_DOMAIN = re.compile(r'device\.(?:attributes|capacity)\[\s*"([^"\\]*)"\s*\]')
-_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-                     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
-                     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$")
+from pysched.plugins.helper.dra.cel_builtin import BuiltinEngine, device_variable
+from pysched.plugins.helper.dra.cel_go import GoEngine
+from pysched.plugins.helper.dra.celerrors import SelectorError
 
+__all__ = ["CelDevice", "Selector", "SelectorError", "compile_selector", "device_variable", "engine", "prefetch"]
 
-class SelectorError(ValueError):
-    """A selector did not compile, failed at run time, or did not yield a bool."""
+log = logging.getLogger("pysched.plugins.dra.cel")
+
+ENGINE_ENV = "PYSCHED_CEL_ENGINE"
+HELPER_ENV = "PYSCHED_CEL_HELPER"
+HELPER_NAME = "pysched-cel"
 
 
 @lru_cache(maxsize=1)
-def _cel() -> ModuleType:
-    """The CEL extension module of ``common-expression-language``, without its CLI."""
-    try:
-        spec = importlib.util.find_spec("cel")
-        where = list(spec.submodule_search_locations or ()) if spec else []
-        for directory in where:
-            for name in os.listdir(directory):
-                if name.startswith("cel.") and name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
-                    ext = importlib.util.spec_from_file_location("cel.cel", os.path.join(directory, name))
-                    if ext is None or ext.loader is None:
-                        continue
-                    module = importlib.util.module_from_spec(ext)
-                    ext.loader.exec_module(module)
-                    return module
-    except (ImportError, OSError):
-        pass
-    import cel
-    return cel
-
-
-# -- values ------------------------------------------------------------------------------------
-
-def quantity_value(text: str) -> dict[str, str]:
-    """A quantity as CEL sees it: its exact value in lowest terms, so equal amounts are equal."""
-    try:
-        v = parse_quantity(text)
-    except QuantityError as exc:
-        raise SelectorError(f"invalid quantity {text!r}: {exc}") from None
-    return {QUANTITY: f"{v.numerator}/{v.denominator}"}
-
-
-def version_value(text: str) -> dict[str, str]:
-    if not _SEMVER.match(text):
-        raise SelectorError(f"invalid semver {text!r}")
-    return {VERSION: text}
-
-
-def _q(value: Any) -> Fraction:
-    if isinstance(value, dict) and QUANTITY in value:
-        return Fraction(value[QUANTITY])
-    raise SelectorError(f"expected a quantity, got {value!r}")
-
-
-def _v(value: Any) -> tuple[Any, ...]:
-    if isinstance(value, dict) and VERSION in value:
-        m = _SEMVER.match(value[VERSION])
-        assert m is not None
-        pre = m.group(4)
-        # A release sorts after its pre-releases; pre-release identifiers compare numerically
-        # when numeric, numerics before alphanumerics (semver 2.0.0, section 11).
-        pre_key = (1,) if pre is None else (0, *[(0, int(p), "") if p.isdigit() else (1, 0, p)
-                                                 for p in pre.split(".")])
-        return (int(m.group(1)), int(m.group(2)), int(m.group(3)), pre_key)
-    raise SelectorError(f"expected a version, got {value!r}")
-
-
-def _key(value: Any) -> Any:
-    if isinstance(value, dict) and QUANTITY in value:
-        return _q(value)
-    return _v(value)
-
-
-def _compare(a: Any, b: Any) -> int:
-    ka, kb = _key(a), _key(b)
-    return (ka > kb) - (ka < kb)
-
-
-def _frac_quantity(v: Fraction) -> dict[str, str]:
-    return {QUANTITY: f"{v.numerator}/{v.denominator}"}
-
-
-def _as_integer(value: Any) -> int:
-    v = _q(value)
-    if v.denominator != 1 or not -(2**63) <= v.numerator < 2**63:
-        raise SelectorError("cannot convert value to integer")
-    return v.numerator
-
-
-def _version_part(index: int) -> Callable[[Any], int]:
-    def part(value: Any) -> int:
-        return int(_v(value)[index])
-    return part
-
-
-FUNCTIONS = {
-    "quantity": quantity_value,
-    "semver": version_value,
-    "compareTo": _compare,
-    "isGreaterThan": lambda a, b: _compare(a, b) > 0,
-    "isLessThan": lambda a, b: _compare(a, b) < 0,
-    "add": lambda a, b: _frac_quantity(_q(a) + (_q(b) if isinstance(b, dict) else Fraction(b))),
-    "sub": lambda a, b: _frac_quantity(_q(a) - (_q(b) if isinstance(b, dict) else Fraction(b))),
-    "asInteger": _as_integer,
-    "asApproximateFloat": lambda a: float(_q(a)),
-    "isInteger": lambda a: _q(a).denominator == 1 and -(2**63) <= _q(a).numerator < 2**63,
-    "sign": lambda a: (_q(a) > 0) - (_q(a) < 0),
-    "major": _version_part(0),
-    "minor": _version_part(1),
-    "patch": _version_part(2),
-}
-
-
-# -- devices -----------------------------------------------------------------------------------
-
-def qualify(name: str, driver: str) -> tuple[str, str]:
-    """``domain/name`` or a bare ``name`` (in the driver's domain) -> (domain, name)."""
-    domain, sep, rest = name.rpartition("/")
-    return (domain, rest) if sep else (driver, name)
-
-
-def attribute_value(attr: dict[str, Any]) -> Any:
-    """A ResourceSlice DeviceAttribute (exactly one of int, bool, string, version) as CEL sees it."""
-    for field in ("int", "bool", "string"):
-        if field in attr:
-            return attr[field]
-    if "version" in attr:
-        return version_value(attr["version"])
-    raise SelectorError(f"attribute has no value: {attr!r}")
-
-
-def device_variable(driver: str, device: dict[str, Any], domains: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """The ``device`` variable for one device of a ResourceSlice (``spec.devices[]``); ``domains``
-    get an empty map in ``attributes`` and ``capacity`` when the device has nothing there."""
-    attributes: dict[str, dict[str, Any]] = {}
-    for name, attr in (device.get("attributes") or {}).items():
-        domain, short = qualify(name, driver)
-        attributes.setdefault(domain, {})[short] = attribute_value(attr)
-    capacity: dict[str, dict[str, Any]] = {}
-    for name, cap in (device.get("capacity") or {}).items():
-        domain, short = qualify(name, driver)
-        capacity.setdefault(domain, {})[short] = quantity_value(str(cap.get("value", "0")))
-    for domain in domains:
-        attributes.setdefault(domain, {})
-        capacity.setdefault(domain, {})
-    return {"driver": driver, "attributes": attributes, "capacity": capacity,
-            "allowMultipleAllocations": bool(device.get("allowMultipleAllocations"))}
-
-
-class CelDevice:
-    """One published device as CEL sees it, with what each selector said about it.
-
-    Building the CEL context costs about 50 us (converting the variable); evaluating a compiled
-    selector against a built one about 2 us, and about 50 us when it calls ``quantity()`` (each call
-    back into Python costs ~20 us). A device does not change until its ResourceSlice does, so the
-    allocator keeps one CelDevice per device and slice version, and each result is remembered.
-    """
-
-    __slots__ = ("driver", "device", "_ctx", "_results", "_domains")
-
-    def __init__(self, driver: str, device: dict[str, Any]):
-        self.driver = driver
-        self.device = device
-        self._ctx: Any = None
-        self._results: dict[str, bool | SelectorError] = {}
-        self._domains: frozenset[str] = frozenset()
-
-    def matches(self, selector: Selector) -> bool:
-        """Whether ``selector`` selects this device; raises SelectorError on a run-time error."""
-        result = self._results.get(selector.expression)
-        if result is None:
-            if not selector.domains <= self._domains:
-                self._domains |= selector.domains
-                self._ctx = None   # rebuilt with an empty map for the domains it did not have
-            try:
-                result = selector.evaluate(self._context())
-            except SelectorError as exc:
-                result = exc
-            self._results[selector.expression] = result
-        if isinstance(result, SelectorError):
-            raise result
-        return result
-
-    def _context(self) -> Any:
-        if self._ctx is None:
-            ctx = _cel().Context()
-            for name, fn in FUNCTIONS.items():
-                ctx.add_function(name, fn)
-            ctx.add_variable("device", device_variable(self.driver, self.device, self._domains))
-            self._ctx = ctx
-        return self._ctx
+def engine() -> BuiltinEngine | GoEngine:
+    """The engine of this process: pysched-cel when it can be found, else the built-in subset."""
+    wanted = os.environ.get(ENGINE_ENV, "").strip().lower()
+    if wanted not in ("", "auto", "builtin", HELPER_NAME):
+        raise SelectorError(f"{ENGINE_ENV}={wanted!r}: expected {HELPER_NAME}, builtin or auto")
+    if wanted != "builtin":
+        path = os.environ.get(HELPER_ENV) or shutil.which(HELPER_NAME)
+        if path:
+            return GoEngine(path)
+        if wanted == HELPER_NAME:
+            raise SelectorError(f"{ENGINE_ENV}={HELPER_NAME} but the helper is not on PATH and {HELPER_ENV} "
+                                "is not set")
+        log.warning("pysched-cel not found: DRA device selectors use the built-in subset (no optional types, no "
+                    "strings, lists, sets, regex, IP/CIDR, URL or format libraries); a selector outside it fails "
+                    "to compile. Put pysched-cel on PATH or set PYSCHED_CEL_HELPER (make builds it: "
+                    "hack/pysched-cel.sh)")
+    return BuiltinEngine()
 
 
 class Selector:
-    """One compiled CEL selector expression."""
+    """One compiled CEL selector expression, and the engine that compiled it."""
 
-    __slots__ = ("expression", "program", "domains")
+    __slots__ = ("expression", "program", "engine")
 
-    def __init__(self, expression: str):
+    def __init__(self, expression: str, eng: BuiltinEngine | GoEngine | None = None):
         self.expression = expression
-        self.domains = frozenset(_DOMAIN.findall(expression))
-        try:
-            self.program = _cel().compile(expression)
-        except (ValueError, RuntimeError) as exc:
-            raise SelectorError(f"compilation failed: {exc}") from None
-
-    def evaluate(self, ctx: Any) -> bool:
-        try:
-            out = self.program.execute(ctx)
-        except Exception as exc:  # noqa: BLE001 - CEL reports run-time errors as assorted exceptions
-            raise SelectorError(_reason(exc)) from None
-        if not isinstance(out, bool):
-            raise SelectorError(f"expression must return a bool, got {type(out).__name__}")
-        return out
+        self.engine = eng or engine()
+        self.program = self.engine.compile(expression)
 
 
 @lru_cache(maxsize=1024)
@@ -264,7 +80,59 @@ def compile_selector(expression: str) -> Selector:
     return Selector(expression)
 
 
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, KeyError):
-        return f"no such key: {exc.args[0] if exc.args else ''}"
-    return str(exc) or type(exc).__name__
+class CelDevice:
+    """One published device as CEL sees it, with what each selector said about it. A device does
+    not change until its ResourceSlice does, so the allocator keeps one per device and slice version
+    and every result is remembered."""
+
+    __slots__ = ("driver", "device", "_results", "_wire", "_ctx", "_domains")
+
+    def __init__(self, driver: str, device: dict[str, Any]):
+        self.driver = driver
+        self.device = device
+        self._results: dict[str, bool | SelectorError] = {}
+        self._wire: bytes | None = None
+        self._ctx: Any = None
+        self._domains: frozenset[str] = frozenset()
+
+    @property
+    def wire(self) -> bytes:
+        """The device as pysched-cel reads it (JSON): driver, attributes and capacity as published."""
+        if self._wire is None:
+            d = self.device
+            self._wire = orjson.dumps({"driver": self.driver, "attributes": d.get("attributes") or {},
+                                       "capacity": d.get("capacity") or {}})
+        return self._wire
+
+    def builtin_context(self, domains: frozenset[str]) -> Any:
+        """The built-in engine's CEL context, rebuilt when a selector names a domain it lacks
+        (upstream answers an unknown domain with an empty map)."""
+        if self._ctx is None or not domains <= self._domains:
+            self._domains |= domains
+            self._ctx = BuiltinEngine().context(self.driver, self.device, self._domains)
+        return self._ctx
+
+    def known(self, selector: Selector) -> bool:
+        return selector.expression in self._results
+
+    def remember(self, selector: Selector, result: bool | SelectorError) -> None:
+        self._results[selector.expression] = result
+
+    def matches(self, selector: Selector) -> bool:
+        """Whether ``selector`` selects this device; raises SelectorError on a run-time error."""
+        result = self._results.get(selector.expression)
+        if result is None:
+            result = selector.engine.evaluate(selector.program, selector.expression, [self])[0]
+            self._results[selector.expression] = result
+        if isinstance(result, SelectorError):
+            raise result
+        return result
+
+
+def prefetch(selector: Selector, devices: list[CelDevice]) -> None:
+    """Evaluate ``selector`` for every device that has no answer yet, in one request."""
+    todo = [d for d in devices if not d.known(selector)]
+    if not todo:
+        return
+    for dev, result in zip(todo, selector.engine.evaluate(selector.program, selector.expression, todo)):
+        dev.remember(selector, result)

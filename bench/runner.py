@@ -241,9 +241,12 @@ class Run:
 
 
 async def create_prelude(client: KubeClient, workload: Workload) -> None:
-    """The workload's prelude objects (POST path, body), in order."""
-    for path, body in workload.prelude():
+    """The workload's prelude objects (POST path, body[, a status to merge-patch in]), in order."""
+    for path, body, *status in workload.prelude():
         await client.request("POST", path, body=body, rate_limit=False)
+        if status:
+            await client.request("PATCH", f"{path}/{body['metadata']['name']}/status", body=status[0],
+                                 content_type="application/merge-patch+json", rate_limit=False)
 
 
 async def install_podgroups(client: KubeClient, workload: Workload) -> None:

@@ -14,6 +14,7 @@ Every scheduler starts through the pinning's ``preexec_fn``: on its own CPU when
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -104,7 +105,9 @@ def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir:
         path = rundir / "pysched-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return Process([sys.executable, "-m", "pysched", "run", "--config", str(path),
-                        "--kubeconfig", str(cp.kubeconfig), "--log-level", "warning",
+                        "--kubeconfig", str(cp.kubeconfig),
+                        # PYSCHED_BENCH_LOG_LEVEL=info: pysched's decisions in the run's log (costs CPU)
+                        "--log-level", os.environ.get("PYSCHED_BENCH_LOG_LEVEL", "warning"),
                         "--bind-address", "127.0.0.1", "--secure-port", str(port),
                         f"--authorization-always-allow-paths={ALLOW_PATHS}",
                         "--cert-dir", str(rundir / f"pysched-certs{tag}"), "--podgroup-controller=off"],

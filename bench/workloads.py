@@ -182,6 +182,33 @@ def preemption_pod(i: int, scheduler: str, phase: str) -> dict:
     return pod
 
 
+PDB_LABEL = "bench-pdb"
+PDB_PATH = f"/apis/policy/v1/namespaces/{NAMESPACE}/poddisruptionbudgets"
+
+
+def preemption_pdb_pod(i: int, scheduler: str, phase: str) -> dict:
+    """The larger preemption variant: init pods as ``preemption_pod``, every fourth one covered by
+    a PodDisruptionBudget that allows no disruption; measured pods of twice the CPU (1800m), so
+    each must evict two init pods, and should pick the two no PDB protects."""
+    pod = preemption_pod(i, scheduler, phase)
+    if phase == "measure":
+        pod["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1800m"
+    elif i % 4 == 0:
+        pod["metadata"]["labels"][PDB_LABEL] = "protected"
+    return pod
+
+
+def priority_classes_and_pdb() -> list[tuple]:
+    """The PriorityClasses, and a PDB over the protected init pods; its status (no disruption
+    controller runs) says no disruption is allowed."""
+    pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+           "metadata": {"name": "bench-protected", "namespace": NAMESPACE},
+           "spec": {"minAvailable": "100%", "selector": {"matchLabels": {PDB_LABEL: "protected"}}}}
+    status = {"status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1, "expectedPods": 1,
+                         "observedGeneration": 1}}
+    return [*priority_classes(), (PDB_PATH, pdb, status)]
+
+
 # -- gangs (PodGroups) ---------------------------------------------------------------------------
 
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -234,7 +261,7 @@ class Workload:
     tags: tuple[str, ...] = field(default_factory=tuple)
     gang_size: int = 0        # > 0: measured pods form PodGroups of this size (pysched runs Coscheduling)
     gpus_per_node: int = 0    # gang workloads: how many GPUs each node has (each member takes one)
-    prelude: Callable[[], list[tuple[str, dict]]] = no_prelude
+    prelude: Callable[[], list[tuple]] = no_prelude   # (POST path, body[, status to merge-patch])
     preemption_victims: int = 0   # preemption workloads: init pods each measured pod must evict
 
     def scaled(self, nodes: int, init_pods: int, measure_pods: int) -> Workload:
@@ -259,11 +286,12 @@ class Workload:
         """How many pods of each phase may be gone at the end (``bench.verify.check_evictions``).
         No workload may lose a measured pod, and only preemption workloads lose init pods: at least
         ``preemption_victims`` per measured pod, and a few more are no error: with 50 nodes
-        kube-scheduler evicted 52 and pysched 51 pods for 50 preemptors. (pysched's log shows the
-        race: preemptor A is nominated to a node, B is nominated there too and picks a second
-        victim; A is retried before that victim's delete arrives, the node looks full with B
-        counted, and A preempts again elsewhere.) Twice the minimum allows that but not victim
-        sets that are not minimal (with a 900m preemptor, evicting all four pods of a node is 4x)."""
+        kube-scheduler evicted 52 pods for 50 preemptors. (The race: preemptor A is nominated to a
+        node, B is nominated there too and picks a second victim; A is retried before that
+        victim's delete arrives, the node looks full with B counted, and A preempts again
+        elsewhere. pysched counts a victim as terminating from the moment a preemption chooses
+        it, so A waits instead.) Twice the minimum allows that but not victim sets that are not
+        minimal (with a 900m preemptor, evicting all four pods of a node is 4x)."""
         return {"init": 2 * self.measure_pods * self.preemption_victims, "measure": 0}
 
 
@@ -293,6 +321,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              description="2,000 bench-low (priority 1) init pods of 900m fill 500 4-CPU nodes; 500 bench-high "
                          "(1000) measured pods of 900m each preempt one (scheduler_perf PreemptionBasic with "
                          "one victim per preemptor)"),
+    Workload("Preemption/5000Nodes_2Victims_PDB", 5000, 20000, 1000, pod=preemption_pdb_pod,
+             prelude=priority_classes_and_pdb, preemption_victims=2, tags=("large",),
+             description="20,000 bench-low init pods of 900m fill 5,000 4-CPU nodes, a quarter of them under a "
+                         "PodDisruptionBudget allowing no disruption; 1,000 bench-high measured pods of 1800m "
+                         "each preempt two, which should be ones no PDB protects"),
     Workload("GangScheduling/100Nodes_150Groups", 100, 100, 1200, node=gang_node, pod=make_gang_pod(8),
              gang_size=8, gpus_per_node=8, tags=("gang",),
              description="150 PodGroups of 8 one-GPU pods onto 100 8-GPU nodes that hold 100 groups; pysched "

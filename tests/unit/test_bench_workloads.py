@@ -249,12 +249,17 @@ def test_priorities_match_the_prelude_classes():
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_prelude_objects_are_valid(name):
-    for path, body in WORKLOADS[name].prelude():
+    for path, body, *status in WORKLOADS[name].prelude():
         group_version, kind, meta = body["apiVersion"], body["kind"], body["metadata"]
         plural = kind.lower() + ("es" if kind.endswith("s") else "s")
         prefix = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
-        assert path == f"{prefix}/{plural}", (path, kind)
-        assert meta["name"] and "namespace" not in meta     # cluster-scoped, created once per run
+        ns = meta.get("namespace")
+        where = f"{prefix}/namespaces/{ns}/{plural}" if ns else f"{prefix}/{plural}"
+        assert path == where, (path, kind)
+        assert meta["name"]
+        assert not status or set(status[0]) == {"status"}     # merged into /status after the POST
+        if kind == "PodDisruptionBudget":
+            assert ns == "bench" and status and status[0]["status"]["disruptionsAllowed"] == 0
         if kind == "PriorityClass":
             assert isinstance(body["value"], int) and -2_147_483_648 <= body["value"] <= 1_000_000_000
             assert not body.get("globalDefault")

@@ -2,6 +2,7 @@
 selection, PDB reprieve order, candidate choice, sampling, eligibility, the nominated-pods
 two-pass filter and kube-scheduler's messages."""
 
+import numpy as np
 import pytest
 
 from pysched.apis import config as configmod
@@ -138,23 +139,34 @@ def test_number_of_candidates(args, n, expected):
     assert plugin_of(sim_with([], [], args=args)).num_candidates(n) == expected
 
 
-def test_dry_run_stops_at_enough_candidates_from_the_offset():
+@pytest.mark.parametrize("on_paper", [False, True], ids=["node-by-node", "on-paper"])
+def test_dry_run_stops_at_enough_candidates_from_the_offset(on_paper):
     nodes = [node(f"n{i}", cpu="1") for i in range(6)]
     pods = [running(f"low{i}", f"n{i}", "1", 1) for i in range(6)]
     sim = sim_with(nodes, pods, args={"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 2})
     pl = plugin_of(sim)
     seen = []
-    real = pl.select_victims
+    real, real_on_paper = pl.select_victims, pl.select_victims_on_paper
 
     def spy(state, p, info, pdbs):
         seen.append(info.name)
         return real(state, p, info, pdbs)
+
+    def spy_on_paper(state, p, infos, pdbs):
+        chunk = [i.name for i in infos]
+        seen.append(chunk)
+        return real_on_paper(state, p, infos, pdbs)
     pl.select_victims = spy
+    pl.select_victims_on_paper = spy_on_paper if on_paper else None
     pl.offset_and_count = lambda n: (4, pl.num_candidates(n))
     names = [sim.cache.table.infos[s].spec.name for s in sim.cache.table.order().tolist()]
     out = sim.schedule(pod("high", cpu="1", priority=10))
-    assert seen == [names[4], names[5]]                     # two candidates from offset 4, then stop
-    assert out.nominated_node in seen
+    if on_paper:   # one chunk judged on paper from the offset, wrapping; the first two taken
+        assert seen == [[names[(4 + j) % 6] for j in range(6)]]
+        assert out.nominated_node in (names[4], names[5])
+    else:
+        assert seen == [names[4], names[5]]                 # two candidates from offset 4, then stop
+        assert out.nominated_node in seen
 
 
 # -- eligibility and messages -------------------------------------------------------------------
@@ -392,8 +404,10 @@ def test_no_lower_priority_pod_anywhere_skips_the_dry_runs(monkeypatch):
     sim = sim_with(nodes, peers)
     calls = []
     policy = plugin_of(sim)
-    real = policy.select_victims
+    real, real_on_paper = policy.select_victims, policy.select_victims_on_paper
     monkeypatch.setattr(policy, "select_victims", lambda *a: calls.append(a[2].name) or real(*a))
+    monkeypatch.setattr(policy, "select_victims_on_paper",
+                        lambda *a: calls.extend(i.name for i in a[2]) or real_on_paper(*a))
     out = sim.schedule(pod("high", cpu="1", priority=100))
     assert out.message == ("0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, "
                            "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.")
@@ -406,3 +420,136 @@ def test_no_lower_priority_pod_anywhere_skips_the_dry_runs(monkeypatch):
                            "2 No preemption victims found for incoming pod.")
     sim.remove_pod(next(uid for uid, p in sim.cache.pods.items() if p.name == "low"))
     assert sim.cache.priority_counts == {100: 3}
+
+
+# -- dry runs on paper ----------------------------------------------------------------------------
+
+def _random_preemption_case(rng):
+    nodes, pods, objects = [], [], []
+    for i in range(rng.randint(3, 9)):
+        taints = [{"key": "t", "effect": "NoSchedule"}] if rng.random() < 0.15 else None
+        nodes.append(node(f"n{i}", cpu=str(rng.choice([1, 2])), memory=f"{rng.choice([2, 4])}Gi",
+                          pods=str(rng.choice([3, 5, 110])), taints=taints))
+        for j in range(rng.randint(1, 5)):
+            labels = {"app": rng.choice(["a", "b", "c"])}
+            p = running(f"p{i}-{j}", f"n{i}", rng.choice(["200m", "300m", "500m"]), rng.choice([1, 5, 50, 500]),
+                        memory=rng.choice(["256Mi", "512Mi", "1Gi"]), labels=labels)
+            # distinct start times: victims of equal priority are ordered by them, never by chance
+            p["status"]["startTime"] = f"2026-01-01T{i:02d}:{j:02d}:{rng.randint(0, 59):02d}Z"
+            pods.append(p)
+    for k, app in enumerate(rng.sample(["a", "b", "c"], rng.randint(0, 2))):
+        objects.append(pdb(f"pdb{k}", {"app": app}, rng.choice([0, 1])))
+    return nodes, pods, objects
+
+
+def _both_ways(seed):
+    """The outcomes of a random case's preemptions node by node, then on paper."""
+    import random as _random
+    outcomes = []
+    for on_paper in (False, True):
+        rng = _random.Random(seed)
+        nodes, pods, objects = _random_preemption_case(rng)
+        sim = sim_with(nodes, pods, objects=objects,
+                       args={"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": rng.randint(1, 4)})
+        pl = plugin_of(sim)
+        pl.offset_and_count = lambda n, pl=pl: (0, pl.num_candidates(n))
+        if not on_paper:   # as before on-paper evaluation: node by node, PreFilter run again each time
+            fwk = sim.frameworks["pysched"]
+            fwk.on_paper = lambda state, p: False
+            fwk.pre_filter_state_stable = lambda state: False
+        seen = []
+        for k in range(rng.randint(1, 4)):
+            out = sim.schedule(pod(f"high{k}", cpu=rng.choice(["800m", "1", "1500m"]),
+                                   memory=rng.choice(["512Mi", "1Gi"]), priority=rng.choice([10, 100, 1000])),
+                               assume=False)
+            seen.append((out.node, out.nominated_node, out.victims, out.message))
+            if out.nominated_node:   # the next pod sees this one nominated there
+                nominee = PodInfo.from_dict(pod(f"nom{k}", cpu="500m", priority=1000))
+                sim.queue.nominator.add(nominee, out.nominated_node)
+        outcomes.append(seen)
+    return outcomes
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_dry_runs_on_paper_choose_what_node_by_node_does(seed):
+    """The same candidates, victims, nominated node and message with the pods moved on paper as
+    with the pods moved in the cache, node by node - over random clusters with PDBs and nominated
+    pods."""
+    by_node, on_paper = _both_ways(seed)
+    assert on_paper == by_node
+
+
+def test_the_random_cases_preempt_often_enough_to_mean_something():
+    assert sum(1 for seed in range(40) for o in _both_ways(seed)[0] if o[1]) >= 20
+
+
+def test_a_pod_with_host_ports_is_judged_node_by_node():
+    sim = sim_with([node("n1", cpu="1")], [running("low", "n1", "1", 1)])
+    fwk = sim.frameworks["pysched"]
+    from pysched.framework.cycle_state import CycleState
+    plain, ported = (PodInfo.from_dict(pod("a", priority=5)),
+                     PodInfo.from_dict(pod("b", priority=5, host_ports=[8080])))
+    for p, want in ((plain, True), (ported, False)):
+        state = CycleState()
+        fwk.run_pre_filter(state, p, fwk.handle.all_nodes())
+        assert fwk.on_paper(state, p) is want
+
+
+def test_an_overlay_batch_counts_pods_on_paper():
+    from pysched.framework.interface import OverlayBatch
+    sim = sim_with([node("a", cpu="4"), node("b", cpu="2")], [running("x", "a", "1", 1)])
+    table = sim.cache.table
+    slots = np.array([sim.cache.nodes["a"].slot, sim.cache.nodes["b"].slot], dtype=np.int64)
+    d_req = np.zeros((2, table.req.shape[1]), dtype=np.int64)
+    d_req[0, table.res_index["cpu"]] = -1000       # x removed from a
+    d_req[1, table.res_index["cpu"]] = 500         # a 500m pod added to b
+    batch = OverlayBatch(table, slots, d_req, np.array([-1, 1], dtype=np.int64))
+    assert batch.requested("cpu").tolist() == [0, 500]
+    assert batch.pod_count().tolist() == [0, 1]
+    assert batch.allocatable("cpu").tolist() == [4000, 2000]
+    sub = batch.subset(np.array([False, True]))
+    assert sub.requested("cpu").tolist() == [500] and sub.pod_count().tolist() == [1]
+    assert table.req[slots, table.res_index["cpu"]].tolist() == [1000, 0]   # the cache is untouched
+    with pytest.raises(NotImplementedError):
+        batch.non_zero_requested("cpu")
+
+
+def test_a_filter_plugin_that_does_not_say_keeps_preemption_node_by_node():
+    from pysched.framework import FilterPlugin, FilterResult
+    from pysched.profile import default_registry
+
+    class Custom(FilterPlugin):
+        name = "Custom"
+
+        def filter(self, state, pod, nodes):
+            return FilterResult.all_pass(len(nodes))
+
+    registry = default_registry()
+    registry["Custom"] = Custom
+    cfg = configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
+                           "profiles": [{"schedulerName": "pysched",
+                                         "plugins": {"filter": {"enabled": [{"name": "Custom"}]}}}]})
+    sim = OfflineScheduler(cfg, registry=registry)
+    sim.add_node(node("n1", cpu="1"))
+    fwk = sim.frameworks["pysched"]
+    state = CycleState()
+    p = PodInfo.from_dict(pod("a", priority=5))
+    fwk.run_pre_filter(state, p, fwk.handle.all_nodes())
+    assert fwk.pre_filter_state_stable(state) and not fwk.on_paper(state, p)
+
+
+def test_a_victim_chosen_counts_as_terminating_until_it_is_gone():
+    """A preemptor retried after its preemption was decided but before the victim's deletion shows
+    in the informer must wait - not preempt again elsewhere (upstream's "terminating pod on the
+    nominated node", known here from the decision itself)."""
+    sim = sim_with([node("n1", cpu="1")], [running("low", "n1", "1", 1)])
+    pl = plugin_of(sim)
+    ev = pl.evaluator
+    victim = next(p for p in sim.cache.pods.values() if p.name == "low")
+    preemptor = PodInfo.from_dict(pod("high", cpu="1", priority=100))
+    sim.queue.nominator.add(preemptor, "n1")      # nominated by the cycle, not back from the API yet
+    assert pl.pod_eligible(preemptor, None) == (True, "")
+    ev.note_doomed(victim.uid)
+    assert pl.pod_eligible(preemptor, None) == (False, "not eligible due to a terminating pod on the nominated node.")
+    sim.remove_pod(victim.uid)                    # gone: nothing on the node to wait for
+    assert pl.pod_eligible(preemptor, None) == (True, "")

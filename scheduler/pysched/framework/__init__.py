@@ -19,6 +19,9 @@ from pysched.framework.handle import Handle
 from pysched.framework.interface import (
                                          MAX_NODE_SCORE,
                                          MIN_NODE_SCORE,
+                                         READS_ANY,
+                                         READS_NONE,
+                                         READS_REQUESTS,
                                          BindPlugin,
                                          ClusterEvent,
                                          ClusterEventWithHint,
@@ -52,7 +55,8 @@ from pysched.framework.status import Code, Status
 from pysched.framework.types import FrameworkError
 
 __all__ = [
-    "MAX_NODE_SCORE", "MIN_NODE_SCORE", "BindPlugin", "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState",
+    "MAX_NODE_SCORE", "MIN_NODE_SCORE", "READS_ANY", "READS_NONE", "READS_REQUESTS",
+    "BindPlugin", "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState",
     "EnqueueExtensions", "FilterPlugin", "FilterResult", "FrameworkError", "Handle", "LabelValues", "MatcherTerm",
     "NodeBatch", "NodeInfo", "PermitPlugin", "Plugin", "PodInfo", "PodMatcher", "PodVolume", "PodWatcher",
     "PostBindPlugin", "PreemptionGate",

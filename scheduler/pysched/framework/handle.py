@@ -103,6 +103,20 @@ class FilterRunner(Protocol):
         cannot be completed), or ""."""
         ...
 
+    def nominated_pods_to_add(self, pod: PodInfo, node_name: str) -> list[PodInfo]: ...
+
+    def on_paper(self, state: Any, pod: PodInfo) -> bool:
+        """Whether the pod's Filters can judge pods moved on paper (``OverlayBatch``)."""
+        ...
+
+    def request_vector(self, pod: PodInfo) -> Any:
+        """The pod's requests as a row of the node table (None if it cannot be counted on paper)."""
+        ...
+
+    def first_failures(self, state: Any, pod: PodInfo, batch: Any) -> list[Status | None]:
+        """Every Filter over ``batch``: per node None or the first rejecting plugin's status."""
+        ...
+
 
 class PreemptionExtender(Protocol):
     """An extender as preemption sees it (``extender.client.HTTPExtender``)."""

@@ -212,6 +212,38 @@ class NodeBatch:
         return self.table.memo
 
 
+class OverlayBatch(NodeBatch):
+    """A batch whose pods are changed on paper: ``requested`` and ``pod_count`` read the table plus
+    per-node deltas (``d_req``: nodes x the table's resources; ``d_pods``: per node), the other
+    accessors the nodes as they are. Preemption's dry runs and the nominated pods a cycle must
+    count use it instead of moving pods in the cache, when every Filter that runs reads the pods
+    on a node only through those two accessors (``FilterPlugin.reads_pods``)."""
+
+    __slots__ = ("d_req", "d_pods")
+
+    def __init__(self, table: NodeColumns, slots: np.ndarray, d_req: np.ndarray, d_pods: np.ndarray):
+        super().__init__(table, slots)
+        self.d_req = d_req
+        self.d_pods = d_pods
+
+    def subset(self, mask: np.ndarray) -> NodeBatch:
+        return OverlayBatch(self.table, self.slots[mask], self.d_req[mask], self.d_pods[mask])
+
+    def requested(self, resource: str) -> np.ndarray:
+        i = self.table.res_index.get(resource)
+        if i is None:
+            return np.zeros(len(self.slots), dtype=np.int64)
+        out: np.ndarray = self.table.req[self.slots, i] + self.d_req[:, i]
+        return out
+
+    def non_zero_requested(self, resource: str) -> np.ndarray:
+        raise NotImplementedError("non_zero_requested is a scoring accessor: not available on an OverlayBatch")
+
+    def pod_count(self) -> np.ndarray:
+        out: np.ndarray = self.table.npods[self.slots] + self.d_pods
+        return out
+
+
 class FilterResult:
     """Outcome of a batch filter over a NodeBatch.
 
@@ -351,7 +383,19 @@ class EnqueueExtensions:
         return ()
 
 
+READS_NONE, READS_REQUESTS, READS_ANY = "none", "requests", "any"
+
+
 class PreFilterPlugin(Plugin):
+    # Whether what PreFilter computes (its CycleState entries, its PreFilterResult) depends on
+    # which other pods run where. Preemption's dry runs and the filtering of nodes with nominated
+    # pods evaluate the pod on a changed pod set: a plugin that reads other pods (inter-pod
+    # affinity, topology spread, ...) must see PreFilter run again, one that does not (the pod's
+    # own requests, ports, volumes, claims) lets that state be reused - as upstream reuses it,
+    # updating only the plugins with PreFilterExtensions. True unless a plugin says otherwise: the
+    # safe answer for a plugin that does not know. A plugin that returned Skip counts as False.
+    pre_filter_reads_other_pods: ClassVar[bool] = True
+
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
         raise NotImplementedError
@@ -362,6 +406,14 @@ class FilterPlugin(Plugin):
         """Which of ``nodes`` can run ``pod``: vector checks over the batch's accessors, or
         ``FilterResult.each(nodes, check)`` for per-node logic."""
         raise NotImplementedError
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        """How this Filter's verdict on ``pod`` depends on the pods already on a node: ``"none"``
+        (node properties only), ``"requests"`` (only through ``NodeBatch.requested`` and
+        ``pod_count``), or ``"any"`` - the default, always safe. Preemption's dry runs and the
+        nodes with nominated pods are evaluated on paper (``OverlayBatch``), without moving pods
+        in the cache, when every Filter that runs says "none" or "requests"."""
+        return READS_ANY
 
 
 class PostFilterPlugin(Plugin):

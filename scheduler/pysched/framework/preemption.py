@@ -53,6 +53,7 @@ NO_VICTIMS = "No preemption victims found for incoming pod"
 DISRUPTION_TARGET = "DisruptionTarget"
 REASON_PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 PDB_PLURAL = "poddisruptionbudgets"
+DOOMED_VICTIMS_KEPT = 10_000
 
 
 def start_time(pod: PodInfo) -> float:
@@ -176,6 +177,11 @@ class Evaluator:
         self.policy = policy
         self.preempting: set[str] = set()                       # preemptor uids with a running task
         self.last_victim: dict[str, PodInfo] = {}               # preemptor uid -> victim deleted last
+        # Victims a preemption chose: terminating by preemption from that moment, even before
+        # their DELETE went out or the informer shows their deletionTimestamp (pod_eligible's
+        # "terminating pod on the nominated node"): a preemptor retried meanwhile must wait for
+        # them, not preempt again somewhere else.
+        self.doomed_victims: set[str] = set()
 
     # -- the scheduling cycle's part ----------------------------------------------------------
 
@@ -272,12 +278,30 @@ class Evaluator:
         errors: list[str] = []
         nodes = self.handle.snapshot.nodes
         n = len(potential)
+        fwk = self.handle.framework
+        on_paper = getattr(self.policy, "select_victims_on_paper", None)
+        if on_paper is not None and (fwk is None or not fwk.on_paper(state, pod)):
+            on_paper = None
+        # On paper, nodes are judged a chunk at a time (as many as the candidates wanted, at least
+        # 16); the results are then taken in the same order, and the same stop, as node by node.
+        ahead: list[tuple[list[PodInfo], int, Status | None]] = []
         for i in range(n):
             name = potential[(offset + i) % n]
             info = nodes.get(name)
             if info is None:
                 continue
-            victims, n_pdb, st = self.policy.select_victims(state, pod, info, pdbs)
+            if on_paper is not None and not ahead:
+                chunk = [nodes[nm] for nm in (potential[(offset + j) % n] for j in range(i, min(n, i + max(count, 16))))
+                         if nm in nodes]
+                got = on_paper(state, pod, chunk, pdbs)
+                if got is None:
+                    on_paper = None
+                else:
+                    ahead = list(reversed(got))
+            if ahead:
+                victims, n_pdb, st = ahead.pop()
+            else:
+                victims, n_pdb, st = self.policy.select_victims(state, pod, info, pdbs)
             if st is None and victims:
                 (non_violating if n_pdb == 0 else violating).append(Candidate(name, victims, n_pdb))
                 if non_violating and len(non_violating) + len(violating) >= count:
@@ -349,6 +373,8 @@ class Evaluator:
         victims = [v for v in c.victims if not v.deleting]
         if not victims or self.handle.client is None:
             return
+        for v in victims:     # terminating from now on, for pod_eligible (upstream: once the DELETE lands)
+            self.note_doomed(v.uid)
         self.preempting.add(pod.uid)
         self._spawn(pod.uid, self._preempt_in_background(c, pod, victims))
 
@@ -389,6 +415,13 @@ class Evaluator:
         finally:
             self.preempting.discard(pod.uid)
             self.last_victim.pop(pod.uid, None)
+            if not ok:
+                # Victims whose deletion failed are not leaving: the preemptor must not wait for them.
+                pods = self.handle.snapshot.pods
+                for v in victims:
+                    current = pods.get(v.uid)
+                    if current is not None and not current.deleting:
+                        self.doomed_victims.discard(v.uid)
             if not ok and self.handle.activate is not None:
                 # The pod may wait in the unschedulable pool for events that never come.
                 self.handle.activate([pod.uid])
@@ -450,6 +483,8 @@ class Evaluator:
                 await client.delete_pod(victim.namespace, victim.name, uid=victim.uid or None)
             except Exception as exc:
                 # 404: already gone; 409: the name now belongs to a new pod, which is no victim.
+                if getattr(exc, "status", None) == 409:
+                    self.doomed_victims.discard(victim.uid)
                 if getattr(exc, "status", None) in (404, 409):
                     log.info("victim pod is already deleted", extra=kv(pod=preemptor.key, victim=victim.key,
                                                                        status=getattr(exc, "status", None)))
@@ -461,6 +496,19 @@ class Evaluator:
             recorder.record(victim, controller=self.handle.profile_name, type_="Normal", reason="Preempted",
                             action="Preempting", note=f"Preempted by pod {preemptor.uid} on node {c.name}",
                             related=preemptor)
+
+
+    def note_doomed(self, uid: str) -> None:
+        doomed = self.doomed_victims
+        doomed.add(uid)
+        if len(doomed) > DOOMED_VICTIMS_KEPT:
+            still = self.handle.snapshot.pods   # forget the ones the cache no longer holds
+            self.doomed_victims = {u for u in doomed if u in still}
+
+    def terminating(self, victim: PodInfo) -> bool:
+        """The pod is leaving because a preemption chose it (ours, or another scheduler's as its
+        DisruptionTarget condition says)."""
+        return (victim.deleting and victim.preempted_by_scheduler) or victim.uid in self.doomed_victims
 
 
 class PreemptionError(RuntimeError):

@@ -31,10 +31,12 @@ from pysched.framework.interface import (
     EXTENSION_POINTS,
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
+    READS_ANY,
     BindPlugin,
     FilterPlugin,
     FilterResult,
     NodeBatch,
+    OverlayBatch,
     PermitPlugin,
     Plugin,
     PodWatcher,
@@ -57,6 +59,7 @@ from pysched.framework.status import Code, Status
 from pysched.framework.types import Diagnosis, FrameworkError
 from pysched.util.logs import kv
 
+REQUEST_VECTOR_CACHE = 50_000   # request rows kept for on-paper evaluation (cleared when full)
 log = logging.getLogger("pysched.framework.runtime")
 
 
@@ -182,6 +185,10 @@ class Framework:
         self.preemption_gates: list[PreemptionGate] = [p for p in self.plugins.values()
                                                        if isinstance(p, PreemptionGate)]
         self._batch_filter = {pl.name: pl.filter for pl in self.filter}
+        # On-paper evaluation (OverlayBatch): pods' request rows, and the nominated pods found for
+        # the cycle in progress.
+        self._request_vectors: dict[tuple[str, str, int], np.ndarray] = {}
+        self._nominated_found: tuple[str, dict[str, list[PodInfo]]] = ("", {})
         # What run_score needs of each Score plugin, looked up once: (name, score, normalize_score
         # or None, weight).
         self._score_steps = [(pl.name, pl.score, getattr(pl, "normalize_score", None), self.weights[pl.name])
@@ -355,11 +362,17 @@ class Framework:
         nom = self.handle.nominator
         assert nom is not None
         table = batch.table
-        slots = [table.slot_by_name[n] for n in nom.node_names() if n in table.slot_by_name
-                 and self.nominated_pods_to_add(pod, n)]
-        if not slots:
+        by_name = table.slot_by_name
+        found: dict[str, list[PodInfo]] = {}
+        for n in nom.node_names():
+            if n in by_name:
+                pods = self.nominated_pods_to_add(pod, n)
+                if pods:
+                    found[n] = pods
+        self._nominated_found = (pod.uid, found)   # for _nominated_on_paper, this cycle
+        if not found:
             return None
-        pos = np.flatnonzero(np.isin(batch.slots, np.array(slots, dtype=np.int64)))
+        pos = np.flatnonzero(np.isin(batch.slots, np.array([by_name[n] for n in found], dtype=np.int64)))
         return pos if len(pos) else None
 
     def _run_filters_split(self, state: CycleState, pod: PodInfo, batch: NodeBatch, diagnosis: Diagnosis | None,
@@ -371,17 +384,38 @@ class Framework:
         if rest.any():
             mask[rest] = self._run_filters_batch(state, pod, batch.subset(rest), diagnosis)
         infos = batch.table.infos
+        if self.on_paper(state, pod) and self._nominated_on_paper(state, pod, batch, special, mask, diagnosis):
+            return mask
         for i in special.tolist():
             name = infos[int(batch.slots[i])].spec.name
-            st = self.filter_with_nominated(state, pod, name, simulated=False)
-            if st is None:
-                mask[i] = True
-                continue
-            if st.code == Code.ERROR:
-                raise FrameworkError(st)
-            if diagnosis is not None:
-                diagnosis.add_node_status(name, st)
+            _settle(mask, i, name, self.filter_with_nominated(state, pod, name, simulated=False), diagnosis)
         return mask
+
+    def _nominated_on_paper(self, state: CycleState, pod: PodInfo, batch: NodeBatch, special: np.ndarray,
+                            mask: np.ndarray, diagnosis: Diagnosis | None) -> bool:
+        """``filter_with_nominated`` for every node of ``special`` at once: the nominated pods'
+        requests added on paper, then the nodes as they are. False (nothing done) when a nominated
+        pod cannot be counted on paper."""
+        table = batch.table
+        slots = batch.slots[special]
+        width = table.req.shape[1]
+        d_req = np.zeros((len(slots), width), dtype=np.int64)
+        d_pods = np.zeros(len(slots), dtype=np.int64)
+        infos = table.infos
+        names = [infos[int(s)].spec.name for s in slots.tolist()]
+        uid, found = self._nominated_found
+        for j, name in enumerate(names):
+            for p in (found.get(name, ()) if uid == pod.uid else self.nominated_pods_to_add(pod, name)):
+                vec = self.request_vector(p)
+                if vec is None:
+                    return False
+                d_req[j] += vec
+                d_pods[j] += 1
+        with_nominated = self.first_failures(state, pod, OverlayBatch(table, slots, d_req, d_pods))
+        as_is = self.first_failures(state, pod, NodeBatch(table, slots))
+        for j, i in enumerate(special.tolist()):
+            _settle(mask, i, names[j], with_nominated[j] or as_is[j], diagnosis)
+        return True
 
     def nominated_pods_to_add(self, pod: PodInfo, node_name: str) -> list[PodInfo]:
         """``addGENominatedPods``: the pods nominated for ``node_name`` with a priority at least
@@ -402,20 +436,93 @@ class Framework:
         ``simulated``: the snapshot is in a what-if state (preemption removed victims), so
         ``state`` - computed by PreFilter on the real snapshot - is stale and PreFilter runs again.
         """
+        stable = self.pre_filter_state_stable(state)
         nominated = self.nominated_pods_to_add(pod, node_name)
         if nominated:
             moves = self.handle.snapshot.what_if()
             try:
                 for p in nominated:
                     moves.add(p.with_node(node_name))
-                st = self._filter_fresh(pod, node_name)
+                st = self._filter_node(state, pod, node_name) if stable else self._filter_fresh(pod, node_name)
             finally:
                 moves.restore()
             if st is not None:
                 return st
-        if simulated:
+        if simulated and not stable:
             return self._filter_fresh(pod, node_name)
         return self._filter_node(state, pod, node_name)
+
+    # -- pods moved on paper (OverlayBatch) -----------------------------------------------------
+
+    def on_paper(self, state: CycleState, pod: PodInfo) -> bool:
+        """Whether ``pod``'s Filters can judge a changed pod set on paper: PreFilter's state holds
+        on any pod set, and every Filter that runs reads a node's pods at most through
+        ``requested``/``pod_count`` (``FilterPlugin.reads_pods``)."""
+        if not self.pre_filter_state_stable(state):
+            return False
+        skipped = state.skip_filter_plugins
+        return all(pl.name in skipped or pl.reads_pods(state, pod) != READS_ANY for pl in self.filter)
+
+    def request_vector(self, pod: PodInfo) -> np.ndarray | None:
+        """The pod's requests as a row of the node table's ``req`` (None: it requests a resource the
+        table has no column for yet - then it cannot be counted on paper)."""
+        table = self.handle.snapshot.table
+        width = table.req.shape[1]
+        key = (pod.uid, pod.resource_version, width)
+        cache = self._request_vectors
+        vec = cache.get(key)
+        if vec is not None:
+            return vec
+        vec = np.zeros(width, dtype=np.int64)
+        index = table.res_index
+        for name, q in pod.requests.items():
+            i = index.get(name)
+            if i is None:
+                return None
+            vec[i] += q
+        if len(cache) >= REQUEST_VECTOR_CACHE:
+            cache.clear()
+        cache[key] = vec
+        return vec
+
+    def first_failures(self, state: CycleState, pod: PodInfo, batch: NodeBatch) -> list[Status | None]:
+        """Every Filter in order over ``batch`` (an OverlayBatch, typically): per node None, or the
+        status of the first plugin that rejected it - what ``run_filters_on_node`` gives node by node."""
+        n = len(batch)
+        out: list[Status | None] = [None] * n
+        idx = np.arange(n)
+        cur = batch
+        skipped = state.skip_filter_plugins
+        for pl in self.filter:
+            if not len(cur):
+                break
+            if pl.name in skipped:
+                continue
+            try:
+                res = self._batch_filter[pl.name](state, pod, cur)
+            except FrameworkError as exc:
+                err = filter_error(exc.status, pl.name)
+                return [err if o is None else o for o in out]
+            except Exception as exc:  # noqa: BLE001
+                log.exception("filter plugin failed plugin=%s pod=%s", pl.name, pod.key)
+                err = filter_error(Status.as_error(exc, pl.name), pl.name)
+                return [err if o is None else o for o in out]
+            passed = res.passed
+            if passed.all():
+                continue
+            for j in np.flatnonzero(~passed).tolist():
+                st = res.status_at(j, pl.name)
+                if st is not None:
+                    out[int(idx[j])] = filter_error(st, pl.name) if st.code == Code.ERROR else st
+            cur = cur.subset(passed)
+            idx = idx[passed]
+        return out
+
+    def pre_filter_state_stable(self, state: CycleState) -> bool:
+        """Whether ``state``'s PreFilter results hold on any pod set: every PreFilter plugin that
+        did not skip says it does not read other pods (``pre_filter_reads_other_pods``)."""
+        skipped = state.skip_filter_plugins
+        return all(pl.name in skipped or not pl.pre_filter_reads_other_pods for pl in self.pre_filter)
 
     def _filter_fresh(self, pod: PodInfo, node_name: str) -> Status | None:
         """PreFilter on a new CycleState over the snapshot as it is now, then every filter on the node."""
@@ -780,3 +887,15 @@ def score_prefix(plugin: str) -> str:
 def filter_error(status: Status, plugin: str) -> Status:
     """RunFilterPlugins' wrapping of a Filter plugin's Error: ``running "X" filter plugin: ...``."""
     return wrap_error(status, f'running "{plugin}" filter plugin: ', plugin)
+
+
+def _settle(mask: np.ndarray, i: int, name: str, st: Status | None, diagnosis: Diagnosis | None) -> None:
+    """One node's Filter verdict into the batch's mask (fits) or the diagnosis (does not);
+    an Error status stops the cycle as kube-scheduler's does."""
+    if st is None:
+        mask[i] = True
+        return
+    if st.code == Code.ERROR:
+        raise FrameworkError(st)
+    if diagnosis is not None:
+        diagnosis.add_node_status(name, st)

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from pysched.framework import (
     ClusterEvent,
     ClusterEventWithHint,
@@ -37,6 +39,7 @@ from pysched.framework import (
     arg,
 )
 from pysched.framework.api import ConfigError
+from pysched.framework.interface import OverlayBatch
 from pysched.framework.preemption import NO_VICTIMS, PDB, Evaluator, importance, split_by_pdb
 from pysched.framework.status import Code
 from pysched.framework.types import Diagnosis
@@ -127,16 +130,121 @@ class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
             blocked = gates.preemption_blocked(pod)
             if blocked:
                 return False, blocked
-        nominated = pod.nominated_node
+        nom = self.handle.nominator
+        # The nomination this scheduler made may not be back from the API yet (pod.nominated_node
+        # is the informer's copy): the nominator knows it at once.
+        nominated = pod.nominated_node or (nom.nominated_node(pod.uid) if nom else "")
         if nominated:
             if nominated_node_status is not None and nominated_node_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return True, ""
             info = self.handle.snapshot.nodes.get(nominated)
             if info is not None:
+                # A victim whose DELETE we sent counts as terminating before the informer shows it:
+                # else a preemptor retried in that window would preempt again elsewhere.
                 for p in info.pods.values():
-                    if p.priority < pod.priority and p.deleting and p.preempted_by_scheduler:
+                    if p.priority < pod.priority and self.evaluator.terminating(p):
                         return False, "not eligible due to a terminating pod on the nominated node."
         return True, ""
+
+    def select_victims_on_paper(self, state: CycleState, pod: PodInfo, infos: Sequence[NodeInfo],
+                                pdbs: Sequence[PDB]) -> list[tuple[list[PodInfo], int, Status | None]] | None:
+        """``select_victims`` for many nodes at once, with the pods removed and reprieved on paper
+        (``OverlayBatch``): each step runs the Filters once over every node still deciding, instead
+        of once per node after moving pods in the cache. The same victims, in the same order, and
+        the same statuses as node by node - valid only when ``Framework.on_paper`` says so; None
+        when a pod cannot be counted on paper (the caller goes node by node)."""
+        fwk = self.handle.framework
+        assert fwk is not None
+        table = self.handle.snapshot.table
+        prio = pod.priority
+        n = len(infos)
+        width = table.req.shape[1]
+        vectors: dict[str, Any] = {}
+
+        def vec(p: PodInfo) -> Any:
+            v = vectors.get(p.uid)
+            if v is None:
+                v = vectors[p.uid] = fwk.request_vector(p)
+            return v
+
+        results: list[tuple[list[PodInfo], int, Status | None]] = [([], 0, _NO_VICTIMS)] * n
+        slots = np.array([info.slot for info in infos], dtype=np.int64)
+        d_req = np.zeros((n, width), dtype=np.int64)
+        d_pods = np.zeros(n, dtype=np.int64)
+        nom_req = np.zeros((n, width), dtype=np.int64)
+        nom_pods = np.zeros(n, dtype=np.int64)
+        order: list[list[tuple[PodInfo, bool]]] = [[] for _ in range(n)]
+        deciding: list[int] = []
+        for i, info in enumerate(infos):
+            potential = [p for p in info.pods.values() if p.priority < prio]
+            if not potential:
+                continue
+            for p in potential:
+                v = vec(p)
+                if v is None:
+                    return None
+                d_req[i] -= v
+                d_pods[i] -= 1
+            for p in fwk.nominated_pods_to_add(pod, info.spec.name):
+                v = vec(p)
+                if v is None:
+                    return None
+                nom_req[i] += v
+                nom_pods[i] += 1
+            potential.sort(key=importance)
+            violating, non_violating = split_by_pdb(potential, pdbs)
+            order[i] = [(p, True) for p in violating] + [(p, False) for p in non_violating]
+            deciding.append(i)
+        has_nom = nom_pods > 0
+
+        def judge(rows: list[int]) -> list[Status | None]:
+            """filter_with_nominated on paper for ``rows``: with the nominated pods, then without."""
+            idx = np.array(rows, dtype=np.int64)
+            out = fwk.first_failures(state, pod, OverlayBatch(table, slots[idx], d_req[idx], d_pods[idx]))
+            nom = idx[has_nom[idx]]
+            if len(nom):
+                with_nom = fwk.first_failures(state, pod, OverlayBatch(
+                    table, slots[nom], d_req[nom] + nom_req[nom], d_pods[nom] + nom_pods[nom]))
+                where = {int(r): st for r, st in zip(nom.tolist(), with_nom, strict=True) if st is not None}
+                out = [where.get(r, st) for r, st in zip(rows, out, strict=True)]
+            return out
+
+        victims: dict[int, list[PodInfo]] = {}
+        violations = dict.fromkeys(deciding, 0)
+        if deciding:
+            for i, st in zip(deciding, judge(deciding), strict=True):
+                if st is not None:
+                    results[i] = ([], 0, st)
+                else:
+                    victims[i] = []
+        step = 0
+        while True:
+            rows = [i for i in victims if step < len(order[i])]
+            if not rows:
+                break
+            for i in rows:
+                p = order[i][step][0]
+                d_req[i] += vec(p)
+                d_pods[i] += 1
+            for i, st in zip(rows, judge(rows), strict=True):
+                if st is None:
+                    continue
+                if st.code == Code.ERROR:
+                    results[i] = ([], 0, st)
+                    del victims[i]
+                    continue
+                p, counts = order[i][step]
+                d_req[i] -= vec(p)
+                d_pods[i] -= 1
+                victims[i].append(p)
+                if counts:
+                    violations[i] += 1
+            step += 1
+        for i, vs in victims.items():
+            if any(c for _, c in order[i]) and any(not c for _, c in order[i]):
+                vs.sort(key=importance)   # both groups present: as select_victims does
+            results[i] = (vs, violations[i], None)
+        return results
 
     def select_victims(self, state: CycleState, pod: PodInfo, node: NodeInfo,
                        pdbs: Sequence[PDB]) -> tuple[list[PodInfo], int, Status | None]:

@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 
 from pysched.framework import (
+    READS_NONE,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -170,6 +171,9 @@ def _claim_path(claim: dict[str, Any]) -> str:
 class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin, PreScorePlugin,
                        ScorePlugin, ReservePlugin, PreBindPlugin, EnqueueExtensions):
     name = "DynamicResources"
+    # PreFilter reads claims, classes and slices, not other pods: preemption's dry runs reuse its state,
+    # as upstream (which has no PreFilterExtensions for it) does
+    pre_filter_reads_other_pods = False
     Args = DynamicResourcesArgs
 
     def __init__(self, args: DynamicResourcesArgs | None, handle: Handle) -> None:
@@ -320,6 +324,9 @@ class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilt
         return self._slices[1]
 
     # -- Filter ------------------------------------------------------------------------------------
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        return READS_NONE   # devices and the claims holding them, not pods
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         st: _State | None = state.get(KEY)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from pysched.framework import (
+    READS_NONE,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -104,6 +105,7 @@ class NodeAffinityArgs:
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
     name = "NodeAffinity"
+    pre_filter_reads_other_pods = False   # PreFilter reads the pod itself (and objects), never other pods
     Args = NodeAffinityArgs
 
     def __init__(self, args: NodeAffinityArgs | None, handle: Handle) -> None:
@@ -138,6 +140,9 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, E
         if names:
             return PreFilterResult(names), None
         return None, None
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        return READS_NONE   # node properties only
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         n = len(nodes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from pysched.framework import (
+    READS_NONE,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -26,6 +27,9 @@ REASON = "node(s) didn't match the requested node name"
 
 class NodeName(FilterPlugin, EnqueueExtensions):
     name = "NodeName"
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        return READS_NONE   # node properties only
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         if not pod.node_name:

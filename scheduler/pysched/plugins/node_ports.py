@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from pysched.framework import (
+    READS_ANY,
+    READS_NONE,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -48,12 +50,16 @@ def fits_ports(wanted: Iterable[HostPort], used: Mapping[HostPort, int]) -> bool
 
 class NodePorts(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     name = "NodePorts"
+    pre_filter_reads_other_pods = False   # PreFilter reads the pod itself (and objects), never other pods
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
         if not pod.host_ports:
             return None, Status(Code.SKIP)
         return None, None
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        return READS_ANY if pod.host_ports else READS_NONE   # other pods' host ports
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         wanted = pod.host_ports

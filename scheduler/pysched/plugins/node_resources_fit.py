@@ -38,6 +38,7 @@ import numpy.typing as npt
 
 from pysched.framework import (
     MAX_NODE_SCORE,
+    READS_REQUESTS,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -152,6 +153,7 @@ def broken_linear(shape: list[UtilizationShapePoint], p: Int64Array) -> Int64Arr
 
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
     name = "NodeResourcesFit"
+    pre_filter_reads_other_pods = False   # PreFilter reads the pod itself (and objects), never other pods
     Args = NodeResourcesFitArgs
 
     def __init__(self, args: NodeResourcesFitArgs | None, handle: Handle) -> None:
@@ -186,6 +188,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         return self.checked_requests(pod) if r is None else r
 
     # -- filter --------------------------------------------------------------------------------
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        return READS_REQUESTS   # the pods on a node only through requested() and pod_count()
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         ok = nodes.pod_count() + 1 <= nodes.allocatable("pods")

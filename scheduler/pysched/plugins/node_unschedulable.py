@@ -8,6 +8,7 @@ Reason: ``node(s) were unschedulable`` (UnschedulableAndUnresolvable).
 from __future__ import annotations
 
 from pysched.framework import (
+    READS_NONE,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -30,6 +31,9 @@ class NodeUnschedulable(FilterPlugin, EnqueueExtensions):
 
     def _tolerated(self, pod: PodInfo) -> bool:
         return tolerates_taint(pod.tolerations, UNSCHEDULABLE_TAINT)
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        return READS_NONE   # node properties only
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         unsched = nodes.unschedulable()

@@ -25,6 +25,8 @@ from __future__ import annotations
 from typing import Any
 
 from pysched.framework import (
+    READS_ANY,
+    READS_NONE,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -74,12 +76,16 @@ def volume_limits(csinode: dict[str, Any] | None) -> dict[str, int]:
 
 class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     name = "NodeVolumeLimits"
+    pre_filter_reads_other_pods = False   # PreFilter reads the pod itself (and objects), never other pods
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
         if pod.pvc_names or any(v.source in IN_TREE for v in pod.volumes):
             return None, None
         return None, Status(Code.SKIP)
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        return READS_ANY if pod.pvc_names or pod.volumes else READS_NONE   # other pods' volumes
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         if not pod.pvc_names and not pod.volumes:

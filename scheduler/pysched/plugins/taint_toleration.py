@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pysched.framework import (
+    READS_NONE,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -76,6 +77,9 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensio
         self.cmp = self.args.comparison_operators
 
     # -- filter --------------------------------------------------------------------------------
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        return READS_NONE   # node properties only
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         ok = ~untolerated_mask(nodes, pod.tolerations, self.cmp)

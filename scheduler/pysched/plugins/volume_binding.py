@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from pysched.framework import (
+    READS_NONE,
     ClusterEventWithHint,
     Code,
     CycleState,
@@ -148,6 +149,7 @@ class _Claims:
 
 class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin, EnqueueExtensions):
     name = "VolumeBinding"
+    pre_filter_reads_other_pods = False   # PreFilter reads the pod itself (and objects), never other pods
     Args = VolumeBindingArgs
 
     def __init__(self, args: VolumeBindingArgs | None, handle: Handle) -> None:
@@ -240,6 +242,9 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
         provisionable = sel is None and bool(provisioner) and provisioner != NO_PROVISIONER
         return _DelayedClaim(key, pvc, [(n, a) for _, n, a in fits], provisionable,
                              sc.get("allowedTopologies") or [])
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        return READS_NONE   # node properties only
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         claims: _Claims | None = state.get(KEY)

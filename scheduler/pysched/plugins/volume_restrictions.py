@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 
 from pysched.framework import (
+    READS_ANY,
+    READS_NONE,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -107,6 +109,9 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             return None, Status(Code.SKIP)
         state.write(KEY, _State(disks, frozenset(rwop), conflicting))
         return None, None
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        return READS_NONE if state.get(KEY) is None else READS_ANY   # other pods' disks and claims
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         s: _State | None = state.get(KEY)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from pysched.framework import (
+    READS_NONE,
     ClusterEvent,
     ClusterEventWithHint,
     Code,
@@ -49,6 +50,7 @@ Topology = tuple[str, frozenset[str]]
 
 class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
     name = "VolumeZone"
+    pre_filter_reads_other_pods = False   # PreFilter reads the pod itself (and objects), never other pods
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
@@ -90,6 +92,9 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             return None, Status(Code.SKIP)
         state.write(KEY, topologies)
         return None, None
+
+    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
+        return READS_NONE   # node properties only
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         topologies: list[Topology] | None = state.get(KEY)

@@ -1,8 +1,9 @@
 # pysched developer entry points. `make test` needs nothing pre-installed but python3 and go:
-# it creates the virtualenv, installs the package, obtains etcd + kube-apiserver + kube-scheduler
-# (KUBEBUILDER_ASSETS or a cached build from the Go module proxy), helm (HELM or a cached build
-# from the Go module proxy) and pysched-cel (PYSCHED_CEL_HELPER or a cached build of cmd/pysched-cel)
-# and runs every test.
+# it creates the virtualenv, installs the package, obtains etcd + kube-apiserver + kube-scheduler +
+# kube-controller-manager (KUBEBUILDER_ASSETS or a cached build from the Go module proxy), kwok
+# (PYSCHED_KWOK or a cached build of sigs.k8s.io/kwok), helm (HELM or a cached build from the Go
+# module proxy) and pysched-cel (PYSCHED_CEL_HELPER or a cached build of cmd/pysched-cel) and runs
+# every test.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -16,7 +17,7 @@ GO_IMAGE ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install control-plane helm prometheus cel-helper lint test unit e2e demo bench bench-smoke image image-push clean
+.PHONY: all venv install control-plane kwok helm prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-smoke image image-push clean
 
 all: test
 
@@ -36,6 +37,10 @@ install: $(VENV)/.installed
 control-plane:
 	./hack/control-plane.sh
 
+# KWOK plays the kubelets of the living cluster (pysched_dev.livecluster).
+kwok:
+	./hack/kwok.sh
+
 helm:
 	./hack/helm.sh
 
@@ -52,21 +57,25 @@ lint: install
 	$(PY) -m ruff check scheduler pysched_dev tests bench hack examples
 	$(PY) -m mypy -p pysched.framework -p pysched.plugins -p pysched.testing
 
-test: install lint control-plane helm prometheus cel-helper
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+test: install lint control-plane kwok helm prometheus cel-helper
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
 		$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: install cel-helper
 	PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-e2e: install control-plane helm prometheus cel-helper
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+e2e: install control-plane kwok helm prometheus cel-helper
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
 		$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
-demo: install control-plane cel-helper
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m pysched_dev.demo
+demo: install control-plane kwok cel-helper
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m pysched_dev.demo
+
+# etcd, kube-apiserver, kube-controller-manager and KWOK with a handful of labelled nodes, until Ctrl-C.
+dev-cluster: install control-plane kwok
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" $(PY) -m pysched_dev.devcluster_cli $(DEV_CLUSTER_ARGS)
 
 bench: install control-plane cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m bench.run $(BENCH_ARGS)

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Obtain the real control-plane binaries (etcd, kube-apiserver, kube-scheduler) for tests,
+# Obtain the real control-plane binaries (etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager) and kubectl (its kustomize renders the manifests in the tests) for tests,
 # the demo and the benchmark.
 #
 # Order of preference:
 #   1. KUBEBUILDER_ASSETS (envtest convention) for etcd and kube-apiserver, when it holds them;
 #   2. a cache outside the repository, built earlier by this script;
 #   3. a build from the Go module proxy with the machine's Go toolchain.
-# kube-scheduler is not part of envtest's assets, so it is always taken from the cache/build.
+# kube-scheduler, kube-controller-manager and kubectl are not part of envtest's assets, so they are
+# always taken from the cache/build.
 #
-# Prints the directory holding all three binaries on stdout (last line); progress goes to stderr.
+# Prints the directory holding all five binaries on stdout (last line); progress goes to stderr.
 set -euo pipefail
 
 K8S_VERSION="${K8S_VERSION:-1.35.4}"
@@ -29,7 +31,7 @@ if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
 fi
 
 need_k8s=()
-for b in kube-apiserver kube-scheduler; do
+for b in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
   [[ -x "$BIN_DIR/$b" ]] || need_k8s+=("$b")
 done
 
@@ -65,6 +67,8 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
   (cd "$src" && go mod tidy -e >&2 2>&1 || true)

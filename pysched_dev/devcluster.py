@@ -164,12 +164,16 @@ def _write_pki(directory: Path) -> dict[str, Path]:
     return out
 
 
-def write_kubeconfig(path: Path, *, server: str, ca_file: Path, token: str, user: str = "admin") -> Path:
+def write_kubeconfig(path: Path, *, server: str, ca_file: Path, token: str | None = None, user: str = "admin",
+                     cert: tuple[Path, Path] | None = None) -> Path:
+    """A kubeconfig authenticating with a bearer ``token`` or a client certificate ``cert=(crt, key)``."""
+    creds = (f"    token: {token}\n" if token else
+             f"    client-certificate: {cert[0]}\n    client-key: {cert[1]}\n" if cert else "")
     path.write_text(
         "apiVersion: v1\nkind: Config\n"
         f"clusters:\n- name: local\n  cluster:\n    server: {server}\n"
         f"    certificate-authority: {ca_file}\n"
-        f"users:\n- name: {user}\n  user:\n    token: {token}\n"
+        f"users:\n- name: {user}\n  user:\n{creds}"
         f"contexts:\n- name: local\n  context:\n    cluster: local\n    user: {user}\n"
         "current-context: local\n")
     path.chmod(0o600)
@@ -186,6 +190,10 @@ class ControlPlane:
     extra_users: list[str] = field(default_factory=list)
     # An audit policy (YAML text); the API server then writes a JSON audit log (``audit_events``).
     audit_policy: str | None = None
+    # Admission plugins turned off. The default is scheduler_perf's bare control plane (no
+    # controller-manager creates ServiceAccounts, and bare Node objects must not get the not-ready
+    # taint); the living cluster (``livecluster``) turns every default plugin back on.
+    disabled_admission_plugins: tuple[str, ...] = ("ServiceAccount", "TaintNodesByCondition")
     keep_dir: bool = False
     workdir: Path | None = None
     etcd_proc: subprocess.Popen | None = None
@@ -382,9 +390,8 @@ class ControlPlane:
             f"--service-account-key-file={p['sa.pub']}",
             f"--service-account-signing-key-file={p['sa.key']}",
             "--service-cluster-ip-range=10.0.0.0/24",
-            # As scheduler_perf does: no controller-manager creates ServiceAccounts, and bare Node
-            # objects must not get the not-ready taint.
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            *([f"--disable-admission-plugins={','.join(self.disabled_admission_plugins)}"]
+              if self.disabled_admission_plugins else []),
             "--profiling=false", "--v=0",
             f"--cert-dir={self.workdir / 'certs'}",
             *self._audit_args(),

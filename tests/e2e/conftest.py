@@ -36,13 +36,49 @@ def control_plane():
         cp.stop()
 
 
-@pytest_asyncio.fixture
-async def admin(control_plane):
-    client = KubeClient(load_kubeconfig(control_plane.kubeconfig), qps=0, burst=1)
+@pytest.fixture
+def living_cluster(request):
+    """etcd, kube-apiserver, kube-controller-manager and KWOK (``pysched_dev.livecluster``), with an
+    audit log of every pod binding; ``@pytest.mark.living(...)`` passes ``LivingCluster`` arguments."""
+    from pysched_dev.livecluster import LivingCluster
+
+    from .auditkit import audit_policy
+
+    marker = request.node.get_closest_marker("living")
+    kwargs = dict(marker.kwargs) if marker else {}
+    kwargs.setdefault("audit_policy", audit_policy(("", ["pods/binding"]), verbs=("create",)))
+    lc = LivingCluster(**kwargs)
+    lc.start()
+    try:
+        yield lc
+    finally:
+        lc.stop()
+
+
+async def _admin_client(cp: ControlPlane):
+    client = KubeClient(load_kubeconfig(cp.kubeconfig), qps=0, burst=1)
     try:
         yield client
     finally:
         await client.close()
+
+
+@pytest_asyncio.fixture
+async def live_admin(living_cluster):
+    async for client in _admin_client(living_cluster.cp):
+        yield client
+
+
+@pytest.fixture
+def live_scheduler_factory(living_cluster, tmp_path):
+    """``python -m pysched`` processes against the living cluster (``scheduler_factory``'s twin)."""
+    yield from _scheduler_factory(living_cluster.cp, tmp_path)
+
+
+@pytest_asyncio.fixture
+async def admin(control_plane):
+    async for client in _admin_client(control_plane):
+        yield client
 
 
 def scheduler_config(**overrides) -> dict:
@@ -162,10 +198,15 @@ class SchedulerProcess:
 
 @pytest.fixture
 def scheduler_factory(control_plane, tmp_path):
+    yield from _scheduler_factory(control_plane, tmp_path)
+
+
+def _scheduler_factory(cp: ControlPlane, tmp_path: Path):
+    """Yields ``make(config, name, **kw)``, which creates SchedulerProcesses; closes them all after."""
     procs: list[SchedulerProcess] = []
 
     def make(config: dict | None = None, name: str | None = None, **kw) -> SchedulerProcess:
-        p = SchedulerProcess(control_plane, tmp_path, config, name or f"sched{len(procs)}", **kw)
+        p = SchedulerProcess(cp, tmp_path, config, name or f"sched{len(procs)}", **kw)
         procs.append(p)
         return p
 

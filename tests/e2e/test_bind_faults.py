@@ -38,12 +38,25 @@ def control_plane():
     yield from audited_plane(BIND_AUDIT)
 
 
-async def assert_every_pod_bound_once(cp: ControlPlane, admin, names: set[str]) -> None:
+async def assert_every_pod_bound_once(cp: ControlPlane, admin, names: set[str], *,
+                                      unanswered_ok: bool = False) -> None:
+    """Every pod bound, by exactly one binding the API server answered 2xx. ``unanswered_ok``: during
+    an etcd outage a binding can take effect while the API server answers it with an error (the
+    write committed after its timeout); such a pod has no 2xx binding but must have had an attempt
+    answered with an error, and no second binding may follow it."""
     pods = await list_pods(admin, "default")
     pending = sorted(p["metadata"]["name"] for p in pods if not p["spec"].get("nodeName"))
     assert not pending, f"{len(pending)} pods left Pending: {pending[:10]}"
     per_pod = successful_binds(cp)
-    assert set(per_pod) == names
+    missing = names - set(per_pod)
+    if unanswered_ok and missing:
+        failed = {e["objectRef"]["name"] for e in cp.audit_events()
+                  if (e.get("objectRef") or {}).get("subresource") == "binding"
+                  and e.get("stage") == "ResponseComplete" and (e.get("responseStatus") or {}).get("code", 0) >= 400}
+        assert missing <= failed, f"bound without any binding the API server recorded: {sorted(missing - failed)}"
+        print(f"{len(missing)} binding(s) took effect although the API server answered them with an error")
+        missing = set()
+    assert set(per_pod) <= names and not missing, sorted(missing)[:10]
     twice = {n: c for n, c in per_pod.items() if c != 1}
     assert not twice, f"pods bound more than once: {twice}"
     await assert_no_overcommit(admin)
@@ -132,7 +145,7 @@ async def test_etcd_killed_mid_burst_every_pod_is_bound_exactly_once(control_pla
             return False
 
     await wait_for(all_bound, 240, what="every pod bound after the outage")
-    await assert_every_pod_bound_once(cp, admin, names)
+    await assert_every_pod_bound_once(cp, admin, names, unanswered_ok=True)
     assert "dropping the pod" not in sched.log()
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pysched.client.auth import Credentials
+from pysched.util.logs import kv, process_uptime
 
 log = logging.getLogger("pysched.client.kopf_watch")
 
@@ -107,12 +108,20 @@ class KopfWatch:
                     settings.watching.label_selectors[key] = spec.label_selector
             ready.set()
 
+        first = [True]
+
         for spec in specs:
             args = (spec.group, spec.version, spec.plural) if spec.group else (spec.version, spec.plural)
 
             def make(spec=spec):
                 async def handler(event, **_):
                     obj = event.get("object") or {}
+                    if first[0]:
+                        # Until now, objects created after our own LISTs (prefill) were unseen: a
+                        # start-up window kube-scheduler does not have (it waits for every informer).
+                        first[0] = False
+                        log.info("low-volume watch streams delivering", extra=kv(
+                            resource=spec.plural, since_start_s=round(process_uptime(), 2)))
                     main_loop.call_soon_threadsafe(_deliver, spec.on_event, event.get("type"), dict(obj))
                 return handler
 

@@ -20,7 +20,7 @@ RUN CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o /pysch
 
 FROM ${BASE_IMAGE} AS build
 WORKDIR /src
-COPY requirements.lock pyproject.toml README.md ./
+COPY requirements.lock pyproject.toml README.md LICENSE ./
 COPY scheduler ./scheduler
 RUN pip install --no-cache-dir --upgrade pip \
  && pip wheel --no-cache-dir --no-deps -w /wheels -r requirements.lock \

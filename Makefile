@@ -17,14 +17,14 @@ GO_IMAGE ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install control-plane kwok helm prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-smoke image image-push clean
+.PHONY: all venv install docs control-plane kwok helm prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-smoke image image-push clean
 
 all: test
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e ".[test,bench]"
+	$(PIP) install --quiet -e ".[test,bench,docs]"
 	touch $@
 
 venv: $(VENV)/.installed
@@ -52,12 +52,18 @@ cel-helper:
 	./hack/pysched-cel.sh
 
 # ruff (pycodestyle, pyflakes, isort, pyupgrade, bugbear) everywhere; mypy --strict on the plugin API
-# and the in-tree plugins (pyproject.toml [tool.mypy]).
+# and the in-tree plugins (pyproject.toml [tool.mypy]); actionlint (hack/actionlint.sh, built from the
+# Go module proxy) on the GitHub workflows.
 lint: install
 	$(PY) -m ruff check scheduler pysched_dev tests bench hack examples
 	$(PY) -m mypy -p pysched.framework -p pysched.plugins -p pysched.testing
+	"$$(./hack/actionlint.sh)" -shellcheck= -pyflakes= .github/workflows/*.yml
 
-test: install lint control-plane kwok helm prometheus cel-helper
+# The documentation site (mkdocs.yml), strict: a broken link or anchor fails.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+
+test: install lint docs control-plane kwok helm prometheus cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
 		$(PY) -m pytest $(PYTEST_ARGS)

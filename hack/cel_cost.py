@@ -9,7 +9,7 @@ library), in the built-in subset and in pysched-cel:
   pays on a miss);
 * batch: ``prefetch`` over DEVICES devices (default 64; what the allocator asks per node), per device.
 
-Wall-clock microseconds on this machine, medians of 31 repeats; ``README.md`` quotes them.
+Wall-clock microseconds on this machine, medians of 31 repeats; ``docs/dra.md`` quotes them.
 """
 
 import os

@@ -82,6 +82,21 @@ class Options:
     feature_gates: frozenset[str] = frozenset()   # pysched's own gates that are on (framework.features)
 
 
+def log_profile(fwk) -> None:
+    """At start-up, what a profile runs: its plugins in order, the score weights, and where each
+    out-of-tree plugin came from; a warning for each ``pluginConfig`` of a plugin it does not enable."""
+    out_of_tree = {name: type(pl).__module__ for name, pl in fwk.plugins.items()
+                   if not type(pl).__module__.startswith("pysched.plugins")}
+    fields = {"profile": fwk.profile_name, "plugins": ",".join(fwk.plugins),
+              "scores": ",".join(f"{n}={w}" for n, w in fwk.weights.items())}
+    if out_of_tree:
+        fields["out_of_tree"] = ",".join(f"{n}:{m}" for n, m in out_of_tree.items())
+    log.info("profile", extra=kv(**fields))
+    for where, name in fwk.ignored_plugin_config:
+        log.warning("pluginConfig for a plugin this profile does not enable: its args are ignored", extra=kv(
+            profile=fwk.profile_name, plugin=name, field=where))
+
+
 class SchedulerApp:
     def __init__(self, cfg: SchedulerConfig, options: Options, creds: Credentials,
                  registry: Registry | None = None):
@@ -124,6 +139,8 @@ class SchedulerApp:
         self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,
                                            recorder=self.recorder, objects=self.objects, bind_timeout=bind_timeout,
                                            load=self.load, feature_gates=options.feature_gates)
+        for fwk in self.frameworks.values():
+            log_profile(fwk)
         # Which framework handles a pod, by schedulerName: our profiles, or in shadow mode the
         # first profile standing in for each shadowed scheduler.
         if shadow:

@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resync-period", type=float, default=300.0, help="seconds between informer relists")
     run.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
                      help="pysched's own behaviours beyond kube-scheduler's, off by default: "
-                          "PyschedExistingAntiAffinityDeleteHint (see the README, Queueing hints)")
+                          "PyschedExistingAntiAffinityDeleteHint (see docs/queueing-hints.md)")
     run.add_argument("--pod-recovery-interval", type=_positive_float, default=30.0, metavar="SECONDS",
                      help="seconds between checks that every pending pod of ours is queued or being bound; one "
                           "held nowhere for two checks in a row is put back (pysched_pods_recovered_total)")

@@ -3,7 +3,8 @@
 A pod annotated ``pysched.io/explain: "true"`` gets a per-plugin trace of each of its cycles
 (served in full at ``/debug/explain?pod=ns/name``) and, written back onto the pod, a compact
 summary in ``pysched.io/explanation``: the outcome, how many nodes each filter plugin rejected and
-why, and the best nodes with their weighted score per plugin. The summary is bounded (top nodes
+why, and the best nodes with their weighted score per plugin; ``pysched.io/explanation-summary``
+says the same in one sentence for ``kubectl describe``. The summary is bounded (top nodes
 only, reasons truncated) so it stays far below the API's 256 KiB annotation limit. It is written
 through the ``pods/status`` subresource, which may change metadata, so no extra RBAC is needed,
 only when it changed since the last write, and only once the cycle has an outcome (the bind
@@ -21,6 +22,8 @@ import json
 
 REQUEST_ANNOTATION = "pysched.io/explain"
 RESULT_ANNOTATION = "pysched.io/explanation"
+#: The same outcome as one line for people (``kubectl describe pod``), beside the JSON.
+SUMMARY_ANNOTATION = "pysched.io/explanation-summary"
 TOP_NODES = 5
 MAX_REASON = 200
 
@@ -77,5 +80,27 @@ def summary(trace: dict) -> dict:
     return out
 
 
-def annotation_value(trace: dict) -> str:
-    return json.dumps(summary(trace), sort_keys=True, separators=(",", ":"))
+def human_line(s: dict) -> str:
+    """``summary``'s outcome in one sentence, e.g. ``bound to n1: best of 4 feasible of 6 evaluated
+    nodes (total 836, next n2 681); filtered out: 2 by TaintToleration (node(s) had untolerated
+    taint(s))``."""
+    rejected = "; ".join(
+        f"{sum(reasons.values())} by {plugin} ({', '.join(sorted(reasons))})"
+        for plugin, reasons in sorted(s.get("filterRejections", {}).items()))
+    rejected = f"; filtered out: {rejected}" if rejected else ""
+    counts = f"{s.get('feasibleNodes', 0)} feasible of {s.get('evaluatedNodes', 0)} evaluated nodes"
+    if s.get("error"):
+        return f"not scheduled: {s['error'][:300]} ({counts}{rejected})"
+    if s.get("permit"):
+        return f"waiting at Permit on {s.get('selectedNode')}: {json.dumps(s['permit'])[:300]}"
+    top = s.get("topNodes") or []
+    best = f" (total {top[0]['total']}" + (f", next {top[1]['node']} {top[1]['total']})" if len(top) > 1 else ")") \
+        if top else ""
+    return f"bound to {s.get('selectedNode')}: best of {counts}{best}{rejected}"
+
+
+def annotations(trace: dict) -> dict[str, str]:
+    """The annotations written onto a pod that asked: the JSON summary and its one-line reading."""
+    data = summary(trace)
+    return {RESULT_ANNOTATION: json.dumps(data, sort_keys=True, separators=(",", ":")),
+            SUMMARY_ANNOTATION: human_line(data)}

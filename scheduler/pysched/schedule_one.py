@@ -856,10 +856,11 @@ class Scheduler:
     def _publish_explanation(self, pod: PodInfo, data: dict) -> None:
         """Write the summary onto a pod that asked for it, once the cycle's outcome is known."""
         if self.client is not None and explain.requested(pod):
-            value = explain.annotation_value(data)
+            values = explain.annotations(data)
+            value = values[explain.RESULT_ANNOTATION]
             if self._explained.get(pod.uid) == value:
                 return
             if len(self._explained) >= self.trace_limit:
                 self._explained.pop(next(iter(self._explained)))
             self._explained[pod.uid] = value
-            self._patch_soon(pod, {"metadata": {"annotations": {explain.RESULT_ANNOTATION: value}}})
+            self._patch_soon(pod, {"metadata": {"annotations": values}})

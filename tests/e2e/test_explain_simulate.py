@@ -147,6 +147,14 @@ async def test_explanation_annotation_and_debug_endpoint(control_plane, admin, s
     _, why_not = await wait_for(lambda: annotated("why-not"), 60, what="explanation on why-not")
     assert why_not["selectedNode"] is None and why_not["error"].startswith("0/8 nodes are available")
     assert why_not["filterRejections"]["NodeResourcesFit"] == {"Insufficient cpu": 6}
+    # Beside the JSON, one sentence for kubectl describe.
+    lines = {}
+    for name in ("why", "why-not"):
+        got = await admin.get(f"/api/v1/namespaces/default/pods/{name}")
+        lines[name] = got["metadata"]["annotations"]["pysched.io/explanation-summary"]
+    assert lines["why"].startswith(f"bound to {why['selectedNode']}: best of ")
+    assert "filtered out: 2 by TaintToleration (node(s) had untolerated taint(s))" in lines["why"]
+    assert lines["why-not"].startswith("not scheduled: 0/8 nodes are available")
 
     status, body = await sched.get("/debug/explain?pod=default/why")
     assert status == 200

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pysched import __version__
 from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
 from . import kustomize
@@ -135,7 +136,8 @@ def test_default_rendering_mirrors_the_manifests(helm):
         ("ClusterRoleBinding", "pysched:auth-delegator"),
         ("ClusterRole", "pysched:extension-apiserver-authentication-reader"),
         ("ClusterRoleBinding", "pysched:extension-apiserver-authentication-reader"),
-        ("ClusterRole", "pysched-metrics-reader")]), "ServiceMonitor and gang scheduling are off by default"
+        ("ClusterRole", "pysched-metrics-reader"), ("ClusterRole", "pysched-debug-reader")]), \
+        "ServiceMonitor and gang scheduling are off by default"
     for o in objs:
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
             expected = "kube-system" if o["metadata"]["name"].endswith("authentication-reader") else NS
@@ -155,7 +157,7 @@ def test_default_rendering_mirrors_the_manifests(helm):
     pod, shipped_pod = dep["spec"]["template"]["spec"], shipped_dep["spec"]["template"]["spec"]
     assert dep["spec"]["replicas"] == 2 and dep["spec"]["strategy"] == shipped_dep["spec"]["strategy"]
     c, sc = dict(pod["containers"][0]), dict(shipped_pod["containers"][0])
-    assert c.pop("image") == "ghcr.io/example/pysched:0.1.0" and c.pop("imagePullPolicy") == "IfNotPresent"
+    assert c.pop("image") == f"ghcr.io/pysched/pysched:{__version__}" and c.pop("imagePullPolicy") == "IfNotPresent"
     sc.pop("image")
     assert c == sc
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
@@ -270,9 +272,10 @@ def test_every_knob(helm, tmp_path):
     assert not [k for k in view if "auth-delegator" in k[1] or "authentication-reader" in k[1]]
     assert view[("ClusterRoleBinding", "edge-pysched-metrics-reader", "")][1] == [
         ("ServiceAccount", "prometheus-k8s", "monitoring")]
+    assert view[("ClusterRoleBinding", "edge-pysched-debug-reader", "")][1] == [("Group", "sre", "")]
     for o in objs:
         for s in o.get("subjects") or ():
-            if o["metadata"]["name"] != "edge-pysched-metrics-reader":
+            if o["metadata"]["name"] not in ("edge-pysched-metrics-reader", "edge-pysched-debug-reader"):
                 assert (s["name"], s["namespace"]) == ("batch-scheduler", "batch"), o["metadata"]["name"]
 
 
@@ -378,3 +381,17 @@ async def test_default_rendering_runs_the_scheduler_as_its_serviceaccount(helm, 
                           ("list", "podgroups", {"group": "scheduling.x-k8s.io"})]:
         assert not await sar(admin, verb, res, **kw), f"{verb} {res} {kw} must not be granted"
     assert sched.terminate() == 0
+
+
+def test_notes_warn_when_the_image_is_a_placeholder(helm, control_plane):
+    """``helm install`` prints NOTES: a warning when image.repository is still a placeholder."""
+    def notes(*args: str) -> str:
+        out = subprocess.run([helm, "install", "pysched", str(CHART), "--namespace", NS, "--dry-run=client",
+                              "--kubeconfig", str(control_plane.kubeconfig), *args],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout[out.stdout.index("NOTES:"):]
+    released = notes()
+    assert "WARNING" not in released and "ClusterRole pysched-debug-reader" in released
+    placeholder = notes("--set", "image.repository=ghcr.io/example/pysched")
+    assert placeholder.startswith('NOTES:\nWARNING: image.repository is "ghcr.io/example/pysched", a placeholder')

@@ -432,3 +432,22 @@ def test_make_demo_tells_the_node_failure_story():
     assert story[-1].endswith(f"since {failed} failed, none of them on it")
     after = lines[lines.index(next(x for x in lines if "placed them on healthy nodes" in x)) + 1:-1]
     assert after and not any(failed in x for x in after), after
+    # docs/getting-started.md shows this output: it must tell the same story, line for line.
+    from tests.unit.test_docs_samples import code_block_after
+    sample = code_block_after("getting-started.md", "It prints something like:")
+    assert _shape(sample) == _shape(lines), "docs/getting-started.md's demo sample has drifted"
+
+
+def _shape(lines: list[str]) -> list[str]:
+    """The demo's story with what changes from run to run masked: times, ports, names, counts."""
+    import re
+
+    out = []
+    for line in lines:
+        if re.match(r"\s+kwok-", line):          # a placement row: which node got what varies
+            continue
+        line = re.sub(r"kwok-[a-z]\d", "NODE", line)
+        line = re.sub(r"\b[a-z]+-[0-9a-f]{8,10}-[a-z0-9]{5}\b|\b(report|train)-[a-z0-9]{5}\b", "POD", line)
+        line = re.sub(r"POD(, POD)*", "PODS", line)
+        out.append(re.sub(r"\d+(\.\d+)?", "N", line).strip())
+    return out

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pysched import __version__
 from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
 from . import kustomize
@@ -115,22 +116,26 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
     await wait_for(events, 30, what="events recorded with the ServiceAccount")
     # Prometheus' ServiceAccount, bound to the manifests' metrics-reader ClusterRole, scrapes /metrics;
     # the scheduler checks its token and access as its own ServiceAccount (system:auth-delegator).
-    await admin.request("POST", "/api/v1/namespaces/default/serviceaccounts", rate_limit=False,
-                        body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "prometheus"}})
-    prom = (await admin.request("POST", "/api/v1/namespaces/default/serviceaccounts/prometheus/token", rate_limit=False,
-                                body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
-                                      "spec": {"expirationSeconds": 3600}}))["status"]["token"]
+    prom = await service_account_token(admin, "prometheus")
     assert (await sched.get("/metrics", token=prom))[0] == 403
-    await admin.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", rate_limit=False, body={
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "prometheus"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "pysched-metrics-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "default"}]})
+    await bind_cluster_role(admin, "prometheus", "pysched-metrics-reader")
 
     async def scraped():
         status, text = await sched.get("/metrics", token=prom)
         return status == 200 and "scheduler_schedule_attempts_total" in text
     await wait_for(scraped, 30, what="metrics scraped once the reader role is bound (after the 10s deny cache)")
     assert (await sched.get("/configz", token=prom))[0] == 403       # the role grants /metrics only
+    # Whoever debugs scheduling, bound to the manifests' debug-reader ClusterRole, reads /configz and
+    # /debug/explain - and not /metrics.
+    oncall = await service_account_token(admin, "oncall")
+    await bind_cluster_role(admin, "oncall", "pysched-debug-reader")
+
+    async def debuggable():
+        status, text = await sched.get("/configz", token=oncall)
+        return status == 200 and "pysched" in text
+    await wait_for(debuggable, 30, what="/configz readable once the debug-reader role is bound")
+    assert (await sched.get("/debug/explain?pod=default/nope", token=oncall))[0] != 403
+    assert (await sched.get("/metrics", token=oncall))[0] == 403
     # client certificates: the CA was read from kube-system/extension-apiserver-authentication
     cert = control_plane.issue_cert("cert-user", client=True)
     status, body = await sched.get("/metrics", token=None, cert=cert)
@@ -275,8 +280,32 @@ def test_coscheduling_component_is_the_base_plus_gang_scheduling():
     assert _without_coscheduling(comp_cfg) == base_cfg, "configmap-patch.yaml drifted from manifests/configmap.yaml"
 
 
+async def service_account_token(admin, name: str) -> str:
+    """A ServiceAccount ``default/name`` and a bound token for it."""
+    await admin.request("POST", "/api/v1/namespaces/default/serviceaccounts", rate_limit=False,
+                        body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
+    tr = await admin.request("POST", f"/api/v1/namespaces/default/serviceaccounts/{name}/token", rate_limit=False,
+                             body={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                                   "spec": {"expirationSeconds": 3600}})
+    return tr["status"]["token"]
+
+
+async def bind_cluster_role(admin, account: str, role: str) -> None:
+    """ClusterRoleBinding ``account`` -> ``role`` for ServiceAccount ``default/account``."""
+    await admin.request("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", rate_limit=False, body={
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": account},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "default"}]})
+
+
+def kubectl() -> str | None:
+    """kubectl: built with the control plane (``hack/control-plane.sh``), else the one on PATH."""
+    built = Path(os.environ.get("PYSCHED_BIN_DIR", "/nonexistent")) / "kubectl"
+    return str(built) if built.is_file() else shutil.which("kubectl")
+
+
 def _overlay(tmp_path: Path, components: list[str], namespace: str | None = None, **extra) -> Path:
-    """A user's kustomization over a copy of manifests/ (as README's install section writes it)."""
+    """A user's kustomization over a copy of manifests/ (as docs/install.md writes it)."""
     if not (tmp_path / "manifests").exists():
         shutil.copytree(REPO / "manifests", tmp_path / "manifests")
     d = tmp_path / f"overlay-{'-'.join(components) or 'base'}-{namespace or 'default'}"
@@ -294,17 +323,17 @@ def _overlay(tmp_path: Path, components: list[str], namespace: str | None = None
     ([], "other-ns"), (["coscheduling", "prometheus-operator", "extender"], "other-ns")])
 def test_kubectl_kustomize_renders_what_the_tests_apply(tmp_path, components, namespace):
     """Where kubectl is installed, its kustomize renders the same objects as this test's mini-kustomize."""
-    if not shutil.which("kubectl"):
+    if not kubectl():
         pytest.skip("kubectl not installed: the mini-kustomize alone renders the manifests")
     overlay = _overlay(tmp_path, components, namespace)
     objs = kustomize.build(overlay)
-    out = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     real = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out.stdout)}
     for o in objs:
         r = real.pop((o["kind"], o["metadata"]["name"]))
         if o["kind"] == "Deployment":      # `images:` rewrites the image; the mini-kustomize ignores it
-            assert r["spec"]["template"]["spec"]["containers"][0]["image"] == "ghcr.io/example/pysched:0.1.0"
+            assert r["spec"]["template"]["spec"]["containers"][0]["image"] == f"ghcr.io/pysched/pysched:{__version__}"
             r["spec"]["template"]["spec"]["containers"][0]["image"] = "pysched"
         assert r == o, o["metadata"]["name"]
     assert not real
@@ -316,12 +345,13 @@ def test_kubectl_kustomize_renders_what_the_tests_apply(tmp_path, components, na
 
 
 def test_an_overlay_sets_the_image_of_every_deployment(tmp_path):
-    """README's install step: one `images:` entry in the overlay sets the scheduler's and the extender's image."""
-    if not shutil.which("kubectl"):
+    """docs/install.md's install step: one `images:` entry in the overlay sets the scheduler's and the
+    extender's image."""
+    if not kubectl():
         pytest.skip("kubectl not installed")
-    overlay = _overlay(tmp_path, ["extender"], images=[{"name": "ghcr.io/example/pysched",
+    overlay = _overlay(tmp_path, ["extender"], images=[{"name": "ghcr.io/pysched/pysched",
                                                         "newName": "registry.example/pysched", "newTag": "1.2.3"}])
-    out = subprocess.run(["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     deployments = [o for o in yaml.safe_load_all(out.stdout) if o["kind"] == "Deployment"]
     assert {d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["image"] for d in deployments} \
@@ -445,3 +475,24 @@ async def test_coscheduling_component_applies_and_grants_podgroups(control_plane
     log = sched.log()
     assert not re.search(r"\b403\b", log) and "Forbidden" not in log, log[-3000:]
     sched.terminate()
+
+
+def test_an_overlay_replaces_the_scheduler_configuration(tmp_path):
+    """docs/install.md's overlay: a configMapGenerator with behavior: replace swaps config.yaml, and
+    the Deployment still mounts the ConfigMap by its name."""
+    if not kubectl():
+        pytest.skip("kubectl not installed")
+    mine = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            "profiles:\n- schedulerName: team-a\n")
+    overlay = _overlay(tmp_path, [], configMapGenerator=[
+        {"name": "pysched-config", "namespace": "scheduler-lab", "behavior": "replace", "files": ["config.yaml"]}],
+        generatorOptions={"disableNameSuffixHash": True})
+    (overlay / "config.yaml").write_text(mine)
+    out = subprocess.run([kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    objs = list(yaml.safe_load_all(out.stdout))
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "pysched-config"]
+    assert cm["data"] == {"config.yaml": mine}
+    dep = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "pysched")
+    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == "pysched-config"

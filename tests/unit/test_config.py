@@ -153,6 +153,56 @@ def test_unknown_plugin_and_plugin_config_errors():
             "filter": {"enabled": [{"name": "PrioritySort"}]}}}]})
 
 
+def test_plugin_errors_point_into_the_users_own_list_and_suggest_a_name():
+    # The user's list has two entries; merged with kube-scheduler's 19 defaults the typo is the 21st.
+    with pytest.raises(ConfigError) as err:
+        frameworks({"profiles": [{"schedulerName": "a", "plugins": {"multiPoint": {"enabled": [
+            {"name": "GPU", "weight": 1}, {"name": "AZSpred", "weight": 1}]}}}]})
+    assert str(err.value).startswith("profiles[0].plugins.multiPoint.enabled[1]: plugin 'AZSpred' does not exist; "
+                                     "did you mean 'AZSpread'? (known: AZSpread, ")
+    with pytest.raises(ConfigError, match=r"pluginConfig\[0\].name: plugin 'nodeaffinity' does not exist; did you "
+                                          r"mean 'NodeAffinity'\? \(known: "):
+        frameworks({"profiles": [{"schedulerName": "a", "pluginConfig": [{"name": "nodeaffinity", "args": {}}]}]})
+    with pytest.raises(ConfigError, match=r"plugin 'Zzz' does not exist \(known: "):   # nothing close
+        frameworks({"profiles": [{"schedulerName": "a", "plugins": {"score": {"enabled": [{"name": "Zzz"}]}}}]})
+
+
+def test_plugin_config_for_a_plugin_not_enabled_is_reported():
+    fw = frameworks({"profiles": [{"schedulerName": "a", "pluginConfig": [
+        {"name": "NodeResourcesFit", "args": {}},
+        {"name": "InstanceType", "args": {"preferences": [{"prefix": "m5.", "score": 100}]}}]}]})["a"]
+    assert fw.ignored_plugin_config == [("profiles[0].pluginConfig[1]", "InstanceType")]
+    # Its args are validated all the same.
+    with pytest.raises(ConfigError, match=r"profiles\[0\].pluginConfig\[0\].args.defaultScore"):
+        frameworks({"profiles": [{"schedulerName": "a", "pluginConfig": [
+            {"name": "InstanceType", "args": {"defaultScore": 500}}]}]})
+
+
+def test_startup_log_lists_each_profile_and_warns_of_ignored_plugin_config(caplog):
+    import logging
+
+    from pysched.app import log_profile
+
+    fw = frameworks({"profiles": [{"schedulerName": "a", "plugins": {"multiPoint": {"enabled": [
+        {"name": "GPU", "weight": 4}]}}, "pluginConfig": [{"name": "AZSpread", "args": {}}]}]})["a"]
+    with caplog.at_level(logging.INFO, logger="pysched.app"):
+        log_profile(fw)
+    info, warning = caplog.records
+    assert info.kv["profile"] == "a" and info.kv["plugins"].startswith("SchedulingGates,PrioritySort,")
+    assert info.kv["plugins"].endswith(",GPU")
+    assert "GPU=4" in info.kv["scores"] and "TaintToleration=3" in info.kv["scores"]
+    assert "out_of_tree" not in info.kv
+    assert warning.levelname == "WARNING" and warning.kv == {
+        "profile": "a", "plugin": "AZSpread", "field": "profiles[0].pluginConfig[0]"}
+
+
+def test_a_tab_in_the_file_is_named(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text(VALID_HEAD + "profiles:\n- schedulerName: a\n\tplugins: {}\n")
+    with pytest.raises(ConfigError, match=r"line 5, column 1: .*tab.*\(a tab: YAML indents with spaces only\)"):
+        load_file(p)
+
+
 def test_disable_and_reweight():
     fw = frameworks({"profiles": [{"schedulerName": "a", "plugins": {
         "multiPoint": {"enabled": [{"name": "NodeResourcesFit", "weight": 7}],

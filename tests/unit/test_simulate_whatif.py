@@ -250,10 +250,10 @@ def test_exit_codes(tmp_path, capsys, monkeypatch):
     assert "internal error" in err and "KeyError: 'bug'" in err
 
 
-def test_exit_codes_are_in_help_and_readme():
+def test_exit_codes_are_in_help_and_docs():
     from pathlib import Path
     help_text = build_parser()._subparsers._group_actions[0].choices["simulate"].format_help()
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "simulate-explain-shadow.md").read_text()
     for line in ("0  every pod was placed", "1  at least one pod was not placed", "2  bad input",
                  "3  internal error"):
         assert line in help_text

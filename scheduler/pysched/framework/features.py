@@ -5,7 +5,7 @@ kube-scheduler 1.35, off by default so that pysched decides as upstream does unl
   when a bound pod whose *own* required anti-affinity matched it is deleted. Upstream only looks
   at the waiting pod's terms, so a pod kept out by another pod's anti-affinity (a preemptor whose
   victim was that pod, typically) waits for the next unrelated event or the 5-minute flush of the
-  unschedulable pool after its blocker is gone (README: Queueing hints).
+  unschedulable pool after its blocker is gone (docs/queueing-hints.md).
 """
 
 from __future__ import annotations

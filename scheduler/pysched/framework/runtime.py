@@ -106,6 +106,28 @@ def _implements(plugin: Plugin, ep: str) -> bool:
     return isinstance(plugin, EXTENSION_POINTS[ep])
 
 
+def _user_path(profile: Profile, ep: str, ref: Any) -> str:
+    """Where ``ref`` is written in the user's file: its index in the profile's own list for ``ep``
+    (not in the list merged with kube-scheduler's defaults), or the defaults' when it came from them."""
+    own = profile.plugins.get(ep)
+    if own is not None:
+        for i, mine in enumerate(own.enabled):
+            if mine is ref:
+                return f"{profile.path}.plugins.{ep}.enabled[{i}]"
+    return f"{profile.path}.plugins.{ep} (kube-scheduler's default {ref.name})"
+
+
+def _unknown_hint(name: str, registry: Any) -> str:
+    """``; did you mean 'X'?`` when a registered name is close, then every known name."""
+    import difflib
+
+    known = sorted(registry)
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.75) or [
+        k for k in known if k.lower() == name.lower()]
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{hint} (known: {', '.join(known)})"
+
+
 class Framework:
     def __init__(self, profile: Profile, registry: dict[str, type[Plugin]], handle: Handle):
         self.profile = profile
@@ -118,20 +140,32 @@ class Framework:
 
         needed: dict[str, str] = {}
         for ep, ps in sets.items():
-            for i, ref in enumerate(ps.enabled):
+            for ref in ps.enabled:
+                where = _user_path(profile, ep, ref)
                 if ref.name not in registry:
                     if broken := getattr(registry, "unloadable", {}).get(ref.name):
-                        raise ConfigError(f"{path}.plugins.{ep}.enabled[{i}]: plugin {ref.name!r} could not be "
-                                          f"loaded: {broken}")
-                    raise ConfigError(f"{path}.plugins.{ep}.enabled[{i}]: plugin {ref.name!r} does not exist "
-                                      f"(known: {', '.join(sorted(registry))})")
-                needed.setdefault(ref.name, f"{path}.plugins.{ep}.enabled[{i}]")
+                        raise ConfigError(f"{where}: plugin {ref.name!r} could not be loaded: {broken}")
+                    raise ConfigError(f"{where}: plugin {ref.name!r} does not exist{_unknown_hint(ref.name, registry)}")
+                needed.setdefault(ref.name, where)
         names = list(profile.plugin_config)
         for i, name in enumerate(names):
             if name not in registry:
                 if broken := getattr(registry, "unloadable", {}).get(name):
                     raise ConfigError(f"{path}.pluginConfig[{i}].name: plugin {name!r} could not be loaded: {broken}")
-                raise ConfigError(f"{path}.pluginConfig[{i}].name: plugin {name!r} does not exist")
+                raise ConfigError(f"{path}.pluginConfig[{i}].name: plugin {name!r} does not exist"
+                                  f"{_unknown_hint(name, registry)}")
+        #: pluginConfig entries for plugins this profile does not enable: kube-scheduler ignores their
+        #: args; they are reported (``ignored_plugin_config``) so that a typo in plugins: is noticed.
+        self.ignored_plugin_config = [(f"{path}.pluginConfig[{i}]", name) for i, name in enumerate(names)
+                                      if name not in needed]
+        for field, name in self.ignored_plugin_config:
+            # Validated all the same, as kube-scheduler validates every pluginConfig entry: enabling
+            # the plugin later must not be the moment a typo in its args is found.
+            cls, raw_args = registry[name], profile.plugin_config.get(name)
+            if cls.Args is not None:
+                load_args(cls.Args, raw_args, f"{field}.args")
+            elif raw_args:
+                raise ConfigError(f"{field}.args: plugin {name} takes no arguments")
 
         handle.framework = self
         self.plugins: dict[str, Plugin] = {}

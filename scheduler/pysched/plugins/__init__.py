@@ -10,8 +10,8 @@ A plugin module imports only ``pysched.framework`` and ``pysched.plugins.helper`
 Upstream semantics (kube-scheduler 1.35): SchedulingGates, PrioritySort, NodeUnschedulable,
 NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions,
 NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity,
-NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, DefaultPreemption; DynamicResources holds pods whose
-ResourceClaims do not exist yet (PreEnqueue) and refuses the others explicitly. The brief's own
+NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, DefaultPreemption, DynamicResources (DRA:
+claims allocated from ResourceSlices, as kube-scheduler 1.35 with its default gates). The brief's own
 scores: GPU, AZSpread, CapacityType, InstanceType - registered here, but not in the default profile
 (which is exactly kube-scheduler's): a profile enables them (``manifests/configmap.yaml`` does).
 Coscheduling (scheduler-plugins' gang scheduling of PodGroups) is registered and likewise opt-in,

@@ -1,4 +1,4 @@
-"""DynamicResources (PreEnqueue, PreFilter, Filter, PostFilter, Score, Reserve, Unreserve, PreBind).
+"""DynamicResources (PreEnqueue, PreFilter, Filter, PostFilter, PreScore, Score, Reserve, Unreserve, PreBind).
 
 Pods ask for devices through ``spec.resourceClaims``: ResourceClaims (or ones the resourceclaim
 controller makes from a ResourceClaimTemplate) whose requests name a DeviceClass and CEL selectors.

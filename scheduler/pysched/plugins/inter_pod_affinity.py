@@ -259,7 +259,7 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         stop matching all its anti-affinity terms, or deleted while matching all its anti-affinity
         terms. Unbound pods never help. Upstream does not requeue when the deleted pod's *own*
         anti-affinity was what kept this pod out; the ``PyschedExistingAntiAffinityDeleteHint``
-        feature gate adds that case (README: Queueing hints)."""
+        feature gate adds that case (docs/queueing-hints.md)."""
         if (new is not None and not new.node_name) or (old is not None and not old.node_name):
             return False
         terms = pod.affinity_terms

@@ -1,4 +1,5 @@
-"""Exit statuses of ``pysched simulate`` (also the ``--help`` epilog and the README's table)."""
+"""Exit statuses of ``pysched simulate`` (also the ``--help`` epilog and the table in
+docs/simulate-explain-shadow.md)."""
 
 EXIT_ALL_PLACED = 0        # every pod was placed
 EXIT_UNSCHEDULABLE = 1     # at least one pod was not placed (unschedulable, no profile for it, plugin error)

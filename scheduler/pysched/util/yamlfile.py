@@ -93,7 +93,10 @@ def _yaml_message(exc: yaml.YAMLError) -> str:
                 f"{exc.reason}")
     mark = getattr(exc, "problem_mark", None)
     at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    return f"not valid YAML{at}: {getattr(exc, 'problem', None) or exc}"
+    problem = getattr(exc, "problem", None) or str(exc)
+    if "tab" in problem or "'\\t'" in problem:
+        problem += " (a tab: YAML indents with spaces only)"
+    return f"not valid YAML{at}: {problem}"
 
 
 def _read_fast(text: str, all_documents: bool) -> Any:

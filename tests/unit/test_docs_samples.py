@@ -1,0 +1,98 @@
+"""The documentation's sample outputs are the program's: each sample block is compared with what the
+command it documents prints now, so a sample that drifts fails here.
+
+A sample may leave lines out with a line ``...`` (any number of lines) and shorten a line with
+``  ...  `` inside it; every other line must appear, in order, exactly as printed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from pysched.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+DOCS = REPO / "docs"
+
+
+FENCED = re.compile(r"^```[a-z]*\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+def code_block_after(page: str, marker: str) -> list[str]:
+    """The lines of the first fenced block that opens after ``marker`` (which may sit in the block
+    before it: the command whose output the block shows)."""
+    text = (DOCS / page).read_text()
+    start = text.index(marker)
+    block = next(m for m in FENCED.finditer(text) if m.start() > start)
+    lines = block.group(1).splitlines()
+    assert len(lines) > 3, f"{page}: the sample after {marker!r} is empty"
+    return lines
+
+
+def assert_sample(sample: list[str], output: str) -> None:
+    lines = output.splitlines()
+    at = 0
+    for want in sample:
+        if not want.strip() or want.strip() == "...":
+            continue
+        parts = [re.escape(p) for p in re.split(r"\s{2,}\.\.\.\s{2,}", want.rstrip())]
+        pattern = re.compile(".*".join(parts))
+        for i in range(at, len(lines)):
+            if pattern.fullmatch(lines[i].rstrip()):
+                at = i + 1
+                break
+        else:
+            pytest.fail(f"sample line not printed (in this order):\n{want}\n--- output:\n{output}")
+
+
+def test_assert_sample_catches_drift():
+    assert_sample(["a", "...", "c  ...  e"], "a\nb\nc d e\n")
+    with pytest.raises(pytest.fail.Exception):
+        assert_sample(["a", "x"], "a\nb\n")
+    with pytest.raises(pytest.fail.Exception):
+        assert_sample(["b", "a"], "a\nb\n")       # order matters
+
+
+def test_simulate_sample(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["simulate", "--cluster", "examples/snapshot.yaml", "--pods", "examples/pods.yaml",
+                     "--config", "examples/scheduler-config.yaml", "--explain", "shop/web-0",
+                     "--report", str(tmp_path / "report.html")])
+    assert code == 1     # batch/too-big fits nowhere
+    assert_sample(code_block_after("simulate-explain-shadow.md", "--explain shop/web-0 --report report.html"),
+                  out.getvalue())
+
+
+def config_error_examples() -> list[tuple[str, list[str]]]:
+    """(file, console lines) for each ``yaml`` + ``console`` pair under the configuration page's
+    "Error examples"."""
+    text = (DOCS / "configuration.md").read_text()
+    text = text[text.index("## Error examples"):]
+    blocks = re.findall(r"^```(yaml|console)\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+    pairs = [(blocks[i][1], blocks[i + 1][1].splitlines()) for i in range(len(blocks) - 1)
+             if blocks[i][0] == "yaml" and blocks[i + 1][0] == "console"]
+    assert len(pairs) >= 4
+    return pairs
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_configuration_error_samples(index, tmp_path, monkeypatch, capsys):
+    content, console = config_error_examples()[index]
+    command = console[0].removeprefix("$ ").split(";")[0].split()
+    assert command[:2] == ["pysched", "--config"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / command[2]).write_text(content)
+    try:
+        code = main(command[1:])
+    except SystemExit as exc:
+        code = exc.code
+    printed = capsys.readouterr()
+    assert f"exit {code}" == console[-1]
+    assert_sample(console[1:-1], printed.out + printed.err)

@@ -57,6 +57,7 @@ cel-helper:
 lint: install
 	$(PY) -m ruff check scheduler pysched_dev tests bench hack examples
 	$(PY) -m mypy -p pysched.framework -p pysched.plugins -p pysched.testing
+	MYPYPATH=scheduler $(PY) -m mypy --strict --follow-imports=silent examples/pysched-plugin-example/src/pysched_example_plugins
 	"$$(./hack/actionlint.sh)" -shellcheck= -pyflakes= .github/workflows/*.yml
 
 # The documentation site (mkdocs.yml), strict: a broken link or anchor fails.

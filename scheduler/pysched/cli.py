@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -17,7 +18,7 @@ from pysched.apis import config as configmod
 from pysched.util import eventloop, logs
 
 log = logging.getLogger("pysched.cli")
-SUBCOMMANDS = ("run", "extender", "simulate", "snapshot")
+SUBCOMMANDS = ("run", "extender", "simulate", "snapshot", "plugin")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -217,6 +218,16 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--output", default="text", choices=("text", "json"),
                      help="result format on stdout (default: text)")
 
+    plug = sub.add_parser("plugin", help="plugin authoring: `plugin new NAME` writes a plugin package to start from")
+    plug_sub = plug.add_subparsers(dest="plugin_command", required=True, metavar="COMMAND",
+                                   help="new: write a plugin package")
+    new = plug_sub.add_parser("new", help="write a plugin package: pyproject with the entry point, the plugin with "
+                                          "typed args, passing tests, a README")
+    new.add_argument("name", metavar="NAME", help="the plugin's name, CamelCase (e.g. TeamNodes)")
+    new.add_argument("--points", default="filter,score",
+                     help="extension points to implement, comma-separated: filter, score (default: both)")
+    new.add_argument("--dir", default=".", help="directory to create the package in (default: the current one)")
+
     snap = sub.add_parser("snapshot", help="export the cluster objects simulate reads, as one YAML List",
                           epilog="exit status:\n  0  written\n  1  the API server could not be reached or "
                                  "refused a list\n  2  bad flags or kubeconfig",
@@ -323,7 +334,21 @@ def main(argv: list[str] | None = None) -> int:
     if cmd == "snapshot":
         from pysched.tools.export import main as snapshot_main
         return snapshot_main(args)
+    if cmd == "plugin":
+        return cmd_plugin(args)
     return 2
+
+
+def cmd_plugin(args: argparse.Namespace) -> int:
+    from pysched.tools.scaffold import ScaffoldError, new_plugin, parse_points
+
+    try:
+        root = new_plugin(args.name, parse_points(args.points), Path(args.dir))
+    except ScaffoldError as exc:
+        print(f"pysched plugin new: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {root}: pip install -e '{root}[test]' && (cd {root} && pytest)")
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """The documentation site (``make docs``) built strictly and rendered in headless Chromium.
 
 MkDocs builds ``docs/`` with ``--strict`` into a temporary directory (a broken link, anchor or
-snippet fails the build); a loopback HTTP server serves it and Chromium renders the home page and the
-configuration reference: the navigation lists every section, the landing text included from
-README.md is there, the pages' headings render, and no script error is logged.
+snippet fails the build); a loopback HTTP server serves it and Chromium renders the home page, the
+configuration reference and the living-cluster page: the navigation lists every section, the
+landing text included from README.md is there, the pages' headings render, no script error is
+logged, and the plugin API reference holds the extension points' contracts from their docstrings.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from .test_report_render import browse, chromium
 
 pytestmark = pytest.mark.e2e
 SECTIONS = ("Getting started", "Install", "Configuration reference", "Plugin reference", "Gang scheduling",
-            "Operations", "Compatibility", "Writing a plugin", "Benchmark", "Changelog")
+            "Operations", "Compatibility", "Writing a plugin", "Plugin API reference", "Benchmark", "Changelog")
 
 
 @pytest.fixture
@@ -56,3 +57,8 @@ async def test_the_site_renders_with_its_navigation(site, tmp_path):
         assert not errors, errors
     home = (await asyncio.to_thread(browse, browser, tmp_path, site + "/", "--dump-dom")).stdout
     assert "secondary Kubernetes scheduler written in Python" in home   # README.md's intro, included
+    # The API reference is generated from the extension points' docstrings.
+    api = (await asyncio.to_thread(browse, browser, tmp_path, site + "/api/", "--dump-dom")).stdout
+    for point in ("PreFilterPlugin", "ScorePlugin", "PermitPlugin", "PluginTester"):
+        assert f'id="pysched.framework.interface.{point}"' in api or f'id="pysched.testing.{point}"' in api, point
+    assert "every score must be in [0, 100]" in api

@@ -32,7 +32,8 @@ ALLOWED = {
     "pysched.controllers": {"pysched.controllers", "pysched.client", "pysched.apis"} | BASE,
     "pysched.extender.wire": {"pysched.extender.wire", "pysched.apis"} | BASE,
     "pysched.extender.client": {"pysched.extender.wire", "pysched.framework", "pysched.client", "pysched.apis"} | BASE,
-    "pysched.testing": {"pysched.framework", "pysched.backend", "pysched.client", "pysched.apis"} | BASE,
+    "pysched.testing": {"pysched.testing", "pysched.framework", "pysched.backend", "pysched.client",
+                        "pysched.apis"} | BASE,
     # load metrics sources and collector: the plugin API's series, never the engine or the plugins
     "pysched.loadmetrics": {"pysched.loadmetrics", "pysched.framework", "pysched.apis"} | BASE,
 }
@@ -116,3 +117,79 @@ def test_the_rule_catches_an_upward_import(tmp_path):
     assert not any(within("pysched.backend.cache.cache", a) for a in rule_for("pysched.plugins.gpu") or ())
     assert not any(within("pysched.framework", a) or within("pysched.plugins", a)
                    for a in rule_for("pysched.controllers.podgroup") or ())
+
+
+def runtime_imports(path: Path, known: set[str]) -> set[str]:
+    """The ``known`` modules ``path`` imports when it is imported: module-level imports, not those
+    under ``if TYPE_CHECKING:`` (type-only) nor inside functions (deferred on purpose)."""
+    out = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for n in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else (node,):
+            if isinstance(n, ast.Import):
+                out.update(a.name for a in n.names)
+            elif isinstance(n, ast.ImportFrom) and n.module:
+                out.add(n.module)
+                out.update(f"{n.module}.{a.name}" for a in n.names)
+    return out & known
+
+
+def import_cycles(root: Path) -> list[list[str]]:
+    """Cycles of runtime imports between the modules under ``root`` (strongly connected components)."""
+    paths = {}
+    for p in root.rglob("*.py"):
+        parts = list(p.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        paths[".".join(parts)] = p
+    graph = {m: runtime_imports(p, set(paths)) - {m} for m, p in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+
+    def visit(v: str) -> None:       # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            # A package's __init__ importing its own submodules is not a cycle that bites.
+            if len(comp) > 1 and not any(all(within(c, m) for c in comp) for m in comp):
+                cycles.append(sorted(comp))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_no_import_cycles():
+    """A runtime import cycle makes import order matter and hides a layering mistake."""
+    assert import_cycles(ROOT) == []
+
+
+def test_the_checks_catch_a_planted_module(tmp_path):
+    """The checks parse real files: a planted package with a cycle and an upward import is caught."""
+    pkg = tmp_path / "pysched"
+    (pkg / "framework").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "framework" / "__init__.py").write_text("")
+    (pkg / "framework" / "a.py").write_text("from pysched.framework import b\n")
+    (pkg / "framework" / "b.py").write_text("import pysched.framework.a\nfrom pysched.app import run\n")
+    (pkg / "framework" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                            "    from pysched.framework import a\n")
+    assert import_cycles(tmp_path) == [["pysched.framework.a", "pysched.framework.b"]]
+    planted = imports(pkg / "framework" / "b.py")
+    assert "pysched.app" in planted
+    assert not any(within("pysched.app", a) for a in rule_for("pysched.framework.b"))

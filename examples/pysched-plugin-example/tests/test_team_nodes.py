@@ -165,7 +165,7 @@ def hint_for(plugin: TeamNodes, resource: str, action: str):
 
 
 def test_a_rejected_pod_is_requeued_only_by_a_node_it_may_use():
-    plugin = TeamNodes()
+    plugin = PluginTester(TeamNodes).plugin      # built as the framework builds it
     added = hint_for(plugin, "Node", "Add")
     web, batch = PodInfo.from_dict(pod("web", team="red")), PodInfo.from_dict(pod("batch"))
     red, blue, shared = (NodeSpec.from_dict(n) for n in (node("r", team="red"), node("b", team="blue"), node("s")))

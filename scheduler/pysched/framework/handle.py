@@ -226,8 +226,3 @@ class Handle:
         """Whether a pod on a node (bound or assumed) mounts PersistentVolumeClaim ``namespace/claim``
         (a ``persistentVolumeClaim`` volume; kube-scheduler's ``IsPVCUsedByPods``)."""
         return f"{namespace}/{claim}" in self.snapshot.pvc_users
-
-    # The engine's name for the snapshot; kept so plugins written against it keep working.
-    @property
-    def cache(self) -> SnapshotView:
-        return self.snapshot

@@ -368,17 +368,40 @@ class Plugin:
 
 
 class PreEnqueuePlugin(Plugin):
+    """PreEnqueue: whether a pod may enter the active queue at all.
+
+    When: on every add or update of a pending pod of the profile, before it is queued. Return None
+    to let it in, or a non-success Status to hold it (gated: no attempt, no condition, no event, as
+    upstream's SchedulingGates). Must not: call the API, block, or depend on nodes. Cost: per pod
+    event on the informer's hot path - constant time.
+    """
+
     def pre_enqueue(self, pod: PodInfo) -> Status | None:
         raise NotImplementedError
 
 
 class QueueSortPlugin(Plugin):
+    """QueueSort: the order of the active queue. Exactly one per scheduler (every profile shares it).
+
+    When: on every heap insertion. Return a key; smaller pops first (PrioritySort: higher priority,
+    then earlier queue time). Must not: change between calls for the same pod state, or read the
+    cluster. Cost: per heap operation - a tuple from the pod's fields.
+    """
+
     def sort_key(self, qpi: Any) -> tuple[Any, ...]:
         """Key for the activeQ heap: smaller pops first."""
         raise NotImplementedError
 
 
 class EnqueueExtensions:
+    """Events that may make a pod this plugin rejected schedulable again (``EventsToRegister``).
+
+    When: once, at start-up. Each ``ClusterEventWithHint`` names a resource and action and an
+    optional queueing hint ``(pod, old, new) -> bool`` that decides, per event, whether the waiting
+    pod is worth another attempt. Without it, a rejected pod waits for the 5-minute flush. Hints
+    run on the informer's hot path: compare fields, do not allocate much, never call the API.
+    """
+
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
         return ()
 
@@ -387,6 +410,16 @@ READS_NONE, READS_REQUESTS, READS_ANY = "none", "requests", "any"
 
 
 class PreFilterPlugin(Plugin):
+    """PreFilter: work done once per pod per cycle, before any node is filtered.
+
+    When: first in each scheduling cycle. Write what Filter and Score need into ``state`` (the
+    pod's own requests, its parsed terms); return ``(PreFilterResult, None)`` to restrict the nodes
+    (``PreFilterResult(node_names)``), ``(None, Status(Code.SKIP))`` when the plugin has nothing to
+    check for this pod (its Filter is then skipped), or a non-success Status to reject the pod on
+    every node. Must not: write to the API or keep per-pod state on ``self``. Cost: once per cycle,
+    so work that depends only on the pod belongs here, not in Filter.
+    """
+
     # Whether what PreFilter computes (its CycleState entries, its PreFilterResult) depends on
     # which other pods run where. Preemption's dry runs and the filtering of nodes with nominated
     # pods evaluate the pod on a changed pod set: a plugin that reads other pods (inter-pod
@@ -402,6 +435,17 @@ class PreFilterPlugin(Plugin):
 
 
 class FilterPlugin(Plugin):
+    """Filter: which nodes can run the pod.
+
+    When: every cycle, on batches of candidate nodes (the whole batch at once, vectorised over the
+    node table; ``FilterResult.each`` for per-node logic). Return a ``FilterResult``: pass/fail per
+    node and, for the failed ones, a code (``UNSCHEDULABLE``: preemption may help;
+    ``UNSCHEDULABLE_AND_UNRESOLVABLE``: it will not) and a reason, counted into kube-scheduler's
+    ``0/N nodes are available`` message. A node's verdict must not depend on the batch's other nodes
+    (``PluginTester`` checks it). Must not: write to the API or state shared across pods. Cost: the
+    hot path - no per-node API calls, no Python loop over nodes where a vector check will do.
+    """
+
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         """Which of ``nodes`` can run ``pod``: vector checks over the batch's accessors, or
         ``FilterResult.each(nodes, check)`` for per-node logic."""
@@ -417,17 +461,43 @@ class FilterPlugin(Plugin):
 
 
 class PostFilterPlugin(Plugin):
+    """PostFilter: what to do when no node passed Filter (DefaultPreemption, Coscheduling).
+
+    When: after a cycle found no feasible node. Return ``(PostFilterResult(nominated_node), None)``
+    to nominate a node (preemption), or a Status saying why nothing helps; the message ends the
+    pod's FailedScheduling event. May: evict victims through the handle (asynchronously). Cost: rare,
+    but may dry-run Filter over many nodes - bound it.
+    """
+
     def post_filter(self, state: CycleState, pod: PodInfo,
                     diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
         raise NotImplementedError
 
 
 class PreScorePlugin(Plugin):
+    """PreScore: work done once per cycle before scoring, over the feasible nodes.
+
+    When: after Filter, with the nodes that passed. Write what Score reads into ``state``; return
+    ``Status(Code.SKIP)`` when this plugin has nothing to score for the pod (its Score is skipped),
+    a non-success Status to fail the cycle. Must not: write to the API. Cost: once per cycle.
+    """
+
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Status | None:
         raise NotImplementedError
 
 
 class ScorePlugin(Plugin):
+    """Score: how much the plugin likes each feasible node.
+
+    When: after PreScore, on batches of feasible nodes. Return one integer per node of the batch,
+    aligned with it (an int64 array, or ``scores_each(nodes, fn)``); after the optional
+    ``normalize_score`` every score must be in [0, 100] (``MIN_NODE_SCORE``..``MAX_NODE_SCORE``),
+    then the profile's weight multiplies it. A float that is not a whole number, or a score out of
+    range, fails the cycle with an error naming the plugin. Must not: depend on the batch's other
+    nodes (normalize in ``normalize_score``, which sees them all), call the API. Cost: the hot path,
+    as Filter.
+    """
+
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray | Sequence[int]:
         """A score per node of ``nodes`` (0..100 once normalised), aligned with the batch; or
         ``scores_each(nodes, fn)`` for per-node logic. Raise ``FrameworkError(Status(Code.ERROR,
@@ -439,6 +509,14 @@ class ScorePlugin(Plugin):
 
 
 class ReservePlugin(Plugin):
+    """Reserve / Unreserve: claim resources for the chosen node, and give them back.
+
+    When: ``reserve`` after the node is chosen and the pod assumed on it, before Permit; a
+    non-success Status aborts the cycle. ``unreserve`` whenever a later step fails (Permit rejects,
+    PreBind or Bind fails, the binding cycle is cancelled): it must undo ``reserve`` exactly and
+    must not fail. Both must be idempotent and quick; no API writes (that is PreBind's job).
+    """
+
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         raise NotImplementedError
 
@@ -447,22 +525,47 @@ class ReservePlugin(Plugin):
 
 
 class PermitPlugin(Plugin):
+    """Permit: approve, deny or hold the pod after Reserve (gangs hold members here).
+
+    When: after Reserve. Return ``(None, 0)`` to approve, ``(Status(Code.WAIT), timeout_seconds)``
+    to hold the pod in the waiting room until ``WaitingPod.allow``/``reject`` is called (another
+    cycle's Permit, typically) or the timeout rejects it, or a non-success Status to reject it now
+    (Unreserve runs). Must not block: waiting happens outside the scheduling cycle.
+    """
+
     def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]:
         """Return (status, timeout seconds); a WAIT status holds the pod until allowed or rejected."""
         raise NotImplementedError
 
 
 class PreBindPlugin(Plugin):
+    """PreBind: API writes the bind depends on (volume binding, DRA allocations).
+
+    When: in the binding cycle (asynchronous, off the scheduling loop), after Permit. ``async``:
+    await the API through the handle's client; every write goes through the leader fence. A
+    non-success Status fails the binding cycle (Unreserve runs, the pod is retried). Must be safe
+    to run again for the same pod.
+    """
+
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         raise NotImplementedError
 
 
 class BindPlugin(Plugin):
+    """Bind: write the pod's node (DefaultBinder POSTs the Binding subresource).
+
+    When: after PreBind, in the binding cycle. Return None when bound, ``Status(Code.SKIP)`` to let
+    the next Bind plugin try, or an error. A failed answer is settled by the engine (the bind may
+    have taken effect): do not retry inside the plugin.
+    """
+
     async def bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         raise NotImplementedError
 
 
 class PostBindPlugin(Plugin):
+    """PostBind: informational, after a successful bind (clean-up, metrics). Must not fail or block."""
+
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         raise NotImplementedError
 

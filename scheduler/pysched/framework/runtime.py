@@ -128,6 +128,25 @@ def _unknown_hint(name: str, registry: Any) -> str:
     return f"{hint} (known: {', '.join(known)})"
 
 
+def integral_scores(result: Any, name: str) -> np.ndarray:
+    """A Score plugin's answer as int64. Integers pass as they are (the hot path: no copy for an
+    int64 array); floats only when every one is a whole number - ``np.full(n, 0.5)`` must not
+    silently become a row of zeros."""
+    arr = np.asarray(result)
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64, copy=False)
+    if arr.dtype.kind == "f":
+        whole = np.isfinite(arr) & (arr == np.floor(arr))
+        if whole.all():
+            return arr.astype(np.int64)
+        bad = float(arr[~whole][0])
+        raise FrameworkError(Status(Code.ERROR, f"plugin {name!r} returned a score that is not an integer ({bad!r}): "
+                                                f"scores are integers in [0, 100]; scale and round, e.g. "
+                                                f"np.rint(x * 100).astype(np.int64)", plugin=name))
+    raise FrameworkError(Status(Code.ERROR, f"plugin {name!r} returned scores of type {arr.dtype} "
+                                            f"({type(result).__name__}); expected integers in [0, 100]", plugin=name))
+
+
 class Framework:
     def __init__(self, profile: Profile, registry: dict[str, type[Plugin]], handle: Handle):
         self.profile = profile
@@ -679,7 +698,7 @@ class Framework:
                     continue
                 tp = time.perf_counter() if record else 0.0
                 try:
-                    scores = np.asarray(score(state, pod, batch), dtype=np.int64)
+                    scores = integral_scores(score(state, pod, batch), name)
                     raw = scores.copy() if trace is not None else None
                     if norm is not None:
                         st = norm(state, pod, batch, scores)

@@ -23,16 +23,18 @@ from pysched.client.objectstore import ObjectStore
 from pysched.framework.args import load_args
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.handle import Handle
-from pysched.framework.interface import FilterResult, NodeBatch, Plugin
+from pysched.framework.interface import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterResult, NodeBatch, Plugin
 from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.framework.podinfo import PodInfo
+from pysched.framework.runtime import integral_scores
 from pysched.framework.status import Code, Status
+from pysched.testing.objects import PAUSE_IMAGE, make_node, make_pod
 
 UAU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 UNS = Code.UNSCHEDULABLE
 
-__all__ = ["PluginTester", "UAU", "UNS"]
+__all__ = ["PAUSE_IMAGE", "PluginTester", "UAU", "UNS", "make_node", "make_pod"]
 
 
 class PluginTester:
@@ -105,13 +107,17 @@ class PluginTester:
         state = self._state(pod, prescore=True)
         nodes = self.nodes()
         pl: Any = self.plugin
-        scores = np.asarray(pl.score(state, pod, nodes), dtype=np.int64)
+        scores = integral_scores(pl.score(state, pod, nodes), self.plugin.name)
         for i in range(len(nodes)):
             one = nodes.subset(np.arange(len(nodes)) == i)
-            alone = np.asarray(pl.score(state, pod, one), dtype=np.int64)
+            alone = integral_scores(pl.score(state, pod, one), self.plugin.name)
             assert alone.tolist() == [int(scores[i])], \
                 f"score of {one.names} alone {alone.tolist()} != {int(scores[i])}"
         norm = getattr(pl, "normalize_score", None)
         if normalize and norm is not None:
             norm(state, pod, nodes, scores)
+        if normalize:
+            out = scores[(scores < MIN_NODE_SCORE) | (scores > MAX_NODE_SCORE)]
+            assert not out.size, (f"{self.plugin.name}: score {int(out[0])} is outside [{MIN_NODE_SCORE}, "
+                                  f"{MAX_NODE_SCORE}] after normalizing (the scheduler fails the cycle on it)")
         return dict(zip(nodes.names, scores.tolist()))

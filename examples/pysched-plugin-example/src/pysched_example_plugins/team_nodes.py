@@ -79,7 +79,7 @@ class TeamNodes(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Enqu
     name = NAME
     Args = TeamNodesArgs
 
-    def __init__(self, args: TeamNodesArgs | None = None, handle: Handle | None = None) -> None:
+    def __init__(self, args: TeamNodesArgs | None, handle: Handle) -> None:
         super().__init__(args or TeamNodesArgs(), handle)   # None: no pluginConfig entry, the defaults
         self.args: TeamNodesArgs                            # (for type checkers)
 

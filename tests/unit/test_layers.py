@@ -32,8 +32,10 @@ ALLOWED = {
     "pysched.controllers": {"pysched.controllers", "pysched.client", "pysched.apis"} | BASE,
     "pysched.extender.wire": {"pysched.extender.wire", "pysched.apis"} | BASE,
     "pysched.extender.client": {"pysched.extender.wire", "pysched.framework", "pysched.client", "pysched.apis"} | BASE,
+    # the testing kit: PluginTester on the framework and the cache; ProfileHarness drives the offline
+    # engine (a whole profile), as simulate does
     "pysched.testing": {"pysched.testing", "pysched.framework", "pysched.backend", "pysched.client",
-                        "pysched.apis"} | BASE,
+                        "pysched.apis", "pysched.profile", "pysched.tools.offline"} | BASE,
     # load metrics sources and collector: the plugin API's series, never the engine or the plugins
     "pysched.loadmetrics": {"pysched.loadmetrics", "pysched.framework", "pysched.apis"} | BASE,
 }

@@ -54,7 +54,13 @@ from pysched.framework.podinfo import PodInfo, PodVolume
 from pysched.framework.status import Code, Status
 from pysched.framework.types import FrameworkError
 
+#: The plugin API's own version (docs/api.md, "Stability"): a minor bump adds, a major one may remove
+#: what was deprecated for at least one minor release. ``tests/unit/test_api_surface.py`` holds the
+#: recorded surface of ``pysched.framework`` and ``pysched.testing`` to this version.
+PLUGIN_API_VERSION = "1.0"
+
 __all__ = [
+    "PLUGIN_API_VERSION",
     "MAX_NODE_SCORE", "MIN_NODE_SCORE", "READS_ANY", "READS_NONE", "READS_REQUESTS",
     "BindPlugin", "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState",
     "EnqueueExtensions", "FilterPlugin", "FilterResult", "FrameworkError", "Handle", "LabelValues", "MatcherTerm",

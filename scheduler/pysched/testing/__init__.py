@@ -13,6 +13,7 @@ batch's other nodes by mistake fails here).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from typing import Any
 
@@ -34,7 +35,7 @@ from pysched.testing.objects import PAUSE_IMAGE, make_node, make_pod
 UAU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 UNS = Code.UNSCHEDULABLE
 
-__all__ = ["PAUSE_IMAGE", "PluginTester", "UAU", "UNS", "make_node", "make_pod"]
+__all__ = ["PAUSE_IMAGE", "PluginTester", "ProfileHarness", "UAU", "UNS", "make_node", "make_pod"]
 
 
 class PluginTester:
@@ -121,3 +122,96 @@ class PluginTester:
             assert not out.size, (f"{self.plugin.name}: score {int(out[0])} is outside [{MIN_NODE_SCORE}, "
                                   f"{MAX_NODE_SCORE}] after normalizing (the scheduler fails the cycle on it)")
         return dict(zip(nodes.names, scores.tolist()))
+
+    # -- the later extension points: Reserve/Unreserve, Permit, PostFilter, PreBind/Bind ---------
+
+    def reserve(self, raw_pod: dict[str, Any], node: str) -> Status | None:
+        """PreFilter, then Reserve on ``node``: what the framework calls once the node is chosen."""
+        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
+        result: Status | None = self._call("reserve", self._state(pod), pod, node)
+        return result
+
+    def unreserve(self, raw_pod: dict[str, Any], node: str) -> None:
+        """Unreserve on ``node`` (it must undo ``reserve`` and never fail)."""
+        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
+        self._call("unreserve", self._state(pod), pod, node)
+
+    def permit(self, raw_pod: dict[str, Any], node: str) -> tuple[Status | None, float]:
+        """PreFilter, then Permit on ``node``: ``(status, timeout seconds)``; ``Code.WAIT`` holds the pod."""
+        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
+        result: tuple[Status | None, float] = self._call("permit", self._state(pod), pod, node)
+        return result
+
+    def post_filter(self, raw_pod: dict[str, Any], diagnosis: Any = None) -> tuple[Any, Status | None]:
+        """PreFilter, then PostFilter (as after a cycle no node passed): ``(PostFilterResult, status)``."""
+        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
+        result: tuple[Any, Status | None] = self._call("post_filter", self._state(pod), pod, diagnosis)
+        return result
+
+    def pre_bind(self, raw_pod: dict[str, Any], node: str) -> Status | None:
+        """PreFilter, then PreBind on ``node``, run to completion (PreBind is a coroutine)."""
+        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
+        result: Status | None = asyncio.run(self._call("pre_bind", self._state(pod), pod, node))
+        return result
+
+    def bind(self, raw_pod: dict[str, Any], node: str) -> Status | None:
+        """Bind on ``node``, run to completion (Bind is a coroutine)."""
+        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
+        result: Status | None = asyncio.run(self._call("bind", self._state(pod), pod, node))
+        return result
+
+    def _call(self, point: str, *args: Any) -> Any:
+        method = getattr(self.plugin, point, None)
+        if method is None:
+            raise TypeError(f"{self.plugin.name} does not implement {point}")
+        return method(*args)
+
+
+class ProfileHarness:
+    """A whole profile with your plugins, over a snapshot, without an API server.
+
+    ``plugins`` are registered beside the in-tree ones as the ``pysched.plugins`` entry points would
+    register them; ``profile`` is one KubeSchedulerConfiguration profile (a dict as in the file:
+    ``plugins``, ``pluginConfig``; default: kube-scheduler's default profile). ``schedule(pod)``
+    runs the production scheduling cycle - every plugin, Reserve and Permit, the random
+    tie-break with ``seed`` - and assumes the pod on its node as the live scheduler does, so the
+    next pod sees it. The outcome has ``node``, ``code``, ``message`` and the trace:
+    ``scores(outcome)`` gives each Score plugin's weighted score per node.
+    """
+
+    def __init__(self, profile: dict[str, Any] | None = None, *, plugins: Iterable[type[Plugin]] = (),
+                 nodes: Iterable[dict[str, Any]] = (), pods: Iterable[dict[str, Any]] = (),
+                 objects: Iterable[dict[str, Any]] = (), seed: int = 0) -> None:
+        from pysched.apis import config as configmod
+        from pysched.profile import default_registry
+        from pysched.tools.offline import OfflineScheduler
+
+        registry = default_registry()
+        for cls in plugins:
+            registry.register(cls)
+        prof = dict(profile or {})
+        prof.setdefault("schedulerName", "pysched")
+        cfg = configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
+                               "leaderElection": {"leaderElect": False}, "profiles": [prof]})
+        self.engine = OfflineScheduler(cfg, registry=registry, seed=seed)
+        for o in objects:
+            self.engine.add_object(o)
+        for n in nodes:
+            self.engine.add_node(n)
+        for p in pods:
+            self.engine.add_pod(p)
+
+    def schedule(self, raw_pod: dict[str, Any], *, explain: bool = True) -> Any:
+        """One scheduling cycle for ``raw_pod`` (its ``schedulerName`` is ignored: the harness's
+        profile schedules it); the ``Outcome`` (``node`` None when it fits nowhere, ``message``
+        kube-scheduler's)."""
+        pod = dict(raw_pod)
+        pod["spec"] = {**pod.get("spec", {}), "schedulerName": self.engine.profile}
+        return self.engine.schedule(pod, explain=explain)
+
+    @staticmethod
+    def scores(outcome: Any) -> dict[str, dict[str, int]]:
+        """``{plugin: {node: weighted score}}`` of a traced ``schedule``."""
+        trace = outcome.trace or {}
+        return {plugin: {node: v["weighted"] for node, v in per_node.items()}
+                for plugin, per_node in (trace.get("score") or {}).items()}

@@ -211,29 +211,16 @@ class LivingCluster:
                   cp.workdir / "kwok.log")
 
     def _wait_default_service_account(self, timeout: float) -> None:
-        """Pods are admitted only once the ServiceAccount controller made ``default/default``."""
-        import json
+        """Pods are admitted only once the ServiceAccount controller made ``default/default``
+        (the GET answers 404 until then)."""
         import ssl
-        import urllib.request
 
-        assert self.cp is not None
-        ctx = ssl.create_default_context(cafile=str(self.cp.ca_file))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            req = urllib.request.Request(f"{self.cp.url}/api/v1/namespaces/default/serviceaccounts/default",
-                                         headers={"Authorization": f"Bearer {self.cp.admin_token}"})
-            try:
-                with urllib.request.urlopen(req, timeout=2, context=ctx) as resp:
-                    if json.loads(resp.read()).get("metadata", {}).get("name") == "default":
-                        return
-            except OSError:
-                pass
-            if self.kcm_proc is not None and self.kcm_proc.poll() is not None:
-                log = self.log("kube-controller-manager")
-                raise ControlPlaneError(f"kube-controller-manager exited:\n{log[-3000:]}")
-            time.sleep(0.2)
-        raise ControlPlaneError("the ServiceAccount controller made no default/default ServiceAccount")
-
+        cp = self.cp
+        assert cp is not None and cp.workdir is not None
+        wait_http(f"{cp.url}/api/v1/namespaces/default/serviceaccounts/default", timeout, self.kcm_proc,
+                  "kube-controller-manager (ServiceAccount default/default)",
+                  cp.workdir / "kube-controller-manager.log",
+                  ssl_context=ssl.create_default_context(cafile=str(cp.ca_file)), token=cp.admin_token)
 
 async def _label(client: KubeClient, name: str, value: str) -> None:
     await client.request("PATCH", f"/api/v1/nodes/{name}",

@@ -127,38 +127,37 @@ class PluginTester:
 
     def reserve(self, raw_pod: dict[str, Any], node: str) -> Status | None:
         """PreFilter, then Reserve on ``node``: what the framework calls once the node is chosen."""
-        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
-        result: Status | None = self._call("reserve", self._state(pod), pod, node)
+        result: Status | None = self._after_pre_filter("reserve", raw_pod, node)
         return result
 
     def unreserve(self, raw_pod: dict[str, Any], node: str) -> None:
         """Unreserve on ``node`` (it must undo ``reserve`` and never fail)."""
-        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
-        self._call("unreserve", self._state(pod), pod, node)
+        self._after_pre_filter("unreserve", raw_pod, node)
 
     def permit(self, raw_pod: dict[str, Any], node: str) -> tuple[Status | None, float]:
         """PreFilter, then Permit on ``node``: ``(status, timeout seconds)``; ``Code.WAIT`` holds the pod."""
-        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
-        result: tuple[Status | None, float] = self._call("permit", self._state(pod), pod, node)
+        result: tuple[Status | None, float] = self._after_pre_filter("permit", raw_pod, node)
         return result
 
     def post_filter(self, raw_pod: dict[str, Any], diagnosis: Any = None) -> tuple[Any, Status | None]:
         """PreFilter, then PostFilter (as after a cycle no node passed): ``(PostFilterResult, status)``."""
-        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
-        result: tuple[Any, Status | None] = self._call("post_filter", self._state(pod), pod, diagnosis)
+        result: tuple[Any, Status | None] = self._after_pre_filter("post_filter", raw_pod, diagnosis)
         return result
 
     def pre_bind(self, raw_pod: dict[str, Any], node: str) -> Status | None:
         """PreFilter, then PreBind on ``node``, run to completion (PreBind is a coroutine)."""
-        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
-        result: Status | None = asyncio.run(self._call("pre_bind", self._state(pod), pod, node))
+        result: Status | None = asyncio.run(self._after_pre_filter("pre_bind", raw_pod, node))
         return result
 
     def bind(self, raw_pod: dict[str, Any], node: str) -> Status | None:
         """Bind on ``node``, run to completion (Bind is a coroutine)."""
-        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
-        result: Status | None = asyncio.run(self._call("bind", self._state(pod), pod, node))
+        result: Status | None = asyncio.run(self._after_pre_filter("bind", raw_pod, node))
         return result
+
+    def _after_pre_filter(self, point: str, raw_pod: dict[str, Any], *args: Any) -> Any:
+        """``point`` of the plugin for ``raw_pod``, with the CycleState its PreFilter wrote."""
+        pod = PodInfo.from_dict(raw_pod, keep_raw=True)
+        return self._call(point, self._state(pod), pod, *args)
 
     def _call(self, point: str, *args: Any) -> Any:
         method = getattr(self.plugin, point, None)

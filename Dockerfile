@@ -22,9 +22,12 @@ FROM ${BASE_IMAGE} AS build
 WORKDIR /src
 COPY requirements.lock pyproject.toml README.md LICENSE ./
 COPY scheduler ./scheduler
+COPY plugins ./plugins
+# the engine and its policy plugins (plugins/: GPU, AZSpread, CapacityType, InstanceType, found
+# through their pysched.plugins entry points); add your own plugin packages' wheels the same way
 RUN pip install --no-cache-dir --upgrade pip \
  && pip wheel --no-cache-dir --no-deps -w /wheels -r requirements.lock \
- && pip wheel --no-cache-dir --no-deps -w /wheels .
+ && pip wheel --no-cache-dir --no-deps -w /wheels . ./plugins
 
 FROM ${BASE_IMAGE}
 # Nothing is written at start-up outside /tmp (mount an emptyDir there): no bytecode caches, HOME
@@ -34,7 +37,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp TMPDIR=/tmp
 COPY --from=build /wheels /wheels
 COPY --from=cel /pysched-cel /usr/local/bin/pysched-cel
 RUN pip install --no-cache-dir --no-deps /wheels/*.whl && rm -rf /wheels \
- && python -c "import pysched, pysched.plugins, kopf, numpy, orjson" \
+ && python -c "import pysched, pysched.plugins, pysched_policy, kopf, numpy, orjson" \
+ && python -c "from pysched.framework.registry import build_registry; assert {'GPU', 'AZSpread'} <= set(build_registry())" \
  && echo '{"op":"version"}' | pysched-cel | grep -q '"kubernetes"'
 USER 65532:65532
 EXPOSE 10259

@@ -21,10 +21,12 @@ BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 
 
 all: test
 
-$(VENV)/.installed: pyproject.toml
+# The engine (pysched) and its policy plugins (plugins/: pysched-policy, loaded through the
+# pysched.plugins entry points as a user's plugin package is).
+$(VENV)/.installed: pyproject.toml plugins/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e ".[test,bench,docs]"
+	$(PIP) install --quiet -e ".[test,bench,docs]" -e ./plugins
 	touch $@
 
 venv: $(VENV)/.installed
@@ -32,7 +34,7 @@ venv: $(VENV)/.installed
 # Bytecode ahead of time for the editable package: with PYTHONDONTWRITEBYTECODE set (CI machines,
 # many images) every start would otherwise compile it again (0.5 s of the time to the first bind).
 install: $(VENV)/.installed
-	$(PY) -m compileall -q scheduler/pysched
+	$(PY) -m compileall -q scheduler/pysched plugins/src/pysched_policy
 
 control-plane:
 	./hack/control-plane.sh
@@ -51,12 +53,13 @@ prometheus:
 cel-helper:
 	./hack/pysched-cel.sh
 
-# ruff (pycodestyle, pyflakes, isort, pyupgrade, bugbear) everywhere; mypy --strict on the plugin API
-# and the in-tree plugins (pyproject.toml [tool.mypy]); actionlint (hack/actionlint.sh, built from the
-# Go module proxy) on the GitHub workflows.
+# ruff (pycodestyle, pyflakes, isort, pyupgrade, bugbear) everywhere; mypy on the whole package and
+# the policy plugins, with the strict flags on the plugin API, the testing kit and every plugin package
+# (pyproject.toml [tool.mypy]); actionlint (hack/actionlint.sh, built from the Go module proxy) on the
+# GitHub workflows.
 lint: install
-	$(PY) -m ruff check scheduler pysched_dev tests bench hack examples
-	$(PY) -m mypy -p pysched.framework -p pysched.plugins -p pysched.testing
+	$(PY) -m ruff check scheduler plugins pysched_dev tests bench hack examples
+	$(PY) -m mypy -p pysched -p pysched_policy
 	MYPYPATH=scheduler $(PY) -m mypy --strict --follow-imports=silent examples/pysched-plugin-example/src/pysched_example_plugins
 	"$$(./hack/actionlint.sh)" -shellcheck= -pyflakes= .github/workflows/*.yml
 

@@ -400,8 +400,8 @@ class SchedulerApp:
                 log.info("started leading; scheduling")
             if self.podgroups is not None:
                 self.podgroups.start()   # leader (or the only replica): PodGroup status controller
-            loop = self.shadow.run() if self.shadow is not None else self.scheduler.run()
-            sched = self._spawn(loop, "scheduling-loop")
+            scheduling = self.shadow.run() if self.shadow is not None else self.scheduler.run()
+            sched = self._spawn(scheduling, "scheduling-loop")
             if self.recovery is not None:
                 self._spawn(self.recovery.run(), "pod-recovery")
             watch = [sched, stop, self.tasks[0], self.tasks[1]]

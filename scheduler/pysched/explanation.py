@@ -16,8 +16,6 @@ A pod that failed before it asked has no trace yet: adding the annotation re-eva
 ``reevaluating(...)`` instead of "no explanation".
 """
 
-from __future__ import annotations
-
 import json
 
 REQUEST_ANNOTATION = "pysched.io/explain"

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 from pysched.metrics import METRICS
 from pysched.podlocation import PENDING, lookup
@@ -36,11 +37,24 @@ NOT_QUEUED, ORPHANED_IN_FLIGHT, ASSUMED_UNBOUND = "not_queued", "orphaned_in_fli
 REASONS = (NOT_QUEUED, ORPHANED_IN_FLIGHT, ASSUMED_UNBOUND)
 
 
+class PendingPod(Protocol):
+    """What recovery reads of a pending pod (a ``PodInfo``; the framework is a layer above this one)."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+
 class PodRecovery:
     """``pending``: the informer's pending pods of our profiles (uid -> PodInfo, kept by the event
     handlers); ``working``: whether a scheduling or binding cycle holds the pod (by uid)."""
 
-    def __init__(self, *, pending: dict, cache, queue, working: Callable[[str], bool], client=None,
+    def __init__(self, *, pending: Mapping[str, PendingPod], cache, queue, working: Callable[[str], bool], client=None,
                  interval: float = DEFAULT_INTERVAL, on_recovered: Callable[[object], None] | None = None):
         self.pending = pending
         self.cache = cache

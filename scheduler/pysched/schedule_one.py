@@ -36,10 +36,10 @@ from pysched.backend.queue.scheduling_queue import QueuedPodInfo, SchedulingQueu
 from pysched.client.events import EventRecorder
 from pysched.client.fence import NotLeaderError, WriteFence
 from pysched.extender.client import ExtenderError
-from pysched.framework.cycle_state import CycleState
+from pysched.framework.cycle_state import TRACE_KEY, CycleState
 from pysched.framework.interface import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE, NodeBatch
 from pysched.framework.podinfo import PodInfo
-from pysched.framework.runtime import TRACE_KEY, CycleTrace, Framework
+from pysched.framework.runtime import CycleTrace, Framework
 from pysched.framework.status import Code, Status
 from pysched.framework.types import (
     EXTENDER_NAME,
@@ -371,7 +371,7 @@ class Scheduler:
 
         start_idx = self.next_start_node_index % n_all
         rotated = np.concatenate([order[start_idx:], order[:start_idx]]) if start_idx else order
-        if pre_res is not None and not pre_res.all_nodes():
+        if pre_res is not None and pre_res.node_names is not None:   # PreFilter narrowed the nodes
             wanted = {table.slot_by_name[n] for n in pre_res.node_names if n in table.slot_by_name}
             rotated = rotated[np.isin(rotated, np.fromiter(wanted, dtype=np.int64, count=len(wanted)))]
             diagnosis.absent_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
@@ -444,8 +444,9 @@ class Scheduler:
     def _select(self, feasible: NodeBatch, total: np.ndarray, diagnosis: Diagnosis) -> ScheduleResult:
         best = np.flatnonzero(total == total.max())
         pick = int(best[self.rng.randrange(len(best))]) if len(best) > 1 else int(best[0])
-        host = self.cache.table.infos[int(feasible.slots[pick])].spec.name
-        return ScheduleResult(host, len(feasible) + diagnosis.num_failed, len(feasible))
+        info = self.cache.table.infos[int(feasible.slots[pick])]
+        assert info is not None  # a feasible node's slot is alive
+        return ScheduleResult(info.spec.name, len(feasible) + diagnosis.num_failed, len(feasible))
 
     def _settle(self, pod: PodInfo, feasible: NodeBatch, diagnosis: Diagnosis, n_all: int,
                 trace: CycleTrace | None) -> ScheduleResult | None:
@@ -798,8 +799,8 @@ class Scheduler:
             return
         status: dict = {}
         if cond_changed:
-            cond = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                    "lastProbeTime": None}
+            cond: dict[str, object] = {"type": "PodScheduled", "status": "False", "reason": reason,
+                                       "message": message, "lastProbeTime": None}
             if not pod.scheduled_condition or pod.scheduled_condition[0] != "False":
                 cond["lastTransitionTime"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             if pod.generation:

@@ -1,5 +1,5 @@
-"""The public plugin API (``pysched.framework``, ``pysched.testing``) changes only as the stability
-policy in docs/api.md allows.
+"""The public plugin API (``pysched.framework``, ``pysched.framework.api``, ``pysched.testing``) changes
+only as the stability policy in docs/api.md allows.
 
 The surface - every exported name, what it is, the signature of every public function and method -
 is recorded in ``api_surface.txt`` beside this file for ``PLUGIN_API_VERSION``. A change to it
@@ -27,10 +27,11 @@ def _signature(obj: object) -> str:
 
 def surface() -> list[str]:
     import pysched.framework as framework
+    import pysched.framework.api as api
     import pysched.testing as testing
 
     lines = [f"PLUGIN_API_VERSION {framework.PLUGIN_API_VERSION}"]
-    for module in (framework, testing):
+    for module in (framework, api, testing):
         for name in sorted(module.__all__):
             obj = getattr(module, name)
             where = f"{module.__name__}.{name}"

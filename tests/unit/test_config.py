@@ -191,7 +191,7 @@ def test_startup_log_lists_each_profile_and_warns_of_ignored_plugin_config(caplo
     assert info.kv["profile"] == "a" and info.kv["plugins"].startswith("SchedulingGates,PrioritySort,")
     assert info.kv["plugins"].endswith(",GPU")
     assert "GPU=4" in info.kv["scores"] and "TaintToleration=3" in info.kv["scores"]
-    assert "out_of_tree" not in info.kv
+    assert info.kv["out_of_tree"] == "GPU:pysched_policy.gpu"    # the policy plugins come as a user's do
     assert warning.levelname == "WARNING" and warning.kv == {
         "profile": "a", "plugin": "AZSpread", "field": "profiles[0].pluginConfig[0]"}
 

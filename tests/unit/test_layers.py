@@ -195,3 +195,64 @@ def test_the_checks_catch_a_planted_module(tmp_path):
     planted = imports(pkg / "framework" / "b.py")
     assert "pysched.app" in planted
     assert not any(within("pysched.app", a) for a in rule_for("pysched.framework.b"))
+
+
+# -- the policy plugins (plugins/, the pysched-policy distribution) ------------------------------------
+
+POLICY_ROOT = Path(__file__).resolve().parents[2] / "plugins" / "src"
+PUBLIC_API = {"pysched.framework", "pysched.framework.api"}
+
+
+def policy_violations(root: Path) -> list[str]:
+    """Imports of pysched beyond the public plugin API, by the modules under ``root``: a policy
+    plugin is written as a user's plugin is (``from pysched.framework import ...`` and
+    ``from pysched.framework.api import ...``, nothing deeper)."""
+    bad = []
+    for p in sorted(root.rglob("*.py")):
+        for i in sorted(imports_anywhere(p)):
+            if within(i, "pysched") and i not in PUBLIC_API:
+                bad.append(f"{p.relative_to(root)}: {i}")
+    return bad
+
+
+def imports_anywhere(path: Path) -> set[str]:
+    """Every module ``path`` imports (``from pysched.framework import X`` counts as
+    pysched.framework, whatever X is: the names it exports are the API)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{path}: relative import"
+            out.add(node.module or "")
+    return out
+
+
+def test_policy_plugins_use_only_the_public_plugin_api():
+    assert sorted(p.name for p in (POLICY_ROOT / "pysched_policy").glob("*.py")) == [
+        "__init__.py", "az_spread.py", "capacity_type.py", "gpu.py", "instance_type.py"]
+    assert policy_violations(POLICY_ROOT) == []
+    assert import_cycles(POLICY_ROOT) == []
+
+
+def test_the_policy_check_catches_an_engine_import(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "p.py").write_text("from pysched.framework import ScorePlugin\n"
+                                           "from pysched.plugins.helper.domains import per_node\n")
+    assert policy_violations(tmp_path) == ["pkg/p.py: pysched.plugins.helper.domains"]
+
+
+def test_every_module_has_one_import_path():
+    """The engine (scheduler/) and the policy plugins (plugins/src) are import roots of their own: no
+    folder above them is a package, they share no top-level name, and the policy plugins are
+    nowhere in the engine's tree - so no module can be imported under two names."""
+    repo = ROOT.parent
+    for folder in (repo, ROOT, POLICY_ROOT.parent, POLICY_ROOT):
+        assert not (folder / "__init__.py").exists(), f"{folder} would make its modules importable twice"
+    engine_top = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+    policy_top = {p.name for p in POLICY_ROOT.iterdir() if (p / "__init__.py").exists()}
+    assert engine_top == {"pysched"} and policy_top == {"pysched_policy"}
+    engine_files = {p.name for p in (ROOT / "pysched").rglob("*.py")}
+    assert not engine_files & {"gpu.py", "az_spread.py", "capacity_type.py", "instance_type.py"}
+    import pysched_policy
+    assert Path(pysched_policy.__file__).resolve().parent == POLICY_ROOT / "pysched_policy"

@@ -518,23 +518,23 @@ def test_no_usable_load_anywhere_skips_the_per_node_work_with_the_same_outcome(m
 def test_slot_values_know_the_oldest_and_newest_sample_over_the_nodes_not_the_spare_slots():
     from pysched.plugins.helper.load import SlotValues
     t, load = make_tester(TargetLoadPacking, {"a": {"cpu": 1}, "b": {"cpu": 2}, "c": {"cpu": 3}})
-    table = t.nodes().table
-    assert len(table.infos) > 3                                # the table keeps spare slots
+    nodes = t.nodes()
+    assert nodes.slot_count > 3                                # the table keeps spare slots
     series = load.series["cpu"]
     series.replace({"a": 1.0, "b": 2.0, "c": 3.0, "gone": 4.0},
                    {"gone": T0 - 99, "c": T0 - 9, "b": T0 - 5, "a": T0 - 30, "other": T0}, T0)
     sv = SlotValues(series)
-    sv.refresh(table)
+    sv.refresh(nodes)
     assert (sv.oldest, sv.newest, sv.covered) == (T0 - 30, T0 - 5, 3)
     series.replace({"a": 1.0, "b": 2.0}, {"a": T0 - 30, "b": T0 - 5}, T0)   # c has none: not every node is fresh
-    sv.refresh(table)
+    sv.refresh(nodes)
     assert (sv.oldest, sv.newest, sv.covered) == (-np.inf, T0 - 5, 2)
-    slot = table.slot_by_name
+    slot = nodes.slot_index
     assert (sv.values[slot["a"]], sv.times[slot["a"]]) == (1.0, T0 - 30)
     assert (sv.values[slot["b"]], sv.times[slot["b"]]) == (2.0, T0 - 5)
     assert np.isnan(sv.values[slot["c"]]) and sv.times[slot["c"]] == -np.inf     # no longer sampled
-    spare = sorted(set(range(len(table.infos))) - set(slot.values()))
+    spare = sorted(set(range(nodes.slot_count)) - set(slot.values()))
     assert np.isnan(sv.values[spare]).all() and (sv.times[spare] == -np.inf).all()
     series.replace({}, T0, T0)
-    sv.refresh(table)
+    sv.refresh(nodes)
     assert (sv.oldest, sv.newest, sv.covered) == (-np.inf, -np.inf, 0) and np.isnan(sv.values).all()

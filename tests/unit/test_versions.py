@@ -1,5 +1,6 @@
-"""One version for the whole release: the package, the chart's version and appVersion, and the image
-tag the manifests deploy (the release workflow refuses a tag that differs from them)."""
+"""One version for the whole release: the package, the policy plugins' package (plugins/), the chart's
+version and appVersion, and the image tag the manifests deploy (the release workflow refuses a tag
+that differs from them)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_package_chart_and_manifests_share_one_version():
+    import pysched_policy
+
     chart = yaml.safe_load((REPO / "charts" / "pysched" / "Chart.yaml").read_text())
-    assert chart["version"] == chart["appVersion"] == __version__
+    assert chart["version"] == chart["appVersion"] == __version__ == pysched_policy.__version__
     values = yaml.safe_load((REPO / "charts" / "pysched" / "values.yaml").read_text())
     for kustomization in (REPO / "manifests" / "kustomization.yaml",
                           REPO / "manifests" / "components" / "extender" / "kustomization.yaml"):
@@ -23,6 +26,7 @@ def test_package_chart_and_manifests_share_one_version():
         assert image["newName"] == values["image"]["repository"], kustomization   # one registry path
     release = (REPO / ".github" / "workflows" / "release.yml").read_text()
     assert "__version__" in release and "appVersion" in release    # the workflow checks the tag against them
+    assert "plugins/src/pysched_policy/__init__.py" in release and "build --outdir dist plugins" in release
 
 
 def test_changelog_has_an_unreleased_section():

@@ -20,8 +20,10 @@ import shutil
 import ssl
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 SA_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
@@ -41,7 +43,7 @@ class Credentials:
     insecure: bool = False
     tls_server_name: str | None = None
     source: str = ""
-    _refresh: object = field(default=None, repr=False)
+    _refresh: Callable[[], str | None] | None = field(default=None, repr=False)
     _token_read: float = 0.0
 
     def bearer(self) -> str | None:
@@ -64,7 +66,7 @@ class Credentials:
         if self.token_file or self._refresh is not None:
             self.token = None
 
-    def ssl_context(self) -> ssl.SSLContext | bool:
+    def ssl_context(self) -> ssl.SSLContext | Literal[False]:
         if not self.server.startswith("https"):
             return False
         ctx = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else ssl.create_default_context()

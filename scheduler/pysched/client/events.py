@@ -179,6 +179,7 @@ class EventRecorder:
             await self._write(e)
 
     async def _write(self, e: PendingEvent) -> None:
+        assert self.client is not None, "the workers run only when start() had a client"
         count, seen = e.count, e.last_observed_time
         recreating = False
         try:
@@ -233,6 +234,7 @@ class EventRecorder:
             if self.backlog.retry_due(e):
                 self._wake.set()
 
+        assert self._loop is not None, "retries are scheduled by the workers start() created"
         handle = self._loop.call_later(delay, due)
         self._timers.add(handle)
 

@@ -98,6 +98,7 @@ class _Connection(asyncio.Protocol):
         self._chunk_pos = 0
         self._chunks = []
         self._waiter = asyncio.get_running_loop().create_future()
+        assert self.transport is not None, "send() on a connection that was never made"
         self.transport.write(data)
         return self._waiter
 
@@ -133,6 +134,7 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
     def _read_to_close(self) -> bool:
+        assert self._head is not None, "called once the response head is parsed"
         _, _, headers, _ = self._head
         return "content-length" not in headers and not _chunked(headers)
 

@@ -87,7 +87,9 @@ class LeaderElector:
     # -- state ---------------------------------------------------------------------------------
 
     def is_leader(self) -> bool:
-        return bool(self._observed) and self._observed.get("holderIdentity") == self.identity
+        if not self._observed:
+            return False
+        return self._observed.get("holderIdentity") == self.identity
 
     def is_fresh(self) -> bool:
         """The bind fence: we hold the lease and renewed it less than renewDeadline ago."""
@@ -229,7 +231,7 @@ class LeaderElector:
                     break
                 if self._held_by_other():
                     log.error("lease is held by another candidate; leader election lost",
-                              extra=kv(lease=where, holder=self._observed.get("holderIdentity")))
+                              extra=kv(lease=where, holder=(self._observed or {}).get("holderIdentity")))
                     return
                 left = self._last_renew + self.renew_deadline - self.clock()
                 await self.sleep(min(self.retry_period, max(0.0, left)))

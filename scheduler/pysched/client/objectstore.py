@@ -24,7 +24,7 @@ import asyncio
 import builtins
 from collections.abc import Callable
 
-from pysched.apis.core.model import LabelSelector, parse_label_selector, selector_from_labels
+from pysched.apis.core.model import LabelSelector, Requirement, parse_label_selector, selector_from_labels
 
 KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
@@ -155,7 +155,7 @@ class ObjectStore:
 
     def default_selector(self, pod) -> LabelSelector | None:
         """``helper.DefaultSelector``: services selecting the pod, plus its controller's selector."""
-        reqs = []
+        reqs: list[Requirement] = []
         merged: dict[str, str] = {}
         for key, svc in self.objects["services"].items():
             if not key.startswith(pod.namespace + "/"):

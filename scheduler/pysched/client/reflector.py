@@ -169,7 +169,7 @@ class Reflector:
                 backoff = min(backoff * 2, 10.0)
 
     def _dispatch(self, ev: dict) -> None:
-        typ = ev.get("type")
+        typ = ev.get("type") or ""
         obj = ev.get("object") or {}
         if typ == "BOOKMARK":
             rv = (obj.get("metadata") or {}).get("resourceVersion")

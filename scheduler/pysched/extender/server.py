@@ -206,7 +206,10 @@ class ExtenderServer:
         self.guard.install(self._runner)
         site = web.TCPSite(self._runner, address, port, ssl_context=ssl_context)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # noqa: SLF001
+        server = site._server  # noqa: SLF001
+        assert server is not None, "set by site.start()"
+        # typeshed's AbstractServer has no `sockets`; asyncio's and uvloop's Server both have it.
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
         log.info("serving extender verbs", extra=kv(address=address, port=self.port, https=ssl_context is not None,
                                                    profile=self.profile))
 
@@ -238,6 +241,7 @@ class ExtenderServer:
                 try:
                     body = await self._body(request)
                     if user is not None:
+                        assert self.bind_auth is not None, "user is only set by bind_auth"
                         _, refusal = await self.bind_auth.check(request, binding_attributes(verb, body), user=user)
                         if refusal is not None:
                             code = refusal.status
@@ -329,6 +333,7 @@ class ExtenderServer:
                     raise WireError(_within(where, spec.parse_error))
                 specs.append(spec)
             names = [sp.name for sp in specs]
+        assert names is not None, "parse_args requires Nodes or NodeNames"
         return pod, names, nodes, specs
 
     def _run_filters(self, pod: PodInfo, known: list[str]):

@@ -22,6 +22,7 @@ from pysched.framework.interface import (
                                          READS_ANY,
                                          READS_NONE,
                                          READS_REQUESTS,
+                                         ArgsT,
                                          BindPlugin,
                                          ClusterEvent,
                                          ClusterEventWithHint,
@@ -30,8 +31,12 @@ from pysched.framework.interface import (
                                          FilterResult,
                                          LabelValues,
                                          NodeBatch,
+                                         NodeEventHint,
+                                         NormalizeScore,
+                                         ObjectEventHint,
                                          PermitPlugin,
                                          Plugin,
+                                         PodEventHint,
                                          PodWatcher,
                                          PostBindPlugin,
                                          PostFilterPlugin,
@@ -42,6 +47,7 @@ from pysched.framework.interface import (
                                          PreFilterPlugin,
                                          PreFilterResult,
                                          PreScorePlugin,
+                                         QueueingHint,
                                          QueueSortPlugin,
                                          ReservePlugin,
                                          ScorePlugin,
@@ -49,7 +55,7 @@ from pysched.framework.interface import (
                                          scores_each,
 )
 from pysched.framework.matchers import MatcherTerm, PodMatcher
-from pysched.framework.nodeinfo import NodeInfo
+from pysched.framework.nodeinfo import NodeInfo, NodeSpec
 from pysched.framework.podinfo import PodInfo, PodVolume
 from pysched.framework.status import Code, Status
 from pysched.framework.types import FrameworkError
@@ -62,11 +68,11 @@ PLUGIN_API_VERSION = "1.0"
 __all__ = [
     "PLUGIN_API_VERSION",
     "MAX_NODE_SCORE", "MIN_NODE_SCORE", "READS_ANY", "READS_NONE", "READS_REQUESTS",
-    "BindPlugin", "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState",
+    "ArgsT", "BindPlugin", "ClusterEvent", "ClusterEventWithHint", "Code", "CycleState",
     "EnqueueExtensions", "FilterPlugin", "FilterResult", "FrameworkError", "Handle", "LabelValues", "MatcherTerm",
-    "NodeBatch", "NodeInfo", "PermitPlugin", "Plugin", "PodInfo", "PodMatcher", "PodVolume", "PodWatcher",
-    "PostBindPlugin", "PreemptionGate",
+    "NodeBatch", "NodeEventHint", "NodeInfo", "NodeSpec", "NormalizeScore", "ObjectEventHint", "PermitPlugin",
+    "Plugin", "PodEventHint", "PodInfo", "PodMatcher", "PodVolume", "PodWatcher", "PostBindPlugin", "PreemptionGate",
     "PostFilterPlugin", "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin", "PreFilterPlugin", "PreFilterResult",
-    "PreScorePlugin", "QueueSortPlugin", "ReservePlugin", "ScorePlugin", "Status", "WaitingPod", "arg", "decode_args",
-    "encode_args", "groupmetrics", "scores_each",
+    "PreScorePlugin", "QueueSortPlugin", "QueueingHint", "ReservePlugin", "ScorePlugin", "Status", "WaitingPod", "arg",
+    "decode_args", "encode_args", "groupmetrics", "scores_each",
 ]

@@ -15,11 +15,15 @@ explanations (a batch of one node) and the extender server.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import dataclasses
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, cast
 
 import numpy as np
+import numpy.typing as npt
+from typing_extensions import TypeVar
 
 from pysched.apis.core.model import Taint
 from pysched.framework.status import Code, Status
@@ -27,7 +31,7 @@ from pysched.framework.status import Code, Status
 if TYPE_CHECKING:
     from pysched.framework.cycle_state import CycleState
     from pysched.framework.handle import Handle
-    from pysched.framework.nodeinfo import NodeInfo
+    from pysched.framework.nodeinfo import NodeInfo, NodeSpec
     from pysched.framework.podinfo import PodInfo
 
 MAX_NODE_SCORE = 100
@@ -110,6 +114,32 @@ class LabelValues:
     def ints(self) -> np.ndarray:
         return self._col.ints()[self.codes]  # code -1 picks the trailing NaN
 
+    def totals(self, per_node: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """Per value (index = code): the int64 sum of ``per_node`` over the batch's nodes with that
+        value (and, given ``mask``, where it is True); nodes without the label count nowhere. With
+        ``lookup``, the two steps of a per-domain score (pods per zone, then each node's zone's)."""
+        return sum_by_code(self.codes, per_node, len(self._col.values), mask)
+
+    def lookup(self, per_value: np.ndarray, absent: int = 0) -> np.ndarray:
+        """``per_value[code]`` for each node of the batch; ``absent`` where the node lacks the label
+        or its code is beyond ``per_value``."""
+        n = len(per_value)
+        # One gather: the codes index a copy padded to the whole vocabulary plus a trailing slot
+        # that code -1 (label absent) picks.
+        padded = np.full(max(n, len(self._col.values)) + 1, absent, dtype=per_value.dtype)
+        padded[:n] = per_value
+        out: np.ndarray = padded[self.codes]
+        return out
+
+
+def sum_by_code(codes: np.ndarray, per_node: np.ndarray, size: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """int64 array of length ``size`` (at least): the sum of ``per_node`` over the nodes of each
+    code, counting only nodes with one (code >= 0) and, given ``mask``, where it is True."""
+    keep = codes >= 0
+    if mask is not None:
+        keep &= mask
+    return np.bincount(codes[keep], weights=per_node[keep], minlength=size).astype(np.int64)
+
 
 class NodeBatch:
     """Candidate nodes for one extension point call: a view over the cache's node table.
@@ -117,8 +147,17 @@ class NodeBatch:
     Plugins read nodes through the accessors - ``allocatable(res)``, ``requested(res)``,
     ``non_zero_requested(res)``, ``pod_count()``, ``unschedulable()``, ``label(key)``,
     ``taint_class_ids()``, ``taint_lists`` - which return numpy arrays aligned with the batch (index i is the
-    i-th node), or per node through ``infos`` (``NodeInfo``) and ``names``. ``slots`` and
-    ``table`` are the engine's; plugins do not need them.
+    i-th node), or per node through ``infos`` (``NodeInfo``) and ``names``.
+
+    **Per-slot arrays** (a plugin's own per-node cache, built once and read every cycle with one
+    ``take``): every node of the snapshot has a slot in its node table, and ``slots`` are the
+    batch's. A plugin may keep a numpy array of ``slot_count`` entries indexed by slot - filled
+    through ``slot_index`` (node name -> slot) and ``allocatable_by_slot(res)`` - and read a batch's
+    part with ``take(array)``. Invariants: a node keeps its slot while it exists; a removed node's
+    slot may be given to a new node; slots that hold no node are never in a batch; ``nodes_version``
+    changes whenever a node is added, changed or removed (or the table is another one), so an array
+    built under one ``nodes_version`` is valid exactly while it is unchanged. ``table`` itself is
+    the engine's; plugins do not use it.
     """
 
     __slots__ = ("slots", "table", "_infos")
@@ -205,6 +244,32 @@ class NodeBatch:
     def take(self, per_slot: np.ndarray) -> np.ndarray:
         """An array indexed by table slot (what snapshot queries return), aligned with the batch."""
         return per_slot[self.slots]
+
+    # -- per-slot arrays (see the class docstring) -------------------------------------------------
+
+    @property
+    def slot_count(self) -> int:
+        """The length of a per-slot array: every slot of the node table, free ones included."""
+        return len(self.table.infos)
+
+    @property
+    def slot_index(self) -> Mapping[str, int]:
+        """Every node of the snapshot (not only the batch's): name -> slot. Read-only, and live:
+        it follows the table as nodes come and go."""
+        return self.table.slot_by_name
+
+    @property
+    def nodes_version(self) -> tuple[int, int, int]:
+        """Changes whenever a per-slot array must be rebuilt (a node added, changed or removed)."""
+        return (id(self.table), self.table.version, len(self.table.infos))
+
+    def allocatable_by_slot(self, resource: str) -> np.ndarray:
+        """int64 allocatable of ``resource`` for every slot (0 where absent or free)."""
+        i = self.table.res_index.get(resource)
+        if i is None:
+            return np.zeros(len(self.table.infos), dtype=np.int64)
+        out: np.ndarray = self.table.alloc[:, i]
+        return out
 
     @property
     def memo(self) -> dict[Any, Any]:
@@ -341,33 +406,81 @@ class ClusterEvent:
     action: str        # "Add", "Update", "Delete", "UpdateNodeLabel", "UpdateNodeTaint", "*"...
 
 
+QueueingHint = Callable[["PodInfo", Any, Any], bool]
+"""``hint(pod, old, new) -> bool``: True when the event may make ``pod`` (rejected by this plugin)
+schedulable, so it goes back to the queue. ``old``/``new`` are the changed object before and after
+(None for an add / a delete), typed by the event's resource: ``NodeEventHint`` for Node events,
+``PodEventHint`` for Pod / AssignedPod events, ``ObjectEventHint`` (the API object as a dict) for
+the others (PersistentVolumeClaim, ResourceSlice, CSINode, ...)."""
+NodeEventHint = Callable[["PodInfo", "NodeSpec | None", "NodeSpec | None"], bool]
+PodEventHint = Callable[["PodInfo", "PodInfo | None", "PodInfo | None"], bool]
+ObjectEventHint = Callable[["PodInfo", "dict[str, Any] | None", "dict[str, Any] | None"], bool]
+
+
 @dataclass(frozen=True)
 class ClusterEventWithHint:
+    """An event a plugin registers (``EnqueueExtensions.events_to_register``), with an optional
+    ``QueueingHint``; without one, every such event requeues the pods the plugin rejected."""
     event: ClusterEvent
-    hint: Callable[..., bool] | None = None  # (pod, old, new) -> True to requeue
+    hint: QueueingHint | None = None
 
 
-class Plugin:
-    """Base of every plugin. Subclasses set ``name`` and optionally ``Args``."""
+ArgsT = TypeVar("ArgsT", default=None)
+"""A plugin's typed arguments: ``class MyPlugin(ScorePlugin[MyArgs])`` (no type: no arguments)."""
+
+
+class Plugin(Generic[ArgsT]):
+    """Base of every plugin: ``class MyPlugin(FilterPlugin[MyArgs], ScorePlugin[MyArgs])``.
+
+    A subclass sets ``name`` (the name profiles use). Its arguments are the dataclass it names as
+    the type parameter (``MyArgs``, decoded from ``pluginConfig``; see ``framework.args``), which
+    becomes ``Args`` and types ``self.args``: the framework builds ``MyArgs()`` when the profile
+    gives none, so ``self.args`` is never None in a plugin that has arguments. A plugin without
+    arguments names no type (``self.args`` is None).
+    """
 
     name: ClassVar[str] = ""
-    Args: ClassVar[type[Any] | None] = None   # a dataclass (see ``framework.args``), or None
+    Args: ClassVar[type[Any] | None] = None   # set from the type parameter (or by hand): a dataclass, or None
     # Optional API kinds (object-store plurals, e.g. "podgroups") this plugin reads: the scheduler
     # lists and watches an optional kind - and needs RBAC for it - only when an enabled plugin
     # names it here.
     object_kinds: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, args: Any, handle: Handle) -> None:
-        """``args``: the decoded ``Args`` (None when the profile gave none: use the defaults);
-        ``handle``: what the plugin may reach."""
-        self.args = args
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        declared = _args_type_of(cls)
+        if declared is None:
+            return
+        own = cls.__dict__.get("Args")
+        if own is not None and own is not declared:
+            raise TypeError(f"{cls.__qualname__}: Args = {own.__qualname__} but the class is typed with "
+                            f"{declared.__qualname__}; name one (the type parameter is enough)")
+        cls.Args = declared
+
+    def __init__(self, args: ArgsT | None, handle: Handle) -> None:
+        """``args``: the decoded ``Args``, or None when the profile gave none (the defaults are
+        built here); ``handle``: what the plugin may reach."""
+        if args is None and self.Args is not None:
+            args = self.Args()
+        self.args: ArgsT = cast(ArgsT, args)
         self.handle = handle
 
     def __repr__(self) -> str:
         return f"<plugin {self.name}>"
 
 
-class PreEnqueuePlugin(Plugin):
+def _args_type_of(cls: type) -> type | None:
+    """The dataclass a plugin class names as its type parameter (``FilterPlugin[MyArgs]``), if any."""
+    for base in cls.__dict__.get("__orig_bases__", ()):
+        origin = typing.get_origin(base)
+        if isinstance(origin, type) and issubclass(origin, Plugin):
+            for arg in typing.get_args(base):
+                if isinstance(arg, type) and dataclasses.is_dataclass(arg):
+                    return arg
+    return None
+
+
+class PreEnqueuePlugin(Plugin[ArgsT]):
     """PreEnqueue: whether a pod may enter the active queue at all.
 
     When: on every add or update of a pending pod of the profile, before it is queued. Return None
@@ -380,7 +493,7 @@ class PreEnqueuePlugin(Plugin):
         raise NotImplementedError
 
 
-class QueueSortPlugin(Plugin):
+class QueueSortPlugin(Plugin[ArgsT]):
     """QueueSort: the order of the active queue. Exactly one per scheduler (every profile shares it).
 
     When: on every heap insertion. Return a key; smaller pops first (PrioritySort: higher priority,
@@ -409,7 +522,7 @@ class EnqueueExtensions:
 READS_NONE, READS_REQUESTS, READS_ANY = "none", "requests", "any"
 
 
-class PreFilterPlugin(Plugin):
+class PreFilterPlugin(Plugin[ArgsT]):
     """PreFilter: work done once per pod per cycle, before any node is filtered.
 
     When: first in each scheduling cycle. Write what Filter and Score need into ``state`` (the
@@ -434,7 +547,7 @@ class PreFilterPlugin(Plugin):
         raise NotImplementedError
 
 
-class FilterPlugin(Plugin):
+class FilterPlugin(Plugin[ArgsT]):
     """Filter: which nodes can run the pod.
 
     When: every cycle, on batches of candidate nodes (the whole batch at once, vectorised over the
@@ -460,7 +573,7 @@ class FilterPlugin(Plugin):
         return READS_ANY
 
 
-class PostFilterPlugin(Plugin):
+class PostFilterPlugin(Plugin[ArgsT]):
     """PostFilter: what to do when no node passed Filter (DefaultPreemption, Coscheduling).
 
     When: after a cycle found no feasible node. Return ``(PostFilterResult(nominated_node), None)``
@@ -474,7 +587,7 @@ class PostFilterPlugin(Plugin):
         raise NotImplementedError
 
 
-class PreScorePlugin(Plugin):
+class PreScorePlugin(Plugin[ArgsT]):
     """PreScore: work done once per cycle before scoring, over the feasible nodes.
 
     When: after Filter, with the nodes that passed. Write what Score reads into ``state``; return
@@ -486,7 +599,12 @@ class PreScorePlugin(Plugin):
         raise NotImplementedError
 
 
-class ScorePlugin(Plugin):
+NormalizeScore = Callable[["CycleState", "PodInfo", NodeBatch, npt.NDArray[np.int64]], "Status | None"]
+"""``normalize_score(state, pod, nodes, scores)``: ScoreExtensions.NormalizeScore, on the scores of
+every feasible node at once (``scores`` aligned with ``nodes``, changed in place)."""
+
+
+class ScorePlugin(Plugin[ArgsT]):
     """Score: how much the plugin likes each feasible node.
 
     When: after PreScore, on batches of feasible nodes. Return one integer per node of the batch,
@@ -504,11 +622,13 @@ class ScorePlugin(Plugin):
         ...))`` to fail the cycle."""
         raise NotImplementedError
 
-    # Optional ScoreExtensions.NormalizeScore: adjust ``scores`` in place (0..100 afterwards).
-    normalize_score: Callable[..., Status | None] | None = None
+    # Optional ScoreExtensions.NormalizeScore: a method ``normalize_score(state, pod, nodes, scores)``
+    # (``NormalizeScore``) that adjusts ``scores`` - every Score of the batch, int64 - in place, so
+    # they are in 0..100 afterwards; None for a plugin whose raw scores already are.
+    normalize_score: NormalizeScore | None = None
 
 
-class ReservePlugin(Plugin):
+class ReservePlugin(Plugin[ArgsT]):
     """Reserve / Unreserve: claim resources for the chosen node, and give them back.
 
     When: ``reserve`` after the node is chosen and the pod assumed on it, before Permit; a
@@ -524,7 +644,7 @@ class ReservePlugin(Plugin):
         raise NotImplementedError
 
 
-class PermitPlugin(Plugin):
+class PermitPlugin(Plugin[ArgsT]):
     """Permit: approve, deny or hold the pod after Reserve (gangs hold members here).
 
     When: after Reserve. Return ``(None, 0)`` to approve, ``(Status(Code.WAIT), timeout_seconds)``
@@ -538,7 +658,7 @@ class PermitPlugin(Plugin):
         raise NotImplementedError
 
 
-class PreBindPlugin(Plugin):
+class PreBindPlugin(Plugin[ArgsT]):
     """PreBind: API writes the bind depends on (volume binding, DRA allocations).
 
     When: in the binding cycle (asynchronous, off the scheduling loop), after Permit. ``async``:
@@ -551,7 +671,7 @@ class PreBindPlugin(Plugin):
         raise NotImplementedError
 
 
-class BindPlugin(Plugin):
+class BindPlugin(Plugin[ArgsT]):
     """Bind: write the pod's node (DefaultBinder POSTs the Binding subresource).
 
     When: after PreBind, in the binding cycle. Return None when bound, ``Status(Code.SKIP)`` to let
@@ -563,7 +683,7 @@ class BindPlugin(Plugin):
         raise NotImplementedError
 
 
-class PostBindPlugin(Plugin):
+class PostBindPlugin(Plugin[ArgsT]):
     """PostBind: informational, after a successful bind (clean-up, metrics). Must not fail or block."""
 
     def post_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> None:

@@ -112,10 +112,12 @@ class PrometheusSource:
                 connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=8))
         headers = self._headers()
         answers = await asyncio.gather(*(self._query(q, headers) for q in queries), return_exceptions=True)
-        for a in answers:   # a transport failure is the source's; an error answer is its query's
+        out: dict[str, Samples | SourceError] = {}
+        for q, a in zip(queries, answers, strict=True):
             if isinstance(a, BaseException) and not isinstance(a, SourceError):
-                raise a
-        return dict(zip(queries, answers, strict=True))
+                raise a   # a transport failure is the source's; an error answer is its query's
+            out[q] = a
+        return out
 
     async def _query(self, query: str, headers: dict[str, str]) -> Samples:
         assert self._session is not None

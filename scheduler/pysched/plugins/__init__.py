@@ -1,30 +1,25 @@
-"""The plugin set: kube-scheduler's in-tree plugins re-implemented in Python, plus our own.
+"""The plugin set: kube-scheduler's in-tree plugins re-implemented in Python, and scheduler-plugins'.
 
 ``IN_TREE`` is the registry's starting point (name -> class). Each plugin lives in its own module
-with a docstring saying what it checks and what it reads. Out-of-tree plugins register through
-the ``pysched.plugins`` entry point group or ``--plugin-module`` (see
-``pysched.framework.registry``); nothing here needs to change for them. Upstream plugins are
-modules here; the brief's own are in ``custom``; code shared between plugins is in ``helper``.
-A plugin module imports only ``pysched.framework`` and ``pysched.plugins.helper``.
+with a docstring saying what it checks and what it reads; code shared between plugins is in
+``helper``. A plugin module imports only ``pysched.framework`` and ``pysched.plugins.helper``.
+Out-of-tree plugins register through the ``pysched.plugins`` entry point group or
+``--plugin-module`` (see ``pysched.framework.registry``); nothing here needs to change for them.
 
 Upstream semantics (kube-scheduler 1.35): SchedulingGates, PrioritySort, NodeUnschedulable,
 NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions,
 NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity,
 NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, DefaultPreemption, DynamicResources (DRA:
-claims allocated from ResourceSlices, as kube-scheduler 1.35 with its default gates). The brief's own
-scores: GPU, AZSpread, CapacityType, InstanceType - registered here, but not in the default profile
-(which is exactly kube-scheduler's): a profile enables them (``manifests/configmap.yaml`` does).
-Coscheduling (scheduler-plugins' gang scheduling of PodGroups) is registered and likewise opt-in,
-as are the load-aware scores in ``loadaware`` (TargetLoadPacking, LoadVariationRiskBalancing,
-MetricScore), which need a metrics source.
+claims allocated from ResourceSlices, as kube-scheduler 1.35 with its default gates). From
+scheduler-plugins, opt-in: Coscheduling (gang scheduling of PodGroups) and the load-aware scores in
+``loadaware`` (TargetLoadPacking, LoadVariationRiskBalancing, MetricScore), which need a metrics
+source. pysched's own policy plugins (GPU, AZSpread, CapacityType, InstanceType) are not here: they
+are the ``pysched-policy`` distribution (the repository's ``plugins/``), loaded through the entry
+points like any user's plugin.
 """
 
 from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation
 from pysched.plugins.coscheduling import Coscheduling
-from pysched.plugins.custom.az_spread import AZSpread
-from pysched.plugins.custom.capacity_type import CapacityType
-from pysched.plugins.custom.gpu import GPU
-from pysched.plugins.custom.instance_type import InstanceType
 from pysched.plugins.default_binder import DefaultBinder
 from pysched.plugins.default_preemption import DefaultPreemption
 from pysched.plugins.dynamic_resources import DynamicResources
@@ -66,10 +61,6 @@ IN_TREE = [
     DefaultPreemption,
     NodeResourcesBalancedAllocation,
     ImageLocality,
-    GPU,
-    AZSpread,
-    CapacityType,
-    InstanceType,
     Coscheduling,
     TargetLoadPacking,
     LoadVariationRiskBalancing,

@@ -79,13 +79,12 @@ def balanced_score(fractions: list[FloatArray], valid: list[BoolArray], n: int) 
     return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
 
 
-class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
+class NodeResourcesBalancedAllocation(PreScorePlugin[BalancedAllocationArgs], ScorePlugin[BalancedAllocationArgs]):
     name = "NodeResourcesBalancedAllocation"
-    Args = BalancedAllocationArgs
 
     def __init__(self, args: BalancedAllocationArgs | None, handle: Handle) -> None:
-        a = args or BalancedAllocationArgs()
-        super().__init__(a, handle)
+        super().__init__(args, handle)
+        a = self.args
         self.resources = [r.name for r in a.resources]
 
     def _requests(self, pod: PodInfo) -> list[tuple[str, int]]:

@@ -145,15 +145,15 @@ def group_key(pod: PodInfo) -> str:
     return f"{pod.namespace}/{name}" if name else ""
 
 
-class Coscheduling(QueueSortPlugin, PreFilterPlugin, PostFilterPlugin, ReservePlugin, PermitPlugin, PreBindPlugin,
-                   EnqueueExtensions, PodWatcher, PreemptionGate):
+class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[CoschedulingArgs],
+                   PostFilterPlugin[CoschedulingArgs], ReservePlugin[CoschedulingArgs], PermitPlugin[CoschedulingArgs],
+                   PreBindPlugin[CoschedulingArgs], EnqueueExtensions, PodWatcher, PreemptionGate):
     name = NAME
-    Args = CoschedulingArgs
     object_kinds = (PODGROUPS,)
     args: CoschedulingArgs
 
     def __init__(self, args: CoschedulingArgs | None, handle: Handle) -> None:
-        super().__init__(args or CoschedulingArgs(), handle)
+        super().__init__(args, handle)
         self.groups: dict[str, Group] = {}
         self.group_of: dict[str, str] = {}       # uid -> group key
         self.clock = time.monotonic

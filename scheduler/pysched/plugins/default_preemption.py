@@ -73,13 +73,12 @@ class DefaultPreemptionArgs:
             raise ConfigError(f"[{', '.join(errs)}]")
 
 
-class DefaultPreemption(PostFilterPlugin, EnqueueExtensions):
+class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs], EnqueueExtensions):
     name = NAME
-    Args = DefaultPreemptionArgs
     args: DefaultPreemptionArgs
 
     def __init__(self, args: DefaultPreemptionArgs | None, handle: Handle) -> None:
-        super().__init__(args or DefaultPreemptionArgs(), handle)
+        super().__init__(args, handle)
         self.rng = random.Random()
         self.evaluator = Evaluator(NAME, handle, self)
 

@@ -168,16 +168,17 @@ def _claim_path(claim: dict[str, Any]) -> str:
     return f"/apis/resource.k8s.io/v1/namespaces/{meta['namespace']}/resourceclaims/{meta['name']}"
 
 
-class DynamicResources(PreEnqueuePlugin, PreFilterPlugin, FilterPlugin, PostFilterPlugin, PreScorePlugin,
-                       ScorePlugin, ReservePlugin, PreBindPlugin, EnqueueExtensions):
+class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[DynamicResourcesArgs],
+                       FilterPlugin[DynamicResourcesArgs], PostFilterPlugin[DynamicResourcesArgs],
+                       PreScorePlugin[DynamicResourcesArgs], ScorePlugin[DynamicResourcesArgs],
+                       ReservePlugin[DynamicResourcesArgs], PreBindPlugin[DynamicResourcesArgs], EnqueueExtensions):
     name = "DynamicResources"
     # PreFilter reads claims, classes and slices, not other pods: preemption's dry runs reuse its state,
     # as upstream (which has no PreFilterExtensions for it) does
     pre_filter_reads_other_pods = False
-    Args = DynamicResourcesArgs
 
     def __init__(self, args: DynamicResourcesArgs | None, handle: Handle) -> None:
-        super().__init__(args or DynamicResourcesArgs(), handle)
+        super().__init__(args, handle)
         timeout = self.args.filter_timeout
         self.filter_timeout = parse_duration(timeout, "filterTimeout") if timeout else 0.0
         # Claim uid -> the claim as Reserve means it to be (allocation set): devices promised to a

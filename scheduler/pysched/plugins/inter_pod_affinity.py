@@ -83,14 +83,14 @@ class _State:
                                         # required anti-affinity term matches this pod
 
 
-class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
+class InterPodAffinity(PreFilterPlugin[InterPodAffinityArgs], FilterPlugin[InterPodAffinityArgs],
+                       PreScorePlugin[InterPodAffinityArgs], ScorePlugin[InterPodAffinityArgs], EnqueueExtensions):
     name = "InterPodAffinity"
-    Args = InterPodAffinityArgs
     args: InterPodAffinityArgs
     handle: Handle
 
     def __init__(self, args: InterPodAffinityArgs | None, handle: Handle) -> None:
-        super().__init__(args or InterPodAffinityArgs(), handle)
+        super().__init__(args, handle)
         self.existing_anti_affinity_delete_hint = EXISTING_ANTI_AFFINITY_DELETE_HINT in handle.feature_gates
 
     # -- helpers -------------------------------------------------------------------------------

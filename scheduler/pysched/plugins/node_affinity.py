@@ -103,13 +103,13 @@ class NodeAffinityArgs:
     added_affinity: AddedAffinity | None = None
 
 
-class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
+class NodeAffinity(PreFilterPlugin[NodeAffinityArgs], FilterPlugin[NodeAffinityArgs], PreScorePlugin[NodeAffinityArgs],
+                   ScorePlugin[NodeAffinityArgs], EnqueueExtensions):
     name = "NodeAffinity"
     pre_filter_reads_other_pods = False   # PreFilter reads the pod itself (and objects), never other pods
-    Args = NodeAffinityArgs
 
     def __init__(self, args: NodeAffinityArgs | None, handle: Handle) -> None:
-        super().__init__(args or NodeAffinityArgs(), handle)
+        super().__init__(args, handle)
         added = self.args.added_affinity
         self.added_required: NodeSelector | None = None
         self.added_preferred: tuple[PreferredTerm, ...] = ()

@@ -151,14 +151,14 @@ def broken_linear(shape: list[UtilizationShapePoint], p: Int64Array) -> Int64Arr
     return out
 
 
-class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
+class NodeResourcesFit(PreFilterPlugin[NodeResourcesFitArgs], FilterPlugin[NodeResourcesFitArgs],
+                       PreScorePlugin[NodeResourcesFitArgs], ScorePlugin[NodeResourcesFitArgs], EnqueueExtensions):
     name = "NodeResourcesFit"
     pre_filter_reads_other_pods = False   # PreFilter reads the pod itself (and objects), never other pods
-    Args = NodeResourcesFitArgs
 
     def __init__(self, args: NodeResourcesFitArgs | None, handle: Handle) -> None:
-        a = args or NodeResourcesFitArgs()
-        super().__init__(a, handle)
+        super().__init__(args, handle)
+        a = self.args
         self.strategy = a.scoring_strategy
         extra = handle.ignored_extended_resources if handle is not None else frozenset()
         self.ignored = set(a.ignored_resources) | set(extra)

@@ -176,14 +176,14 @@ class _ScoreState(NamedTuple):
     require_all: bool               # nodes lacking a key are ignored (score 0)
 
 
-class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
+class PodTopologySpread(PreFilterPlugin[PodTopologySpreadArgs], FilterPlugin[PodTopologySpreadArgs],
+                        PreScorePlugin[PodTopologySpreadArgs], ScorePlugin[PodTopologySpreadArgs], EnqueueExtensions):
     name = "PodTopologySpread"
-    Args = PodTopologySpreadArgs
     args: PodTopologySpreadArgs
     handle: Handle
 
     def __init__(self, args: PodTopologySpreadArgs | None, handle: Handle) -> None:
-        super().__init__(args or PodTopologySpreadArgs(), handle)
+        super().__init__(args, handle)
         self.system_defaulted = self.args.defaulting_type == "System"
         self.defaults: list[dict[str, Any]] = (list(SYSTEM_DEFAULTS) if self.system_defaulted else
                                                [encode_args(c) for c in self.args.default_constraints])

@@ -68,12 +68,12 @@ def _scoring_tolerations(pod: PodInfo) -> tuple[Toleration, ...]:
     return tuple(t for t in pod.tolerations if not t.effect or t.effect == PREFER_NO_SCHEDULE)
 
 
-class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
+class TaintToleration(FilterPlugin[TaintTolerationArgs], PreScorePlugin[TaintTolerationArgs],
+                      ScorePlugin[TaintTolerationArgs], EnqueueExtensions):
     name = "TaintToleration"
-    Args = TaintTolerationArgs
 
     def __init__(self, args: TaintTolerationArgs | None, handle: Handle) -> None:
-        super().__init__(args or TaintTolerationArgs(), handle)
+        super().__init__(args, handle)
         self.cmp = self.args.comparison_operators
 
     # -- filter --------------------------------------------------------------------------------

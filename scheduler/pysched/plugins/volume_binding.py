@@ -147,13 +147,13 @@ class _Claims:
         return None
 
 
-class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin, EnqueueExtensions):
+class VolumeBinding(PreFilterPlugin[VolumeBindingArgs], FilterPlugin[VolumeBindingArgs],
+                    ReservePlugin[VolumeBindingArgs], PreBindPlugin[VolumeBindingArgs], EnqueueExtensions):
     name = "VolumeBinding"
     pre_filter_reads_other_pods = False   # PreFilter reads the pod itself (and objects), never other pods
-    Args = VolumeBindingArgs
 
     def __init__(self, args: VolumeBindingArgs | None, handle: Handle) -> None:
-        super().__init__(args or VolumeBindingArgs(), handle)
+        super().__init__(args, handle)
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:

@@ -89,7 +89,9 @@ class ConnectionGuard:
         """After ``runner.setup()``, before any site starts: every new connection passes the gate."""
         server = runner.server
         assert server is not None, "install() goes after runner.setup()"
-        runner._server = _GatedServer(server, self)   # noqa: SLF001 - the protocol factory TCPSite uses
+        # The protocol factory TCPSite uses; aiohttp types it as its Server class, which _GatedServer
+        # stands in for by delegation (it is not a subclass).
+        runner._server = _GatedServer(server, self)  # type: ignore[assignment]  # noqa: SLF001
 
     @web.middleware
     async def middleware(self, request: web.Request, handler):

@@ -237,8 +237,8 @@ def forbidden_message(user: UserInfo, attrs: Attributes, reason: str = "") -> st
 
 
 def _status(code: int, reason: str, message: str, details: dict | None = None) -> web.Response:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-            "reason": reason}
+    body: dict[str, object] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                               "message": message, "reason": reason}
     if details is not None:
         body["details"] = details
     body["code"] = code
@@ -304,7 +304,7 @@ class TokenReviewer:
             fut = self._inflight.get(key)
             if fut is None:  # one review per token at a time (upstream's singleflight)
                 fut = self._inflight[key] = asyncio.ensure_future(self._lookup(key, token))
-                fut.add_done_callback(lambda _f, k=key: self._inflight.pop(k, None))
+                fut.add_done_callback(lambda _f: self._inflight.pop(key, None))
             user = await asyncio.shield(fut)
         if user is None:
             raise AuthenticationFailed("invalid bearer token")

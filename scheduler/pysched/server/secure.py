@@ -125,7 +125,9 @@ class SecureServer:
         site = web.TCPSite(self._runner, self.address, self.port, ssl_context=self._ssl())
         await site.start()
         server = site._server  # noqa: SLF001 - the bound port when port 0 was asked for
-        self.bound_port = server.sockets[0].getsockname()[1] if server and server.sockets else self.port
+        # typeshed's AbstractServer has no `sockets`; asyncio's and uvloop's Server both have it.
+        sockets = server.sockets if server else None  # type: ignore[attr-defined]
+        self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
         log.info("serving securely", extra=kv(address=self.address, port=self.bound_port))
 
     async def stop(self) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -38,10 +38,14 @@ UNS = Code.UNSCHEDULABLE
 __all__ = ["PAUSE_IMAGE", "PluginTester", "ProfileHarness", "UAU", "UNS", "make_node", "make_pod"]
 
 
-class PluginTester:
-    """One plugin instance over a snapshot of ``nodes`` and ``pods`` (API dicts)."""
+PluginT = TypeVar("PluginT", bound=Plugin[Any])
 
-    def __init__(self, plugin_cls: type[Plugin], args: dict[str, Any] | None = None, *,
+
+class PluginTester(Generic[PluginT]):
+    """One plugin instance (``plugin``, typed as the class given) over a snapshot of ``nodes`` and
+    ``pods`` (API dicts); ``args`` as a profile's ``pluginConfig`` gives them (camelCase)."""
+
+    def __init__(self, plugin_cls: type[PluginT], args: dict[str, Any] | None = None, *,
                  nodes: Iterable[dict[str, Any]] = (), pods: Iterable[dict[str, Any]] = (),
                  objects: Iterable[dict[str, Any]] = (),
                  ignored_extended_resources: Iterable[str] = (), load: LoadMetrics | None = None):
@@ -56,12 +60,21 @@ class PluginTester:
         self.handle = Handle(snapshot=self.cache, objects=self.objects,
                              ignored_extended_resources=frozenset(ignored_extended_resources), load=load)
         a = load_args(plugin_cls.Args, args, "args") if plugin_cls.Args is not None else None
-        self.plugin = plugin_cls(a, self.handle)
+        self.plugin: PluginT = plugin_cls(a, self.handle)
         self.status: Status | None = None
 
     def add_pod(self, pod: dict[str, Any]) -> None:
         """Put a pod on its ``spec.nodeName`` (as the informer would report it)."""
         self.cache.upsert_pod(PodInfo.from_dict(pod))
+
+    def add_node(self, node: dict[str, Any]) -> None:
+        """Add a node, or replace the one of that name (as the informer would report it)."""
+        self.cache.upsert_node(NodeSpec.from_dict(node))
+
+    def assume(self, pod: dict[str, Any], node: str) -> None:
+        """Put a pod on ``node`` as assumed: chosen by a scheduling cycle, its bind not confirmed yet
+        (plugins count assumed pods as they count bound ones)."""
+        self.cache.assume(PodInfo.from_dict(pod), node)
 
     def nodes(self) -> NodeBatch:
         """Every node, in the snapshot's order."""

@@ -19,11 +19,11 @@ from pysched.apis import config as configmod
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.client.objectstore import ObjectStore
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
-from pysched.framework.cycle_state import CycleState
+from pysched.framework.cycle_state import TRACE_KEY, CycleState
 from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.podinfo import PodInfo
 from pysched.framework.registry import Registry
-from pysched.framework.runtime import TRACE_KEY, CycleTrace
+from pysched.framework.runtime import CycleTrace
 from pysched.framework.status import Code, Status
 from pysched.framework.types import FitError, FrameworkError, NoNodesAvailable
 from pysched.profile import build_frameworks, build_queue, default_registry
@@ -104,7 +104,8 @@ class OfflineScheduler:
         try:
             result = self.scheduler.schedule_pod(fwk, state, info, trace)
         except FitError as fe:
-            nominated, victims = "", ()
+            nominated = ""
+            victims: tuple[str, ...] = ()
             if fwk.post_filter:
                 # Preemption runs as in the live cycle; offline nothing is evicted, the outcome
                 # reports the node it chose and the victims.

@@ -20,8 +20,13 @@ import re
 from collections import Counter
 from typing import Any
 
-from pysched.plugins.custom.capacity_type import DEFAULT_NODE_LABELS as CAPACITY_TYPE_LABELS
-from pysched.plugins.custom.instance_type import LABEL as INSTANCE_TYPE_LABEL
+# The node labels the CapacityType and InstanceType policy plugins read by default (pysched_policy;
+# the engine does not import it - plugins/tests checks that the two agree).
+CAPACITY_TYPE_LABELS = [
+    ("karpenter.sh/capacity-type", {"spot": "spot", "on-demand": "on-demand", "reserved": "on-demand"}),
+    ("eks.amazonaws.com/capacityType", {"SPOT": "spot", "ON_DEMAND": "on-demand"}),
+]
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 UNLABELLED = "(unlabelled)"
 NO_ZONE = "(no zone)"
@@ -158,8 +163,9 @@ def build(result: Any) -> dict:
                       pods_a, pods_a - pods_b,
                       *[_pct(b["requested"].get(r, 0), b["allocatable"].get(r, 0)) for r in share]])
     traces = result.explain or {}
-    pods, reasons = [], Counter()
-    unplaced = Counter()
+    pods: list[list] = []
+    reasons: Counter[str] = Counter()
+    unplaced: Counter[str] = Counter()
     for p in result.placements:
         ns, _, name = p.pod.partition("/")
         trace = traces.get(p.pod) or {}

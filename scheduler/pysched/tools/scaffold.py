@@ -94,8 +94,8 @@ testpaths = ["tests"]
 
 
 def _plugin(name: str, points: tuple[str, ...]) -> str:
-    bases = ", ".join({"filter": "FilterPlugin", "score": "ScorePlugin"}[p] for p in points)
-    imports = sorted({"CycleState", "Handle", "NodeBatch", "PodInfo"}
+    bases = ", ".join(f"{ {'filter': 'FilterPlugin', 'score': 'ScorePlugin'}[p]}[{name}Args]" for p in points)
+    imports = sorted({"CycleState", "NodeBatch", "PodInfo"}
                      | ({"Code", "FilterPlugin", "FilterResult"} if "filter" in points else set())
                      | ({"MAX_NODE_SCORE", "ScorePlugin"} if "score" in points else set()),
                      key=lambda s: (not s.isupper(), s))
@@ -148,12 +148,10 @@ class {name}Args:
 
 
 class {name}({bases}):
-    name = NAME
-    Args = {name}Args
+    """Typed with its args: ``self.args`` is a ``{name}Args`` (the defaults when the profile gives
+    no pluginConfig entry); ``self.handle`` reaches the snapshot and the API objects."""
 
-    def __init__(self, args: {name}Args | None, handle: Handle) -> None:
-        super().__init__(args or {name}Args(), handle)   # None: no pluginConfig entry, the defaults
-        self.args: {name}Args
+    name = NAME
 {"".join(methods)}'''
 
 

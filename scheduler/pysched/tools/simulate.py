@@ -32,6 +32,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from pysched.apis import config as configmod
@@ -64,7 +66,7 @@ class Placement:
     owner: str = ""             # the workload it was expanded from ("Deployment web"), if any
 
     def as_dict(self) -> dict:
-        out = {"pod": self.pod, "node": self.node, "result": self.code, "message": self.message,
+        out: dict = {"pod": self.pod, "node": self.node, "result": self.code, "message": self.message,
                "schedulerName": self.scheduler_name, "source": self.source}
         if self.owner:
             out["owner"] = self.owner
@@ -104,10 +106,11 @@ def zone_of(labels: dict) -> str:
 
 def utilisation(sim: OfflineScheduler, resources: list[str]) -> dict:
     """Requested vs allocatable per node and per zone (requests of every pod counted on the node)."""
-    nodes, zones = [], {}
+    nodes: list[dict] = []
+    zones: dict[str, dict] = {}
     for name in sorted(sim.cache.nodes):
         info = sim.cache.nodes[name]
-        row = {"node": name, "zone": zone_of(info.labels), "allocatable": {}, "requested": {},
+        row: dict = {"node": name, "zone": zone_of(info.labels), "allocatable": {}, "requested": {},
                "labels": {k: info.labels[k] for k in REPORT_LABELS if k in info.labels}}
         for r in resources:
             alloc = info.allocatable.get(r, 0)
@@ -139,15 +142,15 @@ class Simulation:
         self.seed = seed
         self.sim = OfflineScheduler(self.cfg, registry=default_registry(plugin_modules), seed=seed, load=load)
 
-    def load(self, snapshot: Snapshot, added_nodes: list[dict] = ()) -> tuple[list[str], list[dict]]:
+    def load(self, snapshot: Snapshot, added_nodes: Sequence[dict] = ()) -> tuple[list[str], list[dict]]:
         """The snapshot into the cache and object store; returns the notes and the snapshot's
         pending pods this simulation schedules (no node, a profile's schedulerName, not gated),
         oldest first."""
         notes = []
         for obj in snapshot.objects:
             self.sim.add_object(obj)
-        for node in [*snapshot.nodes, *added_nodes]:
-            self.sim.add_node(node)
+        for node_obj in [*snapshot.nodes, *added_nodes]:
+            self.sim.add_node(node_obj)
         pending: list[tuple[str, int, dict]] = []
         foreign = gated = missing = 0
         for i, pod in enumerate(snapshot.pods):
@@ -186,8 +189,8 @@ class Simulation:
             notes.append(f"ignored objects of kinds that do not affect scheduling: {kinds}")
         return notes, [p for _, _, p in sorted(pending, key=lambda t: (t[0], t[1]))]
 
-    def run(self, snapshot: Snapshot, pods: list[dict], explain: set[str] = frozenset(), *,
-            objects: list[dict] = (), added_nodes: list[dict] = (), added_from: dict[str, str] | None = None,
+    def run(self, snapshot: Snapshot, pods: list[dict], explain: AbstractSet[str] = frozenset(), *,
+            objects: Sequence[dict] = (), added_nodes: Sequence[dict] = (), added_from: dict[str, str] | None = None,
             owners: dict[str, str] | None = None) -> SimulationResult:
         """Schedule the snapshot's pending pods and ``pods``. ``objects``: what the pod file's
         workloads brought (ReplicaSets, StatefulSets, PVCs); ``added_nodes``: the --add-nodes
@@ -307,7 +310,7 @@ class Simulation:
         return out
 
 
-def _added_summary(added: list[dict], template_of: dict[str, str], placements: list[Placement]) -> list[dict]:
+def _added_summary(added: Sequence[dict], template_of: dict[str, str], placements: list[Placement]) -> list[dict]:
     """Per --add-nodes template: the nodes added and how many of the simulated pods they took."""
     out: dict[str, dict] = {}
     for node in added:

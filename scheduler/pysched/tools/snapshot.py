@@ -48,7 +48,8 @@ class Snapshot:
 
 def _describe(obj: dict, where: str) -> str:
     kind = obj.get("kind") or "object"
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    raw_meta = obj.get("metadata")
+    meta = raw_meta if isinstance(raw_meta, dict) else {}
     name = meta.get("name")
     if not name:
         return f"{kind} ({where})"

@@ -80,9 +80,9 @@ def _copy(src: dict, name: str) -> dict:
     spec = {k: copy.deepcopy(v) for k, v in (src.get("spec") or {}).items() if k == "taints"}
     status = {k: copy.deepcopy(v) for k, v in (src.get("status") or {}).items()
               if k in ("capacity", "allocatable", "nodeInfo")}
-    out = {"apiVersion": "v1", "kind": "Node",
-           "metadata": {"name": name, "labels": labels, "uid": f"simulated-node-{name}"},
-           "spec": spec, "status": status}
+    out: dict = {"apiVersion": "v1", "kind": "Node",
+                 "metadata": {"name": name, "labels": labels, "uid": f"simulated-node-{name}"},
+                 "spec": spec, "status": status}
     if meta.get("annotations"):
         out["metadata"]["annotations"] = dict(meta["annotations"])
     return out

@@ -36,7 +36,9 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, overload
 
 from pysched.apis.core.model import find_untolerated_taint, parse_taints, parse_tolerations
 from pysched.framework.podinfo import PodInfo
@@ -89,6 +91,10 @@ def _where(obj: dict, where: str) -> str:
     return f"{obj.get('kind')} {meta.get('namespace') or 'default'}/{meta.get('name')} ({where})"
 
 
+@overload
+def _int_field(obj: dict, where: str, fld: str, value: Any, default: int) -> int: ...
+@overload
+def _int_field(obj: dict, where: str, fld: str, value: Any, default: None) -> int | None: ...
 def _int_field(obj: dict, where: str, fld: str, value, default: int | None) -> int | None:
     if value is None:
         return default
@@ -173,11 +179,11 @@ class Expander:
         self.out = Expansion()
 
     def expand(self, obj: dict, where: str) -> None:
-        kind = obj.get("kind")
-        handler = {"Deployment": self._deployment, "ReplicaSet": self._replicaset,
-                   "ReplicationController": self._replicaset, "StatefulSet": self._statefulset,
-                   "Job": self._job, "DaemonSet": self._daemonset}[kind]
-        handler(_with_uid(obj), where)
+        handlers: dict[str, Callable[[dict, str], None]] = {
+            "Deployment": self._deployment, "ReplicaSet": self._replicaset,
+            "ReplicationController": self._replicaset, "StatefulSet": self._statefulset,
+            "Job": self._job, "DaemonSet": self._daemonset}
+        handlers[obj["kind"]](_with_uid(obj), where)
 
     def _emit(self, pod: dict, origin: str) -> None:
         self.out.pods.append(pod)

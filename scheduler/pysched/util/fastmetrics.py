@@ -25,7 +25,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 
 from prometheus_client import REGISTRY, CollectorRegistry
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
 DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
@@ -46,6 +46,12 @@ class _Family:
             registry.register(self)
 
     def _new_child(self):  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def describe(self) -> list[Metric]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def collect(self) -> list[Metric]:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def labels(self, *values: object):

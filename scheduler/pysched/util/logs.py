@@ -39,7 +39,8 @@ class LogfmtFormatter(logging.Formatter):
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         ts = datetime.datetime.fromtimestamp(record.created, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        out = {"ts": ts, "level": record.levelname.lower(), "logger": record.name, "msg": record.getMessage()}
+        out: dict[str, int | float | str | None] = {"ts": ts, "level": record.levelname.lower(),
+                                                    "logger": record.name, "msg": record.getMessage()}
         for k, v in (getattr(record, "kv", None) or {}).items():
             out[k] = v if isinstance(v, (int, float, bool)) or v is None else str(v)
         if record.exc_info:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from pysched.framework import (
     MAX_NODE_SCORE,
@@ -30,8 +31,8 @@ from pysched.framework import (
     EnqueueExtensions,
     FilterPlugin,
     FilterResult,
-    Handle,
     NodeBatch,
+    NodeSpec,
     PodInfo,
     PreFilterPlugin,
     PreFilterResult,
@@ -41,7 +42,6 @@ from pysched.framework import (
     arg,
 )
 from pysched.framework.api import ConfigError, qualified_name_problem
-from pysched.framework.nodeinfo import NodeSpec
 
 NAME = "TeamNodes"
 REASON = "node(s) belong to another team"
@@ -75,13 +75,11 @@ class PodTeam:
     team: str | None
 
 
-class TeamNodes(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, EnqueueExtensions):
-    name = NAME
-    Args = TeamNodesArgs
+class TeamNodes(PreFilterPlugin[TeamNodesArgs], FilterPlugin[TeamNodesArgs], PreScorePlugin[TeamNodesArgs],
+                ScorePlugin[TeamNodesArgs], EnqueueExtensions):
+    """Typed with its args: ``self.args`` is a ``TeamNodesArgs`` (the defaults without a pluginConfig entry)."""
 
-    def __init__(self, args: TeamNodesArgs | None, handle: Handle) -> None:
-        super().__init__(args or TeamNodesArgs(), handle)   # None: no pluginConfig entry, the defaults
-        self.args: TeamNodesArgs                            # (for type checkers)
+    name = NAME
 
     def _team_of(self, pod: PodInfo) -> str | None:
         return pod.labels.get(self.args.label_key)
@@ -110,13 +108,13 @@ class TeamNodes(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, Enqu
             return Status(Code.SKIP)                   # only shared nodes passed: nothing to prefer
         return None
 
-    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray:
+    def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> npt.NDArray[np.int64]:
         team = state.read(STATE_KEY).team
         own = nodes.label(self.args.label_key).equals(team) if team is not None else np.zeros(len(nodes), bool)
         return np.where(own, self.args.own_node_weight, self.args.shared_node_weight).astype(np.int64)
 
     def normalize_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch,
-                        scores: np.ndarray) -> Status | None:
+                        scores: npt.NDArray[np.int64]) -> Status | None:
         """Scale in place so that the best node scores MAX_NODE_SCORE (100)."""
         best = int(scores.max()) if len(scores) else 0
         if best > 0:

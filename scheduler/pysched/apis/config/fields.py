@@ -5,7 +5,7 @@ Shared by the KubeSchedulerConfiguration decoder and the plugin-args decoder."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 from pysched.apis.config.types import ConfigError
 
@@ -123,6 +123,10 @@ def read_bool(raw: dict, key: str, path: str, default: bool) -> bool:
     return v
 
 
+@overload
+def read_int(raw: dict, key: str, path: str, default: int, bits: int = 64) -> int: ...
+@overload
+def read_int(raw: dict, key: str, path: str, default: None, bits: int = 64) -> int | None: ...
 def read_int(raw: dict, key: str, path: str, default: int | None, bits: int = 64) -> int | None:
     """An integer field of Go type int32/int64 (``bits``): a larger number fails to decode."""
     v = raw.get(key, default)

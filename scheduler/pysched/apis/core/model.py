@@ -129,7 +129,7 @@ class Requirement(NamedTuple):
         if op in ("Gt", "Lt"):
             v = labels.get(self.key)
             n = parse_int(v) if v is not None else None
-            if n is None:
+            if n is None or self.number is None:
                 return False
             return n > self.number if op == "Gt" else n < self.number
         return False

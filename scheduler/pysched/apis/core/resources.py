@@ -117,7 +117,7 @@ def _resize_infeasible(status: dict | None) -> bool:
 
 
 def _status_by_name(status: dict | None) -> dict[str, dict]:
-    out = {}
+    out: dict[str, dict] = {}
     if not status:
         return out
     for key in ("containerStatuses", "initContainerStatuses"):

@@ -39,7 +39,7 @@ class LabelColumn:
         self.codes = np.full(capacity, -1, dtype=np.int32)
         self.vocab: dict[str, int] = {}
         self.values: list[str] = []
-        self._ints = None
+        self._ints: np.ndarray | None = None
         self._ints_len = -1
 
     def code(self, value: str | None, create: bool = True) -> int:
@@ -59,15 +59,16 @@ class LabelColumn:
 
     def ints(self) -> np.ndarray:
         """Per-code integer value (NaN where the label value is not an integer)."""
-        if self._ints_len != len(self.values):
+        ints = self._ints
+        if ints is None or self._ints_len != len(self.values):
             arr = np.empty(len(self.values) + 1, dtype=np.float64)
             for i, v in enumerate(self.values):
                 n = parse_int(v)
                 arr[i] = float(n) if n is not None else math.nan
             arr[-1] = math.nan  # code -1 (absent) indexes the last element
-            self._ints = arr
+            self._ints = ints = arr
             self._ints_len = len(self.values)
-        return self._ints
+        return ints
 
 
 class NodeTable:
@@ -279,6 +280,7 @@ class NodeTable:
             col = LabelColumn(key, self.capacity)
             for slot in np.flatnonzero(self.alive[: self._next]):
                 info = self.infos[slot]
+                assert info is not None  # an alive slot holds its node
                 col.codes[slot] = col.code(info.spec.labels.get(key))
             self.columns[key] = col
         return col
@@ -290,6 +292,7 @@ class NodeTable:
             first_seen: dict[str, int] = {}
             for slot in np.flatnonzero(self.alive[: self._next]):
                 info = self.infos[slot]
+                assert info is not None  # an alive slot holds its node
                 zk = _zone_key(info.spec.labels)
                 seq = int(self._seq[slot])
                 zones.setdefault(zk, []).append((seq, int(slot)))

@@ -35,7 +35,6 @@ from pysched.framework import (
     arg,
 )
 from pysched.framework.api import ConfigError
-from pysched.framework.interface import NodeColumns
 from pysched.plugins.helper.load import (
     NEUTRAL,
     NEUTRAL_SCORE,
@@ -131,13 +130,13 @@ class _Prepared:
         self.per_res = per_res      # per resource: used, sigma, capacity (1 where none), has capacity
 
 
-class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
+class LoadVariationRiskBalancing(PreScorePlugin[LoadVariationRiskBalancingArgs],
+                                 ScorePlugin[LoadVariationRiskBalancingArgs]):
     name = "LoadVariationRiskBalancing"
-    Args = LoadVariationRiskBalancingArgs
 
     def __init__(self, args: LoadVariationRiskBalancingArgs | None, handle: Handle) -> None:
-        a = args or LoadVariationRiskBalancingArgs()
-        super().__init__(a, handle)
+        super().__init__(args, handle)
+        a = self.args
         self.args = a
         self.load = load_of(handle.load)
         self.values: dict[tuple[str, str], SlotValues] = {}
@@ -148,20 +147,18 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
         self._series = tuple(sv.series for sv in self._slot_values)
         self._prepared: _Prepared | None = None
 
-    def _prepare(self, table: NodeColumns) -> _Prepared:
+    def _prepare(self, nodes: NodeBatch) -> _Prepared:
         """What does not depend on the pod, by node-table slot: rebuilt when a series or the node
         table changes, so a cycle with every sample usable is a few array operations."""
         c, cs, m, ms = self._series
-        key = (c.version, cs.version, m.version, ms.version, table.version, len(table.infos))
+        key = (c.version, cs.version, m.version, ms.version, *nodes.nodes_version)
         if self._prepared is None or self._prepared.key != key:
             for sv in self._slot_values:
-                sv.refresh(table)
+                sv.refresh(nodes)
             oldest = np.minimum.reduce([sv.times for sv in self._slot_values])
             per_res = []
             for res in RESOURCES:
-                i = table.res_index.get(res)
-                cap = (table.alloc[:, i].astype(np.float64) if i is not None
-                       else np.zeros(len(table.infos)))
+                cap = nodes.allocatable_by_slot(res).astype(np.float64)
                 has = cap > 0
                 safe = np.where(has, cap, 1.0)
                 mean = np.nan_to_num(self.values[(res, "avg")].values) * cap / 100.0
@@ -178,7 +175,7 @@ class LoadVariationRiskBalancing(PreScorePlugin, ScorePlugin):
         c, cs, m, ms = self._series
         if not (c.up and cs.up and m.up and ms.up):
             return None
-        prep = self._prepare(nodes.table)
+        prep = self._prepare(nodes)
         slots = nodes.slots
         fresh_after = now - self.args.max_staleness_seconds
         if prep.oldest_all < fresh_after and not (prep.oldest[slots] >= fresh_after).all():

@@ -101,13 +101,12 @@ def metric_score(values: FloatArray, spec: MetricSpec) -> FloatArray:
     return (f if spec.direction == HIGHER else 1.0 - f) * MAX_NODE_SCORE
 
 
-class MetricScore(PreScorePlugin, ScorePlugin):
+class MetricScore(PreScorePlugin[MetricScoreArgs], ScorePlugin[MetricScoreArgs]):
     name = "MetricScore"
-    Args = MetricScoreArgs
 
     def __init__(self, args: MetricScoreArgs | None, handle: Handle) -> None:
-        a = args or MetricScoreArgs()
-        super().__init__(a, handle)
+        super().__init__(args, handle)
+        a = self.args
         self.args = a
         self.load = load_of(handle.load)
         self.values = [SlotValues(self.load.subscribe(a.metric_provider, m.query, m.name, SCALAR))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,7 +44,6 @@ from pysched.framework import (
     arg,
 )
 from pysched.framework.api import ConfigError, resource_value
-from pysched.framework.interface import NodeColumns
 from pysched.framework.loadmetrics import MILLICORES, PERCENT
 from pysched.plugins.helper.load import (
     NEUTRAL,
@@ -135,9 +135,9 @@ class RecentPlacements:
         self.by_uid: dict[str, tuple[str, float, int]] = {}   # uid -> (node, placed_at, millis)
         self.per_node: dict[str, int] = {}
         self._heap: list[tuple[float, str]] = []
-        self._key: tuple[int, int] | None = None
+        self._key: tuple[int, ...] | None = None
         self._slots: FloatArray = np.zeros(0)
-        self._table: NodeColumns | None = None
+        self._index: Mapping[str, int] | None = None    # node name -> slot, of the table _slots follows
         self.changes: list[int] = []
         self.epoch = 0
 
@@ -171,8 +171,8 @@ class RecentPlacements:
             self.per_node[node] = total
         else:
             self.per_node.pop(node, None)
-        if self._table is not None:
-            slot = self._table.slot_by_name.get(node)
+        if self._index is not None:
+            slot = self._index.get(node)
             if slot is not None and slot < len(self._slots):
                 self._slots[slot] += millis
                 if len(self.changes) >= self.MAX_CHANGES:
@@ -180,27 +180,28 @@ class RecentPlacements:
                     self.epoch += 1
                 self.changes.append(slot)
 
-    def per_slot(self, table: NodeColumns) -> FloatArray:
-        key = (table.version, len(table.infos))
-        if key != self._key or self._table is not table:
-            arr = np.zeros(len(table.infos))
+    def per_slot(self, nodes: NodeBatch) -> FloatArray:
+        key = nodes.nodes_version
+        if key != self._key:
+            arr = np.zeros(nodes.slot_count)
+            index = nodes.slot_index
             for node, millis in self.per_node.items():
-                slot = table.slot_by_name.get(node)
+                slot = index.get(node)
                 if slot is not None:
                     arr[slot] = millis
-            self._slots, self._key, self._table = arr, key, table
+            self._slots, self._key, self._index = arr, key, index
             self.changes.clear()
             self.epoch += 1
         return self._slots
 
 
-class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
+class TargetLoadPacking(PreScorePlugin[TargetLoadPackingArgs], ScorePlugin[TargetLoadPackingArgs],
+                        ReservePlugin[TargetLoadPackingArgs], PodWatcher):
     name = "TargetLoadPacking"
-    Args = TargetLoadPackingArgs
 
     def __init__(self, args: TargetLoadPackingArgs | None, handle: Handle) -> None:
-        a = args or TargetLoadPackingArgs()
-        super().__init__(a, handle)
+        super().__init__(args, handle)
+        a = self.args
         self.args = a
         self.load = load_of(handle.load)
         metrics_server = a.metric_provider.type != "Prometheus"
@@ -212,7 +213,7 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         # prediction -> [epoch, changes seen, scores by slot], over the arrays of ``_prepared``
         self._cache: dict[int, list[Any]] = {}
         # (key, (used, capacity, sample times, has cpu) by slot, the oldest sample time)
-        self._prepared: tuple[tuple[int, int, int],
+        self._prepared: tuple[tuple[int, ...],
                               tuple[FloatArray, FloatArray, FloatArray, BoolArray], float] | None = None
 
     # -- placements --------------------------------------------------------------------------
@@ -250,15 +251,14 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
 
     # -- scoring -----------------------------------------------------------------------------
 
-    def _prepare(self, table: NodeColumns) -> tuple[FloatArray, FloatArray, FloatArray, BoolArray]:
+    def _prepare(self, nodes: NodeBatch) -> tuple[FloatArray, FloatArray, FloatArray, BoolArray]:
         """By node-table slot, rebuilt only when the series or the node table changes: the measured
         use in millicores (0 where there is no sample), the capacity (1 where none), the sample
         times (-inf where none) and whether the node has CPU."""
-        key = (self.series.version, table.version, len(table.infos))
+        key = (self.series.version, *nodes.nodes_version)
         if self._prepared is None or self._prepared[0] != key:
-            self.values.refresh(table)
-            i = table.res_index.get("cpu")
-            alloc = table.alloc[:, i].astype(np.float64) if i is not None else np.zeros(len(table.infos))
+            self.values.refresh(nodes)
+            alloc = nodes.allocatable_by_slot("cpu").astype(np.float64)
             v = self.values.values
             used = v * alloc / 100.0 if self.series.unit == PERCENT else v.copy()
             used[np.isnan(v)] = 0.0
@@ -275,15 +275,14 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
         current one node at a time as placements change, so a cycle is one take."""
         if not self.series.up:
             return None
-        table = nodes.table
-        used, cap, times, has = self._prepare(table)
+        used, cap, times, has = self._prepare(nodes)
         slots = nodes.slots
         fresh_after = now - self.args.max_staleness_seconds
         # every node's sample fresh (one comparison), else check the batch's own nodes
         assert self._prepared is not None
         if self._prepared[2] < fresh_after and not (times[slots] >= fresh_after).all():
             return None
-        pending = self.placements.per_slot(table)
+        pending = self.placements.per_slot(nodes)
         pl = self.placements
         target = float(self.args.target_utilization)
         entry = self._cache.get(predicted)
@@ -326,7 +325,7 @@ class TargetLoadPacking(PreScorePlugin, ScorePlugin, ReservePlugin, PodWatcher):
                 state.write(KEY, False)
                 return st
         alloc = nodes.allocatable("cpu").astype(np.float64)
-        pending = self.placements.per_slot(nodes.table)[nodes.slots]
+        pending = nodes.take(self.placements.per_slot(nodes))
         cap = np.where(alloc > 0, alloc, 1.0)
         if self.series.unit == PERCENT:
             used = r.values * alloc / 100.0

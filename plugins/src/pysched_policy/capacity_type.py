@@ -57,12 +57,11 @@ class CapacityTypeArgs:
             self.node_labels = _default_node_labels()
 
 
-class CapacityType(ScorePlugin):
+class CapacityType(ScorePlugin[CapacityTypeArgs]):
     name = "CapacityType"
-    Args = CapacityTypeArgs
 
     def __init__(self, args: CapacityTypeArgs | None, handle: Handle) -> None:
-        super().__init__(args or CapacityTypeArgs(), handle)
+        super().__init__(args, handle)
 
     def preference(self, pod: PodInfo) -> str | None:
         v = pod.labels.get(self.args.pod_label)

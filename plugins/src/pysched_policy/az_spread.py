@@ -39,7 +39,6 @@ from pysched.framework import (
     arg,
 )
 from pysched.framework.api import ConfigError, LabelSelector, ObjectError, Requirement, parse_label_selector
-from pysched.plugins.helper.domains import domain_sums, per_node
 
 ZONE = "topology.kubernetes.io/zone"
 KEY = "AZSpread/preScore"
@@ -67,14 +66,13 @@ class _Snapshot(NamedTuple):
     scores: np.ndarray   # per zone code: 100 * (max - count) / max; -1: not an eligible zone
 
 
-class AZSpread(PreScorePlugin, ScorePlugin):
+class AZSpread(PreScorePlugin[AZSpreadArgs], ScorePlugin[AZSpreadArgs]):
     name = "AZSpread"
-    Args = AZSpreadArgs
     args: AZSpreadArgs
     handle: Handle
 
     def __init__(self, args: AZSpreadArgs | None, handle: Handle) -> None:
-        super().__init__(args or AZSpreadArgs(), handle)
+        super().__init__(args, handle)
         self.selector = parse_label_selector(self.args.label_selector, "labelSelector")
 
     def workload(self, pod: PodInfo) -> PodMatcher | None:
@@ -107,7 +105,7 @@ class AZSpread(PreScorePlugin, ScorePlugin):
             counts = np.zeros(size, dtype=np.int64)
         else:
             every = self.handle.all_nodes()
-            counts = domain_sums(every.label(self.args.zone_label).codes, self.handle.pod_counts(matcher, every), size)
+            counts = every.label(self.args.zone_label).totals(self.handle.pod_counts(matcher, every))
         counts = np.where(eligible, counts[:size], -1)
         mx = int(counts.max())
         scores = np.full(size, MAX_NODE_SCORE, dtype=np.int64) if mx == 0 else MAX_NODE_SCORE * (mx - counts) // mx
@@ -119,7 +117,7 @@ class AZSpread(PreScorePlugin, ScorePlugin):
         snap: _Snapshot | None = state.get(KEY)
         if snap is None:
             return np.full(len(nodes), MAX_NODE_SCORE, dtype=np.int64)
-        scores = per_node(snap.scores, nodes.label(self.args.zone_label), absent=-1)
+        scores = nodes.label(self.args.zone_label).lookup(snap.scores, absent=-1)
         if (scores < 0).any():
             bad = nodes.subset(scores < 0).names[0]
             raise FrameworkError(Status(Code.ERROR, f"node {bad!r} is not in this cycle's zone snapshot",

@@ -52,12 +52,11 @@ class InstanceTypeArgs:
         self.label = self.label or LABEL
 
 
-class InstanceType(ScorePlugin):
+class InstanceType(ScorePlugin[InstanceTypeArgs]):
     name = "InstanceType"
-    Args = InstanceTypeArgs
 
     def __init__(self, args: InstanceTypeArgs | None, handle: Handle) -> None:
-        super().__init__(args or InstanceTypeArgs(), handle)
+        super().__init__(args, handle)
         prefs: list[InstanceTypePreference] = self.args.preferences
         self.exact = {p.exact: p.score for p in prefs if p.exact is not None}
         # longest first, so the longest matching prefix wins (ties: the first listed)

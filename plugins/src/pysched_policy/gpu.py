@@ -59,18 +59,17 @@ class GPUArgs:
                     raise ConfigError(f"{path}.{key}[{i}]: must be a non-empty string")
 
 
-class GPU(ScorePlugin):
+class GPU(ScorePlugin[GPUArgs]):
     name = "GPU"
-    Args = GPUArgs
 
     def __init__(self, args: GPUArgs | None, handle: Handle) -> None:
-        a = args or GPUArgs()
-        super().__init__(a, handle)
+        super().__init__(args, handle)
+        a = self.args
         self.resource_names = tuple(a.resource_names)
         self.device_classes = frozenset(a.device_class_names)
         self.dra_drivers = frozenset(a.dra_drivers)
         self._dra_nodes: tuple[int, frozenset[str]] = (-1, frozenset())
-        self._dra_mask: tuple[tuple[int, int, int], np.ndarray] | None = None
+        self._dra_mask: tuple[tuple[int, ...], npt.NDArray[np.bool_]] | None = None
 
     def wants_gpu(self, pod: PodInfo) -> bool:
         if any(pod.requests.get(n, 0) > 0 for n in self.resource_names):
@@ -105,15 +104,15 @@ class GPU(ScorePlugin):
             self._dra_nodes = (objects.version, names)
         return self._dra_nodes[1]
 
-    def _dra_slot_mask(self, nodes: NodeBatch, dra: frozenset[str]) -> np.ndarray:
-        """Per node-table slot: a DRA GPU node. Rebuilt when the slices or the nodes change, so a
-        pod's score stays one array lookup."""
-        table = nodes.table
-        key = (self._dra_nodes[0], table.version, len(table.infos))
+    def _dra_slot_mask(self, nodes: NodeBatch, dra: frozenset[str]) -> npt.NDArray[np.bool_]:
+        """Per node-table slot: a DRA GPU node (NodeBatch's per-slot arrays). Rebuilt when the
+        slices or the nodes change, so a pod's score stays one ``take``."""
+        key = (self._dra_nodes[0], *nodes.nodes_version)
         if self._dra_mask is None or self._dra_mask[0] != key:
-            mask = np.zeros(len(table.infos), dtype=bool)
+            mask = np.zeros(nodes.slot_count, dtype=bool)
+            index = nodes.slot_index
             for name in dra:
-                slot = table.slot_by_name.get(name)
+                slot = index.get(name)
                 if slot is not None:
                     mask[slot] = True
             self._dra_mask = (key, mask)
@@ -129,5 +128,5 @@ class GPU(ScorePlugin):
                 gpu_node |= nodes.allocatable(name) > 0
         dra = self.dra_gpu_nodes()
         if dra:
-            gpu_node |= self._dra_slot_mask(nodes, dra)[nodes.slots]
+            gpu_node |= nodes.take(self._dra_slot_mask(nodes, dra))
         return np.where(gpu_node, NON_GPU_ON_GPU_NODE, NON_GPU_ON_PLAIN_NODE).astype(np.int64)

@@ -453,8 +453,8 @@ class Plugin(Generic[ArgsT]):
             return
         own = cls.__dict__.get("Args")
         if own is not None and own is not declared:
-            raise TypeError(f"{cls.__qualname__}: Args = {own.__qualname__} but the class is typed with "
-                            f"{declared.__qualname__}; name one (the type parameter is enough)")
+            raise TypeError(f"{cls.__name__}: Args = {own.__name__} but the class is typed with "
+                            f"{declared.__name__}; name one (the type parameter is enough)")
         cls.Args = declared
 
     def __init__(self, args: ArgsT | None, handle: Handle) -> None:

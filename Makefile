@@ -17,7 +17,7 @@ GO_IMAGE ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install docs control-plane kwok helm prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-smoke image image-push clean
+.PHONY: all venv install docs control-plane kwok helm prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-smoke soak image image-push clean
 
 all: test
 
@@ -89,6 +89,15 @@ dev-cluster: install control-plane kwok
 
 bench: install control-plane cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m bench.run $(BENCH_ARGS)
+
+# The soak (bench/soak.py): pysched on a living cluster of 1,000 KWOK nodes for SOAK_MINUTES under churn
+# (Deployments rescaled, Jobs, node failures, leader handovers), sampled every minute; writes
+# bench/SOAK.md and its charts, and fails when a verdict does (SOAK_ARGS: more flags, see --help).
+SOAK_MINUTES ?= 60
+SOAK_ARGS ?=
+soak: install control-plane kwok cel-helper
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" \
+		$(PY) -m bench.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS) --results-md bench/SOAK.md
 
 # IMAGE=registry/name:tag; image-push builds, then pushes it (log in to the registry first).
 image:

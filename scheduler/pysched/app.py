@@ -364,6 +364,7 @@ class SchedulerApp:
             METRICS.cache_size.labels("assumed_pods").set(len(self.cache.assumed))
             self.queue.update_metrics()
             self.load.update_metrics()
+            METRICS.asyncio_tasks.set(len(asyncio.all_tasks()))
             await asyncio.sleep(1.0)
 
     async def run(self) -> int:

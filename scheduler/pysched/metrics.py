@@ -139,6 +139,9 @@ class Metrics:
         self.events_backlog = Gauge(
             "pysched_events_backlog", "Events owed to the API: not created yet, series counts due, retries.",
             registry=r)
+        self.asyncio_tasks = Gauge(
+            "pysched_asyncio_tasks", "asyncio tasks alive in the scheduler's event loop (sampled every second): "
+            "steady under steady load; growth is a leak.", registry=r)
         self.events_tracked = Gauge(
             "pysched_events_tracked", "Events the recorder holds for series aggregation, the backlog included.",
             registry=r)

@@ -1,0 +1,37 @@
+"""Judging a run by the API server's own record: an audit policy and readers of the audit log it
+writes (which writes succeeded, each pod's successful bindings). Used by the end-to-end tests and
+by the soak (``bench.soak``): a pod bound twice, or a binding that took effect behind an error
+answer, shows here whatever the scheduler believes."""
+
+from __future__ import annotations
+
+import collections
+import json
+from typing import Any
+
+
+def audit_policy(*resources: tuple[str, list[str]], verbs: tuple[str, ...] = ("create", "update", "patch")) -> str:
+    """Metadata-level audit of ``verbs`` on the given (API group, [resources]); nothing else."""
+    listed = "".join(f"  - group: {json.dumps(group)}\n    resources: {json.dumps(names)}\n"
+                     for group, names in resources)
+    return ('apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: ["RequestReceived"]\nrules:\n'
+            f"- level: Metadata\n  verbs: {json.dumps(list(verbs))}\n  resources:\n{listed}- level: None\n")
+
+
+#: Every pod binding (the scheduler's write), and nothing else.
+BINDINGS_POLICY = audit_policy(("", ["pods/binding"]), verbs=("create",))
+
+
+def ok(event: dict[str, Any]) -> bool:
+    """The request completed with a 2xx answer."""
+    return event.get("stage") == "ResponseComplete" and 200 <= (event.get("responseStatus") or {}).get("code", 0) < 300
+
+
+def successful_binds(events: list[dict[str, Any]], *, by_namespace: bool = False) -> collections.Counter[Any]:
+    """Per pod name (``(namespace, name)`` with ``by_namespace``), the bindings answered 2xx."""
+    out: collections.Counter[Any] = collections.Counter()
+    for e in events:
+        ref = e.get("objectRef") or {}
+        if ref.get("subresource") == "binding" and ok(e):
+            out[(ref.get("namespace"), ref["name"]) if by_namespace else ref["name"]] += 1
+    return out

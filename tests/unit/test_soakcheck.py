@@ -1,0 +1,86 @@
+"""The soak's verdicts (bench.soakcheck) on made-up samples: each one can fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import soakcheck
+from bench.soak import Plan
+from pysched.apis.core.quantity import resource_value
+
+
+def sample(minute, *, rss=200.0, tasks=50, fds=40, leader="a1", standby="b1", p99=0.02):
+    def proc(tag, lead):
+        return {"slot": tag[0], "incarnation": int(tag[1:]), "leader": lead, "rss_mib": rss if lead else 150.0,
+                "tasks": tasks if lead else 20, "fds": fds if lead else 30}
+    return {"minute": minute, "pysched": [proc(leader, True), proc(standby, False)],
+            "latency": {"pysched": {"count": 100, "p50": p99 / 4, "p99": p99}}}
+
+
+ENDS = {k: {"judged": True, "ok": True} for k in ("placed_exactly_once", "within_allocatable", "all_placed")}
+
+
+def test_a_flat_run_passes():
+    samples = [sample(m, rss=200 + (m % 2)) for m in range(1, 61)]
+    v = soakcheck.judge(samples, ENDS, warmup=5)
+    assert v["pass"] and v["all_judged"]
+    (tenure,) = v["memory_tasks_fds"]["tenures"]
+    assert tenure["minutes"] == 55 and abs(tenure["rss_drift_pct_per_hour"]) < 1     # minutes 6..60
+
+
+def test_memory_that_keeps_growing_fails():
+    samples = [sample(m, rss=200 + 0.5 * m) for m in range(1, 61)]      # +30 MiB/h on ~215: 14 %/h
+    v = soakcheck.judge(samples, ENDS, warmup=5)
+    assert not v["pass"] and not v["memory_tasks_fds"]["ok"]
+    assert v["memory_tasks_fds"]["tenures"][0]["rss_drift_pct_per_hour"] == pytest.approx(14, abs=1)
+
+
+def test_warmup_growth_is_not_drift():
+    samples = [sample(m, rss=100 + 20 * min(m, 5)) for m in range(1, 61)]   # grows for 5 minutes, then flat
+    assert soakcheck.judge(samples, ENDS, warmup=5)["pass"]
+    assert not soakcheck.judge(samples, ENDS, warmup=0)["pass"]
+
+
+@pytest.mark.parametrize("series", ["tasks", "fds"])
+def test_leaking_tasks_or_descriptors_fail(series):
+    samples = [sample(m, **{series: 40 + m}) for m in range(1, 61)]
+    assert not soakcheck.judge(samples, ENDS, warmup=5)["memory_tasks_fds"]["ok"]
+
+
+def test_each_tenure_is_judged_from_its_own_start():
+    """After a handover the new leader's start-up is warm-up again; its own growth is judged."""
+    first = [sample(m, rss=200, leader="a1", standby="b1") for m in range(1, 16)]
+    second = [sample(m, rss=300 + (m - 15) * 0.01, leader="b1", standby="a2") for m in range(16, 46)]
+    v = soakcheck.judge(first + second, ENDS, warmup=3)
+    assert [(t["slot"], t["incarnation"]) for t in v["memory_tasks_fds"]["tenures"]] == [("a", 1), ("b", 1)]
+    assert v["pass"]
+
+
+def test_latency_that_climbs_fails_and_noise_at_milliseconds_does_not():
+    climbing = [sample(m, p99=0.02 * (1 + m / 10)) for m in range(1, 61)]
+    assert not soakcheck.judge(climbing, ENDS, warmup=5)["latency_flat"]["ok"]
+    noisy = [sample(m, p99=0.004 if m % 2 else 0.012) for m in range(1, 61)]
+    assert soakcheck.judge(noisy, ENDS, warmup=5)["latency_flat"]["ok"]
+
+
+def test_a_failed_end_check_fails_the_soak():
+    ends = {**ENDS, "placed_exactly_once": {"judged": True, "ok": False}}
+    assert not soakcheck.judge([sample(m) for m in range(1, 61)], ends, warmup=5)["pass"]
+
+
+def test_overcommitted_nodes_are_named():
+    node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "3"}}}
+
+    def pod(cpu, phase="Running", node_name="n1"):
+        return {"spec": {"nodeName": node_name, "containers": [{"resources": {"requests": {"cpu": cpu}}}]},
+                "status": {"phase": phase}}
+    fits = [pod("500m"), pod("500m"), pod("900m", phase="Succeeded"), pod("2", node_name=None)]
+    assert soakcheck.overcommitted([node], fits, resource_value) == []
+    assert soakcheck.overcommitted([node], [*fits, pod("1m")], resource_value) == [
+        "n1: requests [1001, 0, 3] > allocatable [1000, 1073741824, 3]"]
+
+
+def test_the_plan_prints_the_command_that_reproduces_it():
+    assert Plan().command() == "make soak SOAK_MINUTES=60"
+    assert Plan(minutes=90, nodes=2000, handover_every=600).command() == (
+        "make soak SOAK_MINUTES=90 SOAK_ARGS='--nodes 2000 --handover-every 600'")

@@ -92,6 +92,9 @@ FIGURES: dict[str, Callable[[dict], float | None]] = {
     "apiserver_cpu": _get("load", "apiserver_cpu_per_s"),
     "etcd_cpu": _get("load", "etcd_cpu_per_s"),
     "loadavg1": _loadavg1,
+    "status_updates": _get("living", "status_updates_per_pod"),
+    "informer_events": _get("living", "informer_events_per_pod"),
+    "informer_share": _get("living", "informer_cpu_share"),
     **{f"ext:{ep}": _get("metrics", "extension_point_mean_ms", ep) for ep in EXTENSION_POINTS},
 }
 

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pysched.client.rest import KubeClient
-from pysched_dev.testkit import create_pods
 
 from . import procstat, prom
 from .machine import OtherLoad
-from .process import Process
+from .process import BenchError, Process
 from .watcher import Spawned
 
 if TYPE_CHECKING:
@@ -49,12 +48,6 @@ class Phase:
     watcher: Spawned
     create_rate: float | None = None     # measured pods created per second
     target_rate: float | None = None     # steady: the rate asked for
-
-
-async def _create_all(client: KubeClient, pods: list[dict]) -> float:
-    t = time.monotonic()
-    await create_pods(client, pods, concurrency=CREATE_CONCURRENCY)
-    return len(pods) / max(time.monotonic() - t, 1e-9)
 
 
 async def create_paced(client: KubeClient, pods: list[dict], rate: float,
@@ -95,8 +88,9 @@ async def drain(run: Run, sched: Process | None) -> Phase:
     if sched is not None:
         sched.stop()
     pods = run.measured_pods()
-    create_rate = await _create_all(run.client, pods)
+    create_rate = await run.create_measured(pods)
     watcher = await run.spawn_watcher()
+    await run.mark_t0()
     load = OtherLoad.start(run.control_plane_pids())
     t0 = time.time()
     fresh = run.start_scheduler(tag="-drain")
@@ -120,6 +114,8 @@ async def _while_running(run: Run, sched: Process | None, mode: str,
 
 
 async def steady(run: Run, sched: Process | None) -> Phase:
+    if run.living:
+        raise BenchError("steady mode paces bare pods; on a living cluster measure drain or burst")
     rate = run.spec.steady_rate
     phase = await _while_running(run, sched, "steady", lambda pods: create_paced(run.client, pods, rate))
     phase.target_rate = rate
@@ -127,7 +123,8 @@ async def steady(run: Run, sched: Process | None) -> Phase:
 
 
 async def burst(run: Run, sched: Process | None) -> Phase:
-    return await _while_running(run, sched, "burst", lambda pods: _create_all(run.client, pods))
+    await run.mark_t0()
+    return await _while_running(run, sched, "burst", run.create_measured)
 
 
 PHASES: dict[str, Callable[[Run, Process | None], Awaitable[Phase]]] = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import aggregate
+from . import aggregate, living
 from .aggregate import Cell
 from .schedulers import NULL, PYSCHED
 from .scrape import EXTENSION_POINTS
@@ -228,6 +228,30 @@ def _fallbacks(c: Cell) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(total.items())) or "0"
 
 
+def living_table(all_cells: list[Cell]) -> str:
+    """Living-cluster cells (``<workload>+living``): the drain figures, the pod status updates per pod
+    the cluster generated, pysched's informer events per pod, and CPU per pod against the same
+    scheduler's bare run of the workload (what the living cluster's events cost it)."""
+    rows = []
+    for c in all_cells:
+        if not c.workload.endswith(living.SUFFIX) or c.mode != "drain":
+            continue
+        bare = next((b for b in all_cells if b.workload == c.workload[:-len(living.SUFFIX)] and b.mode == c.mode
+                     and b.scheduler == c.scheduler and b.qps == c.qps and b.profile == c.profile), None)
+        r = aggregate.ratio_to_kube
+        rows.append([c.workload, c.label, cf(c, "throughput"), fmt_ratio(r(all_cells, c, "throughput")),
+                     cf(c, "cpu_per_1000", 2), fmt_ratio(r(all_cells, c, "cpu_per_1000")),
+                     fmt_ratio(ratio(c.fig("cpu_per_1000"), bare.fig("cpu_per_1000"))) if bare else NA,
+                     cf(c, "status_updates", 2), cf(c, "informer_events", 2), cf(c, "informer_share", 3),
+                     cf(c, "peak_rss"), _verified(c)])
+    if not rows:
+        return ""
+    head = ["workload", "scheduler", "drain pods/s", "ratio ours/kube", "sched CPU s / 1,000 pods",
+            "CPU ratio ours/kube", "CPU living/bare", "pod status updates / pod", "informer events / pod",
+            "informer handlers' share of CPU", "peak RSS MiB", "placements verified"]
+    return _table(head, ["---"] * 2 + ["---:"] * 9 + ["---"], rows)
+
+
 def sections(results: list[dict]) -> list[tuple[str, str]]:
     """(title, table) of every non-empty table, in report order."""
     cs = aggregate.cells(results)
@@ -235,6 +259,8 @@ def sections(results: list[dict]) -> list[tuple[str, str]]:
            ("Drain: extension-point means (ms per call, status Success)", extension_table(cs)),
            ("Steady (creation-to-bind latency at a fixed creation rate)", steady_table(cs)),
            ("Burst (pods created as fast as the API server takes them)", burst_table(cs)),
+           ("Living cluster (kube-controller-manager and KWOK: owned pods go Running, nodes heartbeat)",
+            living_table(cs)),
            (f"Targets (drain mode, workloads with >= {aggregate.TARGET_MIN_NODES:,} nodes)", targets_table(cs)),
            ("pysched's profiles against its default profile", profiles_table(cs)),
            ("Gang workloads", gang_table(cs)),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import shlex
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from pysched_dev.devcluster import ControlPlaneError, binaries_dir
 
-from . import aggregate, charts, plan, report
+from . import aggregate, charts, living, plan, report
 from .machine import machine_info
 from .pinning import Pinning, pin_driver
 from .pinning import plan as pin_plan
@@ -55,6 +56,7 @@ async def main_async(args, pinning: Pinning, meta: dict) -> list[dict]:
     workloads = plan.select_workloads(args.workloads)
     if args.scale:
         workloads = [w.scaled(*(int(x) for x in args.scale.split(","))) for w in workloads]
+    workloads = living_variants(workloads, args.cluster)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results: list[dict] = []
@@ -64,7 +66,8 @@ async def main_async(args, pinning: Pinning, meta: dict) -> list[dict]:
     for i, p in enumerate(planned, 1):
         spec = RunSpec(p.workload, p.kind, p.mode, p.qps, p.burst, p.repeat, out / "runs" / p.slug, pinning,
                        steady_rate=args.steady_rate, profile_dir=Path(args.profile) if args.profile else None,
-                       pysched_profile=p.profile or "default", load_metrics_always=args.load_metrics == "all")
+                       pysched_profile=p.profile or "default", load_metrics_always=args.load_metrics == "all",
+                       cluster="living" if p.workload.name.endswith(living.SUFFIX) else "bare")
         who = f"{p.kind} profile={p.profile}" if p.profile else p.kind
         print(f"# [{i}/{len(planned)}] {p.workload.name} mode={p.mode} repeat={p.repeat} scheduler={who} "
               f"qps={p.qps:g}/{p.burst} ...", flush=True)
@@ -79,6 +82,24 @@ async def main_async(args, pinning: Pinning, meta: dict) -> list[dict]:
     return results
 
 
+def living_variants(workloads: list, clusters: str) -> list:
+    """The workloads for ``--cluster``: bare ones as they are, living ones renamed ``<name>+living``
+    (their own cells in the report); a workload that cannot run living is left out with a note."""
+    wanted = [c.strip() for c in clusters.split(",") if c.strip()]
+    bad = [c for c in wanted if c not in ("bare", "living")]
+    if bad or not wanted:
+        raise SystemExit(f"--cluster: {', '.join(bad) or '(none)'}: choose from bare, living")
+    out = list(workloads) if "bare" in wanted else []
+    if "living" in wanted:
+        for w in workloads:
+            why = living.supported(w)
+            if why:
+                print(f"# {w.name}: not on a living cluster ({why})", flush=True)
+            else:
+                out.append(dataclasses.replace(w, name=w.name + living.SUFFIX))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--workloads", default="all", help="'all', 'smoke', or comma-separated names or prefixes")
@@ -88,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated, in ABBA order: pysched, kube-scheduler, null-binder")
     p.add_argument("--repeats", type=int, default=3, help="runs per (workload, mode, scheduler), interleaved ABBA")
     p.add_argument("--steady-rate", type=float, default=100.0, help="steady mode: measured pods created per second")
+    p.add_argument("--cluster", default="bare",
+                   help="comma-separated: bare (etcd + kube-apiserver; pods nobody owns, nodes nothing manages), "
+                        "living (kube-controller-manager and KWOK beside them: the pods belong to Deployments, go "
+                        "Running and Ready, nodes renew Leases; bench.living)")
     p.add_argument("--pin", default="auto", choices=("auto", "off"),
                    help="auto: the scheduler under test alone on the last CPU, everything else on the others")
     p.add_argument("--scale", default="", help="override NODES,INIT,MEASURE for every selected workload")

@@ -31,10 +31,11 @@ import yaml
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import ApiError, KubeClient
 from pysched_dev.devcluster import ControlPlane
+from pysched_dev.livecluster import LivingCluster
 from pysched_dev.promkit import BulkExporter, PrometheusServer, prometheus_binary
 from pysched_dev.testkit import create_nodes, create_pods, ensure_namespace
 
-from . import events, gangs, procstat, prom, scrape, stats, verify
+from . import events, gangs, living, procstat, prom, scrape, stats, verify
 from . import watcher as watcher_mod
 from .machine import loadavg
 from .modes import CREATE_CONCURRENCY, PHASES, Phase
@@ -67,6 +68,7 @@ class RunSpec:
     profile_dir: Path | None = None
     pysched_profile: str = "default"     # bench.schedulers.PROFILES
     load_metrics_always: bool = False    # the exporter and Prometheus in this run whatever the profile
+    cluster: str = "bare"                # bare: the control plane alone; living: bench.living
 
 
 @dataclass
@@ -99,6 +101,8 @@ class RunResult:
     profile: str = ""                   # pysched's profile ("" for the other schedulers)
     load_metrics: bool = False          # the exporter and Prometheus ran beside the scheduler
     load_queries: bool = False          # ... and answered the loadaware queries (its own, or the pump's)
+    cluster: str = "bare"
+    living: dict = field(default_factory=dict)    # living runs: status_updates_per_pod, informer_events_per_pod
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
@@ -128,6 +132,7 @@ class Run:
 
     def __init__(self, spec: RunSpec, cp: ControlPlane, client: KubeClient):
         self.spec, self.cp, self.client = spec, cp, client
+        self.apiserver0: prom.Samples | None = None     # living runs: the API server's metrics at t0
         self.processes: list[Process] = []
         self.watcher: watcher_mod.Spawned | None = None
         self.profiler: subprocess.Popen | None = None
@@ -165,6 +170,24 @@ class Run:
     def measured_pods(self) -> list[dict]:
         w = self.spec.workload
         return [w.pod(i, SCHEDULER_NAMES[self.spec.kind], "measure") for i in range(w.measure_pods)]
+
+    @property
+    def living(self) -> bool:
+        return self.spec.cluster == "living"
+
+    async def create_measured(self, pods: list[dict]) -> float:
+        """Create the measured pods - bare, or (living) through Deployments whose controllers create
+        them - and return pods created per second."""
+        if self.living:
+            return await living.create_owned(self.client, pods, "measure", self.timeout)
+        t = time.monotonic()
+        await create_pods(self.client, pods, concurrency=CREATE_CONCURRENCY)
+        return len(pods) / max(time.monotonic() - t, 1e-9)
+
+    async def mark_t0(self) -> None:
+        """Living runs: the API server's counters as the measured phase starts."""
+        if self.living:
+            self.apiserver0 = await living.apiserver_metrics(self.client)
 
     def start_scheduler(self, tag: str = "") -> Process:
         s = self.spec
@@ -313,6 +336,10 @@ async def _measure(run: Run, phase: Phase) -> RunResult:
         seen = events.summarise(records)
         ev = {"posted": events.count_scheduled(items, SCHEDULER_NAMES[kind], set(records)),
               "seen": seen["seen"], "waited_s": seen["waited_s"], "short": seen["short"]}
+    if run.living and len(binds) >= expect:
+        # ... and, on a living cluster, every bound pod Running and Ready: its status updates are
+        # part of what the run measures.
+        await living.wait_running(run.client, "measure", expect, run.timeout)
     # The end sample: only now that every Event is posted.
     phase.sched.check_alive(kind)
     end = procstat.sample(phase.sched.pid)
@@ -323,9 +350,12 @@ async def _measure(run: Run, phase: Phase) -> RunResult:
     metrics1 = await run.scrape(phase.sched)
     run.stop_profiler()
     metrics = {}
+    informer_events = informer_seconds = None
     if metrics1 is not None:
         d = metrics1 if phase.metrics0 is None else prom.delta(metrics1, phase.metrics0)
         metrics = scrape.figures(d, len(binds))
+        informer_events = prom.total(d, "pysched_informer_events_total")
+        informer_seconds = prom.total(d, "pysched_informer_handler_seconds_total")
 
     if phase.mode == "drain":
         start = min(binds) if binds else phase.t0
@@ -340,6 +370,15 @@ async def _measure(run: Run, phase: Phase) -> RunResult:
     violations = [str(v) for v in verify.check_placements(nodes, all_pods)]
     violations += [str(v) for v in verify.check_evictions(
         all_pods, PHASE_LABEL, {"init": w.init_pods, "measure": w.measure_pods}, w.eviction_budget)]
+    living_figures = {}
+    if run.living and binds:
+        updates = living.status_updates(await living.apiserver_metrics(run.client))
+        before = living.status_updates(run.apiserver0) if run.apiserver0 is not None else 0.0
+        living_figures = {"status_updates_per_pod": round((updates - before) / len(binds), 2),
+                          "informer_events_per_pod": round(informer_events / len(binds), 2)
+                          if informer_events else None,
+                          "informer_cpu_share": round(informer_seconds / cpu, 3)
+                          if informer_seconds is not None and cpu > 0 else None}
     error = ""
     if len(binds) < expect:
         error = f"only {len(binds)}/{expect} measured pods bound within {run.timeout:.0f}s"
@@ -354,19 +393,33 @@ async def _measure(run: Run, phase: Phase) -> RunResult:
         seen_offsets=sorted(round(r["seen"] - t0, 4) for r in records.values() if r.get("seen") is not None),
         error=error, gang=gang_report(w, t0, records, all_pods) if w.gang_size else {},
         profile=spec.pysched_profile if kind == PYSCHED else "", load_metrics=run.prometheus is not None,
-        load_queries=run.load_aware or (run.pump is not None and run.pump.rounds > 0))
+        load_queries=run.load_aware or (run.pump is not None and run.pump.rounds > 0),
+        cluster=spec.cluster, living=living_figures)
 
 
 async def run_one(spec: RunSpec) -> RunResult:
     w = spec.workload
     spec.rundir.mkdir(parents=True, exist_ok=True)
     avg = loadavg()
-    cp = ControlPlane()
-    cp.start()
+    lc: LivingCluster | None = None
+    if spec.cluster == "living":
+        why = living.supported(w)
+        if why:
+            raise BenchError(f"{w.name} cannot run on a living cluster: {why}")
+        lc = LivingCluster(lease_duration_seconds=living.LEASE_SECONDS,
+                           node_monitor_grace_seconds=living.NODE_GRACE_SECONDS).start()
+        assert lc.cp is not None
+        cp = lc.cp
+    else:
+        cp = ControlPlane()
+        cp.start()
     run = Run(spec, cp, KubeClient(load_kubeconfig(cp.kubeconfig), qps=0, burst=1,
                                    max_connections=CREATE_CONCURRENCY))
     try:
-        await create_nodes(run.client, (w.node(i) for i in range(w.nodes)), concurrency=CREATE_CONCURRENCY)
+        nodes = living.kwok_nodes(w) if lc is not None else (w.node(i) for i in range(w.nodes))
+        await create_nodes(run.client, nodes, concurrency=CREATE_CONCURRENCY)
+        if lc is not None:
+            await living.wait_nodes_ready(run.client, w.nodes)
         await ensure_namespace(run.client, NAMESPACE)
         await create_prelude(run.client, w)
         if run.load_aware or spec.load_metrics_always:
@@ -377,8 +430,11 @@ async def run_one(spec: RunSpec) -> RunResult:
         if spec.mode != "drain" or w.init_pods:
             sched = run.start_scheduler()
         if w.init_pods and sched is not None:
-            await create_pods(run.client, (w.pod(i, SCHEDULER_NAMES[spec.kind], "init") for i in range(w.init_pods)),
-                              concurrency=CREATE_CONCURRENCY)
+            init = [w.pod(i, SCHEDULER_NAMES[spec.kind], "init") for i in range(w.init_pods)]
+            if run.living:
+                await living.create_owned(run.client, init, "init", _timeout(w.init_pods, spec.qps))
+            else:
+                await create_pods(run.client, init, concurrency=CREATE_CONCURRENCY)
             await _wait_all_bound(run.client, "init", sched, spec.kind, _timeout(w.init_pods, spec.qps))
         phase = await PHASES[spec.mode](run, sched)
         result = await _measure(run, phase)
@@ -386,8 +442,11 @@ async def run_one(spec: RunSpec) -> RunResult:
         return result
     finally:
         await run.close()
-        for log in ("etcd.log", "kube-apiserver.log"):
+        for log in ("etcd.log", "kube-apiserver.log", "kube-controller-manager.log", "kwok.log"):
             src = cp.workdir / log if cp.workdir else None
             if src and src.exists():
                 shutil.copy(src, spec.rundir / log)
-        cp.stop()
+        if lc is not None:
+            lc.stop()
+        else:
+            cp.stop()

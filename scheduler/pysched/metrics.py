@@ -151,6 +151,10 @@ class Metrics:
         self.informer_events = Counter(
             "pysched_informer_events_total", "Watch events processed by the informers.",
             ["resource", "type"], registry=r)
+        self.informer_handler_seconds = Counter(
+            "pysched_informer_handler_seconds_total", "Seconds the informers' handlers spent applying watch "
+            "events to the cache, the queue and the object store (decoding the events not included).",
+            ["resource"], registry=r)
         self.extender_calls = Counter(
             "pysched_extender_requests_total", "Calls this scheduler made to external extenders, by verb and outcome "
             "(HTTP code, 'timeout' or 'error').", ["extender", "verb", "status"], registry=r)

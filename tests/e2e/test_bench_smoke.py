@@ -99,3 +99,26 @@ def test_bench_compares_pysched_profiles_on_the_same_machine_load(control_plane,
     row = next(line for line in proc.stdout.splitlines()
                if line.startswith("| Smoke/GPUSpotMix | drain | 5000/5000 | loadaware |"))
     assert row.rstrip().endswith("| yes, and its queries |")
+
+
+def test_bench_on_a_living_cluster(tmp_path):
+    """--cluster living: the smoke workload's pods come from Deployments on KWOK nodes, go Running,
+    and the report counts the pod status updates that brought and the informer events pysched handled."""
+    out, md = tmp_path / "bench", tmp_path / "report" / "RESULTS.md"
+    proc = bench("--modes", "drain", "--repeats", "1", "--schedulers", "pysched,kube-scheduler",
+                 "--cluster", "bare,living", "--out", str(out), "--results-md", str(md))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = json.loads((out / "results.json").read_text())["runs"]
+    assert sorted((r["workload"], r["scheduler"]) for r in runs) == [
+        ("Smoke/GPUSpotMix", "kube-scheduler"), ("Smoke/GPUSpotMix", "pysched"),
+        ("Smoke/GPUSpotMix+living", "kube-scheduler"), ("Smoke/GPUSpotMix+living", "pysched")]
+    for r in runs:
+        what = (r["workload"], r["scheduler"])
+        assert r["error"] == "" and r["violations"] == [] and r["summary"]["bound"] == 16, (what, r["error"])
+        if r["cluster"] == "living":
+            assert r["living"]["status_updates_per_pod"] >= 1, (what, r["living"])   # KWOK ran them
+            if r["scheduler"] == "pysched":
+                assert r["living"]["informer_events_per_pod"] > 1, (what, r["living"])
+        else:
+            assert r["cluster"] == "bare" and r["living"] == {}
+    assert "## Living cluster" in md.read_text() and "| Smoke/GPUSpotMix+living | pysched |" in md.read_text()

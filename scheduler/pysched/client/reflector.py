@@ -69,6 +69,7 @@ class Reflector:
         self.lists = 0
         self.events = 0
         self._counter = {t: METRICS.informer_events.labels(name, t) for t in ("ADDED", "MODIFIED", "DELETED")}
+        self._handler_seconds = METRICS.informer_handler_seconds.labels(name)
 
     async def run(self) -> None:
         backoff = 0.5
@@ -191,12 +192,14 @@ class Reflector:
         c = self._counter.get(typ)
         if c is not None:
             c.inc()
+        started = time.perf_counter()
         if typ == "DELETED":
             self.known.pop(k, None)
             self._safe_delete(k, obj)
         elif typ in ("ADDED", "MODIFIED"):
             self.known[k] = rv
             self._safe(self.on_upsert, obj)
+        self._handler_seconds.inc(time.perf_counter() - started)
 
     def _safe(self, fn, obj) -> None:
         try:

@@ -172,6 +172,7 @@ def markdown(summary: dict[str, Any], samples: list[dict[str, Any]], chart_paths
 
 
 def write(rundir: Path, md: Path, charts_dir: Path) -> Path:
+    md, charts_dir = md.resolve(), charts_dir.resolve()      # chart links relative to the page
     summary = json.loads((rundir / "summary.json").read_text())
     samples = soakcheck.read_samples(rundir / "samples.jsonl")
     paths = charts(samples, charts_dir)

@@ -41,7 +41,7 @@ from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewErro
 from pysched.server.delegated_auth import build as build_auth
 from pysched.server.secure import LEADER_HEALTH_SLACK, SecureServer
 from pysched.tools.shadow import ShadowRecorder
-from pysched.util import gctune
+from pysched.util import gctune, memtrim
 from pysched.util.eventloop import cancel_and_wait
 from pysched.util.logs import kv, process_uptime
 
@@ -358,7 +358,14 @@ class SchedulerApp:
                 store.apply(plural, "DELETED", obj)
 
     async def _cache_metrics_loop(self) -> None:
+        relists = 0
         while True:
+            # After a re-list (not the first LISTs): what it decoded and freed back to the OS.
+            done = self.node_reflector.lists + self.pod_reflector.lists
+            if done > relists:
+                if relists >= 2:
+                    memtrim.trim()
+                relists = done
             METRICS.cache_size.labels("nodes").set(len(self.cache.nodes))
             METRICS.cache_size.labels("pods").set(len(self.cache.pods))
             METRICS.cache_size.labels("assumed_pods").set(len(self.cache.assumed))

@@ -466,7 +466,10 @@ def main(argv: list[str] | None = None) -> int:
     plan = Plan(**{k: getattr(args, k) for k in asdict(defaults)})
     rundir = args.out or REPO / "bench" / "out" / time.strftime("soak-%Y%m%d-%H%M%S")
     rundir.mkdir(parents=True, exist_ok=True)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    def stop(*_: object) -> None:
+        raise KeyboardInterrupt      # SIGTERM ends the run as Ctrl-C does: every process is stopped
+
+    signal.signal(signal.SIGTERM, stop)
     summary = asyncio.run(Soak(plan, rundir).run())
     if args.results_md:
         soakreport.write(rundir, args.results_md, args.charts_dir)

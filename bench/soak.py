@@ -49,10 +49,10 @@ from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import ApiError, KubeClient
 from pysched_dev.audit import BINDINGS_POLICY, successful_binds
 from pysched_dev.devcluster import free_port
-from pysched_dev.livecluster import LivingCluster, kwok_node, node_ready
+from pysched_dev.livecluster import LivingCluster, kwok_node
 from pysched_dev.testkit import PAUSE_IMAGE, create_nodes, ensure_namespace
 
-from . import procstat, prom, soakcheck, soakreport
+from . import living, procstat, prom, soakcheck, soakreport
 from .process import REPO, BenchError, Process
 from .scrape import ALLOW_PATHS, fetch_text
 
@@ -255,7 +255,7 @@ class Soak:
         assert self.admin is not None and self.lc is not None
         nodes = node_objects(p)
         await create_nodes(self.admin, nodes)
-        await self.wait_ready(len(nodes))
+        await living.wait_nodes_ready(self.admin, len(nodes))
         await ensure_namespace(self.admin, NAMESPACE)
         self.replicas = [Replica("a", self.lc, self.rundir), Replica("b", self.lc, self.rundir)]
         for r in self.replicas:
@@ -287,18 +287,6 @@ class Soak:
     def replicas_for(self, pool: str, n: int) -> int:
         # kube-scheduler's pool is a fraction of the nodes: its Deployments scale in proportion
         return n if pool == "pysched" else max(1, n // 2)
-
-    async def wait_ready(self, n: int, timeout: float = 300.0) -> None:
-        assert self.admin is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            items, _ = await self.admin.list_all("/api/v1/nodes")
-            ready = [x for x in items if node_ready(x) and not any(
-                t.get("key") == "node.kubernetes.io/not-ready" for t in x["spec"].get("taints") or ())]
-            if len(ready) >= n:
-                return
-            await asyncio.sleep(1.0)
-        raise BenchError(f"{n} nodes not Ready within {timeout:.0f} s")
 
     # -- churn ----------------------------------------------------------------------------------
 

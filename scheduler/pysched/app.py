@@ -57,7 +57,7 @@ class Options:
     """Command-line settings that are not part of KubeSchedulerConfiguration."""
     kubeconfig: str | None = None
     plugin_modules: list[str] = field(default_factory=list)
-    resync_period: float = 300.0
+    resync_period: float = 0.0
     seed: int | None = None
     leader_elect: bool | None = None  # None: from the config file
     secure_port: int = 10259

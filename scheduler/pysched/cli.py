@@ -144,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-serve", action="store_true", help="do not open the secure port")
     run.add_argument("--leader-elect", dest="leader_elect", default=None,
                      type=lambda s: s.lower() in ("1", "true", "yes"), help="override leaderElection.leaderElect")
-    run.add_argument("--resync-period", type=float, default=300.0, help="seconds between informer relists")
+    run.add_argument("--resync-period", type=float, default=0.0,
+                     help="seconds between deliberate informer re-lists (0, the default: re-list only when a "
+                          "watch cannot resume, like client-go)")
     run.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
                      help="pysched's own behaviours beyond kube-scheduler's, off by default: "
                           "PyschedExistingAntiAffinityDeleteHint (see docs/queueing-hints.md)")

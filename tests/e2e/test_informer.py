@@ -133,3 +133,34 @@ async def test_an_object_delivered_before_a_failed_page_still_gets_its_delete(ad
                         params={"gracePeriodSeconds": "0"})
     await r._list("error")
     assert gone_uid in rec.deleted and gone_uid not in rec.objs
+
+
+async def test_watch_resumes_without_relisting_unless_a_resync_period_is_set(admin):
+    # The server ends each watch after 1 s; by default the reflector resumes from the last
+    # resourceVersion and never LISTs again (client-go's behaviour: a re-list decodes the whole
+    # cluster and, in the soak, raised the resident set each time).
+    await create_pods(admin, [make_pod("w0")])
+    rec = Recorder()
+    r = Reflector(admin, name="pods", path="/api/v1/namespaces/default/pods",
+                  on_upsert=rec.upsert, on_delete=rec.delete, watch_timeout=1)
+    task = asyncio.create_task(r.run())
+    periodic = Reflector(admin, name="pods", path="/api/v1/namespaces/default/pods",
+                         on_upsert=lambda o: None, on_delete=lambda k, o: None, watch_timeout=1,
+                         resync_period=0.5)
+    periodic_task = asyncio.create_task(periodic.run())
+    try:
+        await asyncio.wait_for(r.synced.wait(), 30)
+        for i in range(1, 4):  # each pod created after at least one more watch has timed out
+            await asyncio.sleep(1.5)
+            await create_pods(admin, [make_pod(f"w{i}")])
+            await wait_for(lambda i=i: _has(rec, f"w{i}"), 20, what=f"watch ADDED w{i}")
+        assert r.lists == 1
+        await wait_for(lambda: _true(periodic.lists >= 3), 20, what="deliberate re-lists with resync_period")
+    finally:
+        task.cancel()
+        periodic_task.cancel()
+        await asyncio.gather(task, periodic_task, return_exceptions=True)
+
+
+async def _true(value: bool) -> bool:
+    return value

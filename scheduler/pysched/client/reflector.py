@@ -7,8 +7,11 @@
 * "410 Gone" (the resourceVersion was compacted away) or any watch error: LIST again. Every LIST
   is diffed against what this reflector has delivered, so an object that vanished while we were
   not watching gets a synthetic delete - a missed DELETED can never leave a stale pod.
-* A periodic resync (default 5 min, jittered) does the same LIST-and-diff on purpose, bounding how
-  long any divergence could live.
+* No periodic re-list by default, like client-go's reflector: a watch resumed from the last
+  resourceVersion (kept fresh by bookmarks) misses nothing, and a LIST of every pod decodes the
+  whole cluster again - the hour-long soak showed each one raising the resident set to a new
+  high-water mark. ``resync_period`` > 0 (``--resync-period``) re-lists on purpose every so many
+  seconds (jittered), for a user who wants to bound how long any divergence could live.
 * Events are decoded with orjson into plain dicts and handed to synchronous handlers on the
   event loop; objects whose resourceVersion did not change are not re-delivered on a relist.
 
@@ -52,7 +55,7 @@ class Reflector:
     def __init__(self, client: KubeClient, *, name: str, path: str,
                  on_upsert: Callable[[dict], None], on_delete: Callable[[str, dict | None], None],
                  key: Callable[[dict], str] = uid_key, params: dict | None = None,
-                 resync_period: float = 300.0, page_size: int = 500, watch_timeout: int = 300):
+                 resync_period: float = 0.0, page_size: int = 500, watch_timeout: int = 300):
         self.client = client
         self.name = name
         self.path = path
@@ -78,7 +81,8 @@ class Reflector:
             try:
                 await self._list(reason)
                 backoff = 0.5
-                deadline = time.monotonic() + self.resync_period * (1 + 0.2 * random.random())
+                deadline = (time.monotonic() + self.resync_period * (1 + 0.2 * random.random())
+                            if self.resync_period > 0 else float("inf"))
                 await self._watch_loop(deadline)
             except asyncio.CancelledError:
                 raise

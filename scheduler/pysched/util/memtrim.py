@@ -1,6 +1,6 @@
 """Give the C heap's free memory back to the operating system after a re-list (glibc ``malloc_trim``).
 
-A re-list (the informers' periodic resync, or after a watch error) decodes every object of a
+A re-list (after a watch cannot resume, or a deliberate `--resync-period`) decodes every object of a
 resource again, a page at a time. CPython frees those objects at once, but the larger blocks go
 back to the C allocator, which keeps them: a glibc heap only shrinks from its top, so a resident
 set that grew for one re-list stays grown, and each new high-water mark of the cluster's size

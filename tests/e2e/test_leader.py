@@ -48,6 +48,24 @@ async def test_acquire_hold_expire_takeover(admin):
     assert not a.is_leader() and not a.is_fresh()
 
 
+async def test_a_holder_is_given_the_lease_duration_it_wrote_not_ours(admin):
+    # A holder configured with a 60 s lease (another replica's settings, or an older release) must
+    # not lose it to a candidate configured with 15 s after 15 s: client-go waits for the
+    # leaseDurationSeconds in the record it observed.
+    ca, cb = Clock(), Clock()
+    a = LeaderElector(admin, namespace="default", name="lock", identity="a", clock=ca,
+                      lease_duration=60, renew_deadline=40, retry_period=2)
+    b = elector(admin, "b", cb)
+    assert await a.try_acquire_or_renew()
+    assert not await b.try_acquire_or_renew()
+    cb.t += 30
+    assert not await b.try_acquire_or_renew()      # 30 s: past b's own 15 s, inside a's 60 s
+    cb.t += 30.1
+    assert await b.try_acquire_or_renew()          # 60.1 s without a change: a's lease ran out
+    lease = await admin.get(PATH)
+    assert lease["spec"]["holderIdentity"] == "b" and lease["spec"]["leaseDurationSeconds"] == 15
+
+
 async def test_fence_is_false_after_renew_deadline(admin):
     c = Clock()
     a = elector(admin, "a", c)

@@ -99,7 +99,13 @@ class LeaderElector:
         return self.clock() - self._last_renew
 
     def _lease_valid(self, now: float) -> bool:
-        return self._observed_time + self.lease_duration > now
+        """The observed holder's lease has not run out: counted from when we observed its record,
+        for the ``leaseDurationSeconds`` the *holder* wrote (client-go's rule). Waiting only our own
+        configured duration would take over early from a holder configured with a longer one."""
+        duration = self._observed.get("leaseDurationSeconds") if self._observed else None
+        if type(duration) is not int or duration <= 0:
+            duration = self.lease_duration
+        return self._observed_time + duration > now
 
     def _set_observed(self, spec: dict) -> None:
         self._observed = dict(spec)

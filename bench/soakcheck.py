@@ -10,12 +10,14 @@ A sample (one JSON line of ``samples.jsonl``) is::
      "latency": {"pysched": {"count": 1200, "p50": 0.004, "p99": 0.03}, "kube": {...}},
      "cluster": {"pods": 2900, "unbound": 3, "unbound_30s": 0}, "happened": ["handover a->b", ...]}
 
-The verdicts (``judge``), each over the minutes after ``warmup`` minutes of a process's time as
-leader - the process that schedules - so that start-up (informer LISTs, first caches) is not read
-as growth:
+The verdicts (``judge``), each over the minutes after ``warmup`` minutes of a process's time in
+one role - as leader (the process that schedules) or as standby (it keeps its caches and queue
+current and never pops: a leak there once grew a standby 3 MiB a minute while every leader stayed
+flat) - so that start-up (informer LISTs, first caches) and taking over are not read as growth:
 
-* **RSS drift** under ``MAX_DRIFT_PCT`` % per hour: the least-squares slope of the leader's RSS over
-  its tenure, times 60, over its mean RSS. A tenure shorter than ``MIN_POINTS`` samples is not judged.
+* **RSS drift** under ``MAX_DRIFT_PCT`` % per hour: the least-squares slope of the process's RSS
+  over its tenure in that role, times 60, over its mean RSS. A tenure shorter than ``MIN_POINTS``
+  samples is not judged.
 * **No growth in asyncio tasks or file descriptors**: the highest value in the last third of a
   tenure is at most the highest of its first third plus ``SLACK`` (a few in flight at any moment).
 * **Latency flat**: the median per-minute p99 of the last third of the run (after warm-up) is at
@@ -43,9 +45,10 @@ LATENCY_FLOOR_S = 0.05
 
 @dataclass
 class Tenure:
-    """One pysched process's samples while it led (slot, incarnation), in order."""
+    """One pysched process's samples in one role (slot, incarnation, leader or standby), in order."""
     slot: str
     incarnation: int
+    role: str = "leader"
     minutes: list[float] = field(default_factory=list)
     rss: list[float] = field(default_factory=list)
     tasks: list[float] = field(default_factory=list)
@@ -81,14 +84,12 @@ def grew(values: Sequence[float], slack: float = SLACK) -> bool:
 
 
 def tenures(samples: Iterable[dict[str, Any]], warmup: float) -> list[Tenure]:
-    """The leaders' tenures, each without its first ``warmup`` minutes."""
-    out: dict[tuple[str, int], Tenure] = {}
-    since: dict[tuple[str, int], float] = {}
+    """Every process's tenures, as leader and as standby, each without its first ``warmup`` minutes."""
+    out: dict[tuple[str, int, str], Tenure] = {}
+    since: dict[tuple[str, int, str], float] = {}
     for s in samples:
         for p in s.get("pysched") or ():
-            if not p.get("leader"):
-                continue
-            key = (p["slot"], p["incarnation"])
+            key = (p["slot"], p["incarnation"], "leader" if p.get("leader") else "standby")
             since.setdefault(key, s["minute"])
             if s["minute"] - since[key] < warmup:
                 continue
@@ -115,7 +116,8 @@ def judge(samples: Sequence[dict[str, Any]], end_checks: dict[str, Any], warmup:
     """Every verdict, and ``pass`` when all that could be judged held."""
     per_tenure = []
     for t in tenures(samples, warmup):
-        row: dict[str, Any] = {"slot": t.slot, "incarnation": t.incarnation, "minutes": len(t.minutes),
+        row: dict[str, Any] = {"slot": t.slot, "incarnation": t.incarnation, "role": t.role,
+                               "minutes": len(t.minutes),
                                "rss_mib_first": t.rss[0], "rss_mib_last": t.rss[-1]}
         if len(t.minutes) >= MIN_POINTS:
             drift = drift_pct_per_hour(t.minutes, t.rss)

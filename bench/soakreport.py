@@ -117,7 +117,8 @@ def markdown(summary: dict[str, Any], samples: list[dict[str, Any]], chart_paths
         lines.append(f"| {name} | {res} | {detail} |")
 
     tenures = v["memory_tasks_fds"]["tenures"]
-    drift = ", ".join(f"{t['slot']}{t['incarnation']}: {t['rss_drift_pct_per_hour']:+.1f} %/h "
+    drift = ", ".join(f"{t['slot']}{t['incarnation']} {t.get('role', 'leader')}: "
+                      f"{t['rss_drift_pct_per_hour']:+.1f} %/h "
                       f"({t['rss_mib_first']:.0f}->{t['rss_mib_last']:.0f} MiB over {t['minutes']} min)"
                       for t in tenures if t["judged"]) or "no tenure long enough"
     row(f"RSS drift < {soakcheck.MAX_DRIFT_PCT:g} %/h, no growth in tasks or descriptors", "memory_tasks_fds", drift)

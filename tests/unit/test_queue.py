@@ -248,3 +248,40 @@ def test_a_relist_of_unchanged_objects_moves_no_pod():
     ev.object_event("resourceslices", None, obj, newer)                     # listed again, changed
     ev.object_event("deviceclasses", "ADDED", None, obj)
     assert q.events == ["ResourceSliceAdd", "ResourceSliceUpdate", "DeviceClassAdd"]
+
+
+def test_a_queue_that_is_never_popped_does_not_keep_deleted_pods():
+    # A standby replica queues every pending pod and never pops: the leader binds them, and the
+    # standby deletes them from its queue. Dead heap entries must not pile up (each holds its pod).
+    from pysched.backend.queue.scheduling_queue import COMPACT_MARGIN
+    clk = Clock()
+    q = mkq(clk)
+    uids = []
+    for i in range(20 * COMPACT_MARGIN):
+        p = P(f"p{i}", priority=i % 7)
+        uids.append(p.uid)
+        q.add(p)
+        clk.t += 0.001
+        if i >= 10:
+            q.delete(uids[i - 10])
+    assert len(q) == 10
+    assert len(q._active) <= 2 * 10 + COMPACT_MARGIN + 1
+    # ...and what is left still pops in order.
+    order = [q.pop_nowait().pod.name for _ in range(10)]
+    assert sorted(order, key=lambda n: (-(int(n[1:]) % 7), int(n[1:]))) == order
+    assert len(order) == 10 and q.pop_nowait() is None
+
+
+def test_pods_requeued_between_backoff_and_active_do_not_pile_up_in_the_backoff_heap():
+    from pysched.backend.queue.scheduling_queue import COMPACT_MARGIN
+    clk = Clock()
+    q = mkq(clk, pop_from_backoff=False)
+    qpi = _failed(q)
+    for _ in range(4 * COMPACT_MARGIN):
+        q.move_all("NodeAdd")                  # to backoffQ (inside its backoff)
+        assert qpi.where == BACKOFF
+        assert q.force_activate(qpi.pod.uid) == ACTIVE
+        got = q.pop_nowait()
+        got.unschedulable_plugins = {"NodeResourcesFit"}
+        q.add_unschedulable_if_not_present(got)
+    assert len(q._backoff) <= COMPACT_MARGIN + 1 and len(q._active) <= COMPACT_MARGIN + 1

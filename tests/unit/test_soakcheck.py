@@ -24,7 +24,8 @@ def test_a_flat_run_passes():
     samples = [sample(m, rss=200 + (m % 2)) for m in range(1, 61)]
     v = soakcheck.judge(samples, ENDS, warmup=5)
     assert v["pass"] and v["all_judged"]
-    (tenure,) = v["memory_tasks_fds"]["tenures"]
+    tenure, standby = v["memory_tasks_fds"]["tenures"]
+    assert (tenure["role"], standby["role"]) == ("leader", "standby") and standby["judged"]
     assert tenure["minutes"] == 55 and abs(tenure["rss_drift_pct_per_hour"]) < 1     # minutes 6..60
 
 
@@ -52,8 +53,19 @@ def test_each_tenure_is_judged_from_its_own_start():
     first = [sample(m, rss=200, leader="a1", standby="b1") for m in range(1, 16)]
     second = [sample(m, rss=300 + (m - 15) * 0.01, leader="b1", standby="a2") for m in range(16, 46)]
     v = soakcheck.judge(first + second, ENDS, warmup=3)
-    assert [(t["slot"], t["incarnation"]) for t in v["memory_tasks_fds"]["tenures"]] == [("a", 1), ("b", 1)]
+    assert [(t["slot"], t["incarnation"], t["role"]) for t in v["memory_tasks_fds"]["tenures"]] == [
+        ("a", 1, "leader"), ("b", 1, "standby"), ("b", 1, "leader"), ("a", 2, "standby")]
     assert v["pass"]
+
+
+def test_a_standby_that_keeps_growing_fails_while_the_leader_is_flat():
+    samples = [sample(m) for m in range(1, 61)]
+    for s in samples:
+        s["pysched"][1]["rss_mib"] = 150.0 + s["minute"] * 2      # the standby: +120 MiB/h
+    v = soakcheck.judge(samples, ENDS, warmup=5)
+    assert not v["pass"]
+    leader, standby = v["memory_tasks_fds"]["tenures"]
+    assert leader["ok"] and not standby["ok"] and standby["role"] == "standby"
 
 
 def test_latency_that_climbs_fails_and_noise_at_milliseconds_does_not():

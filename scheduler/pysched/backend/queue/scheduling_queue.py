@@ -39,6 +39,7 @@ log = logging.getLogger("pysched.backend.queue")
 
 ACTIVE, BACKOFF, UNSCHEDULABLE, IN_FLIGHT = "active", "backoff", "unschedulable", "inflight"
 DEFAULT_MAX_IN_UNSCHEDULABLE = 300.0
+COMPACT_MARGIN = 512   # dead heap entries tolerated beyond the live count before ``_compact``
 MAX_IN_FLIGHT_EVENTS = 10_000   # events kept for in-flight pods; beyond, a failing pod is requeued
 FLUSH_UNSCHEDULABLE_INTERVAL = 30.0
 
@@ -165,11 +166,27 @@ class SchedulingQueue:
     def pending(self) -> list[QueuedPodInfo]:
         return list(self._pods.values())
 
+    def _compact(self) -> None:
+        """Drop dead heap entries once they outnumber the live ones. A pod deleted, bound by another
+        scheduler or moved is dropped from a heap lazily, when a pop reaches it; a replica that
+        never pops (a standby: the leader binds its pods) would otherwise keep every pod it ever
+        queued, with its raw object, for as long as it runs (the soak's standby grew 3 MiB a
+        minute). Rebuilding when the heap is more than twice its live size plus a margin costs
+        O(n) once per n dead entries: constant per delete."""
+        if len(self._active) > 2 * self.counts[ACTIVE] + COMPACT_MARGIN:
+            self._active = [e for e in self._active if e[2].where == ACTIVE and e[2].seq == e[1]]
+            heapq.heapify(self._active)
+        if len(self._backoff) > 2 * self.counts[BACKOFF] + COMPACT_MARGIN:
+            self._backoff = [e for e in self._backoff if e[3].where == BACKOFF and e[3].seq == e[2]]
+            heapq.heapify(self._backoff)
+
     def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
         qpi.seq = next(self._seq)
         qpi.sort_key = self._sort_key(qpi)
         heapq.heappush(self._active, (qpi.sort_key, qpi.seq, qpi))
         self._set_where(qpi, ACTIVE)
+        if len(self._active) > 2 * self.counts[ACTIVE] + COMPACT_MARGIN:
+            self._compact()
         METRICS.queue_incoming.labels("active", event).inc()
         if self._wake is not None:
             self._wake.set()
@@ -178,6 +195,8 @@ class SchedulingQueue:
         qpi.seq = next(self._seq)
         heapq.heappush(self._backoff, (qpi.backoff_expiry, qpi.sort_key or self._sort_key(qpi), qpi.seq, qpi))
         self._set_where(qpi, BACKOFF)
+        if len(self._backoff) > 2 * self.counts[BACKOFF] + COMPACT_MARGIN:
+            self._compact()
         METRICS.queue_incoming.labels("backoff", event).inc()
         self._arm_timer(qpi.backoff_expiry)
         if self._pop_from_backoff and self._wake is not None and qpi.consecutive_errors == 0:
@@ -323,7 +342,8 @@ class SchedulingQueue:
         if qpi.where == UNSCHEDULABLE:
             self._unsched.pop(uid, None)
         self._set_where(qpi, "")
-        qpi.seq = -1  # lazily dropped from the heaps
+        qpi.seq = -1  # lazily dropped from the heaps (by a pop, or by ``_compact``)
+        self._compact()
         return qpi
 
     def move_all(self, event: str, interested: Callable[[QueuedPodInfo], bool] | None = None) -> int:

@@ -25,6 +25,7 @@ from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.leaderelection import LeaderElector
 from pysched.client.objectstore import GROUP_VERSIONS, OPTIONAL, ObjectStore, api_path, store_key
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
+from pysched.client.prefetch import INFORMER_LISTS, ListPrefetch
 from pysched.client.reflector import Reflector, name_key, uid_key
 from pysched.client.rest import ApiError, KubeClient
 from pysched.controllers.podgroup import PodGroupController
@@ -47,7 +48,6 @@ from pysched.util.logs import kv, process_uptime
 
 log = logging.getLogger("pysched.app")
 
-POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 KOPF_STOP_WAIT = 0.5  # seconds shutdown waits for kopf's thread
 EVENT_FLUSH_ON_SHUTDOWN = 1.0  # seconds of Event posting allowed between the last bind and the handover
 
@@ -99,7 +99,9 @@ def log_profile(fwk) -> None:
 
 class SchedulerApp:
     def __init__(self, cfg: SchedulerConfig, options: Options, creds: Credentials,
-                 registry: Registry | None = None):
+                 registry: Registry | None = None, prefetch: ListPrefetch | None = None):
+        """``prefetch``: the informers' first LISTs, already sent (``client.prefetch``; the CLI
+        starts it before importing this module)."""
         self.cfg = cfg
         self.options = options
         self.creds = creds
@@ -170,13 +172,16 @@ class SchedulerApp:
             pending=self.handlers.pending, cache=self.cache, queue=self.queue, working=self.scheduler.working,
             client=self.client, interval=options.pod_recovery_interval,
             on_recovered=lambda pod: self.cluster_events.move("Pod", {"Delete"}, pod, None))
-        self.node_reflector = Reflector(self.client, name="nodes", path="/api/v1/nodes",
+        node_path, node_params = INFORMER_LISTS["nodes"]
+        self.node_reflector = Reflector(self.client, name="nodes", path=node_path, params=node_params,
                                         on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
-                                        key=name_key, resync_period=options.resync_period)
-        self.pod_reflector = Reflector(self.client, name="pods", path="/api/v1/pods",
+                                        key=name_key, resync_period=options.resync_period,
+                                        prefetched=prefetch.take("nodes") if prefetch is not None else None)
+        pod_path, pod_params = INFORMER_LISTS["pods"]
+        self.pod_reflector = Reflector(self.client, name="pods", path=pod_path, params=pod_params,
                                        on_upsert=self.handlers.pod_upsert, on_delete=self.handlers.pod_delete,
-                                       key=uid_key, params={"fieldSelector": POD_FIELD_SELECTOR},
-                                       resync_period=options.resync_period)
+                                       key=uid_key, resync_period=options.resync_period,
+                                       prefetched=prefetch.take("pods") if prefetch is not None else None)
         self.server: SecureServer | None = None
         self.auth: DelegatedAuth | None = None
         self._shutting_down = False

@@ -272,19 +272,25 @@ def _plugin_config_order(fw) -> list[str]:
 def cmd_run(args) -> int:
     from pysched.util import gctune
     gctune.configure()
-    from pysched.app import Options, SchedulerApp
     from pysched.client.auth import CredentialsError, load
-    from pysched.framework.features import parse_feature_gates
     from pysched.framework.registry import RegistryError
-    from pysched.profile import default_registry
 
     try:
+        cfg = load_config(args.config)
+        prefetch = None
+        if not args.write_config_to:
+            # The informers' first LISTs go out now, while the rest of the scheduler is imported
+            # and built (``client.prefetch``): the API server encodes them meanwhile.
+            from pysched.client.prefetch import INFORMER_LISTS, ListPrefetch
+            creds = load(args.kubeconfig or cfg.client_connection.kubeconfig or None)
+            prefetch = ListPrefetch(creds, INFORMER_LISTS, user_agent=f"pysched/{__version__}").start()
+        from pysched.app import Options, SchedulerApp
         from pysched.backend.cache.cache import SchedulerCache
         from pysched.framework.args import dump_args
-        from pysched.profile import build_frameworks
-        cfg = load_config(args.config)
+        from pysched.framework.features import parse_feature_gates
+        from pysched.profile import build_frameworks, default_registry
         registry = default_registry(args.plugin_module)
-        # Build every profile once before touching the cluster: bad plugins/args fail here.
+        # Build every profile once before the scheduler starts: bad plugins/args fail here.
         fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None)
         if args.write_config_to:
             args_out = {name: {pn: dump_args(fw.plugin_args[pn]) for pn in _plugin_config_order(fw)}
@@ -311,7 +317,7 @@ def cmd_run(args) -> int:
         if options.serve:
             options.auth.validate()
         creds = load(options.kubeconfig)
-        app = SchedulerApp(cfg, options, creds, registry)
+        app = SchedulerApp(cfg, options, creds, registry, prefetch=prefetch)
     except (configmod.ConfigError, RegistryError) as exc:
         print(f"pysched: invalid configuration: {exc}", file=sys.stderr)
         return 2

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from pysched.client.auth import load_kubeconfig
+from pysched.client.prefetch import ListPrefetch
 from pysched.client.reflector import Reflector, _Relist
 from pysched.client.rest import KubeClient
 from pysched_dev.devcluster import ControlPlane
@@ -164,3 +165,64 @@ async def test_watch_resumes_without_relisting_unless_a_resync_period_is_set(adm
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_a_prefetched_list_is_delivered_without_listing_again(admin, control_plane):
+    """The CLI sends the first LISTs from a thread before the scheduler is imported: the reflector
+    delivers those pages and asks the server for nothing more than the watch."""
+    await create_pods(admin, [make_pod(f"pf{i}", namespace="default") for i in range(5)])
+    path = "/api/v1/namespaces/default/pods"
+    creds = load_kubeconfig(control_plane.kubeconfig)
+    prefetch = ListPrefetch(creds, {"pods": (path, {})}, page_size=2).start()
+    fut = prefetch.take("pods")
+    assert fut is not None and prefetch.take("pods") is None   # taken once
+    got = await asyncio.wrap_future(fut)
+    assert len(got.pages) >= 3 and got.next_continue == "" and got.resource_version
+    rec = Recorder()
+    r = Reflector(admin, name="pods", path=path, on_upsert=rec.upsert, on_delete=rec.delete,
+                  page_size=2, prefetched=_done(got))
+    before = admin.requests_total
+    await r._list("initial")
+    assert admin.requests_total == before
+    assert {o["metadata"]["name"] for o in rec.objs.values()} >= {f"pf{i}" for i in range(5)}
+    assert r.resource_version == got.resource_version and got.pages == []   # pages dropped once decoded
+
+
+async def test_a_prefetch_stopped_at_its_budget_is_continued_by_the_reflector(admin, control_plane):
+    await create_pods(admin, [make_pod(f"pb{i}", namespace="default") for i in range(6)])
+    path = "/api/v1/namespaces/default/pods"
+    prefetch = ListPrefetch(load_kubeconfig(control_plane.kubeconfig), {"pods": (path, {})}, page_size=2,
+                            byte_budget=1).start()
+    got = await asyncio.wrap_future(prefetch.take("pods"))
+    assert len(got.pages) == 1 and got.next_continue
+    rec = Recorder()
+    r = Reflector(admin, name="pods", path=path, on_upsert=rec.upsert, on_delete=rec.delete,
+                  page_size=2, prefetched=_done(got))
+    before = admin.requests_total
+    await r._list("initial")
+    assert admin.requests_total - before >= 2          # the rest of the LIST, from the continue token
+    names = {o["metadata"]["name"] for o in rec.objs.values()}
+    assert names >= {f"pb{i}" for i in range(6)}
+    assert rec.deleted == []
+
+
+async def test_a_failed_prefetch_falls_back_to_listing(admin, control_plane):
+    await create_pods(admin, [make_pod("pz", namespace="default")])
+    path = "/api/v1/namespaces/default/pods"
+    # A field selector pods do not support: the API server answers 400.
+    prefetch = ListPrefetch(load_kubeconfig(control_plane.kubeconfig),
+                            {"pods": (path, {"fieldSelector": "spec.noSuchField=x"})}).start()
+    fut = prefetch.take("pods")
+    with pytest.raises(Exception, match="HTTP 400"):
+        await asyncio.wrap_future(fut)
+    rec = Recorder()
+    r = Reflector(admin, name="pods", path=path, on_upsert=rec.upsert, on_delete=rec.delete, prefetched=fut)
+    await r._list("initial")
+    assert await _has(rec, "pz") and r.lists == 1
+
+
+def _done(value):
+    import concurrent.futures
+    fut = concurrent.futures.Future()
+    fut.set_result(value)
+    return fut

@@ -24,16 +24,20 @@ handles login (``scheduler.kopf_watch``).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
+import orjson
 
+from pysched.client.prefetch import Prefetched, PrefetchError
 from pysched.client.rest import ApiError, KubeClient
 from pysched.metrics import METRICS
-from pysched.util.logs import kv
+from pysched.util import gctune
+from pysched.util.logs import kv, process_uptime
 
 log = logging.getLogger("pysched.client.reflector")
 
@@ -55,7 +59,8 @@ class Reflector:
     def __init__(self, client: KubeClient, *, name: str, path: str,
                  on_upsert: Callable[[dict], None], on_delete: Callable[[str, dict | None], None],
                  key: Callable[[dict], str] = uid_key, params: dict | None = None,
-                 resync_period: float = 0.0, page_size: int = 500, watch_timeout: int = 300):
+                 resync_period: float = 0.0, page_size: int = 500, watch_timeout: int = 300,
+                 prefetched: concurrent.futures.Future[Prefetched] | None = None):
         self.client = client
         self.name = name
         self.path = path
@@ -66,6 +71,7 @@ class Reflector:
         self.resync_period = resync_period
         self.page_size = page_size
         self.watch_timeout = watch_timeout
+        self.prefetched = prefetched   # the first LIST, already under way (``client.prefetch``)
         self.known: dict[str, str] = {}  # key -> resourceVersion delivered
         self.synced = asyncio.Event()
         self.resource_version = ""
@@ -96,33 +102,70 @@ class Reflector:
                 backoff = min(backoff * 2, 30.0)
 
     async def _list(self, reason: str) -> None:
+        got = await self._take_prefetched() if reason == "initial" else None
+        if got is not None:
+            seen, rv = await self._apply_pages(self._prefetched_pages(got))
+        else:
+            seen, rv = await self._list_from_server(reason)
+        self.lists += 1
+        METRICS.informer_relists.labels(self.name, reason).inc()
+        self._remove_unseen(seen)
+        self.resource_version = rv
+        if not self.synced.is_set():
+            log.info("informer synced", extra=kv(resource=self.name, objects=len(seen),
+                                                 since_start_s=round(process_uptime(), 2)))
+        self.synced.set()
+
+    async def _list_from_server(self, reason: str) -> tuple[dict[str, str], str]:
         params = dict(self.params)
         if self.resource_version and reason != "initial":
             # Served from the watch cache, at least as fresh as anything we have seen.
             params["resourceVersion"] = self.resource_version
             params["resourceVersionMatch"] = "NotOlderThan"
         try:
-            seen, rv = await self._apply_pages(params)
+            return await self._apply_pages(self.client.list_pages(self.path, params, page_size=self.page_size))
         except ApiError as exc:
             if exc.status == 410 and "resourceVersion" in params:
-                seen, rv = await self._apply_pages(dict(self.params))
-            else:
-                raise
-        self.lists += 1
-        METRICS.informer_relists.labels(self.name, reason).inc()
-        self._remove_unseen(seen)
-        self.resource_version = rv
-        if not self.synced.is_set():
-            log.info("informer synced", extra=kv(resource=self.name, objects=len(seen)))
-        self.synced.set()
+                return await self._apply_pages(self.client.list_pages(self.path, dict(self.params),
+                                                                      page_size=self.page_size))
+            raise
 
-    async def _apply_pages(self, params: dict) -> tuple[dict[str, str], str]:
+    async def _take_prefetched(self) -> Prefetched | None:
+        """The prefetched first LIST, or None (none was started, or it failed: LIST as usual)."""
+        fut, self.prefetched = self.prefetched, None
+        if fut is None:
+            return None
+        try:
+            got = await asyncio.wrap_future(fut)
+        except PrefetchError as exc:
+            log.info("prefetched list failed; listing", extra=kv(resource=self.name, error=str(exc)))
+            return None
+        for status in got.statuses:
+            self.client.rest_metrics.result(status, "GET")
+        return got
+
+    async def _prefetched_pages(self, got: Prefetched) -> AsyncIterator[tuple[list[dict], str]]:
+        """The prefetched pages, decoded one at a time (each dropped once decoded), then the rest
+        of the LIST from the prefetch's last continue token if it stopped at its byte budget."""
+        while got.pages:
+            raw = got.pages.pop(0)
+            with gctune.paused():
+                body = orjson.loads(raw)
+            del raw
+            yield body.get("items") or [], got.resource_version
+        if got.next_continue:
+            params = dict(self.params)
+            params["continue"] = got.next_continue
+            async for items, _ in self.client.list_pages(self.path, params, page_size=self.page_size):
+                yield items, got.resource_version
+
+    async def _apply_pages(self, pages: AsyncIterator[tuple[list[dict], str]]) -> tuple[dict[str, str], str]:
         """Deliver each page of the LIST as it arrives (objects whose resourceVersion we have not
         delivered yet); return every listed key with its resourceVersion, and the list's."""
         seen: dict[str, str] = {}
         known = self.known
         rv = ""
-        async for items, page_rv in self.client.list_pages(self.path, params, page_size=self.page_size):
+        async for items, page_rv in pages:
             rv = page_rv
             for obj in items:
                 k = self.key(obj)

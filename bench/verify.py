@@ -5,8 +5,10 @@ plugin cannot hide itself. It checks, for every bound pod: the node exists; the 
 the node's pods (cpu, memory, ephemeral-storage, extended resources, pod count) fit allocatable;
 nodeSelector and required node affinity; NoSchedule/NoExecute taints are tolerated; required pod
 anti-affinity (and existing pods' anti-affinity against it); DoNotSchedule topology spread skew.
-A constraint it cannot check (required pod affinity, minDomains, matchLabelKeys) is reported as a
-violation of kind ``unchecked`` rather than passed silently. ``check_evictions`` counts the pods
+required pod affinity (a pod matching the term in the same domain, or - upstream's rule for the
+first pod of a group - none anywhere and the pod matching its own term). A constraint it cannot
+check (namespaceSelector, minDomains, matchLabelKeys) is reported as a violation of kind
+``unchecked`` rather than passed silently. ``check_evictions`` counts the pods
 that are gone (preemption victims) against what the workload allows; ``check_gangs`` finds
 partially placed PodGroups.
 """
@@ -148,12 +150,10 @@ def check_placements(nodes: list[dict], pods: list[dict]) -> list[Violation]:
             cap = _amount(name, alloc[name]) if name in alloc else 0
             if amount > cap:
                 out.append(Violation("resources", "*", node_name, f"{name} requested {amount} > allocatable {cap}"))
-    out.extend(_check_anti_affinity(bound, by_name))
+    domains = _Domains(bound, by_name)
+    out.extend(_check_anti_affinity(bound, by_name, domains))
+    out.extend(_check_affinity(bound, by_name, domains))
     out.extend(_check_spread(bound, by_name))
-    for pod in bound:
-        aff = pod["spec"].get("affinity") or {}
-        if (aff.get("podAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
-            out.append(Violation("unchecked", _key(pod), pod["spec"]["nodeName"], "required pod affinity"))
     return out
 
 
@@ -161,20 +161,59 @@ def _domain(node: dict | None, key: str) -> str | None:
     return None if node is None else (node["metadata"].get("labels") or {}).get(key)
 
 
-def _check_anti_affinity(bound: list[dict], by_name: dict) -> list[Violation]:
-    out = []
-    by_domain: dict[str, dict[str, list[dict]]] = {}
+class _Domains:
+    """The bound pods by topology domain, per key (built on first use of a key)."""
 
-    def pods_in(key: str, domain: str) -> list[dict]:
-        if key not in by_domain:
+    def __init__(self, bound: list[dict], by_name: dict):
+        self.bound, self.by_name = bound, by_name
+        self._by_key: dict[str, dict[str, list[dict]]] = {}
+
+    def pods_in(self, key: str, domain: str) -> list[dict]:
+        if key not in self._by_key:
             idx: dict[str, list[dict]] = defaultdict(list)
-            for p in bound:
-                d = _domain(by_name.get(p["spec"]["nodeName"]), key)
+            for p in self.bound:
+                d = _domain(self.by_name.get(p["spec"]["nodeName"]), key)
                 if d is not None:
                     idx[d].append(p)
-            by_domain[key] = idx
-        return by_domain[key].get(domain, [])
+            self._by_key[key] = idx
+        return self._by_key[key].get(domain, [])
 
+
+def _term_matches(term: dict, pod: dict, other: dict) -> bool:
+    namespaces = set(term.get("namespaces") or [pod["metadata"].get("namespace", "default")])
+    return (other["metadata"].get("namespace", "default") in namespaces
+            and selector_matches(term.get("labelSelector"), other["metadata"].get("labels") or {}))
+
+
+def _check_affinity(bound: list[dict], by_name: dict, domains: _Domains) -> list[Violation]:
+    out = []
+    for pod in bound:
+        terms = (((pod["spec"].get("affinity") or {}).get("podAffinity") or {})
+                 .get("requiredDuringSchedulingIgnoredDuringExecution") or ())
+        for term in terms:
+            if term.get("namespaceSelector") is not None or term.get("matchLabelKeys") or term.get("mismatchLabelKeys"):
+                out.append(Violation("unchecked", _key(pod), pod["spec"]["nodeName"],
+                                     "affinity namespaceSelector/matchLabelKeys"))
+                continue
+            key = term["topologyKey"]
+            mine = _domain(by_name.get(pod["spec"]["nodeName"]), key)
+            if mine is not None and any(other is not pod and _term_matches(term, pod, other)
+                                        for other in domains.pods_in(key, mine)):
+                continue
+            # Upstream lets the first pod of a group through: no pod anywhere matches the term and
+            # the pod matches it itself. Judged on the final state, a match anywhere else means the
+            # pod was placed away from the pods it needs.
+            if (mine is not None and _term_matches(term, pod, pod)
+                    and not any(other is not pod and _term_matches(term, pod, other) for other in bound)):
+                continue
+            out.append(Violation("affinity", _key(pod), pod["spec"]["nodeName"],
+                                 f"no pod matching its required affinity in {key}={mine}"))
+    return out
+
+
+def _check_anti_affinity(bound: list[dict], by_name: dict, domains: _Domains) -> list[Violation]:
+    out = []
+    pods_in = domains.pods_in
     for pod in bound:
         terms = (((pod["spec"].get("affinity") or {}).get("podAntiAffinity") or {})
                  .get("requiredDuringSchedulingIgnoredDuringExecution") or ())

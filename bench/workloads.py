@@ -102,6 +102,35 @@ def gpu_spot_pod(i: int, scheduler: str, phase: str) -> dict:
     return pod
 
 
+# -- inter-pod affinity -------------------------------------------------------------------------
+
+TEAM_LABEL = "bench.pysched.io/team"
+AFFINITY_TEAMS = 30
+
+
+def team_of(i: int) -> int:
+    return i % AFFINITY_TEAMS
+
+
+def pod_affinity_pod(i: int, scheduler: str, phase: str) -> dict:
+    """Every pod is in team ``i % 30``. Init pods of team t are held to zone ``t % 3`` (a
+    nodeSelector); a measured pod requires a pod of its team in its zone (so it must go to that
+    zone: the InterPodAffinity Filter decides) and prefers (weight 10) a node that already runs one."""
+    pod = default_pod(i, scheduler, phase)
+    team = f"team-{team_of(i):02d}"
+    pod["metadata"]["labels"][TEAM_LABEL] = team
+    if phase == "measure":
+        selector = {"matchLabels": {TEAM_LABEL: team}}
+        pod["spec"]["affinity"] = {"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": selector, "topologyKey": ZONE}],
+            "preferredDuringSchedulingIgnoredDuringExecution": [{
+                "weight": 10, "podAffinityTerm": {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname"}}],
+        }}
+    else:
+        pod["spec"]["nodeSelector"] = {ZONE: ZONES[team_of(i) % len(ZONES)]}
+    return pod
+
+
 # -- pod anti-affinity -------------------------------------------------------------------------
 
 def anti_affinity_pod(i: int, scheduler: str, phase: str) -> dict:
@@ -310,6 +339,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              description="maxSkew 5 over 3 zones, DoNotSchedule"),
     Workload("SchedulingGPUSpotMix/1000Nodes", 1000, 1000, 2000, node=gpu_spot_node, pod=gpu_spot_pod,
              description="10% tainted 8-GPU nodes, 40% tainted spot nodes; GPU, spot-tolerant and on-demand pods"),
+    Workload("SchedulingPodAffinity/1000Nodes", 1000, 1000, 2000, pod=pod_affinity_pod,
+             description="30 teams; init pods of team t held to zone t%3, measured pods require a pod of their "
+                         "team in their zone and prefer its node"),
     Workload("SchedulingPodAntiAffinity/2000Nodes", 2000, 1000, 1000, pod=anti_affinity_pod,
              description="1,000 pods with required anti-affinity to each other on hostname"),
     Workload("SchedulingPodAntiAffinity/ManyTerms_2000Nodes", 2000, 1000, 1000, pod=many_terms_pod,

@@ -98,8 +98,33 @@ def test_pod_on_missing_node_and_unchecked_constraints_are_reported():
     nodes = [make_node("n1")]
     assert kinds(nodes, [bound(make_pod("p"), "gone")]) == ["node-missing"]
     aff = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-        "labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+        "labelSelector": {"matchLabels": {"a": "b"}}, "topologyKey": "kubernetes.io/hostname",
+        "namespaceSelector": {}}]}}
     assert kinds(nodes, [bound(make_pod("q", affinity=aff), "n1")]) == ["unchecked"]
+
+
+def test_required_pod_affinity_in_a_zone():
+    nodes = [make_node("a1", labels={ZONE: "a"}), make_node("a2", labels={ZONE: "a"}),
+             make_node("b1", labels={ZONE: "b"})]
+    aff = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"team": "red"}}, "topologyKey": ZONE}]}}
+    anchor = bound(make_pod("anchor", labels={"team": "red"}), "a1")
+    near = bound(make_pod("near", affinity=aff), "a2")                 # same zone, other node
+    assert kinds(nodes, [anchor, near]) == []
+    far = bound(make_pod("far", affinity=aff), "b1")
+    assert kinds(nodes, [anchor, near, far]) == ["affinity"]
+    assert kinds(nodes, [far]) == ["affinity"]                        # nothing matches, not self either
+    # The first pod of a group that matches its own term may go anywhere while no other pod does...
+    first = bound(make_pod("first", labels={"team": "red"}, affinity=aff), "b1")
+    assert kinds(nodes, [first]) == []
+    # ...but not once a matching pod is elsewhere: it should have joined it.
+    assert kinds(nodes, [first, anchor]) == ["affinity"]
+    # Another namespace's pod does not count unless the term names that namespace.
+    other_ns = bound(make_pod("other", namespace="other", labels={"team": "red"}), "b1")
+    assert kinds(nodes, [other_ns, far]) == ["affinity"]
+    named = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchLabels": {"team": "red"}}, "topologyKey": ZONE, "namespaces": ["other"]}]}}
+    assert kinds(nodes, [other_ns, bound(make_pod("named", affinity=named), "b1")]) == []
 
 
 def test_unbound_pods_are_ignored():

@@ -163,6 +163,23 @@ def test_many_terms_workload_has_hundreds_of_distinct_terms():
     assert set(groups.values()) == {4} and len(groups) == 500
 
 
+def test_pod_affinity_workload_binds_each_team_to_its_init_pods_zone():
+    from bench import verify
+    from bench.workloads import TEAM_LABEL, ZONE, ZONES
+    w = WORKLOADS["SchedulingPodAffinity/1000Nodes"]
+    nodes = [w.node(i) for i in range(6)]
+    init = [w.pod(i, "pysched", "init") for i in range(60)]
+    for p in init:   # the scheduler must put an init pod in its team's zone (a nodeSelector)
+        zone = p["spec"]["nodeSelector"][ZONE]
+        p["spec"]["nodeName"] = next(n["metadata"]["name"] for n in nodes if n["metadata"]["labels"][ZONE] == zone)
+    measured = w.pod(4, "pysched", "measure")   # team-04: its init pods are in zone 4 % 3
+    assert measured["metadata"]["labels"][TEAM_LABEL] == "team-04"
+    for node in nodes:
+        placed = dict(measured, spec=dict(measured["spec"], nodeName=node["metadata"]["name"]))
+        ok = not verify.check_placements(nodes, [*init, placed])
+        assert ok == (node["metadata"]["labels"][ZONE] == ZONES[4 % 3])
+
+
 def test_old_anti_affinity_workload_has_one_term():
     w = WORKLOADS["SchedulingPodAntiAffinity/2000Nodes"]
     assert len(distinct_terms(all_pods(w))) == 1

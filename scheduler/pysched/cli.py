@@ -277,7 +277,7 @@ def cmd_run(args) -> int:
 
     try:
         cfg = load_config(args.config)
-        prefetch = None
+        prefetch = creds = None
         if not args.write_config_to:
             # The informers' first LISTs go out now, while the rest of the scheduler is imported
             # and built (``client.prefetch``): the API server encodes them meanwhile.
@@ -316,7 +316,8 @@ def cmd_run(args) -> int:
                           podgroup_controller=args.podgroup_controller, auth=auth_options(args))
         if options.serve:
             options.auth.validate()
-        creds = load(options.kubeconfig)
+        if creds is None:
+            creds = load(options.kubeconfig)
         app = SchedulerApp(cfg, options, creds, registry, prefetch=prefetch)
     except (configmod.ConfigError, RegistryError) as exc:
         print(f"pysched: invalid configuration: {exc}", file=sys.stderr)

@@ -44,6 +44,8 @@ def supported(workload: Workload) -> str:
     """Why a workload cannot run living ("" when it can)."""
     if workload.preemption_victims:
         return "its init pods are evicted by design, and a Deployment would replace them"
+    if workload.pod_objects is not None:
+        return "each pod uses an object made for it (a ResourceClaim), which a Deployment's replicas cannot"
     return ""
 
 

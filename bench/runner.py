@@ -180,6 +180,7 @@ class Run:
         them - and return pods created per second."""
         if self.living:
             return await living.create_owned(self.client, pods, "measure", self.timeout)
+        await create_pod_objects(self.client, self.spec.workload, self.spec.kind, "measure")
         t = time.monotonic()
         await create_pods(self.client, pods, concurrency=CREATE_CONCURRENCY)
         return len(pods) / max(time.monotonic() - t, 1e-9)
@@ -270,6 +271,32 @@ async def create_prelude(client: KubeClient, workload: Workload) -> None:
         if status:
             await client.request("PATCH", f"{path}/{body['metadata']['name']}/status", body=status[0],
                                  content_type="application/merge-patch+json", rate_limit=False)
+
+
+async def create_objects(client: KubeClient, items: list[tuple]) -> None:
+    """POST each (path, body), ``CREATE_CONCURRENCY`` at a time."""
+    sem = asyncio.Semaphore(CREATE_CONCURRENCY)
+
+    async def one(path: str, body: dict) -> None:
+        async with sem:
+            await client.request("POST", path, body=body, rate_limit=False, decode=False)
+
+    await asyncio.gather(*(one(path, body) for path, body, *_ in items))
+
+
+async def create_node_objects(client: KubeClient, workload: Workload) -> None:
+    """What each node brings (a DRA driver's ResourceSlices), after the nodes."""
+    if workload.node_objects is not None:
+        await create_objects(client, [o for i in range(workload.nodes) for o in workload.node_objects(i)])
+
+
+async def create_pod_objects(client: KubeClient, workload: Workload, kind: str, phase: str) -> None:
+    """What each pod of ``phase`` needs before it exists (its ResourceClaim)."""
+    if workload.pod_objects is None:
+        return
+    count = workload.init_pods if phase == "init" else workload.measure_pods
+    name = SCHEDULER_NAMES[kind]
+    await create_objects(client, [o for i in range(count) for o in workload.pod_objects(i, name, phase)])
 
 
 async def install_podgroups(client: KubeClient, workload: Workload) -> None:
@@ -368,6 +395,9 @@ async def _measure(run: Run, phase: Phase) -> RunResult:
     nodes, _ = await run.client.list_all("/api/v1/nodes")
     all_pods, _ = await run.client.list_all(f"/api/v1/namespaces/{NAMESPACE}/pods")
     violations = [str(v) for v in verify.check_placements(nodes, all_pods)]
+    if w.pod_objects is not None and kind != NULL:   # the null binder allocates nothing
+        claims, _ = await run.client.list_all(f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims")
+        violations += [str(v) for v in verify.check_claims(claims, all_pods)]
     violations += [str(v) for v in verify.check_evictions(
         all_pods, PHASE_LABEL, {"init": w.init_pods, "measure": w.measure_pods}, w.eviction_budget)]
     living_figures = {}
@@ -422,6 +452,7 @@ async def run_one(spec: RunSpec) -> RunResult:
             await living.wait_nodes_ready(run.client, w.nodes)
         await ensure_namespace(run.client, NAMESPACE)
         await create_prelude(run.client, w)
+        await create_node_objects(run.client, w)
         if run.load_aware or spec.load_metrics_always:
             await run.start_load_metrics()
         if run.gang:
@@ -434,6 +465,7 @@ async def run_one(spec: RunSpec) -> RunResult:
             if run.living:
                 await living.create_owned(run.client, init, "init", _timeout(w.init_pods, spec.qps))
             else:
+                await create_pod_objects(run.client, w, spec.kind, "init")
                 await create_pods(run.client, init, concurrency=CREATE_CONCURRENCY)
             await _wait_all_bound(run.client, "init", sched, spec.kind, _timeout(w.init_pods, spec.qps))
         phase = await PHASES[spec.mode](run, sched)

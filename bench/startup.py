@@ -103,6 +103,18 @@ def milestones(log: Path) -> dict[str, float]:
     return out
 
 
+def peak_rss_mib(pid: int) -> float | None:
+    """The process's peak resident set so far (VmHWM), MiB."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
 def spy(pid: int, out: Path) -> subprocess.Popen | None:
     exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(exe).exists():
@@ -144,12 +156,13 @@ async def measure(nodes: int, init: int, backlog: int, repeats: int, kinds: list
                     profiler = spy(proc.pid, spy_dir / f"{kind}-{r}.txt") if spy_dir and kind == PYSCHED else None
                     try:
                         ttfb = await first_bind(client, name, rv, started, 120.0)
+                        peak = peak_rss_mib(proc.pid)
                     finally:
                         os.killpg(proc.pid, signal.SIGKILL)
                         proc.proc.wait()
                         if profiler is not None:
                             profiler.wait(10)
-                    row = {"repeat": r, "ttfb_s": round(ttfb, 3)}
+                    row = {"repeat": r, "ttfb_s": round(ttfb, 3), "peak_rss_mib": peak}
                     if kind == PYSCHED:
                         row.update(milestones(proc.log_path))
                     runs[kind].append(row)
@@ -158,7 +171,8 @@ async def measure(nodes: int, init: int, backlog: int, repeats: int, kinds: list
         finally:
             await client.close()
     summary = {k: {"ttfb_median_s": statistics.median(r["ttfb_s"] for r in rows),
-                   "ttfb_min_s": min(r["ttfb_s"] for r in rows), "ttfb_max_s": max(r["ttfb_s"] for r in rows)}
+                   "ttfb_min_s": min(r["ttfb_s"] for r in rows), "ttfb_max_s": max(r["ttfb_s"] for r in rows),
+                   "peak_rss_median_mib": statistics.median(r["peak_rss_mib"] or 0 for r in rows)}
                for k, rows in runs.items() if rows}
     if runs.get(PYSCHED):
         for m in MILESTONES:

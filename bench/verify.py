@@ -277,6 +277,42 @@ def _check_spread(bound: list[dict], by_name: dict) -> list[Violation]:
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
 
 
+def check_claims(claims: list[dict], pods: list[dict]) -> list[Violation]:
+    """DRA: every bound pod's ResourceClaims are allocated, each from devices on the pod's node (a
+    pool whose slices name that node, which for the bench driver is the pool named after the node),
+    and no device is allocated to two claims."""
+    by_name = {(c["metadata"].get("namespace", "default"), c["metadata"]["name"]): c for c in claims}
+    out: list[Violation] = []
+    owner: dict[tuple[str, str, str], str] = {}
+    for c in claims:
+        for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or ():
+            dev = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+            name = f"{c['metadata'].get('namespace', 'default')}/{c['metadata']['name']}"
+            if dev in owner and owner[dev] != name:
+                out.append(Violation("dra", name, dev[1], f"device {'/'.join(dev)} also allocated to {owner[dev]}"))
+            owner[dev] = name
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if not node:
+            continue
+        ns = pod["metadata"].get("namespace", "default")
+        for ref in pod["spec"].get("resourceClaims") or ():
+            claim_name = ref.get("resourceClaimName")
+            if not claim_name:
+                out.append(Violation("unchecked", _key(pod), node, "claim from a template"))
+                continue
+            claim = by_name.get((ns, claim_name))
+            alloc = ((claim or {}).get("status") or {}).get("allocation")
+            if alloc is None:
+                out.append(Violation("dra", _key(pod), node, f"claim {claim_name} not allocated"))
+                continue
+            for r in (alloc.get("devices") or {}).get("results") or ():
+                if r.get("pool") != node:
+                    out.append(Violation("dra", _key(pod), node,
+                                         f"claim {claim_name} got {r.get('pool')}/{r.get('device')}, not on its node"))
+    return out
+
+
 def check_gangs(pods: list[dict], min_member: dict[str, int]) -> list[Violation]:
     """Gang (PodGroup) placements: a group with some members bound must have at least its
     ``minMember`` bound. ``min_member``: ``namespace/group`` -> minMember; pods of other groups are

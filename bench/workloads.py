@@ -238,6 +238,59 @@ def priority_classes_and_pdb() -> list[tuple]:
     return [*priority_classes(), (PDB_PATH, pdb, status)]
 
 
+# -- dynamic resource allocation (DRA) ---------------------------------------------------------
+
+DRA_DRIVER = "gpu.bench.pysched.io"
+DRA_CLASS = DRA_DRIVER
+DRA_DEVICES_PER_NODE = 4
+RESOURCE_API = "/apis/resource.k8s.io/v1"
+H100_SELECTOR = f'device.attributes["{DRA_DRIVER}"].model == "h100"'
+
+
+def dra_prelude() -> list[tuple]:
+    """The DeviceClass: every device of the bench driver."""
+    return [(f"{RESOURCE_API}/deviceclasses", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRA_CLASS},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]}})]
+
+
+def dra_node_objects(i: int) -> list[tuple]:
+    """Node ``i``'s ResourceSlice (its pool is the node's name): four GPUs, two a100 and two h100."""
+    node = default_node(i)["metadata"]["name"]
+    devices = [{"name": f"gpu-{k}", "attributes": {"model": {"string": "h100" if k >= 2 else "a100"}},
+                "capacity": {"memory": {"value": "80Gi" if k >= 2 else "40Gi"}}}
+               for k in range(DRA_DEVICES_PER_NODE)]
+    return [(f"{RESOURCE_API}/resourceslices", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-gpus"},
+        "spec": {"driver": DRA_DRIVER, "nodeName": node, "pool": {"name": node, "generation": 1,
+                                                                  "resourceSliceCount": 1},
+                 "devices": devices}})]
+
+
+def dra_claim_name(i: int, phase: str) -> str:
+    return f"{phase}-{i:05d}-gpu"
+
+
+def dra_pod_objects(i: int, scheduler: str, phase: str) -> list[tuple]:
+    """Pod ``i``'s ResourceClaim: one GPU of the class; every fourth pod's must be an h100 (a CEL
+    selector)."""
+    exactly: dict = {"deviceClassName": DRA_CLASS, "allocationMode": "ExactCount", "count": 1}
+    if i % 4 == 0:
+        exactly["selectors"] = [{"cel": {"expression": H100_SELECTOR}}]
+    return [(f"{RESOURCE_API}/namespaces/{NAMESPACE}/resourceclaims", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": dra_claim_name(i, phase), "namespace": NAMESPACE},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}})]
+
+
+def dra_pod(i: int, scheduler: str, phase: str) -> dict:
+    """A default pod whose container uses its own pre-created ResourceClaim (``dra_pod_objects``)."""
+    pod = default_pod(i, scheduler, phase)
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": dra_claim_name(i, phase)}]
+    pod["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    return pod
+
+
 # -- gangs (PodGroups) ---------------------------------------------------------------------------
 
 GANG_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -291,6 +344,8 @@ class Workload:
     gang_size: int = 0        # > 0: measured pods form PodGroups of this size (pysched runs Coscheduling)
     gpus_per_node: int = 0    # gang workloads: how many GPUs each node has (each member takes one)
     prelude: Callable[[], list[tuple]] = no_prelude   # (POST path, body[, status to merge-patch])
+    node_objects: Callable[[int], list[tuple]] | None = None   # created after node i: (POST path, body)
+    pod_objects: Callable[[int, str, str], list[tuple]] | None = None   # created before pod i of a phase
     preemption_victims: int = 0   # preemption workloads: init pods each measured pod must evict
 
     def scaled(self, nodes: int, init_pods: int, measure_pods: int) -> Workload:
@@ -358,6 +413,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              description="20,000 bench-low init pods of 900m fill 5,000 4-CPU nodes, a quarter of them under a "
                          "PodDisruptionBudget allowing no disruption; 1,000 bench-high measured pods of 1800m "
                          "each preempt two, which should be ones no PDB protects"),
+    Workload("DynamicResources/1000Nodes", 1000, 1000, 2000, pod=dra_pod, prelude=dra_prelude,
+             node_objects=dra_node_objects, pod_objects=dra_pod_objects, tags=("dra",),
+             description="one ResourceSlice of 4 GPUs (2 a100, 2 h100) per node; every pod has its own "
+                         "ResourceClaim for one GPU, every fourth an h100 by a CEL selector"),
     Workload("GangScheduling/100Nodes_150Groups", 100, 100, 1200, node=gang_node, pod=make_gang_pod(8),
              gang_size=8, gpus_per_node=8, tags=("gang",),
              description="150 PodGroups of 8 one-GPU pods onto 100 8-GPU nodes that hold 100 groups; pysched "

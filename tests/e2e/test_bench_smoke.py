@@ -122,3 +122,20 @@ def test_bench_on_a_living_cluster(tmp_path):
         else:
             assert r["cluster"] == "bare" and r["living"] == {}
     assert "## Living cluster" in md.read_text() and "| Smoke/GPUSpotMix+living | pysched |" in md.read_text()
+
+
+def test_bench_startup_times_first_binds_in_abba_order(tmp_path):
+    """``python -m bench.startup`` (time to first bind, repeated): each start is timed to a bind
+    of its own backlog, the backlog is refilled, and pysched's start-up milestones are read."""
+    out = tmp_path / "startup.json"
+    proc = subprocess.run([sys.executable, "-m", "bench.startup", "--nodes", "20", "--init", "10", "--backlog", "30",
+                           "--repeats", "2", "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert [r["repeat"] for r in doc["runs"]["pysched"]] == [0, 1]
+    assert [r["repeat"] for r in doc["runs"]["kube-scheduler"]] == [0, 1]
+    for row in doc["runs"]["pysched"]:
+        assert 0 < row["ttfb_s"] and row["peak_rss_mib"] > 0
+        assert row["nodes"] <= row["caches"] and row["pods"] <= row["caches"] and row["cpu"] > 0
+    assert set(doc["summary"]) == {"pysched", "kube-scheduler"}

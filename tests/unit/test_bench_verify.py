@@ -153,3 +153,29 @@ def test_evictions_beyond_the_budget_and_lost_measured_pods_are_violations():
         ("eviction", "*/phase=measure", "1 of 2 pods gone, at most 0 allowed")]
     # Pods without the label are not counted.
     assert verify.check_evictions([make_pod("x")], "phase", {"init": 0}, {}) == []
+
+
+def _claim(name, results):
+    status = {"allocation": {"devices": {"results": results}}} if results is not None else {}
+    return {"metadata": {"name": name, "namespace": "default"}, "status": status}
+
+
+def _dra_pod(name, claim, node):
+    p = make_pod(name)
+    p["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    return bound(p, node)
+
+
+def test_dra_claims_allocated_on_the_pods_node_and_never_twice():
+    def dev(pool, device):
+        return {"driver": "gpu.bench.pysched.io", "pool": pool, "device": device, "request": "gpu"}
+    good = [_claim("c1", [dev("n1", "gpu-0")]), _claim("c2", [dev("n1", "gpu-1")])]
+    pods = [_dra_pod("p1", "c1", "n1"), _dra_pod("p2", "c2", "n1")]
+    assert verify.check_claims(good, pods) == []
+    twice = [_claim("c1", [dev("n1", "gpu-0")]), _claim("c2", [dev("n1", "gpu-0")])]
+    assert [v.kind for v in verify.check_claims(twice, pods)] == ["dra"]
+    elsewhere = [_claim("c1", [dev("n2", "gpu-0")]), good[1]]
+    assert [v.kind for v in verify.check_claims(elsewhere, pods)] == ["dra"]
+    unallocated = [_claim("c1", None), good[1]]
+    assert [v.kind for v in verify.check_claims(unallocated, pods)] == ["dra"]
+    assert verify.check_claims(unallocated, [make_pod("pending")]) == []   # unbound pods: nothing to check

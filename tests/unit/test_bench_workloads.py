@@ -280,3 +280,21 @@ def test_prelude_objects_are_valid(name):
         if kind == "PriorityClass":
             assert isinstance(body["value"], int) and -2_147_483_648 <= body["value"] <= 1_000_000_000
             assert not body.get("globalDefault")
+
+
+def test_dra_workload_brings_a_slice_per_node_and_a_claim_per_pod():
+    from bench.workloads import DRA_CLASS, DRA_DEVICES_PER_NODE, H100_SELECTOR
+    w = WORKLOADS["DynamicResources/1000Nodes"]
+    (path, cls), = w.prelude()
+    assert path.endswith("/deviceclasses") and cls["metadata"]["name"] == DRA_CLASS
+    (_, slice_), = w.node_objects(7)
+    assert slice_["spec"]["nodeName"] == slice_["spec"]["pool"]["name"] == w.node(7)["metadata"]["name"]
+    assert len(slice_["spec"]["devices"]) == DRA_DEVICES_PER_NODE
+    pod = w.pod(4, "pysched", "measure")
+    (_, claim), = w.pod_objects(4, "pysched", "measure")
+    assert pod["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimName": claim["metadata"]["name"]}]
+    assert claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"][0]["cel"]["expression"] == H100_SELECTOR
+    (_, plain), = w.pod_objects(5, "pysched", "measure")
+    assert "selectors" not in plain["spec"]["devices"]["requests"][0]["exactly"]
+    # Every pod fits: init and measured claims are fewer than the devices.
+    assert w.init_pods + w.measure_pods <= w.nodes * DRA_DEVICES_PER_NODE

@@ -253,8 +253,7 @@ class SchedulerApp:
     async def finish_start(self) -> None:
         """Wait for the informers' LISTs, fill the low-volume stores, hand them to kopf."""
         self.spawn_informers()
-        await self.wait_synced()
-        await self.prefill_objects()
+        await asyncio.gather(self.wait_synced(), self.prefill_objects())
         gctune.freeze()   # the listed cache is long-lived: keep it out of later collections
         if self.kopf is not None:
             # After our own LISTs: kopf (its import, login and its LISTs, in its own thread) would
@@ -276,25 +275,28 @@ class SchedulerApp:
         return [k for k in OBJECT_KINDS if k not in OPTIONAL or k in wanted]
 
     async def prefill_objects(self) -> None:
-        """One LIST of each low-volume kind before the first cycle; kopf keeps them current after."""
-        for plural in self.object_kinds:
-            path = api_path(plural)
-            try:
-                items, _ = await self.client.list_all(path)
-            except ApiError as exc:
-                if plural in OPTIONAL and exc.status == 404:
-                    log.info("custom resource not installed; polling until it is", extra=kv(
-                        resource=plural, path=path, interval=self.options.optional_crd_poll_seconds))
-                    self._spawn(self._poll_optional(plural, path), f"poll-{plural}")
-                    continue
-                log.warning("cannot list; plugins that read it will see none", extra=kv(
-                    resource=plural, status=exc.status, error=exc.message))
-                continue
-            expected = self._prefilled.setdefault(plural, {})
-            for obj in items:
-                self.objects.apply(plural, None, obj)
-                expected[store_key(plural, obj)] = (obj.get("metadata") or {}).get("resourceVersion") or ""
-            self.objects.synced.add(plural)
+        """One LIST of each low-volume kind before the first cycle, all at once (and alongside the
+        node and pod LISTs); kopf keeps them current after."""
+        await asyncio.gather(*(self._prefill(plural) for plural in self.object_kinds))
+
+    async def _prefill(self, plural: str) -> None:
+        path = api_path(plural)
+        try:
+            items, _ = await self.client.list_all(path)
+        except ApiError as exc:
+            if plural in OPTIONAL and exc.status == 404:
+                log.info("custom resource not installed; polling until it is", extra=kv(
+                    resource=plural, path=path, interval=self.options.optional_crd_poll_seconds))
+                self._spawn(self._poll_optional(plural, path), f"poll-{plural}")
+                return
+            log.warning("cannot list; plugins that read it will see none", extra=kv(
+                resource=plural, status=exc.status, error=exc.message))
+            return
+        expected = self._prefilled.setdefault(plural, {})
+        for obj in items:
+            self.objects.apply(plural, None, obj)
+            expected[store_key(plural, obj)] = (obj.get("metadata") or {}).get("resourceVersion") or ""
+        self.objects.synced.add(plural)
 
     async def _settle_prefilled(self, delays: tuple[float, ...] = (5.0, 15.0, 40.0)) -> None:
         """Objects from ``prefill_objects`` deleted before kopf's own LIST would stay in the store:

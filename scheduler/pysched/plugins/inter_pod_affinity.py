@@ -122,7 +122,7 @@ class InterPodAffinity(PreFilterPlugin[InterPodAffinityArgs], FilterPlugin[Inter
         # pod; the domains holding a pod that declares a matching term are blocked.
         blocked: dict[str, np.ndarray] = {}
         for t, _, dom in self.handle.existing_term_domains("requiredAntiAffinity",
-                                                           lambda t: t.matches(pod, ns_labels)):
+                                                           lambda t: t.matches(pod, ns_labels), pod.labels):
             b = blocked.get(t.topology_key)
             if b is None or len(b) < len(dom):
                 grown = np.zeros(len(dom), dtype=bool)
@@ -213,9 +213,10 @@ class InterPodAffinity(PreFilterPlugin[InterPodAffinityArgs], FilterPlugin[Inter
         existing: list[tuple[AffinityTerm, int, np.ndarray]] = []
         if hard > 0:
             existing += [(t, hard, dom) for t, _, dom in self.handle.existing_term_domains(
-                "requiredAffinity", lambda t: t.matches(pod, ns_labels))]
+                "requiredAffinity", lambda t: t.matches(pod, ns_labels), pod.labels)]
         if not self.args.ignore_preferred_terms_of_existing_pods:
-            existing += self.handle.existing_term_domains("preferred", lambda t: t.matches(pod, ns_labels))
+            existing += self.handle.existing_term_domains("preferred", lambda t: t.matches(pod, ns_labels),
+                                                          pod.labels)
         for t, w, dom in existing:
             touched = True
             add(t.topology_key, w, dom)

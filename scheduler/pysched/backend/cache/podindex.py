@@ -5,15 +5,26 @@ PodTopologySpread and InterPodAffinity need, every cycle, "how many pods matchin
 the first request for a matcher scans once and every later pod add/remove (bound, assumed,
 forgotten, deleted) adjusts the counts of the live matchers. Matchers unused for a while are
 evicted (LRU). Counts are numpy arrays indexed by NodeTable slot.
+
+That first scan looks only at the pods carrying one of the label pairs the matcher requires (the
+index keeps the counted pods by label pair; ``termindex.selector_anchors`` picks the pairs), so a
+pod whose anti-affinity names its own group of four costs four checks, not one per pod in the
+cluster. A matcher with no ``In`` requirement scans every pod. The live matchers are filed the same
+way, so a pod added or removed is checked only against the matchers it could match.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from pysched.backend.cache.termindex import selector_anchors
 from pysched.framework.matchers import PodMatcher
+
+if TYPE_CHECKING:
+    from pysched.framework.podinfo import PodInfo
 
 
 class PodCountIndex:
@@ -22,6 +33,76 @@ class PodCountIndex:
         self.limit = limit
         self._entries: OrderedDict[PodMatcher, np.ndarray] = OrderedDict()
         self.builds = 0
+        # (label key, value) -> {uid: pod} for the pods counted on a node. An entry can outlive its
+        # pod (a node deleted with its pods): ``_candidates`` checks each against the cache and
+        # drops the stale ones.
+        self._by_label: dict[tuple[str, str], dict[str, PodInfo]] = {}
+        # The live matchers by the label pairs one of which a pod they match carries; the rest scan.
+        self._matchers_by_label: dict[tuple[str, str], set[PodMatcher]] = {}
+        self._unanchored: set[PodMatcher] = set()
+
+    @staticmethod
+    def _anchors(matcher: PodMatcher) -> frozenset[tuple[str, str]] | None:
+        best = None
+        for t in matcher.terms:
+            anchors = selector_anchors(t.selector)
+            if anchors is not None and (best is None or len(anchors) < len(best)):
+                best = anchors
+        return best
+
+    def _file(self, matcher: PodMatcher) -> None:
+        anchors = self._anchors(matcher)
+        if anchors is None:
+            self._unanchored.add(matcher)
+            return
+        for pair in anchors:
+            self._matchers_by_label.setdefault(pair, set()).add(matcher)
+
+    def _unfile(self, matcher: PodMatcher) -> None:
+        anchors = self._anchors(matcher)
+        if anchors is None:
+            self._unanchored.discard(matcher)
+            return
+        for pair in anchors:
+            ms = self._matchers_by_label.get(pair)
+            if ms is not None:
+                ms.discard(matcher)
+                if not ms:
+                    del self._matchers_by_label[pair]
+
+    def _live_matchers_for(self, pod: PodInfo) -> set[PodMatcher]:
+        found = set(self._unanchored)
+        by_label = self._matchers_by_label
+        for pair in pod.labels.items():
+            ms = by_label.get(pair)
+            if ms:
+                found |= ms
+        return found
+
+    def _candidates(self, matcher: PodMatcher) -> list[PodInfo]:
+        """The cache's pods that could match ``matcher``: those with one of the label pairs its
+        narrowest anchored term requires, or every pod."""
+        best = None
+        for t in matcher.terms:
+            anchors = selector_anchors(t.selector)
+            if anchors is None:
+                continue
+            size = sum(len(self._by_label.get(pair, ())) for pair in anchors)
+            if best is None or size < best[0]:
+                best = (size, anchors)
+        pods = self.cache.pods
+        if best is None:
+            return list(pods.values())
+        out: list[PodInfo] = []
+        for pair in best[1]:
+            members = self._by_label.get(pair)
+            if not members:
+                continue
+            stale = [uid for uid, pod in members.items() if pods.get(uid) is not pod]
+            for uid in stale:
+                del members[uid]
+            out.extend(members.values())
+        return out
 
     def counts(self, matcher: PodMatcher) -> np.ndarray:
         """Per-slot counts (read-only view; length >= table capacity)."""
@@ -32,14 +113,16 @@ class PodCountIndex:
         table = self.cache.table
         arr = np.zeros(table.capacity, dtype=np.int64)
         nodes = self.cache.nodes
-        for pod in self.cache.pods.values():
+        for pod in self._candidates(matcher):
             info = nodes.get(pod.node_name)
             if info is not None and matcher.matches(pod):
                 arr[info.slot] += 1
         self.builds += 1
         self._entries[matcher] = arr
+        self._file(matcher)
         if len(self._entries) > self.limit:
-            self._entries.popitem(last=False)
+            evicted, _ = self._entries.popitem(last=False)
+            self._unfile(evicted)
         return arr
 
     def _ensure(self, slot: int) -> None:
@@ -50,17 +133,35 @@ class PodCountIndex:
                 grown[: len(arr)] = arr
                 self._entries[m] = grown
 
-    def pod_added(self, pod, slot: int) -> None:
+    def pod_added(self, pod: PodInfo, slot: int) -> None:
+        by_label = self._by_label
+        for pair in pod.labels.items():
+            members = by_label.get(pair)
+            if members is None:
+                members = by_label[pair] = {}
+            members[pod.uid] = pod
         if not self._entries:
             return
         if slot >= len(next(iter(self._entries.values()))):
             self._ensure(slot)
-        for m, arr in self._entries.items():
+        entries = self._entries
+        for m in self._live_matchers_for(pod):
             if m.matches(pod):
-                arr[slot] += 1
+                entries[m][slot] += 1
 
-    def pod_removed(self, pod, slot: int) -> None:
-        for m, arr in self._entries.items():
+    def pod_removed(self, pod: PodInfo, slot: int) -> None:
+        by_label = self._by_label
+        for pair in pod.labels.items():
+            members = by_label.get(pair)
+            if members is not None and members.get(pod.uid) is pod:
+                del members[pod.uid]
+                if not members:
+                    del by_label[pair]
+        if not self._entries:
+            return
+        entries = self._entries
+        for m in self._live_matchers_for(pod):
+            arr = entries[m]
             if slot < len(arr) and m.matches(pod):
                 arr[slot] -= 1
 

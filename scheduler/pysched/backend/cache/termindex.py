@@ -7,25 +7,87 @@ matches per cycle. Pods of one workload declare identical terms, so the cache ke
 term, how many pods on each NodeTable slot declare it: the plugin then evaluates each distinct term
 once and turns its per-slot counts into topology-domain counts with one ``bincount``.
 Counts change incrementally as pods are added, assumed, forgotten, bound and removed.
+
+Given the incoming pod's labels, only the terms that could match them are evaluated: each term is
+filed under the label pairs one of which a matching pod must carry (``selector_anchors``: the
+values of its narrowest ``In`` requirement, matchLabels included), and terms without such a pair
+(Exists, NotIn, an empty selector) are always evaluated. With 2,500 groups each declaring its own
+anti-affinity term, a pod evaluates its group's term instead of all of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
+from pysched.apis.core.model import LabelSelector
 from pysched.framework.affinity import AffinityTerm
 
 
+def selector_anchors(selector: LabelSelector | None) -> frozenset[tuple[str, str]] | None:
+    """Label pairs one of which every pod ``selector`` matches carries (the values of its ``In``
+    requirement with the fewest values), or None when it has no ``In`` requirement (any pod may
+    match, or - a nil selector - none: the caller must look)."""
+    if selector is None:
+        return None
+    best = None
+    for r in selector.requirements:
+        if r.operator == "In" and (best is None or len(r.values) < len(best.values)):
+            best = r
+    if best is None:
+        return None
+    return frozenset((best.key, v) for v in best.values)
+
+
 class _Counts:
-    """Per-slot int64 counts for each key, with the total per key (empty keys are dropped)."""
+    """Per-slot int64 counts for each key, with the total per key (empty keys are dropped), and
+    the keys filed by the label pairs their term's selector requires (``candidates``)."""
 
-    __slots__ = ("arrays", "totals")
+    __slots__ = ("arrays", "totals", "_term_of", "_anchored", "_scan", "_seq", "_next")
 
-    def __init__(self) -> None:
+    def __init__(self, term_of: Callable[[object], AffinityTerm]) -> None:
         self.arrays: dict[object, np.ndarray] = {}
         self.totals: dict[object, int] = {}
+        self._term_of = term_of
+        self._anchored: dict[tuple[str, str], dict[object, None]] = {}
+        self._scan: dict[object, None] = {}
+        self._seq: dict[object, int] = {}
+        self._next = 0
+
+    def _file(self, key) -> None:
+        self._seq[key] = self._next
+        self._next += 1
+        anchors = selector_anchors(self._term_of(key).selector)
+        if anchors is None:
+            self._scan[key] = None
+            return
+        for pair in anchors:
+            self._anchored.setdefault(pair, {})[key] = None
+
+    def _unfile(self, key) -> None:
+        self._seq.pop(key, None)
+        anchors = selector_anchors(self._term_of(key).selector)
+        if anchors is None:
+            self._scan.pop(key, None)
+            return
+        for pair in anchors:
+            keys = self._anchored.get(pair)
+            if keys is not None:
+                keys.pop(key, None)
+                if not keys:
+                    del self._anchored[pair]
+
+    def candidates(self, labels: Mapping[str, str]) -> list:
+        """The keys whose term could match a pod with ``labels``, in the order they were added."""
+        found: dict[object, None] = dict(self._scan)
+        anchored = self._anchored
+        for pair in labels.items():
+            keys = anchored.get(pair)
+            if keys:
+                found.update(keys)
+        seq = self._seq
+        return sorted(found, key=seq.__getitem__)
 
     def add(self, key, slot: int, delta: int, capacity: int) -> None:
         arr = self.arrays.get(key)
@@ -33,6 +95,7 @@ class _Counts:
             if delta < 0:
                 return
             arr = self.arrays[key] = np.zeros(max(capacity, slot + 1), dtype=np.int64)
+            self._file(key)
         elif slot >= len(arr):
             grown = np.zeros(max(capacity, slot + 1), dtype=np.int64)
             grown[: len(arr)] = arr
@@ -42,6 +105,7 @@ class _Counts:
         if total <= 0:
             del self.arrays[key]
             self.totals.pop(key, None)
+            self._unfile(key)
         else:
             self.totals[key] = total
 
@@ -55,9 +119,9 @@ class _Counts:
 class TermIndex:
     def __init__(self, table) -> None:
         self.table = table
-        self.required_anti = _Counts()      # AffinityTerm -> per-slot pods declaring it
-        self.required_affinity = _Counts()  # AffinityTerm -> per-slot pods declaring it
-        self.preferred = _Counts()          # (AffinityTerm, signed weight) -> per-slot pods
+        self.required_anti = _Counts(_itself)         # AffinityTerm -> per-slot pods declaring it
+        self.required_affinity = _Counts(_itself)     # AffinityTerm -> per-slot pods declaring it
+        self.preferred = _Counts(_first)              # (AffinityTerm, signed weight) -> per-slot pods
 
     def _apply(self, pod, slot: int, delta: int) -> None:
         terms = pod.affinity_terms
@@ -79,18 +143,21 @@ class TermIndex:
     def pod_removed(self, pod, slot: int) -> None:
         self._apply(pod, slot, -1)
 
-    def term_domains(self, kind: str,
-                     accept: Callable[[AffinityTerm], bool]) -> list[tuple[AffinityTerm, int, np.ndarray]]:
+    def term_domains(self, kind: str, accept: Callable[[AffinityTerm], bool],
+                     labels: Mapping[str, str] | None = None) -> list[tuple[AffinityTerm, int, np.ndarray]]:
         """``Handle.existing_term_domains``: (term, weight, pods declaring it per domain code) for
-        each distinct term of ``kind`` that ``accept`` admits and some counted pod's node labels."""
-        if kind == "preferred":
-            weighted = [(t, w, per_slot) for (t, w), per_slot in self.preferred.items()]
-        elif kind == "requiredAntiAffinity":
-            weighted = [(t, 1, per_slot) for t, per_slot in self.required_anti.items()]
-        elif kind == "requiredAffinity":
-            weighted = [(t, 1, per_slot) for t, per_slot in self.required_affinity.items()]
-        else:
+        each distinct term of ``kind`` that ``accept`` admits and some counted pod's node labels;
+        with ``labels``, only terms whose selector could match them are offered to ``accept``."""
+        counts = {"preferred": self.preferred, "requiredAntiAffinity": self.required_anti,
+                  "requiredAffinity": self.required_affinity}.get(kind)
+        if counts is None:
             raise ValueError(f"unknown affinity term kind {kind!r}")
+        keys: Iterable = counts.arrays if labels is None else counts.candidates(labels)
+        arrays = counts.arrays
+        if kind == "preferred":
+            weighted = [(k[0], k[1], arrays[k]) for k in keys]
+        else:
+            weighted = [(k, 1, arrays[k]) for k in keys]
         out = []
         for t, w, per_slot in weighted:
             if not accept(t):
@@ -99,6 +166,14 @@ class TermIndex:
             if dom is not None:
                 out.append((t, w, dom))
         return out
+
+
+def _itself(key):
+    return key
+
+
+def _first(key):
+    return key[0]
 
 
 def domain_counts(table, term: AffinityTerm, per_slot: np.ndarray) -> np.ndarray | None:

@@ -66,10 +66,30 @@ def run_once(workload, profile: str, sample_every: int) -> tuple[float, int, int
     nodes = [workload.node(i) for i in range(workload.nodes)]
     load = load_for([n["metadata"]["name"] for n in nodes]) if profile == "loadaware" else None
     sim = OfflineScheduler(cfg, load=load)
-    for n in nodes:
+
+    def add(body: dict) -> None:
+        # As the API server would: a uid and a resourceVersion (the DRA plugin tracks claims by uid).
+        meta = body["metadata"]
+        meta.setdefault("uid", f"{body['kind']}-{meta.get('namespace', '')}-{meta['name']}")
+        meta.setdefault("resourceVersion", "1")
+        sim.add_object(body)
+
+    for _, body, *_ in workload.prelude():
+        add(body)
+    for i, n in enumerate(nodes):
         sim.add_node(n)
+        for _, body, *_ in workload.node_objects(i) if workload.node_objects else ():
+            add(body)
+
+    def objects_of(i: int, phase: str) -> None:
+        for _, body, *_ in workload.pod_objects(i, name, phase) if workload.pod_objects else ():
+            add(body)
+
     for i in range(workload.init_pods):
+        objects_of(i, "init")
         sim.schedule(workload.pod(i, name, "init"))
+    for i in range(workload.measure_pods):
+        objects_of(i, "measure")
     pods = [workload.pod(i, name, "measure") for i in range(workload.measure_pods)]
     gc.collect()
     gctune.freeze()       # as the live scheduler does once its caches are synced

@@ -97,6 +97,7 @@ from pysched.plugins.helper.dra.allocator import (
     DeviceID,
     InvalidPools,
     SliceIndex,
+    Solution,
 )
 from pysched.plugins.helper.normalize import default_normalize
 
@@ -145,7 +146,7 @@ class _State:
     to_allocate: list[int]                                       # indexes of the unallocated ones
     available_on: list[tuple[int, NodeSelector]]                 # allocated claims bound to some nodes
     allocator: Allocator | None
-    by_node: dict[str, list[dict[str, Any]]] = field(default_factory=dict)   # node -> allocations
+    by_node: dict[str, Solution] = field(default_factory=dict)   # node -> the claims' devices there
     unavailable: set[int] = field(default_factory=set)   # allocated claims some node could not use
     chosen: dict[int, dict[str, Any]] = field(default_factory=dict)          # claim index -> allocation
 
@@ -343,7 +344,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
             reason = None
             if st.allocator is not None:
                 try:
-                    found = st.allocator.allocate(name, labels)
+                    found = st.allocator.solve(name, labels)
                 except AllocationTimeout:
                     found, reason = None, TIMED_OUT
                 except InvalidPools as exc:
@@ -416,7 +417,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         for i, name in enumerate(nodes.names):
             found = st.by_node.get(name)
             if found is not None:
-                out[i] = sum(_preference(st.claims[c], a) for c, a in zip(st.to_allocate, found))
+                out[i] = sum(_preference(st.claims[c], a) for c, a in zip(st.to_allocate, found.allocations()))
         return out
 
     def normalize_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch,
@@ -430,17 +431,18 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         st: _State | None = state.get(KEY)
         if st is None or not st.to_allocate:
             return None
-        found = st.by_node.get(node_name)
-        if found is None and st.allocator is not None:
+        solution = st.by_node.get(node_name)
+        if solution is None and st.allocator is not None:
             # No Filter call judged this node in this cycle (a nominated node): allocate now.
             info = self.handle.node_info(node_name)
             st.allocator.start_deadline()
             try:
-                found = st.allocator.allocate(node_name, info.spec.labels) if info is not None else None
+                solution = st.allocator.solve(node_name, info.spec.labels) if info is not None else None
             except (AllocationError, AllocationTimeout, InvalidPools) as exc:
                 return Status(Code.ERROR, str(exc))
-        if found is None:
+        if solution is None:
             return Status(Code.ERROR, "claim allocation not found for node")
+        found = solution.allocations()
         for k, i in enumerate(st.to_allocate):
             claim = copy.deepcopy(st.claims[i])
             meta = claim.setdefault("metadata", {})

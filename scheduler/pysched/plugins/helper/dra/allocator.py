@@ -107,6 +107,11 @@ class SliceIndex:
         self.generations: dict[tuple[str, str], dict[int, int]] = {}   # pool -> generation -> slices
         self._devices: dict[tuple[str, int], list[Device]] = {}
         self._selectors: dict[str, NodeSelector | None] = {}
+        # Per node, while no slice selects nodes by label (the pools then depend on the node's name
+        # alone): the gathered pools and their allocatable devices, built once per index instead
+        # of once per pod and node. Pools are not changed after they are gathered.
+        self._node_pools: dict[str, tuple[list[Pool], list[Device]]] = {}
+        self._prefetched: set[tuple[str, str]] = set()   # (node, expression) asked for all its devices
         for s in slices:
             spec = s.get("spec") or {}
             pool = spec.get("pool") or {}
@@ -120,6 +125,30 @@ class SliceIndex:
                 self.by_node.setdefault(spec["nodeName"], []).append(s)
             elif spec.get("allNodes") or spec.get("nodeSelector"):
                 self.cluster_wide.append(s)
+
+    def node_pools(self, node_name: str, node_labels: dict[str, str]) -> tuple[list[Pool], list[Device]]:
+        """``gather_pools`` and the devices an allocation may use from them (complete, valid pools;
+        no counters, no binding conditions), cached per node when the pools depend on its name only."""
+        hit = self._node_pools.get(node_name) if not self.cluster_wide else None
+        if hit is not None:
+            return hit
+        pools = self.gather_pools(node_name, node_labels)
+        candidates = [d for p in pools if not p.incomplete and not p.invalid for d in p.devices
+                      if not d.raw.get("consumesCounters") and not d.raw.get("bindingConditions")]
+        if not self.cluster_wide:
+            self._node_pools[node_name] = (pools, candidates)
+        return pools, candidates
+
+    def prefetched(self, node_name: str, selector: Any) -> bool:
+        """Whether ``selector`` was already asked for every device of the node (then marks it so):
+        only while the node's pools are cached, i.e. depend on its name alone."""
+        if self.cluster_wide:
+            return False
+        key = (node_name, selector.expression)
+        if key in self._prefetched:
+            return True
+        self._prefetched.add(key)
+        return False
 
     def gather_pools(self, node_name: str, node_labels: dict[str, str]) -> list[Pool]:
         relevant: dict[tuple[str, str], tuple[int, list[dict[str, Any]]]] = {}
@@ -263,6 +292,22 @@ class ClaimState:
 
 # -- the search --------------------------------------------------------------------------------
 
+class Solution:
+    """The claims' devices on one node, found by ``Allocator.solve``; ``allocations()`` builds each
+    claim's ``status.allocation`` once, when asked."""
+
+    __slots__ = ("_allocator", "_claims", "_node", "_built")
+
+    def __init__(self, allocator: Allocator, claims: list[ClaimState], node: str):
+        self._allocator, self._claims, self._node = allocator, claims, node
+        self._built: list[dict[str, Any]] | None = None
+
+    def allocations(self) -> list[dict[str, Any]]:
+        if self._built is None:
+            self._built = [self._allocator._result(cs, self._node) for cs in self._claims]
+        return self._built
+
+
 class Allocator:
     """Allocate ``claims`` (unallocated, in the pod's order) on one node."""
 
@@ -275,6 +320,10 @@ class Allocator:
         self.timeout = timeout
         self._deadline = 0.0
         self._class_selectors: dict[str, list[Any]] = {}
+        # Per claim (by identity), what ``_prepare`` derives from it alone when every alternative
+        # counts devices (ExactCount): its label, its requests (read-only during a search) and its
+        # constraints' specs. ``All`` alternatives list a node's devices and are prepared per node.
+        self._node_independent: dict[int, tuple[str, list[Request], list[tuple[list[str], str]]]] = {}
 
     def start_deadline(self) -> None:
         """From now on, ``timeout`` seconds for every ``allocate`` call until the next start (the
@@ -283,22 +332,54 @@ class Allocator:
 
     def allocate(self, node_name: str, node_labels: dict[str, str]) -> list[dict[str, Any]] | None:
         """One ``status.allocation`` per claim, or None when they cannot all be allocated here."""
-        pools = self.index.gather_pools(node_name, node_labels)
+        found = self.solve(node_name, node_labels)
+        return None if found is None else found.allocations()
+
+    def solve(self, node_name: str, node_labels: dict[str, str]) -> Solution | None:
+        """Whether the claims can all be allocated on the node: a ``Solution`` whose allocations
+        are built only when asked for (Filter judges every node; one is reserved), or None."""
+        pools, self._candidates = self.index.node_pools(node_name, node_labels)
         self._steps = 0
         self._pools = pools
-        self._candidates = [d for p in pools if not p.incomplete and not p.invalid for d in p.devices
-                            if not d.raw.get("consumesCounters") and not d.raw.get("bindingConditions")]
+        self._node_name = node_name
         self._allocating: dict[DeviceID, int] = {}
         self._claims = [self._prepare(c, pools) for c in self.raw_claims]
         if not self._solve(0, 0):
             if any(p.invalid for p in pools):
                 raise InvalidPools()
             return None
-        return [self._result(cs, node_name) for cs in self._claims]
+        return Solution(self, self._claims, node_name)
 
     # preparation ------------------------------------------------------------------------------
 
     def _prepare(self, claim: dict[str, Any], pools: list[Pool]) -> ClaimState:
+        known = self._node_independent.get(id(claim))
+        if known is not None:
+            label, requests, constraint_specs = known
+            self._prefetch(requests)
+            return ClaimState(claim, label, requests, [MatchAttribute(list(r), a) for r, a in constraint_specs])
+        state = self._prepare_claim(claim, pools)
+        if all(alt.mode == EXACT for req in state.requests for alt in req.alternatives):
+            self._node_independent[id(claim)] = (state.label, state.requests,
+                                                 [(c.requests, c.attribute) for c in state.constraints])
+        return state
+
+    def _prefetch(self, requests: list[Request]) -> None:
+        """What ``_alternative`` asks pysched-cel for this node's devices, for prepared requests
+        (once per node and selector while the slices are unchanged: the answers are kept per device)."""
+        if not self._candidates:
+            return
+        cands: list[CelDevice] | None = None
+        for req in requests:
+            for alt in req.alternatives:
+                for sel in (*self._class_selector_list(alt.class_name), *alt.selectors):
+                    if self.index.prefetched(self._node_name, sel):
+                        continue
+                    if cands is None:
+                        cands = [d.cel for d in self._candidates]
+                    prefetch(sel, cands)
+
+    def _prepare_claim(self, claim: dict[str, Any], pools: list[Pool]) -> ClaimState:
         meta = claim.get("metadata") or {}
         label = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         devices = (claim.get("spec") or {}).get("devices") or {}

@@ -27,3 +27,15 @@ def test_only_objects_still_at_the_listed_version_and_missing_from_the_later_lis
     assert store.get("persistentvolumeclaims", "ns/updated")["metadata"]["resourceVersion"] == "9"
     assert expected == {"ns/kept": "2"}          # the rest is settled; "kept" is checked again next time
     assert store.drop_vanished("persistentvolumeclaims", expected, set()) == ["ns/kept"]
+
+
+def test_kind_version_moves_only_with_its_own_kind():
+    from pysched.client.objectstore import ObjectStore
+    store = ObjectStore()
+    slices, claims = store.kind_version("resourceslices"), store.kind_version("resourceclaims")
+    store.add({"kind": "ResourceClaim", "metadata": {"name": "c", "namespace": "default", "resourceVersion": "1"}})
+    assert store.kind_version("resourceslices") == slices and store.kind_version("resourceclaims") == claims + 1
+    store.add({"kind": "ResourceSlice", "metadata": {"name": "s", "resourceVersion": "1"}})
+    assert store.kind_version("resourceslices") == slices + 1
+    store.apply("resourceslices", "DELETED", {"kind": "ResourceSlice", "metadata": {"name": "s"}})
+    assert store.kind_version("resourceslices") == slices + 2

@@ -71,6 +71,7 @@ class ObjectStore:
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, dict]] = {k: {} for k in KINDS}
         self.version = 0
+        self._kind_versions: dict[str, int] = {k: 0 for k in KINDS}
         self._waiters: list[asyncio.Future] = []
         self.listeners: list[Callable[[str, str | None, dict | None, dict], None]] = []
         self.synced: set[str] = set()
@@ -98,6 +99,7 @@ class ObjectStore:
             old = self.objects[plural].get(key)
             self.objects[plural][key] = obj
         self.version += 1
+        self._kind_versions[plural] += 1
         for fn in self.listeners:
             fn(plural, typ, old, obj)
         waiters, self._waiters = self._waiters, []
@@ -141,6 +143,10 @@ class ObjectStore:
             return False
 
     # -- reads ---------------------------------------------------------------------------------
+
+    def kind_version(self, plural: str) -> int:
+        """Moves on with every change of ``plural`` (a key for what is derived from that kind alone)."""
+        return self._kind_versions.get(plural, 0)
 
     def get(self, plural: str, key: str) -> dict | None:
         return self.objects[plural].get(key)

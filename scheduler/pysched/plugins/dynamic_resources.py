@@ -191,7 +191,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         self.written: dict[str, int] = {}
         # (claim uid, pod uid) -> Unreserve's removal of the pod from reservedFor, still on its way.
         self.unreserving: dict[tuple[str, str], asyncio.Event] = {}
-        self._slices: tuple[tuple[tuple[str, str], ...], SliceIndex] | None = None
+        self._slices: tuple[int, SliceIndex] | None = None   # (resourceslices kind_version, index)
 
     # -- PreEnqueue --------------------------------------------------------------------------------
 
@@ -318,11 +318,10 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         return out
 
     def slice_index(self) -> SliceIndex:
-        slices = self.handle.objects.list("resourceslices")
-        mark = tuple(((s.get("metadata") or {}).get("name", ""), (s.get("metadata") or {}).get("resourceVersion", ""))
-                     for s in slices)
+        """The index of the cluster's ResourceSlices, rebuilt when any of them changed."""
+        mark = self.handle.objects.kind_version("resourceslices")
         if self._slices is None or self._slices[0] != mark:
-            self._slices = (mark, SliceIndex(slices))
+            self._slices = (mark, SliceIndex(self.handle.objects.list("resourceslices")))
         return self._slices[1]
 
     # -- Filter ------------------------------------------------------------------------------------

@@ -149,8 +149,9 @@ async def measure(nodes: int, init: int, backlog: int, repeats: int, kinds: list
                 order = kinds if r % 2 == 0 else list(reversed(kinds))
                 for kind in order:
                     name = SCHEDULER_NAMES[kind]
-                    _, rv = await client.list_all(f"/api/v1/namespaces/{NAMESPACE}/pods", {"limit": "1"},
-                                                  page_size=1)
+                    head = await client.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods",
+                                                params={"limit": "1"})   # one page: only its resourceVersion
+                    rv = head["metadata"]["resourceVersion"]
                     started = time.monotonic()
                     proc: Process = start_scheduler(kind, cp, qps, int(qps), rundir, pinning, tag=f"-{r}")
                     profiler = spy(proc.pid, spy_dir / f"{kind}-{r}.txt") if spy_dir and kind == PYSCHED else None

@@ -185,16 +185,23 @@ def _term_matches(term: dict, pod: dict, other: dict) -> bool:
             and selector_matches(term.get("labelSelector"), other["metadata"].get("labels") or {}))
 
 
+def _required_terms(pod: dict, kind: str, out: list[Violation]):
+    """The pod's required ``kind`` (podAffinity/podAntiAffinity) terms this checker can judge; the
+    others (namespaceSelector, matchLabelKeys) are reported ``unchecked`` into ``out``."""
+    terms = (((pod["spec"].get("affinity") or {}).get(kind) or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or ())
+    for term in terms:
+        if term.get("namespaceSelector") is not None or term.get("matchLabelKeys") or term.get("mismatchLabelKeys"):
+            out.append(Violation("unchecked", _key(pod), pod["spec"]["nodeName"],
+                                 f"{kind} namespaceSelector/matchLabelKeys"))
+            continue
+        yield term
+
+
 def _check_affinity(bound: list[dict], by_name: dict, domains: _Domains) -> list[Violation]:
-    out = []
+    out: list[Violation] = []
     for pod in bound:
-        terms = (((pod["spec"].get("affinity") or {}).get("podAffinity") or {})
-                 .get("requiredDuringSchedulingIgnoredDuringExecution") or ())
-        for term in terms:
-            if term.get("namespaceSelector") is not None or term.get("matchLabelKeys") or term.get("mismatchLabelKeys"):
-                out.append(Violation("unchecked", _key(pod), pod["spec"]["nodeName"],
-                                     "affinity namespaceSelector/matchLabelKeys"))
-                continue
+        for term in _required_terms(pod, "podAffinity", out):
             key = term["topologyKey"]
             mine = _domain(by_name.get(pod["spec"]["nodeName"]), key)
             if mine is not None and any(other is not pod and _term_matches(term, pod, other)
@@ -212,16 +219,10 @@ def _check_affinity(bound: list[dict], by_name: dict, domains: _Domains) -> list
 
 
 def _check_anti_affinity(bound: list[dict], by_name: dict, domains: _Domains) -> list[Violation]:
-    out = []
+    out: list[Violation] = []
     pods_in = domains.pods_in
     for pod in bound:
-        terms = (((pod["spec"].get("affinity") or {}).get("podAntiAffinity") or {})
-                 .get("requiredDuringSchedulingIgnoredDuringExecution") or ())
-        for term in terms:
-            if term.get("namespaceSelector") is not None or term.get("matchLabelKeys") or term.get("mismatchLabelKeys"):
-                out.append(Violation("unchecked", _key(pod), pod["spec"]["nodeName"],
-                                     "anti-affinity namespaceSelector/matchLabelKeys"))
-                continue
+        for term in _required_terms(pod, "podAntiAffinity", out):
             namespaces = set(term.get("namespaces") or [pod["metadata"].get("namespace", "default")])
             key = term["topologyKey"]
             mine = _domain(by_name.get(pod["spec"]["nodeName"]), key)

@@ -280,23 +280,39 @@ class SchedulerApp:
         await asyncio.gather(*(self._prefill(plural) for plural in self.object_kinds))
 
     async def _prefill(self, plural: str) -> None:
+        """LIST one kind into the store. An unreachable API server is waited out (these LISTs run
+        beside the informers', which retry the same way), never a reason to stop starting."""
         path = api_path(plural)
-        try:
-            items, _ = await self.client.list_all(path)
-        except ApiError as exc:
-            if plural in OPTIONAL and exc.status == 404:
-                log.info("custom resource not installed; polling until it is", extra=kv(
-                    resource=plural, path=path, interval=self.options.optional_crd_poll_seconds))
-                self._spawn(self._poll_optional(plural, path), f"poll-{plural}")
-                return
-            log.warning("cannot list; plugins that read it will see none", extra=kv(
-                resource=plural, status=exc.status, error=exc.message))
-            return
+        backoff = 0.5
+        while True:
+            try:
+                items, _ = await self.client.list_all(path)
+                break
+            except ApiError as exc:
+                if exc.status < 500 and exc.status != 429:
+                    return self._prefill_failed(plural, path, exc)
+                error = f"{exc.status} {exc.message}"
+            except (TimeoutError, OSError) as exc:
+                error = str(exc) or repr(exc)
+            log.info("cannot list yet; retrying", extra=kv(resource=plural, error=error, retry_in=f"{backoff:.1f}s"))
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
         expected = self._prefilled.setdefault(plural, {})
         for obj in items:
             self.objects.apply(plural, None, obj)
             expected[store_key(plural, obj)] = (obj.get("metadata") or {}).get("resourceVersion") or ""
         self.objects.synced.add(plural)
+
+    def _prefill_failed(self, plural: str, path: str, exc: ApiError) -> None:
+        """A LIST the API server refused: an optional CRD not installed is polled for; anything else
+        leaves the kind empty, with a warning."""
+        if plural in OPTIONAL and exc.status == 404:
+            log.info("custom resource not installed; polling until it is", extra=kv(
+                resource=plural, path=path, interval=self.options.optional_crd_poll_seconds))
+            self._spawn(self._poll_optional(plural, path), f"poll-{plural}")
+            return
+        log.warning("cannot list; plugins that read it will see none", extra=kv(
+            resource=plural, status=exc.status, error=exc.message))
 
     async def _settle_prefilled(self, delays: tuple[float, ...] = (5.0, 15.0, 40.0)) -> None:
         """Objects from ``prefill_objects`` deleted before kopf's own LIST would stay in the store:

@@ -282,8 +282,11 @@ def cmd_run(args) -> int:
             # The informers' first LISTs go out now, while the rest of the scheduler is imported
             # and built (``client.prefetch``): the API server encodes them meanwhile.
             from pysched.client.prefetch import INFORMER_LISTS, ListPrefetch
-            creds = load(args.kubeconfig or cfg.client_connection.kubeconfig or None)
-            prefetch = ListPrefetch(creds, INFORMER_LISTS, user_agent=f"pysched/{__version__}").start()
+            try:
+                creds = load(args.kubeconfig or cfg.client_connection.kubeconfig or None)
+                prefetch = ListPrefetch(creds, INFORMER_LISTS, user_agent=f"pysched/{__version__}").start()
+            except (CredentialsError, ValueError, OSError):
+                creds = prefetch = None   # reported below, once the configuration has been checked
         from pysched.app import Options, SchedulerApp
         from pysched.backend.cache.cache import SchedulerCache
         from pysched.framework.args import dump_args

@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import aiohttp
+
 from pysched.client.auth import load as load_credentials
 from pysched.client.rest import ApiError, KubeClient
 
@@ -50,6 +52,11 @@ async def _follow(client: KubeClient, path: str, params: dict, rv: str, observe,
             else:
                 print(f"watch error: {path}: {exc}", file=sys.stderr, flush=True)
                 await asyncio.sleep(0.2)
+        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+            # A quiet stream (no event and no bookmark for the client's read timeout, e.g. while a
+            # scheduler is slow to bind anything) is resumed from the last resourceVersion.
+            print(f"watch interrupted: {path}: {exc!r}; resuming", file=sys.stderr, flush=True)
+            await asyncio.sleep(0.2)
 
 
 async def watch(args) -> dict:

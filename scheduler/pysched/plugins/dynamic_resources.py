@@ -337,6 +337,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         passed = np.ones(n, dtype=bool)
         reasons: dict[str, np.ndarray] = {}
         if st.allocator is not None:
+            st.allocator.prefetch_nodes([(info.spec.name, info.spec.labels) for info in nodes.infos])
             st.allocator.start_deadline()   # one budget for this call: the event loop waits on it
         for i, info in enumerate(nodes.infos):
             name, labels = info.spec.name, info.spec.labels

@@ -335,6 +335,44 @@ class Allocator:
         found = self.solve(node_name, node_labels)
         return None if found is None else found.allocations()
 
+    def prefetch_nodes(self, nodes: list[tuple[str, dict[str, str]]]) -> None:
+        """Ask pysched-cel once per selector the claims use about every device of ``nodes`` not
+        asked yet, before ``solve`` visits them one by one (which would ask once per node: 5,000
+        round trips on the first pod at 5,000 nodes, past the Filter's time budget). Anything
+        wrong with a selector or class is left for ``solve`` to report."""
+        try:
+            selectors = self._claim_selectors()
+        except (AllocationError, SelectorError):
+            return
+        if not selectors:
+            return
+        index = self.index
+        cands: list[CelDevice] = []
+        for name, labels in nodes:
+            fresh = [sel for sel in selectors if not index.prefetched(name, sel)]
+            if fresh:
+                cands.extend(d.cel for d in index.node_pools(name, labels)[1])
+        if cands:
+            for sel in selectors:
+                prefetch(sel, cands)
+
+    def _claim_selectors(self) -> list[Any]:
+        out: dict[str, Any] = {}
+        for claim in self.raw_claims:
+            for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
+                specs = [r["exactly"]] if r.get("exactly") is not None else list(r.get("firstAvailable") or ())
+                for spec in specs:
+                    class_name = spec.get("deviceClassName") or ""
+                    if class_name in self.classes:
+                        for sel in self._class_selector_list(class_name):
+                            out.setdefault(sel.expression, sel)
+                    for sel in spec.get("selectors") or ():
+                        expr = ((sel or {}).get("cel") or {}).get("expression") or ""
+                        if expr:
+                            compiled = compile_selector(expr)
+                            out.setdefault(compiled.expression, compiled)
+        return list(out.values())
+
     def solve(self, node_name: str, node_labels: dict[str, str]) -> Solution | None:
         """Whether the claims can all be allocated on the node: a ``Solution`` whose allocations
         are built only when asked for (Filter judges every node; one is reserved), or None."""

@@ -277,13 +277,14 @@ def cmd_run(args) -> int:
 
     try:
         cfg = load_config(args.config)
+        kubeconfig = args.kubeconfig or cfg.client_connection.kubeconfig or None
         prefetch = creds = None
         if not args.write_config_to:
             # The informers' first LISTs go out now, while the rest of the scheduler is imported
             # and built (``client.prefetch``): the API server encodes them meanwhile.
             from pysched.client.prefetch import INFORMER_LISTS, ListPrefetch
             try:
-                creds = load(args.kubeconfig or cfg.client_connection.kubeconfig or None)
+                creds = load(kubeconfig)
                 prefetch = ListPrefetch(creds, INFORMER_LISTS, user_agent=f"pysched/{__version__}").start()
             except (CredentialsError, ValueError, OSError):
                 creds = prefetch = None   # reported below, once the configuration has been checked
@@ -306,7 +307,7 @@ def cmd_run(args) -> int:
                 with open(args.write_config_to, "w") as f:
                     f.write(text)
             return 0
-        options = Options(kubeconfig=args.kubeconfig or cfg.client_connection.kubeconfig or None,
+        options = Options(kubeconfig=kubeconfig,
                           plugin_modules=args.plugin_module, resync_period=args.resync_period, seed=args.seed,
                           pod_recovery_interval=args.pod_recovery_interval,
                           feature_gates=parse_feature_gates(args.feature_gates),

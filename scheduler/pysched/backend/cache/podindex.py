@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pysched.backend.cache.termindex import selector_anchors
+from pysched.backend.cache.termindex import AnchoredKeys, selector_anchors
 from pysched.framework.matchers import PodMatcher
 
 if TYPE_CHECKING:
@@ -37,9 +37,8 @@ class PodCountIndex:
         # pod (a node deleted with its pods): ``_candidates`` checks each against the cache and
         # drops the stale ones.
         self._by_label: dict[tuple[str, str], dict[str, PodInfo]] = {}
-        # The live matchers by the label pairs one of which a pod they match carries; the rest scan.
-        self._matchers_by_label: dict[tuple[str, str], set[PodMatcher]] = {}
-        self._unanchored: set[PodMatcher] = set()
+        # The live matchers, filed by the label pairs one of which a pod they match carries.
+        self._live = AnchoredKeys(self._anchors)
 
     @staticmethod
     def _anchors(matcher: PodMatcher) -> frozenset[tuple[str, str]] | None:
@@ -49,35 +48,6 @@ class PodCountIndex:
             if anchors is not None and (best is None or len(anchors) < len(best)):
                 best = anchors
         return best
-
-    def _file(self, matcher: PodMatcher) -> None:
-        anchors = self._anchors(matcher)
-        if anchors is None:
-            self._unanchored.add(matcher)
-            return
-        for pair in anchors:
-            self._matchers_by_label.setdefault(pair, set()).add(matcher)
-
-    def _unfile(self, matcher: PodMatcher) -> None:
-        anchors = self._anchors(matcher)
-        if anchors is None:
-            self._unanchored.discard(matcher)
-            return
-        for pair in anchors:
-            ms = self._matchers_by_label.get(pair)
-            if ms is not None:
-                ms.discard(matcher)
-                if not ms:
-                    del self._matchers_by_label[pair]
-
-    def _live_matchers_for(self, pod: PodInfo) -> set[PodMatcher]:
-        found = set(self._unanchored)
-        by_label = self._matchers_by_label
-        for pair in pod.labels.items():
-            ms = by_label.get(pair)
-            if ms:
-                found |= ms
-        return found
 
     def _candidates(self, matcher: PodMatcher) -> list[PodInfo]:
         """The cache's pods that could match ``matcher``: those with one of the label pairs its
@@ -119,10 +89,10 @@ class PodCountIndex:
                 arr[info.slot] += 1
         self.builds += 1
         self._entries[matcher] = arr
-        self._file(matcher)
+        self._live.add(matcher)
         if len(self._entries) > self.limit:
             evicted, _ = self._entries.popitem(last=False)
-            self._unfile(evicted)
+            self._live.discard(evicted)
         return arr
 
     def _ensure(self, slot: int) -> None:
@@ -145,7 +115,7 @@ class PodCountIndex:
         if slot >= len(next(iter(self._entries.values()))):
             self._ensure(slot)
         entries = self._entries
-        for m in self._live_matchers_for(pod):
+        for m in self._live.candidates(pod.labels):
             if m.matches(pod):
                 entries[m][slot] += 1
 
@@ -160,7 +130,7 @@ class PodCountIndex:
         if not self._entries:
             return
         entries = self._entries
-        for m in self._live_matchers_for(pod):
+        for m in self._live.candidates(pod.labels):
             arr = entries[m]
             if slot < len(arr) and m.matches(pod):
                 arr[slot] -= 1

@@ -18,6 +18,7 @@ anti-affinity term, a pod evaluates its group's term instead of all of them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -40,37 +41,33 @@ def selector_anchors(selector: LabelSelector | None) -> frozenset[tuple[str, str
     return frozenset((best.key, v) for v in best.values)
 
 
-class _Counts:
-    """Per key, how many counted pods declare it on each NodeTable slot - sparse (slot -> count):
-    a term is usually declared by a few pods on a few nodes, and a dense array per term cost
-    8 bytes x nodes each (3,750 terms at 5,000 nodes: 150 MB) - with the total per key (empty keys
-    are dropped), and the keys filed by the label pairs their term's selector requires
-    (``candidates``)."""
+class AnchoredKeys:
+    """Keys (terms, pod matchers) filed by the label pairs one of which every pod a key matches
+    carries (``anchors_of(key)``, as ``selector_anchors`` computes them); a key without such pairs
+    is a candidate for every pod. ``candidates(labels)`` gives them in the order they were added."""
 
-    __slots__ = ("slots", "totals", "_term_of", "_anchored", "_scan", "_seq", "_next")
+    __slots__ = ("_anchors_of", "_anchored", "_scan", "_seq", "_next")
 
-    def __init__(self, term_of: Callable[[object], AffinityTerm]) -> None:
-        self.slots: dict[object, dict[int, int]] = {}
-        self.totals: dict[object, int] = {}
-        self._term_of = term_of
-        self._anchored: dict[tuple[str, str], dict[object, None]] = {}
-        self._scan: dict[object, None] = {}
-        self._seq: dict[object, int] = {}
+    def __init__(self, anchors_of: Callable[[Any], frozenset[tuple[str, str]] | None]) -> None:
+        self._anchors_of = anchors_of
+        self._anchored: dict[tuple[str, str], dict[Any, None]] = {}
+        self._scan: dict[Any, None] = {}
+        self._seq: dict[Any, int] = {}
         self._next = 0
 
-    def _file(self, key) -> None:
+    def add(self, key) -> None:
         self._seq[key] = self._next
         self._next += 1
-        anchors = selector_anchors(self._term_of(key).selector)
+        anchors = self._anchors_of(key)
         if anchors is None:
             self._scan[key] = None
             return
         for pair in anchors:
             self._anchored.setdefault(pair, {})[key] = None
 
-    def _unfile(self, key) -> None:
+    def discard(self, key) -> None:
         self._seq.pop(key, None)
-        anchors = selector_anchors(self._term_of(key).selector)
+        anchors = self._anchors_of(key)
         if anchors is None:
             self._scan.pop(key, None)
             return
@@ -82,8 +79,8 @@ class _Counts:
                     del self._anchored[pair]
 
     def candidates(self, labels: Mapping[str, str]) -> list:
-        """The keys whose term could match a pod with ``labels``, in the order they were added."""
-        found: dict[object, None] = dict(self._scan)
+        """The keys that could match a pod with ``labels``, in the order they were added."""
+        found: dict[Any, None] = dict(self._scan)
         anchored = self._anchored
         for pair in labels.items():
             keys = anchored.get(pair)
@@ -92,13 +89,27 @@ class _Counts:
         seq = self._seq
         return sorted(found, key=seq.__getitem__)
 
+
+class _Counts:
+    """Per key, how many counted pods declare it on each NodeTable slot - sparse (slot -> count):
+    a term is usually declared by a few pods on a few nodes, and a dense array per term cost
+    8 bytes x nodes each (3,750 terms at 5,000 nodes: 150 MB) - with the total per key (empty keys
+    are dropped), and the keys filed by the label pairs their term's selector requires (``keys``)."""
+
+    __slots__ = ("slots", "totals", "keys")
+
+    def __init__(self, term_of: Callable[[Any], AffinityTerm]) -> None:
+        self.slots: dict[Any, dict[int, int]] = {}
+        self.totals: dict[Any, int] = {}
+        self.keys = AnchoredKeys(lambda key: selector_anchors(term_of(key).selector))
+
     def add(self, key, slot: int, delta: int) -> None:
         per = self.slots.get(key)
         if per is None:
             if delta < 0:
                 return
             per = self.slots[key] = {}
-            self._file(key)
+            self.keys.add(key)
         count = per.get(slot, 0) + delta
         if count > 0:
             per[slot] = count
@@ -108,7 +119,7 @@ class _Counts:
         if total <= 0:
             del self.slots[key]
             self.totals.pop(key, None)
-            self._unfile(key)
+            self.keys.discard(key)
         else:
             self.totals[key] = total
 
@@ -154,7 +165,7 @@ class TermIndex:
                   "requiredAffinity": self.required_affinity}.get(kind)
         if counts is None:
             raise ValueError(f"unknown affinity term kind {kind!r}")
-        keys: Iterable = counts.slots if labels is None else counts.candidates(labels)
+        keys: Iterable = counts.slots if labels is None else counts.keys.candidates(labels)
         slots = counts.slots
         if kind == "preferred":
             weighted = [(k[0], k[1], slots[k]) for k in keys]

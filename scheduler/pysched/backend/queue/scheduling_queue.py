@@ -185,8 +185,7 @@ class SchedulingQueue:
         qpi.sort_key = self._sort_key(qpi)
         heapq.heappush(self._active, (qpi.sort_key, qpi.seq, qpi))
         self._set_where(qpi, ACTIVE)
-        if len(self._active) > 2 * self.counts[ACTIVE] + COMPACT_MARGIN:
-            self._compact()
+        self._compact()
         METRICS.queue_incoming.labels("active", event).inc()
         if self._wake is not None:
             self._wake.set()
@@ -195,8 +194,7 @@ class SchedulingQueue:
         qpi.seq = next(self._seq)
         heapq.heappush(self._backoff, (qpi.backoff_expiry, qpi.sort_key or self._sort_key(qpi), qpi.seq, qpi))
         self._set_where(qpi, BACKOFF)
-        if len(self._backoff) > 2 * self.counts[BACKOFF] + COMPACT_MARGIN:
-            self._compact()
+        self._compact()
         METRICS.queue_incoming.labels("backoff", event).inc()
         self._arm_timer(qpi.backoff_expiry)
         if self._pop_from_backoff and self._wake is not None and qpi.consecutive_errors == 0:

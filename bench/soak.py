@@ -375,6 +375,7 @@ class Soak:
             if s is not None:
                 row["leader"] = (prom.total(s, "leader_election_master_status") or 0) >= 1
                 row["tasks"] = prom.total(s, "pysched_asyncio_tasks")
+                row["heap_blocks"] = prom.total(s, "pysched_python_heap_blocks")
                 row["events_backlog"] = prom.total(s, "pysched_events_backlog")
                 row["pending"] = {d["queue"]: v for d, v in prom.select(s, "scheduler_pending_pods")}
                 if r.prev is not None:

@@ -53,6 +53,7 @@ class Tenure:
     rss: list[float] = field(default_factory=list)
     tasks: list[float] = field(default_factory=list)
     fds: list[float] = field(default_factory=list)
+    heap_blocks: list[float] = field(default_factory=list)   # Python allocator blocks in use
 
 
 def read_samples(path: Path) -> list[dict[str, Any]]:
@@ -98,6 +99,8 @@ def tenures(samples: Iterable[dict[str, Any]], warmup: float) -> list[Tenure]:
             t.rss.append(p["rss_mib"])
             t.tasks.append(p.get("tasks") or 0)
             t.fds.append(p["fds"])
+            if p.get("heap_blocks") is not None:
+                t.heap_blocks.append(p["heap_blocks"])
     return list(out.values())
 
 
@@ -121,6 +124,9 @@ def judge(samples: Sequence[dict[str, Any]], end_checks: dict[str, Any], warmup:
                                "rss_mib_first": t.rss[0], "rss_mib_last": t.rss[-1]}
         if len(t.minutes) >= MIN_POINTS:
             drift = drift_pct_per_hour(t.minutes, t.rss)
+            if len(t.heap_blocks) == len(t.minutes):
+                # Not judged, shown beside the RSS: objects kept grow this; allocator fragmentation does not.
+                row["heap_blocks_drift_pct_per_hour"] = round(drift_pct_per_hour(t.minutes, t.heap_blocks), 2)
             row.update(judged=True, rss_drift_pct_per_hour=round(drift, 2), tasks_grew=grew(t.tasks),
                        fds_grew=grew(t.fds), ok=abs(drift) < MAX_DRIFT_PCT and not grew(t.tasks)
                        and not grew(t.fds))

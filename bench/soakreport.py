@@ -1,9 +1,10 @@
 """``SOAK.md`` and its charts from a soak's run directory (``samples.jsonl``, ``summary.json``).
 
 One chart per series over the run's minutes: each pysched process's RSS (standby dotted, leader
-solid) beside kube-scheduler's, open descriptors and asyncio tasks, the scheduling latency p50/p99
-of both schedulers, queue lengths and the Event backlog, and the cluster's pods. The page states
-the plan, the command that reproduces it, every verdict and the events of the run.
+solid) beside kube-scheduler's, open descriptors, asyncio tasks and Python allocator blocks, the
+scheduling latency p50/p99 of both schedulers, queue lengths and the Event backlog, and the
+cluster's pods. The page states the plan, the command that reproduces it, every verdict and the
+events of the run.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def charts(samples: list[dict[str, Any]], out: Path, stem: str = "soak") -> list
     per_process("rss_mib", "Resident memory (solid: leading, dotted: standby)", "MiB", "rss")
     per_process("fds", "Open file descriptors", "descriptors", "fds")
     per_process("tasks", "asyncio tasks (pysched)", "tasks", "tasks")
+    per_process("heap_blocks", "Python allocator blocks in use (pysched)", "blocks", "heap-blocks")
     per_process("events_backlog", "Event backlog (pysched)", "events", "events")
 
     fig, ax = plt.subplots(figsize=(9, 3.6))
@@ -119,7 +121,9 @@ def markdown(summary: dict[str, Any], samples: list[dict[str, Any]], chart_paths
     tenures = v["memory_tasks_fds"]["tenures"]
     drift = ", ".join(f"{t['slot']}{t['incarnation']} {t.get('role', 'leader')}: "
                       f"{t['rss_drift_pct_per_hour']:+.1f} %/h "
-                      f"({t['rss_mib_first']:.0f}->{t['rss_mib_last']:.0f} MiB over {t['minutes']} min)"
+                      f"({t['rss_mib_first']:.0f}->{t['rss_mib_last']:.0f} MiB over {t['minutes']} min"
+                      + (f"; Python heap blocks {t['heap_blocks_drift_pct_per_hour']:+.1f} %/h"
+                         if "heap_blocks_drift_pct_per_hour" in t else "") + ")"
                       for t in tenures if t["judged"]) or "no tenure long enough"
     row(f"RSS drift < {soakcheck.MAX_DRIFT_PCT:g} %/h, no growth in tasks or descriptors", "memory_tasks_fds", drift)
     lat = v["latency_flat"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -48,6 +49,7 @@ from pysched.util.logs import kv, process_uptime
 
 log = logging.getLogger("pysched.app")
 
+TRIM_EVERY_S = 60.0   # seconds between returns of the C heap's free pages to the OS (``memtrim``)
 KOPF_STOP_WAIT = 0.5  # seconds shutdown waits for kopf's thread
 EVENT_FLUSH_ON_SHUTDOWN = 1.0  # seconds of Event posting allowed between the last bind and the handover
 
@@ -163,6 +165,7 @@ class SchedulerApp:
                                    max_binds_outstanding=max_binds_for(cc.qps, bind_timeout or self.client.timeout,
                                                                          self.client.max_connections),
                                    on_cluster_event=self.cluster_events.move)
+        self.recorder.defer_while(self.scheduler.backlogged)   # binds first while there is a backlog
         # Shadow mode never binds, patches or records: only predictions, metrics, logs and /debug/explain.
         self.shadow = ShadowRecorder(self.scheduler) if shadow else None
         self.handlers = EventHandlers(self.cache, self.queue, set(routing), self.cluster_events,
@@ -176,12 +179,14 @@ class SchedulerApp:
         self.node_reflector = Reflector(self.client, name="nodes", path=node_path, params=node_params,
                                         on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
                                         key=name_key, resync_period=options.resync_period,
-                                        prefetched=prefetch.take("nodes") if prefetch is not None else None)
+                                        prefetched=prefetch.take("nodes") if prefetch is not None else None,
+                                        batch=self.cluster_events.batch)
         pod_path, pod_params = INFORMER_LISTS["pods"]
         self.pod_reflector = Reflector(self.client, name="pods", path=pod_path, params=pod_params,
                                        on_upsert=self.handlers.pod_upsert, on_delete=self.handlers.pod_delete,
                                        key=uid_key, resync_period=options.resync_period,
-                                       prefetched=prefetch.take("pods") if prefetch is not None else None)
+                                       prefetched=prefetch.take("pods") if prefetch is not None else None,
+                                       batch=self.cluster_events.batch)
         self.server: SecureServer | None = None
         self.auth: DelegatedAuth | None = None
         self._shutting_down = False
@@ -298,9 +303,10 @@ class SchedulerApp:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
         expected = self._prefilled.setdefault(plural, {})
-        for obj in items:
-            self.objects.apply(plural, None, obj)
-            expected[store_key(plural, obj)] = (obj.get("metadata") or {}).get("resourceVersion") or ""
+        with self.cluster_events.batch():   # one move for the LIST, not one per object
+            for obj in items:
+                self.objects.apply(plural, None, obj)
+                expected[store_key(plural, obj)] = (obj.get("metadata") or {}).get("resourceVersion") or ""
         self.objects.synced.add(plural)
 
     def _prefill_failed(self, plural: str, path: str, exc: ApiError) -> None:
@@ -365,6 +371,10 @@ class SchedulerApp:
             self.objects.synced.add(plural)
 
     def _sync_listed(self, plural: str, items: list[dict]) -> None:
+        with self.cluster_events.batch():
+            self._apply_listed(plural, items)
+
+    def _apply_listed(self, plural: str, items: list[dict]) -> None:
         store = self.objects
         seen = set()
         for obj in items:
@@ -381,14 +391,11 @@ class SchedulerApp:
                 store.apply(plural, "DELETED", obj)
 
     async def _cache_metrics_loop(self) -> None:
-        relists = 0
+        trims = memtrim.TrimSchedule(TRIM_EVERY_S, time.monotonic())
         while True:
-            # After a re-list (not the first LISTs): what it decoded and freed back to the OS.
-            done = self.node_reflector.lists + self.pod_reflector.lists
-            if done > relists:
-                if relists >= 2:
-                    memtrim.trim()
-                relists = done
+            if trims.due(self.node_reflector.lists + self.pod_reflector.lists, time.monotonic()):
+                memtrim.trim()
+            METRICS.python_heap_blocks.set(sys.getallocatedblocks())
             METRICS.cache_size.labels("nodes").set(len(self.cache.nodes))
             METRICS.cache_size.labels("pods").set(len(self.cache.pods))
             METRICS.cache_size.labels("assumed_pods").set(len(self.cache.assumed))

@@ -18,8 +18,9 @@ Handlers run on the event loop, between scheduling cycles; they do no I/O.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from pysched import explanation as explain
@@ -97,7 +98,10 @@ class EventRegistry:
                     regs.append(ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")))
                 self.by_plugin[name] = regs
 
-    def interested(self, qpi: QueuedPodInfo, resource: str, actions: set[str], old, new) -> bool:
+    def interested(self, qpi: QueuedPodInfo, resource: str, actions: set[str], old, new,
+                   hints: bool = True) -> bool:
+        """Whether the event may make ``qpi`` schedulable. ``hints=False`` (a batch of events whose
+        objects are not kept, see ``ClusterEvents.batch``): a registration for it is enough."""
         if qpi.gated:
             # A pod held by a PreEnqueue plugin: only the events that plugin registered (and its
             # hints) can release it - every event if it registers none; the queue then runs
@@ -122,7 +126,7 @@ class EventRegistry:
                 if ev.action != "*" and ev.action not in actions and not (
                         ev.action == "Update" and any(a.startswith("Update") for a in actions)):
                     continue
-                if reg.hint is None:
+                if reg.hint is None or not hints:
                     return True
                 try:
                     if reg.hint(qpi.pod, old, new):
@@ -162,12 +166,39 @@ class ClusterEvents:
     def __init__(self, queue: SchedulingQueue, registry: EventRegistry | None = None):
         self.queue = queue
         self.registry = registry
+        # While a ``batch`` is open: the (resource, actions) of the events it coalesced, in order.
+        self._batched: dict[tuple[str, frozenset[str]], None] | None = None
         if registry is not None:
             queue.event_filter = lambda qpi, ev: registry.interested(qpi, *ev)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Coalesce the events raised inside into one move per (resource, actions), run on exit
+        without queueing hints. For a LIST applied at once (thousands of objects): hints per object
+        would run every waiting pod through every object's hint - at 6,000 ResourceClaims and 5,000
+        pods gated on them, 30 million calls before the first cycle. Without hints a pod whose plugin
+        registered the event is moved (a gated one runs PreEnqueue again), which is what a hint that
+        cannot tell would answer: more retries, never a pod left waiting."""
+        if self._batched is not None:
+            yield
+            return
+        self._batched = {}
+        try:
+            yield
+        finally:
+            batched, self._batched = self._batched, None
+            for resource, actions in batched:
+                self._move(resource, set(actions), None, None, hints=False)
 
     def move(self, resource: str, actions: set[str], old=None, new=None) -> None:
         if not actions:
             return
+        if self._batched is not None:
+            self._batched[(resource, frozenset(actions))] = None
+            return
+        self._move(resource, actions, old, new, hints=True)
+
+    def _move(self, resource: str, actions: set[str], old, new, hints: bool) -> None:
         queue = self.queue
         recording = bool(queue.counts[IN_FLIGHT])
         if not recording and not queue.has_unschedulable():
@@ -175,14 +206,14 @@ class ClusterEvents:
         label = "AssignedPod" if resource == "Pod" else resource
         event = f"{label}{'|'.join(sorted(actions))}"
         if recording:
-            queue.record_event(event, (resource, actions, old, new))
+            queue.record_event(event, (resource, actions, old, new, hints))
         if not queue.has_unschedulable():
             return
         reg = self.registry
         if reg is None:
             queue.move_all(event)
         else:
-            queue.move_all(event, lambda qpi: reg.interested(qpi, resource, actions, old, new))
+            queue.move_all(event, lambda qpi: reg.interested(qpi, resource, actions, old, new, hints))
 
     def object_event(self, plural: str, typ: str | None, old: dict | None, obj: dict) -> None:
         """An ObjectStore change (namespaces, PVCs, PVs, StorageClasses, CSINodes, ResourceClaims,

@@ -142,6 +142,10 @@ class Metrics:
         self.asyncio_tasks = Gauge(
             "pysched_asyncio_tasks", "asyncio tasks alive in the scheduler's event loop (sampled every second): "
             "steady under steady load; growth is a leak.", registry=r)
+        self.python_heap_blocks = Gauge(
+            "pysched_python_heap_blocks", "Memory blocks the Python allocator has handed out and not freed "
+            "(sys.getallocatedblocks, sampled every second): flat while the resident set grows means the "
+            "growth is the allocators' (fragmentation), not objects kept.", registry=r)
         self.events_tracked = Gauge(
             "pysched_events_tracked", "Events the recorder holds for series aggregation, the backlog included.",
             registry=r)

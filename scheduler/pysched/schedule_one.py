@@ -32,7 +32,7 @@ import numpy as np
 
 from pysched import explanation as explain
 from pysched.backend.cache.cache import SchedulerCache
-from pysched.backend.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+from pysched.backend.queue.scheduling_queue import ACTIVE, QueuedPodInfo, SchedulingQueue
 from pysched.client.events import EventRecorder
 from pysched.client.fence import NotLeaderError, WriteFence
 from pysched.extender.client import ExtenderError
@@ -147,6 +147,11 @@ class Scheduler:
             fwk.handle.extenders = self.extenders
 
     # -- main loop -----------------------------------------------------------------------------
+
+    def backlogged(self) -> bool:
+        """Working through a backlog: pods wait in activeQ while binds are in flight (what the
+        Event recorder yields to, ``EventRecorder.defer_while``)."""
+        return self._binds_outstanding > 0 and self.queue.counts[ACTIVE] > 0
 
     async def run(self) -> None:
         self.queue.update_metrics()

@@ -103,6 +103,40 @@ async def test_a_burst_far_beyond_the_old_queue_is_posted_in_full(control_plane,
                               "uid": "uid-burst-0007", "resourceVersion": "1"}
 
 
+async def test_while_the_scheduler_has_a_backlog_events_yield_to_binds_and_none_is_lost(control_plane, admin):
+    """``defer_while``: with pods waiting and binds in flight only a few workers write (binds get the
+    API server first); Events keep coming meanwhile, and the rest catch up once the backlog is gone."""
+    busy = [True]
+    in_flight, peak = [0], {True: 0, False: 0}
+    async with recorder(control_plane, qps=1000, burst=1000, workers=8) as rec:
+        rec.defer_while(lambda: busy[0], workers=1)
+        create = rec.client.create_event
+
+        async def counting(*a, **kw):
+            phase = busy[0]
+            in_flight[0] += 1
+            peak[phase] = max(peak[phase], in_flight[0])
+            try:
+                return await create(*a, **kw)
+            finally:
+                in_flight[0] -= 1
+
+        rec.client.create_event = counting
+        for i in range(300):
+            scheduled(rec, fake_pod(f"yield-{i:03d}"))
+
+        async def some_written():
+            return rec.posted >= 20
+        await wait_for(some_written, 60, what="events written while busy")
+        assert peak[True] == 1                   # one writer while the scheduler is busy
+        busy[0] = False
+        await settled(rec)
+        assert rec.posted == 300 and rec.dropped == 0
+        assert peak[False] > 1                   # every worker again
+    ours = [e for e in await our_events(admin, "Scheduled") if e["regarding"]["name"].startswith("yield-")]
+    assert len(ours) == 300
+
+
 async def test_repeats_become_one_object_with_a_series_and_a_new_resource_version_a_new_object(control_plane, admin):
     pod = fake_pod("stuck", rv="10")
     async with recorder(control_plane, series_interval=0.2) as rec:

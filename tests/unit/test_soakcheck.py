@@ -96,3 +96,15 @@ def test_the_plan_prints_the_command_that_reproduces_it():
     assert Plan().command() == "make soak SOAK_MINUTES=60"
     assert Plan(minutes=90, nodes=2000, handover_every=600).command() == (
         "make soak SOAK_MINUTES=90 SOAK_ARGS='--nodes 2000 --handover-every 600'")
+
+
+def test_python_heap_blocks_are_reported_beside_the_rss_drift():
+    """Objects kept grow the allocator's blocks; fragmentation grows only the RSS. Shown, not judged."""
+    samples = [sample(m, rss=200 + 0.5 * m) for m in range(1, 61)]
+    for s in samples:
+        for p in s["pysched"]:
+            p["heap_blocks"] = 1_000_000 + 100 * s["minute"]
+    tenure = soakcheck.judge(samples, ENDS, warmup=5)["memory_tasks_fds"]["tenures"][0]
+    assert tenure["heap_blocks_drift_pct_per_hour"] == pytest.approx(0.6, abs=0.05)
+    assert "heap_blocks_drift_pct_per_hour" not in soakcheck.judge(
+        [sample(m) for m in range(1, 61)], ENDS, warmup=5)["memory_tasks_fds"]["tenures"][0]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import random
 import time
@@ -60,7 +61,10 @@ class Reflector:
                  on_upsert: Callable[[dict], None], on_delete: Callable[[str, dict | None], None],
                  key: Callable[[dict], str] = uid_key, params: dict | None = None,
                  resync_period: float = 0.0, page_size: int = 500, watch_timeout: int = 300,
-                 prefetched: concurrent.futures.Future[Prefetched] | None = None):
+                 prefetched: concurrent.futures.Future[Prefetched] | None = None,
+                 batch: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext):
+        """``batch``: a context each LIST page is delivered inside (``ClusterEvents.batch``: the
+        page's cluster events coalesced into one requeue)."""
         self.client = client
         self.name = name
         self.path = path
@@ -72,6 +76,7 @@ class Reflector:
         self.page_size = page_size
         self.watch_timeout = watch_timeout
         self.prefetched = prefetched   # the first LIST, already under way (``client.prefetch``)
+        self.batch = batch
         self.known: dict[str, str] = {}  # key -> resourceVersion delivered
         self.synced = asyncio.Event()
         self.resource_version = ""
@@ -167,15 +172,16 @@ class Reflector:
         rv = ""
         async for items, page_rv in pages:
             rv = page_rv
-            for obj in items:
-                k = self.key(obj)
-                orv = (obj.get("metadata") or {}).get("resourceVersion") or ""
-                seen[k] = orv
-                if known.get(k) != orv:
-                    self._safe(self.on_upsert, obj)
-                    # Known at once: should a later page fail, the next LIST still owes this
-                    # object a delete if it is gone by then.
-                    known[k] = orv
+            with self.batch():
+                for obj in items:
+                    k = self.key(obj)
+                    orv = (obj.get("metadata") or {}).get("resourceVersion") or ""
+                    seen[k] = orv
+                    if known.get(k) != orv:
+                        self._safe(self.on_upsert, obj)
+                        # Known at once: should a later page fail, the next LIST still owes this
+                        # object a delete if it is gone by then.
+                        known[k] = orv
         return seen, rv
 
     def _remove_unseen(self, seen: dict[str, str]) -> None:

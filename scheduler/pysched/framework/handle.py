@@ -146,6 +146,13 @@ class ObjectLister(Protocol):
     def list(self, kind: str) -> list[dict[str, Any]]: ...
     def changed(self, timeout: float) -> Awaitable[bool]: ...
 
+    def subscribe(self, listener: Callable[[str, str | None, dict[str, Any] | None, dict[str, Any]], None]) -> None:
+        """Call ``listener(kind, event type, previous object or None, object)`` on every change
+        from now on (type None: an object from a LIST; ``DELETED``: the object removed): for an
+        index a plugin keeps current per change instead of rebuilding it per cycle. It runs on the
+        event loop between cycles and must not block."""
+        ...
+
     def namespace_labels(self, name: str) -> dict[str, str]:
         """The labels of Namespace ``name`` ({} when unknown)."""
         ...

@@ -90,6 +90,7 @@ from pysched.framework import (
 )
 from pysched.framework.api import ApiError, ConfigError, NodeSelector, ObjectError, parse_duration, parse_node_selector
 from pysched.framework.handle import APIClient
+from pysched.plugins.helper.dra.allocated import CLAIMS, AllocatedDevices, Unavailable, claim_devices
 from pysched.plugins.helper.dra.allocator import (
     AllocationError,
     AllocationTimeout,
@@ -192,6 +193,10 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         # (claim uid, pod uid) -> Unreserve's removal of the pod from reservedFor, still on its way.
         self.unreserving: dict[tuple[str, str], asyncio.Event] = {}
         self._slices: tuple[int, SliceIndex] | None = None   # (resourceslices kind_version, index)
+        # The store's allocated devices, updated per claim change rather than read off every claim
+        # per pod.
+        self.allocated = AllocatedDevices(handle.objects.list(CLAIMS))
+        handle.objects.subscribe(self.allocated.on_change)
 
     # -- PreEnqueue --------------------------------------------------------------------------------
 
@@ -307,15 +312,13 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         self.in_flight.pop(uid, None)
         self.written.pop(uid, None)
 
-    def allocated_devices(self) -> set[DeviceID]:
-        """Devices no normal request may take: every claim's allocation (admin access excepted)
-        and the allocations in flight."""
-        out: set[DeviceID] = set()
+    def allocated_devices(self) -> Unavailable:
+        """Devices no normal request may take: every claim's allocation (admin access excepted,
+        kept by ``AllocatedDevices`` from the store's changes) and the allocations in flight."""
+        flight: set[DeviceID] = set()
         for claim in self.in_flight.values():
-            out.update(_devices(claim))
-        for claim in self.handle.objects.list("resourceclaims"):
-            out.update(_devices(claim))
-        return out
+            flight.update(claim_devices(claim))
+        return Unavailable(self.allocated, flight)
 
     def slice_index(self) -> SliceIndex:
         """The index of the cluster's ResourceSlices, rebuilt when any of them changed."""
@@ -641,12 +644,6 @@ def _preference(claim: dict[str, Any], allocation: dict[str, Any]) -> int:
                 total += FIRST_AVAILABLE_MAX - i
                 break
     return total
-
-
-def _devices(claim: dict[str, Any]) -> list[DeviceID]:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    return [(r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
-            for r in (allocation.get("devices") or {}).get("results") or () if not r.get("adminAccess")]
 
 
 def _claim_statuses(pod: PodInfo) -> list[dict[str, Any]]:

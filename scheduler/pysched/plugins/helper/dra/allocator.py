@@ -35,6 +35,7 @@ upstream's text; ``InvalidPools`` is the per-node "invalid resource pools were e
 from __future__ import annotations
 
 import time
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -312,7 +313,7 @@ class Allocator:
     """Allocate ``claims`` (unallocated, in the pod's order) on one node."""
 
     def __init__(self, claims: list[dict[str, Any]], classes: dict[str, dict[str, Any]],
-                 allocated: set[DeviceID], index: SliceIndex, *, timeout: float = 0.0):
+                 allocated: Container[DeviceID], index: SliceIndex, *, timeout: float = 0.0):
         self.raw_claims = claims
         self.classes = classes
         self.allocated = allocated

@@ -26,7 +26,7 @@ from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.leaderelection import LeaderElector
 from pysched.client.objectstore import GROUP_VERSIONS, OPTIONAL, ObjectStore, api_path, store_key
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
-from pysched.client.prefetch import INFORMER_LISTS, ListPrefetch
+from pysched.client.prefetch import INFORMER_LISTS, INFORMER_PAGE_SIZE, ListPrefetch
 from pysched.client.reflector import Reflector, name_key, uid_key
 from pysched.client.rest import ApiError, KubeClient
 from pysched.controllers.podgroup import PodGroupController
@@ -180,13 +180,13 @@ class SchedulerApp:
                                         on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
                                         key=name_key, resync_period=options.resync_period,
                                         prefetched=prefetch.take("nodes") if prefetch is not None else None,
-                                        batch=self.cluster_events.batch)
+                                        batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE)
         pod_path, pod_params = INFORMER_LISTS["pods"]
         self.pod_reflector = Reflector(self.client, name="pods", path=pod_path, params=pod_params,
                                        on_upsert=self.handlers.pod_upsert, on_delete=self.handlers.pod_delete,
                                        key=uid_key, resync_period=options.resync_period,
                                        prefetched=prefetch.take("pods") if prefetch is not None else None,
-                                       batch=self.cluster_events.batch)
+                                       batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE)
         self.server: SecureServer | None = None
         self.auth: DelegatedAuth | None = None
         self._shutting_down = False

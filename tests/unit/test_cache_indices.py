@@ -125,3 +125,22 @@ def test_indices_agree_with_a_scan_through_churn(seed):
             got_terms = {(t, w): int(dom.sum()) for t, w, dom in cache.terms.term_domains(
                 kind, lambda t, probe=probe: t.selector is not None and t.selector.matches(probe), probe)}
             assert got_terms == brute_terms(cache, kind, probe), (seed, step, kind)
+
+
+def test_a_status_update_then_a_delete_leaves_nothing_of_the_pod_behind():
+    """A bound pod's status updates keep its accounting (the cache swaps the object); the pod-count
+    index must swap it too. It kept the first version, which the delete - handed the latest - never
+    dropped: one PodInfo per updated pod, kept forever (the soak's memory drift)."""
+    cache = SchedulerCache()
+    cache.upsert_node(NodeSpec.from_dict(node("n1")))
+    raw = pod("p", labels={"job-name": "j-1"})
+    raw["spec"]["nodeName"] = "n1"
+    first = PodInfo.from_dict(raw)
+    cache.upsert_pod(first)
+    running = dict(raw, status={"phase": "Running"}, metadata=dict(raw["metadata"], resourceVersion="2"))
+    latest = PodInfo.from_dict(running)
+    cache.upsert_pod(latest)
+    filed = cache.index._by_label[("job-name", "j-1")]
+    assert filed[latest.uid] is latest           # the replaced version is not kept
+    cache.remove_pod(latest.uid)
+    assert cache.index._by_label == {}

@@ -276,6 +276,7 @@ class SchedulerCache:
                 info = self.nodes.get(pod.node_name)
                 if info is not None:
                     info.pods[pod.uid] = pod
+                    self.index.pod_replaced(old, pod)
                     if pod.uid in self.with_affinity:
                         self.with_affinity[pod.uid] = pod
                         if pod.uid in self.with_required_anti:

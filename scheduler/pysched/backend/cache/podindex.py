@@ -119,6 +119,17 @@ class PodCountIndex:
             if m.matches(pod):
                 entries[m][slot] += 1
 
+    def pod_replaced(self, old: PodInfo, new: PodInfo) -> None:
+        """``new`` is ``old``'s next version with the same labels (a status update): file the new
+        object where the old one was. Left filed, the old version would outlive the pod - removal
+        only drops the object it is given - one PodInfo per updated pod, forever (the soak's drift)."""
+        by_label = self._by_label
+        uid = new.uid
+        for pair in new.labels.items():
+            members = by_label.get(pair)
+            if members is not None and members.get(uid) is old:
+                members[uid] = new
+
     def pod_removed(self, pod: PodInfo, slot: int) -> None:
         by_label = self._by_label
         for pair in pod.labels.items():

@@ -24,7 +24,7 @@ from pysched.client.events import WORKERS as EVENT_WORKERS
 from pysched.client.fence import WriteFence
 from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.leaderelection import LeaderElector
-from pysched.client.objectstore import GROUP_VERSIONS, OPTIONAL, ObjectStore, api_path, store_key
+from pysched.client.objectstore import GROUP_VERSIONS, OPTIONAL, ObjectStore, api_path, resource_version, store_key
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
 from pysched.client.prefetch import INFORMER_LISTS, INFORMER_PAGE_SIZE, ListPrefetch
 from pysched.client.reflector import Reflector, name_key, uid_key
@@ -306,7 +306,7 @@ class SchedulerApp:
         with self.cluster_events.batch():   # one move for the LIST, not one per object
             for obj in items:
                 self.objects.apply(plural, None, obj)
-                expected[store_key(plural, obj)] = (obj.get("metadata") or {}).get("resourceVersion") or ""
+                expected[store_key(plural, obj)] = resource_version(obj)
         self.objects.synced.add(plural)
 
     def _prefill_failed(self, plural: str, path: str, exc: ApiError) -> None:
@@ -371,24 +371,20 @@ class SchedulerApp:
             self.objects.synced.add(plural)
 
     def _sync_listed(self, plural: str, items: list[dict]) -> None:
-        with self.cluster_events.batch():
-            self._apply_listed(plural, items)
-
-    def _apply_listed(self, plural: str, items: list[dict]) -> None:
         store = self.objects
         seen = set()
-        for obj in items:
-            meta = obj.get("metadata") or {}
-            key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
-            seen.add(key)
-            old = store.get(plural, key)
-            if old is None:
-                store.apply(plural, "ADDED", obj)
-            elif (old.get("metadata") or {}).get("resourceVersion") != meta.get("resourceVersion"):
-                store.apply(plural, "MODIFIED", obj)
-        for key, obj in list(store.objects[plural].items()):
-            if key not in seen:
-                store.apply(plural, "DELETED", obj)
+        with self.cluster_events.batch():   # one move for the LIST, not one per object
+            for obj in items:
+                key = store_key(plural, obj)
+                seen.add(key)
+                old = store.get(plural, key)
+                if old is None:
+                    store.apply(plural, "ADDED", obj)
+                elif resource_version(old) != resource_version(obj):
+                    store.apply(plural, "MODIFIED", obj)
+            for key, obj in list(store.objects[plural].items()):
+                if key not in seen:
+                    store.apply(plural, "DELETED", obj)
 
     async def _cache_metrics_loop(self) -> None:
         trims = memtrim.TrimSchedule(TRIM_EVERY_S, time.monotonic())

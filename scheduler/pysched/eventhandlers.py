@@ -26,6 +26,7 @@ from typing import Protocol
 from pysched import explanation as explain
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.backend.queue.scheduling_queue import IN_FLIGHT, QueuedPodInfo, SchedulingQueue
+from pysched.client.objectstore import resource_version
 from pysched.framework.interface import ClusterEvent, ClusterEventWithHint
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.framework.podinfo import PodInfo
@@ -155,10 +156,6 @@ OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persiste
                     "resourceslices": "ResourceSlice", "podgroups": "PodGroup"}
 
 
-def _resource_version(obj: dict) -> str:
-    return (obj.get("metadata") or {}).get("resourceVersion") or ""
-
-
 class ClusterEvents:
     """Cluster events -> requeue: moves unschedulable pods that a registered plugin cares about
     back to the active or backoff queue (QueueingHints when the plugin gave one)."""
@@ -226,7 +223,7 @@ class ClusterEvents:
             # A LIST re-reporting what the store holds (kopf's first LIST after our own prefill, a
             # relist): an update if it changed meanwhile, else nothing happened - an "Add" here
             # would send every waiting pod to try again for nothing.
-            if _resource_version(old) == _resource_version(obj):
+            if resource_version(old) == resource_version(obj):
                 return
             typ = "MODIFIED"
         if typ == "DELETED":

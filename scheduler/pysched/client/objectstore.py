@@ -55,6 +55,11 @@ def api_path(plural: str) -> str:
     return f"/apis/{group}/{version}/{plural}" if group else f"/api/v1/{plural}"
 
 
+def resource_version(obj: dict) -> str:
+    """``metadata.resourceVersion`` ("" when absent)."""
+    return (obj.get("metadata") or {}).get("resourceVersion") or ""
+
+
 def store_key(plural: str, obj: dict) -> str:
     """The store's key of ``obj``: ``namespace/name`` for namespaced kinds, else ``name``."""
     return _key(plural, obj)
@@ -117,7 +122,7 @@ class ObjectStore:
         current = self.objects[plural]
         for key, rv in list(expected.items()):
             obj = current.get(key)
-            if obj is None or ((obj.get("metadata") or {}).get("resourceVersion") or "") != rv:
+            if obj is None or resource_version(obj) != rv:
                 del expected[key]
             elif key not in listed:
                 del expected[key]

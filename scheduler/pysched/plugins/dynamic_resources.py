@@ -99,6 +99,7 @@ from pysched.plugins.helper.dra.allocator import (
     InvalidPools,
     SliceIndex,
     Solution,
+    request_alternatives,
 )
 from pysched.plugins.helper.normalize import default_normalize
 
@@ -270,11 +271,8 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
             if _uid(claim) in self.in_flight:
                 return None, Status(UAU, f"resource claim {_label(claim)} is in the process of being allocated")
             for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
-                if r.get("exactly") is not None:
-                    subs = [(r.get("name", ""), r["exactly"])]
-                elif r.get("firstAvailable"):
-                    subs = [(f"{r.get('name', '')}/{sub.get('name', '')}", sub) for sub in r["firstAvailable"]]
-                else:
+                subs = request_alternatives(r)
+                if not subs:
                     return None, Status(UAU, f"resource claim {_label(claim)}, request {r.get('name', '')}: "
                                              f"unknown request type")
                 for name, spec in subs:

@@ -264,6 +264,15 @@ class MatchAttribute:
             self.value = None
 
 
+def request_alternatives(request: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A claim's request as (result name, spec) per way to satisfy it: itself for ``exactly``, each
+    subrequest (``request/sub``) for ``firstAvailable``; [] for a request type not known here."""
+    name = request.get("name", "")
+    if request.get("exactly") is not None:
+        return [(name, request["exactly"])]
+    return [(f"{name}/{sub.get('name', '')}", sub) for sub in request.get("firstAvailable") or ()]
+
+
 def _attribute(device: Device, name: str) -> tuple[str, Any] | None:
     """The typed value of a fully qualified attribute (``domain/id``); a bare id in the driver's domain."""
     attrs = device.raw.get("attributes") or {}
@@ -361,8 +370,7 @@ class Allocator:
         out: dict[str, Any] = {}
         for claim in self.raw_claims:
             for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
-                specs = [r["exactly"]] if r.get("exactly") is not None else list(r.get("firstAvailable") or ())
-                for spec in specs:
+                for _, spec in request_alternatives(r):
                     class_name = spec.get("deviceClassName") or ""
                     if class_name in self.classes:
                         for sel in self._class_selector_list(class_name):
@@ -426,15 +434,11 @@ class Allocator:
         minimum = 0
         for r in devices.get("requests") or ():
             name = r.get("name", "")
-            if r.get("exactly") is not None:
-                alts = [self._alternative(label, name, name, r["exactly"], pools)]
-                minimum += alts[0].count if alts[0].mode == EXACT else len(alts[0].all_devices)
-            elif r.get("firstAvailable"):
-                alts = [self._alternative(label, name, f"{name}/{s.get('name', '')}", s, pools)
-                        for s in r["firstAvailable"]]
-                minimum += min(a.count if a.mode == EXACT else len(a.all_devices) for a in alts)
-            else:
+            subs = request_alternatives(r)
+            if not subs:
                 raise AllocationError(f"claim {label}, request {name}: unknown request type")
+            alts = [self._alternative(label, name, result_name, spec, pools) for result_name, spec in subs]
+            minimum += min(a.count if a.mode == EXACT else len(a.all_devices) for a in alts)
             requests.append(Request(name, alts))
         if minimum > MAX_RESULTS:
             raise AllocationError(f"claim {label}: number of requested devices {minimum} exceeds the claim "

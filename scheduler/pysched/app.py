@@ -170,7 +170,8 @@ class SchedulerApp:
         self.shadow = ShadowRecorder(self.scheduler) if shadow else None
         self.handlers = EventHandlers(self.cache, self.queue, set(routing), self.cluster_events,
                                       keep_node_raw=any(not e.node_cache_capable for e in self.extenders),
-                                      observer=self.shadow)
+                                      observer=self.shadow,
+                                      waiting_pods=next(iter(self.frameworks.values())).handle.waiting_pods)
         self.recovery = None if shadow else PodRecovery(
             pending=self.handlers.pending, cache=self.cache, queue=self.queue, working=self.scheduler.working,
             client=self.client, interval=options.pod_recovery_interval,

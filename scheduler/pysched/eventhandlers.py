@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 from pysched import explanation as explain
 from pysched.backend.cache.cache import SchedulerCache
@@ -237,9 +237,12 @@ class ClusterEvents:
 class EventHandlers:
     def __init__(self, cache: SchedulerCache, queue: SchedulingQueue, scheduler_names: set[str],
                  events: ClusterEvents, *, keep_node_raw: bool = False,
-                 on_bound: Callable[[PodInfo], None] | None = None, observer: PodObserver | None = None):
+                 on_bound: Callable[[PodInfo], None] | None = None, observer: PodObserver | None = None,
+                 waiting_pods: dict[str, Any] | None = None):
         """``keep_node_raw``: keep whole Node objects (extenders that are not nodeCacheCapable need
-        them); ``on_bound``: a pod we assumed was confirmed bound; ``observer``: shadow mode's hooks."""
+        them); ``on_bound``: a pod we assumed was confirmed bound; ``observer``: shadow mode's hooks;
+        ``waiting_pods``: the frameworks' Permit waiting room (a deleted pod waiting there is rejected)."""
+        self.waiting_pods = waiting_pods if waiting_pods is not None else {}
         self.cache = cache
         self.queue = queue
         self.scheduler_names = scheduler_names
@@ -343,6 +346,11 @@ class EventHandlers:
         if obj is not None:
             self.note_kubelet_rejection(obj)
         self.pending.pop(uid, None)
+        waiting = self.waiting_pods.get(uid)
+        if waiting is not None:
+            # Deleted while held at Permit: end its wait now (kube-scheduler's RejectWaitingPod), so
+            # its binding cycle unreserves at once instead of holding its node until the timeout.
+            waiting.reject("", "removed")
         removed = self.cache.remove_pod(uid)
         qpi = self.queue.get(uid)
         if qpi is not None:

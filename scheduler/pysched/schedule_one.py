@@ -771,8 +771,6 @@ class Scheduler:
         if diagnosis is not None:
             qpi.unschedulable_plugins = set(diagnosis.unschedulable_plugins)
             qpi.pending_plugins = set(diagnosis.pending_plugins)
-            for p in qpi.unschedulable_plugins | qpi.pending_plugins:
-                METRICS.unschedulable_pods.labels(p, prof).inc()
         if rejected:
             log.info("unable to schedule pod; no fit; waiting", extra=kv(pod=pod.key, err=msg))
         else:

@@ -144,3 +144,32 @@ def test_a_status_update_then_a_delete_leaves_nothing_of_the_pod_behind():
     assert filed[latest.uid] is latest           # the replaced version is not kept
     cache.remove_pod(latest.uid)
     assert cache.index._by_label == {}
+
+
+
+def _bound_pod_on_a_deleted_node(job):
+    """A cache with node n1 deleted after pod p (labelled job-name=``job``) was bound to it."""
+    cache = SchedulerCache()
+    cache.upsert_node(NodeSpec.from_dict(node("n1")))
+    raw = pod("p", labels={"job-name": job})
+    raw["spec"]["nodeName"] = "n1"
+    p = PodInfo.from_dict(raw)
+    cache.upsert_pod(p)
+    cache.remove_node("n1")
+    return cache, p
+
+
+def test_a_node_deleted_then_its_pods_deleted_leaves_nothing_of_them_behind():
+    """A deleted node's pods are parked (counted again if it returns); the label index let go of
+    them only lazily, so a pod parked there and deleted later stayed filed for ever."""
+    cache, p = _bound_pod_on_a_deleted_node("j-2")
+    cache.remove_pod(p.uid)
+    assert cache.index._by_label == {} and cache.parked == {} and not cache.with_affinity
+
+
+def test_a_node_that_returns_counts_its_parked_pods_again():
+    cache, p = _bound_pod_on_a_deleted_node("j-3")
+    assert ("job-name", "j-3") not in cache.index._by_label
+    cache.upsert_node(NodeSpec.from_dict(node("n1")))
+    assert cache.index._by_label[("job-name", "j-3")] == {p.uid: p}
+    assert p.uid in cache.nodes["n1"].pods

@@ -306,6 +306,28 @@ def test_timeout_releases_every_waiting_member_together():
     run_live(sim, body)
 
 
+def test_members_deleted_while_waiting_at_permit_are_released_at_once_and_their_group_forgotten():
+    # Permit would hold them 30 s; PostFilter never rejects (100 %)
+    sim = live_sim(2, [podgroup("g", 3, timeout=30)], args={"podGroupRejectPercentage": 100})
+    waiting_room = sim.frameworks["pysched"].handle.waiting_pods
+
+    async def body():
+        pods = [member("m0", "g"), member("m1", "g"), member("m2", "g", node_selector={"zone": "nowhere"})]
+        for p in pods:
+            sim.add_pod(p)
+        await until(lambda: len(waiting_room) == 2)
+        held = dict(waiting_room)
+        for p in pods:
+            sim.remove_pod(p["metadata"]["uid"])
+        # kube-scheduler's RejectWaitingPod: each wait ends on the delete, not at the deadline
+        assert all(wp.future is not None and wp.future.done() and wp.future.result().message() == "removed"
+                   for wp in held.values())
+        await until(lambda: not waiting_room and not sim.cache.assumed and not sim.scheduler.binding_tasks)
+        assert "default/g" not in plugin(sim).groups     # nothing of the group outlives its members
+        assert FlakyBinder.bound == {}
+    run_live(sim, body)
+
+
 def test_bind_failure_of_one_member_releases_the_group_then_it_retries_as_a_unit():
     sim = live_sim(3, [podgroup("g", 3, timeout=30)])
 

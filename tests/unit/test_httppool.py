@@ -236,3 +236,31 @@ async def test_waiting_for_a_connection_slot_counts_against_the_deadline():
         await first
         await pool.close()
     assert sent == [] and len(srv.requests) == 1
+
+
+async def test_connections_left_idle_after_a_burst_are_closed_not_kept_for_ever():
+    """After a burst, the extra connections sit at the cold end of the idle list (it is used
+    newest first): each is closed once idle past ``idle_timeout`` - by the next release - and a
+    connection the server closed lets go of its transport (a TLS one holds 256 KiB of buffers)."""
+    gate = asyncio.Event()
+
+    async def slow(reader, writer, head, body):
+        await gate.wait()
+        await reply(b"{}")(reader, writer, head, body)
+
+    async with Server(slow) as srv:
+        pool = HTTPPool(srv.url(), None, limit=8, idle_timeout=60.0)
+        burst = [asyncio.create_task(pool.request("GET", f"/x?i={i}", {})) for i in range(8)]
+        await asyncio.sleep(0.05)
+        gate.set()
+        await asyncio.gather(*burst)
+        assert pool.connections_opened == 8 and len(pool._idle) == 8
+        cold = list(pool._idle)
+        for conn in cold[:-1]:
+            conn.last_used -= 61.0              # a minute passed, one request at a time on the newest
+        await pool.request("GET", "/after", {})  # takes the newest; its release sweeps the rest
+        assert len(pool._idle) == 1 and pool._idle[0] is cold[-1]
+        assert all(c.closed for c in cold[:-1])
+        await pool.close()
+    await asyncio.sleep(0.05)
+    assert all(c.transport is None for c in cold[:-1])

@@ -285,3 +285,48 @@ def test_pods_requeued_between_backoff_and_active_do_not_pile_up_in_the_backoff_
         got.unschedulable_plugins = {"NodeResourcesFit"}
         q.add_unschedulable_if_not_present(got)
     assert len(q._backoff) <= COMPACT_MARGIN + 1 and len(q._active) <= COMPACT_MARGIN + 1
+
+
+def _unschedulable_gauge(plugin, profile):
+    from pysched.metrics import METRICS
+    return METRICS.unschedulable_pods.labels(plugin, profile)._value.get()
+
+
+def test_the_unschedulable_pods_gauge_counts_pods_parked_now_not_every_failure_ever():
+    """scheduler_unschedulable_pods is a gauge of pods parked now: counted when a failed attempt
+    parks the pod, uncounted when it is popped for the next attempt or deleted (it only grew)."""
+    clk = Clock()
+    q = mkq(clk, pop_from_backoff=False)
+    a, b = P("gauge-a"), P("gauge-b")
+    prof = a.scheduler_name
+    base = _unschedulable_gauge("GaugeTestFit", prof)
+    for p in (a, b):
+        q.add(p)
+        qpi = q.pop_nowait()
+        qpi.unschedulable_plugins = {"GaugeTestFit"}
+        q.add_unschedulable_if_not_present(qpi)
+    assert _unschedulable_gauge("GaugeTestFit", prof) == base + 2
+    q.move_all("NodeAdd")
+    clk.t += 11
+    q.flush_backoff_completed()
+    again = q.pop_nowait()                       # the next attempt begins: no longer counted
+    assert _unschedulable_gauge("GaugeTestFit", prof) == base + 1
+    again.unschedulable_plugins = {"GaugeTestFit"}
+    q.add_unschedulable_if_not_present(again)    # fails again: counted once more
+    assert _unschedulable_gauge("GaugeTestFit", prof) == base + 2
+    q.delete(a.uid)
+    q.delete(b.uid)
+    assert _unschedulable_gauge("GaugeTestFit", prof) == base
+
+
+def test_a_gated_pod_counts_for_its_gating_plugin_until_it_is_deleted():
+    from pysched.framework.status import Code, Status
+    q = mkq(Clock(), pre_enqueue=lambda p: Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "gated", plugin="GaugeTestGate"))
+    p = P("gauge-gated")
+    base = _unschedulable_gauge("GaugeTestGate", p.scheduler_name)
+    q.add(p)
+    q.update(PodInfo.from_dict({**p.raw, "metadata": {**p.raw["metadata"], "resourceVersion": "2"}},
+                               keep_raw=True))   # still gated: counted once, not twice
+    assert _unschedulable_gauge("GaugeTestGate", p.scheduler_name) == base + 1
+    q.delete(p.uid)
+    assert _unschedulable_gauge("GaugeTestGate", p.scheduler_name) == base

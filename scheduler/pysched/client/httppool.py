@@ -82,6 +82,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self.closed = True
+        self.transport = None   # the TLS transport holds 256 KiB of buffers: let it go now
         if self._waiter is None or self._waiter.done():
             return
         if self._head is not None and self._read_to_close() and self._deliver(eof=True):
@@ -312,11 +313,20 @@ class HTTPPool:
         raise HTTPError("unreachable")
 
     def _release(self, conn: _Connection) -> None:
-        """Return a connection with no request in flight to the idle list."""
+        """Return a connection with no request in flight to the idle list, and close the ones at
+        its cold end that idled past ``idle_timeout`` or that the server closed. The list is used
+        newest first, so after a burst (a leader binding 64 pods at once) the extra connections
+        sit at that end: without the sweep they were kept - each with its TLS buffers - until a
+        burst as large reached them again."""
         if not conn.closed and not self.closed:
             self._idle.append(conn)
         else:
             conn.close()
+        idle = self._idle
+        if idle and (idle[0].closed or time.monotonic() - idle[0].last_used >= self.idle_timeout):
+            now = time.monotonic()
+            while idle and (idle[0].closed or now - idle[0].last_used >= self.idle_timeout):
+                idle.popleft().close()
 
     async def close(self) -> None:
         self.closed = True

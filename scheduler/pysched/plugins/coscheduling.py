@@ -220,9 +220,14 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
             return
         g.members.pop(uid, None)
         g.bound.discard(uid)
-        if not g.members and not g.reserved and not g.waiting:
-            del self.groups[key]
-            self._waiting_groups.discard(key)
+        self._drop_if_empty(g)
+
+    def _drop_if_empty(self, g: Group) -> None:
+        """Forget a group nothing refers to any more: no member, no reservation, nobody waiting
+        (its last member deleted, or the last reservation of a deleted member released)."""
+        if not g.members and not g.reserved and not g.waiting and self.groups.get(g.key) is g:
+            del self.groups[g.key]
+            self._waiting_groups.discard(g.key)
 
     @staticmethod
     def _live_members(g: Group) -> int:
@@ -349,7 +354,10 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         pg = self.podgroup(key)
         if pg is None:
             return None, Status(Code.UNSCHEDULABLE, "can not find pod group")
-        g = self._group(key)
+        g = self.groups.get(key)
+        if g is None:
+            # Every member is gone (deleted while this one was being scheduled): nothing to release.
+            return None, Status(Code.UNSCHEDULABLE)
         if g.backoff_until > self.clock():
             # Rejected while the group backs off (PreFilter): the attempt already failed; failing
             # it again would only stretch the backoff.
@@ -394,9 +402,10 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         g.reserved_on.pop(pod.uid, None)
         if state.get(GEN_KEY) != g.generation:
             self._update_waiting(g)   # an attempt that already failed: nothing more to release
-            return
-        timed_out = was_waiting and g.deadline > 0 and self.clock() >= g.deadline - 0.05
-        self._fail_group(g, "rejection in Unreserve", timed_out=timed_out)
+        else:
+            timed_out = was_waiting and g.deadline > 0 and self.clock() >= g.deadline - 0.05
+            self._fail_group(g, "rejection in Unreserve", timed_out=timed_out)
+        self._drop_if_empty(g)
 
     def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]:
         key = group_key(pod)
@@ -464,7 +473,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         pg = self.podgroup(key)
         if pg is None:
             return f"not eligible: PodGroup {key} not found"
-        g = self._group(key)
+        g = self.groups.get(key) or Group(key)   # a question: it creates no group
         others = g.placed() - (1 if g.reserved.get(pod.uid) == g.generation or pod.uid in g.bound else 0)
         if others + 1 >= pg.min_member:
             return ""

@@ -54,7 +54,8 @@ class OfflineScheduler:
         self.events = ClusterEvents(self.queue, EventRegistry(self.frameworks.values()))
         self.objects.subscribe(self.events.object_event)
         self.handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names, self.events,
-                                      observer=observer)
+                                      observer=observer,
+                                      waiting_pods=next(iter(self.frameworks.values())).handle.waiting_pods)
         # Pods held at Permit (uid -> framework, state, assumed pod, node), and what became of the
         # ones no longer held (uid -> node if allowed else None, message).
         self.waiting: dict[str, tuple] = {}

@@ -184,11 +184,9 @@ class SchedulerCache:
             return None
         self._count_images(info.spec, -1)
         for pod in info.pods.values():
-            self.with_affinity.pop(pod.uid, None)
-            self.with_required_anti.pop(pod.uid, None)
-            self.terms.pod_removed(pod, info.slot)
-            if pod.pvc_names:
-                self._count_claims(pod, -1)
+            # Every index lets go of the node's pods (the label index included: pods parked here
+            # and deleted later never reach it again); ``_track`` files them anew if it returns.
+            self._untrack(pod, info.slot)
         self.index.slot_cleared(info.slot)
         self.table.remove(info)
         # Pods stay counted against the name: if the node comes back they are still there.

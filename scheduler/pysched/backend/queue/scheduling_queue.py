@@ -62,7 +62,7 @@ class QueuedPodInfo:
     __slots__ = ("pod", "timestamp", "initial_attempt", "attempts", "unschedulable_count",
                  "consecutive_errors", "unschedulable_plugins", "pending_plugins", "gated",
                  "gating_plugin", "where", "seq", "backoff_expiry", "sort_key", "first_enqueued",
-                 "activate_on_return")
+                 "activate_on_return", "counted_plugins")
 
     def __init__(self, pod: PodInfo, now: float):
         self.pod = pod
@@ -81,6 +81,9 @@ class QueuedPodInfo:
         self.backoff_expiry = 0.0
         self.sort_key: tuple = ()
         self.activate_on_return = ""   # force_activate while in flight: the event, for after the attempt
+        # The plugins this pod counts in scheduler_unschedulable_pods right now (counted when it
+        # is parked after a failed attempt or gated, uncounted when it is popped or deleted).
+        self.counted_plugins: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         return f"QueuedPodInfo({self.pod.key}, {self.where}, attempts={self.attempts})"
@@ -179,6 +182,24 @@ class SchedulingQueue:
         if len(self._backoff) > 2 * self.counts[BACKOFF] + COMPACT_MARGIN:
             self._backoff = [e for e in self._backoff if e[3].where == BACKOFF and e[3].seq == e[2]]
             heapq.heapify(self._backoff)
+
+    @staticmethod
+    def _count(qpi: QueuedPodInfo, plugins: Iterable[str]) -> None:
+        """Count the pod in ``scheduler_unschedulable_pods`` for these plugins (once each)."""
+        new = frozenset(p for p in plugins if p and p not in qpi.counted_plugins)
+        if new:
+            gauge, profile = METRICS.unschedulable_pods, qpi.pod.scheduler_name
+            for plugin in new:
+                gauge.labels(plugin, profile).inc()
+            qpi.counted_plugins |= new
+
+    @staticmethod
+    def _uncount(qpi: QueuedPodInfo) -> None:
+        if qpi.counted_plugins:
+            gauge, profile = METRICS.unschedulable_pods, qpi.pod.scheduler_name
+            for plugin in qpi.counted_plugins:
+                gauge.labels(plugin, profile).dec()
+            qpi.counted_plugins = frozenset()
 
     def _push_active(self, qpi: QueuedPodInfo, event: str) -> None:
         qpi.seq = next(self._seq)
@@ -303,6 +324,7 @@ class SchedulingQueue:
             return False
         qpi.gated = True
         qpi.gating_plugin = getattr(st, "plugin", "")
+        self._count(qpi, (qpi.gating_plugin,))
         return True
 
     def update(self, pod: PodInfo) -> None:
@@ -339,6 +361,8 @@ class SchedulingQueue:
         self.nominator.delete(uid)
         if qpi.where == UNSCHEDULABLE:
             self._unsched.pop(uid, None)
+        if qpi.where != IN_FLIGHT:
+            self._uncount(qpi)
         self._set_where(qpi, "")
         qpi.seq = -1  # lazily dropped from the heaps (by a pop, or by ``_compact``)
         self._compact()
@@ -430,6 +454,7 @@ class SchedulingQueue:
         qpi.attempts += 1
         if qpi.attempts == 1:
             qpi.initial_attempt = self._clock()
+        self._uncount(qpi)
         qpi.unschedulable_plugins = set()
         qpi.pending_plugins = set()
         self.scheduling_cycle += 1
@@ -450,6 +475,7 @@ class SchedulingQueue:
         """After a failed attempt: unschedulable pool, or backoffQ for errors."""
         if qpi.pod.uid not in self._pods or qpi.where != IN_FLIGHT:
             return ""  # deleted (or re-added) meanwhile
+        self._count(qpi, qpi.unschedulable_plugins | qpi.pending_plugins)
         if not qpi.unschedulable_plugins and not qpi.pending_plugins:
             qpi.consecutive_errors += 1
         else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import gzip
 import json
 import os
 import shlex
@@ -155,11 +156,17 @@ def main(argv: list[str] | None = None) -> int:
                         plan.parse_schedulers(args.schedulers), args.pysched_profile)
 
 
+def load_results(path: Path) -> dict:
+    """A run's results.json, or the same gzipped (``.json.gz``: how ``bench/runs`` keeps them)."""
+    data = path.read_bytes()
+    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+
+
 def report_from(paths: list[Path], args) -> int:
     """The report of earlier runs, from their results.json files. Each file's repeats are numbered on
     from the previous file's (each series starts at repeat 0), so two series of the same cells are
     one longer series whose runs still pair up by repeat."""
-    metas = [json.loads(p.read_text()) for p in paths]
+    metas = [load_results(p) for p in paths]
     results, offset = [], 0
     for m in metas:
         for r in m["runs"]:

@@ -420,3 +420,14 @@ def test_cycle_benchmark_runs_each_profile_on_fresh_samples(capsys):
     filter_ms = [float(r.split("filter_ms=")[1]) for r in runs]
     assert all(0 < f < 1000 for f in filter_ms)                          # Filter timed over the pods measured
     assert "loadaware" in out.split("cycle CPU ms per pod")[1]
+
+
+def test_results_are_read_plain_or_gzipped(tmp_path):
+    import gzip
+    import json
+
+    from bench.run import load_results
+    meta = {"runs": [{"workload": "W", "repeat": 0}], "repeats": 1}
+    (tmp_path / "results.json").write_text(json.dumps(meta))
+    (tmp_path / "results.json.gz").write_bytes(gzip.compress(json.dumps(meta).encode()))
+    assert load_results(tmp_path / "results.json") == load_results(tmp_path / "results.json.gz") == meta

@@ -421,11 +421,14 @@ class Soak:
             await asyncio.sleep(2.0)
         pods, _ = await self.admin.list_all(f"/api/v1/namespaces/{NAMESPACE}/pods")
         nodes, _ = await self.admin.list_all("/api/v1/nodes")
-        binds = successful_binds(self.lc.cp.audit_events(), by_namespace=True)
-        twice = sorted(f"{ns}/{name} x{n}" for (ns, name), n in binds.items() if n > 1)
+        # Per pod UID: a Deployment's generated pod names repeat within an hour of churn (two
+        # pods, one after the other, each bound once); the API server refuses a second binding
+        # of one pod, so two 2xx for one UID would be a bug in it, and for one name is not.
+        binds = successful_binds(self.lc.cp.audit_events(), by_uid=True)
+        twice = sorted(f"{ns}/{name} (uid {uid}) x{n}" for (ns, name, uid), n in binds.items() if n > 1)
         live_bound = [x for x in pods if x["spec"].get("nodeName")]
         unaudited = sorted(x["metadata"]["name"] for x in live_bound
-                           if binds.get((NAMESPACE, x["metadata"]["name"]), 0) != 1)
+                           if binds.get((NAMESPACE, x["metadata"]["name"], x["metadata"]["uid"]), 0) != 1)
         over = soakcheck.overcommitted(nodes, pods, resource_value)
         return {
             "all_placed": {"judged": True, "ok": not left, "unbound": left[:20], "count": len(left)},

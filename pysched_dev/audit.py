@@ -27,11 +27,21 @@ def ok(event: dict[str, Any]) -> bool:
     return event.get("stage") == "ResponseComplete" and 200 <= (event.get("responseStatus") or {}).get("code", 0) < 300
 
 
-def successful_binds(events: list[dict[str, Any]], *, by_namespace: bool = False) -> collections.Counter[Any]:
-    """Per pod name (``(namespace, name)`` with ``by_namespace``), the bindings answered 2xx."""
+def successful_binds(events: list[dict[str, Any]], *, by_namespace: bool = False,
+                     by_uid: bool = False) -> collections.Counter[Any]:
+    """Per pod name (``(namespace, name)`` with ``by_namespace``; with ``by_uid`` the pod's UID
+    too: ``(namespace, name, uid)``), the bindings answered 2xx.
+
+    By name alone, two pods that had the same name one after the other count as one pod bound
+    twice: a ReplicaSet's generated names (five characters of 27) repeat within an hour of churn.
+    The audit event's ``objectRef.uid`` is the Binding's ``metadata.uid``, which kube-scheduler and
+    pysched set to the pod's UID (empty for a binder that sends none)."""
     out: collections.Counter[Any] = collections.Counter()
     for e in events:
         ref = e.get("objectRef") or {}
         if ref.get("subresource") == "binding" and ok(e):
-            out[(ref.get("namespace"), ref["name"]) if by_namespace else ref["name"]] += 1
+            if by_uid:
+                out[(ref.get("namespace"), ref["name"], ref.get("uid") or "")] += 1
+            else:
+                out[(ref.get("namespace"), ref["name"]) if by_namespace else ref["name"]] += 1
     return out

@@ -108,3 +108,19 @@ def test_python_heap_blocks_are_reported_beside_the_rss_drift():
     assert tenure["heap_blocks_drift_pct_per_hour"] == pytest.approx(0.6, abs=0.05)
     assert "heap_blocks_drift_pct_per_hour" not in soakcheck.judge(
         [sample(m) for m in range(1, 61)], ENDS, warmup=5)["memory_tasks_fds"]["tenures"][0]
+
+
+def test_a_generated_pod_name_used_twice_is_two_pods_each_bound_once_not_one_bound_twice():
+    """The soak's hour of churn reused a ReplicaSet's generated pod name (five characters of 27):
+    counted by name, two pods each bound once looked like one pod bound twice."""
+    from pysched_dev.audit import successful_binds
+
+    def bind(name, uid, code=201):
+        return {"stage": "ResponseComplete", "responseStatus": {"code": code},
+                "objectRef": {"resource": "pods", "subresource": "binding", "namespace": "soak",
+                              "name": name, "uid": uid}}
+    events = [bind("p-05-78f9c98776-xlhv2", "uid-1"), bind("p-05-78f9c98776-xlhv2", "uid-2"),
+              bind("p-01-5d4c-abcde", "uid-3", code=409)]
+    assert successful_binds(events, by_namespace=True)[("soak", "p-05-78f9c98776-xlhv2")] == 2
+    per_pod = successful_binds(events, by_uid=True)
+    assert per_pod == {("soak", "p-05-78f9c98776-xlhv2", "uid-1"): 1, ("soak", "p-05-78f9c98776-xlhv2", "uid-2"): 1}

@@ -37,7 +37,7 @@ from pysched.loadmetrics import LoadCollector
 from pysched.metrics import METRICS
 from pysched.podrecovery import DEFAULT_INTERVAL as DEFAULT_RECOVERY_INTERVAL
 from pysched.podrecovery import PodRecovery
-from pysched.profile import build_frameworks, build_queue, default_registry
+from pysched.profile import build_frameworks, build_queue, default_registry, waiting_room
 from pysched.schedule_one import Scheduler, max_binds_for
 from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewError
 from pysched.server.delegated_auth import build as build_auth
@@ -171,7 +171,7 @@ class SchedulerApp:
         self.handlers = EventHandlers(self.cache, self.queue, set(routing), self.cluster_events,
                                       keep_node_raw=any(not e.node_cache_capable for e in self.extenders),
                                       observer=self.shadow,
-                                      waiting_pods=next(iter(self.frameworks.values())).handle.waiting_pods)
+                                      waiting_pods=waiting_room(self.frameworks))
         self.recovery = None if shadow else PodRecovery(
             pending=self.handlers.pending, cache=self.cache, queue=self.queue, working=self.scheduler.working,
             client=self.client, interval=options.pod_recovery_interval,

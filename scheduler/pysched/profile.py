@@ -43,6 +43,11 @@ def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache: Snapsho
     return out
 
 
+def waiting_room(frameworks: dict[str, Framework]) -> dict:
+    """The Permit waiting room every profile's framework shares (``build_frameworks``)."""
+    return next(iter(frameworks.values())).handle.waiting_pods
+
+
 def ignored_extended_resources(cfg: SchedulerConfig) -> list[str]:
     return [m.name for e in cfg.extenders for m in e.managed_resources if m.ignored_by_scheduler]
 

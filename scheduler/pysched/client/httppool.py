@@ -235,11 +235,15 @@ class HTTPPool:
         self.connections_opened += 1
         return conn
 
+    def _stale(self, conn: _Connection, now: float) -> bool:
+        """Not to be reused: the server closed it, or it idled past ``idle_timeout``."""
+        return conn.closed or now - conn.last_used >= self.idle_timeout
+
     def _pooled(self) -> _Connection | None:
         now = time.monotonic()
         while self._idle:
             conn = self._idle.pop()
-            if not conn.closed and now - conn.last_used < self.idle_timeout:
+            if not self._stale(conn, now):
                 return conn
             conn.close()
         return None
@@ -322,11 +326,9 @@ class HTTPPool:
             self._idle.append(conn)
         else:
             conn.close()
-        idle = self._idle
-        if idle and (idle[0].closed or time.monotonic() - idle[0].last_used >= self.idle_timeout):
-            now = time.monotonic()
-            while idle and (idle[0].closed or now - idle[0].last_used >= self.idle_timeout):
-                idle.popleft().close()
+        idle, now = self._idle, time.monotonic()
+        while idle and self._stale(idle[0], now):
+            idle.popleft().close()
 
     async def close(self) -> None:
         self.closed = True

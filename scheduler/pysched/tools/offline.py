@@ -26,7 +26,7 @@ from pysched.framework.registry import Registry
 from pysched.framework.runtime import CycleTrace
 from pysched.framework.status import Code, Status
 from pysched.framework.types import FitError, FrameworkError, NoNodesAvailable
-from pysched.profile import build_frameworks, build_queue, default_registry
+from pysched.profile import build_frameworks, build_queue, default_registry, waiting_room
 from pysched.schedule_one import Scheduler
 
 
@@ -55,7 +55,7 @@ class OfflineScheduler:
         self.objects.subscribe(self.events.object_event)
         self.handlers = EventHandlers(self.cache, self.queue, self.cfg.scheduler_names, self.events,
                                       observer=observer,
-                                      waiting_pods=next(iter(self.frameworks.values())).handle.waiting_pods)
+                                      waiting_pods=waiting_room(self.frameworks))
         # Pods held at Permit (uid -> framework, state, assumed pod, node), and what became of the
         # ones no longer held (uid -> node if allowed else None, message).
         self.waiting: dict[str, tuple] = {}

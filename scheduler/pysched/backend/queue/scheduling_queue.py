@@ -361,8 +361,7 @@ class SchedulingQueue:
         self.nominator.delete(uid)
         if qpi.where == UNSCHEDULABLE:
             self._unsched.pop(uid, None)
-        if qpi.where != IN_FLIGHT:
-            self._uncount(qpi)
+        self._uncount(qpi)   # nothing counted while in flight: popping uncounted it
         self._set_where(qpi, "")
         qpi.seq = -1  # lazily dropped from the heaps (by a pop, or by ``_compact``)
         self._compact()

@@ -90,42 +90,59 @@ def _ms(v: float | None) -> str:
     return "n/a" if v is None else f"{v * 1000:.1f}"
 
 
-def markdown(summary: dict[str, Any], samples: list[dict[str, Any]], chart_paths: list[Path], md: Path) -> str:
-    v = summary["verdicts"]
+def _judged(summary: dict[str, Any], samples: list[dict[str, Any]], warmup: float | None) -> dict[str, Any]:
+    """The run's verdicts under the current rules (``soakcheck``), from its samples and end checks:
+    a run recorded under older rules is judged as a new one would be."""
+    warm = summary["plan"]["warmup"] if warmup is None else warmup
+    return soakcheck.judge(samples, summary["end_checks"], warm)
+
+
+def _run_section(summary: dict[str, Any], samples: list[dict[str, Any]], v: dict[str, Any], warm: float,
+                 chart_paths: list[Path], md: Path) -> list[str]:
     plan = summary["plan"]
-    warm = plan["warmup"]
+    handover = (f"a leader handover every {plan['handover_every']:g} s" if plan["handover_every"] > 0
+                else "no handover (one leader for the whole run)")
     lines = [
-        "# Soak: pysched for an hour on a living cluster",
-        "",
-        f"**{'PASS' if v['pass'] else 'FAIL'}** - reproduce with `{summary['command']}` "
-        f"(`bench/soak.py`; the run directory keeps `samples.jsonl` and `summary.json`).",
+        f"**{'PASS' if v['pass'] else 'FAIL'}** - reproduce with `{summary['command']}`.",
         "",
         f"{plan['minutes']:g} minutes, {plan['nodes']:,} KWOK nodes (kube-controller-manager and KWOK: pods go "
         f"Running and Ready, nodes renew Leases every 10 s), two pysched replicas on one Lease beside "
         f"kube-scheduler 1.35 ({plan['kube_share']:.0%} of the nodes are its pool). Churn: a Deployment rescaled "
         f"every {plan['scale_every']:g} s ({plan['deployments']} for pysched, {plan['min_replicas']}-"
         f"{plan['max_replicas']} replicas), a Job every {plan['job_every']:g} s, a node failing every "
-        f"{plan['node_failure_every']:g} s for {plan['node_down']:g} s, a leader handover every "
-        f"{plan['handover_every']:g} s. Sampled every {plan['sample_every']:g} s; a leader's first {warm:g} minutes "
-        f"are warm-up. Machine: {summary['machine']['cpus']} CPUs, everything on it.",
+        f"{plan['node_failure_every']:g} s for {plan['node_down']:g} s, {handover}. Sampled every "
+        f"{plan['sample_every']:g} s; the first {warm:g} minutes of each process in each role are warm-up. "
+        f"Machine: {summary['machine']['cpus']} CPUs, everything on it.",
         "",
         "| Verdict | Result | Detail |",
         "|---|---|---|",
     ]
 
-    def row(name: str, key: str, detail: str) -> None:
+    def row(name: str, key: str, detail: str, judged: bool | None = None) -> None:
         x = v[key]
-        res = "not judged" if not x.get("judged") else ("pass" if x.get("ok") else "**FAIL**")
+        judged = x.get("judged") if judged is None else judged
+        res = "not judged" if not judged else ("pass" if x.get("ok") else "**FAIL**")
         lines.append(f"| {name} | {res} | {detail} |")
 
-    tenures = v["memory_tasks_fds"]["tenures"]
-    drift = ", ".join(f"{t['slot']}{t['incarnation']} {t.get('role', 'leader')}: "
-                      f"{t['rss_drift_pct_per_hour']:+.1f} %/h "
-                      f"({t['rss_mib_first']:.0f}->{t['rss_mib_last']:.0f} MiB over {t['minutes']} min"
-                      + (f"; Python heap blocks {t['heap_blocks_drift_pct_per_hour']:+.1f} %/h"
-                         if "heap_blocks_drift_pct_per_hour" in t else "") + ")"
-                      for t in tenures if t["judged"]) or "no tenure long enough"
-    row(f"RSS drift < {soakcheck.MAX_DRIFT_PCT:g} %/h, no growth in tasks or descriptors", "memory_tasks_fds", drift)
+    tenures = [t for t in v["memory_tasks_fds"]["tenures"] if t["judged"]]
+
+    def drift(t: dict[str, Any]) -> str:
+        why = "" if t["rss_drift_judged"] else f"; {t['minutes']} min: not judged"
+        heap = (f"; Python heap blocks {t['heap_blocks_drift_pct_per_hour']:+.1f} %/h"
+                if "heap_blocks_drift_pct_per_hour" in t else "")
+        return (f"{t['slot']}{t['incarnation']} {t.get('role', 'leader')}: {t['rss_drift_pct_per_hour']:+.1f} "
+                f"± {t.get('rss_drift_stderr_pct_per_hour', 0):.1f} %/h ({t['rss_mib_first']:.0f}->"
+                f"{t['rss_mib_last']:.0f} MiB over {t['minutes']} min{heap}{why})")
+
+    mem = v["memory_tasks_fds"]
+    row(f"RSS drift < {soakcheck.MAX_DRIFT_PCT:g} %/h (tenures of {soakcheck.MIN_DRIFT_MINUTES}+ minutes "
+        f"after warm-up)", "memory_tasks_fds", ", ".join(drift(t) for t in tenures) or "no tenure long enough",
+        judged=mem.get("rss_drift_judged", False))
+    grown = [t["tasks_grew"] or t["fds_grew"] for t in tenures]
+    fds = ", ".join(f"{t['slot']}{t['incarnation']} {t.get('role', 'leader')}: {'grew' if g else 'flat'}"
+                    for t, g in zip(tenures, grown))
+    res = "not judged" if not tenures else ("**FAIL**" if any(grown) else "pass")
+    lines.append(f"| No growth in asyncio tasks or descriptors | {res} | {fds or 'no tenure long enough'} |")
     lat = v["latency_flat"]
     row("Latency flat (p99, last third vs first third)", "latency_flat",
         f"{_ms(lat.get('first_p99_s'))} -> {_ms(lat.get('last_p99_s'))} ms (limit {_ms(lat.get('limit_s'))})"
@@ -133,7 +150,7 @@ def markdown(summary: dict[str, Any], samples: list[dict[str, Any]], chart_paths
     e = summary["end_checks"]
     row("Every pod placed", "all_placed", f"{e['all_placed']['count']} left unbound")
     once, alloc = e["placed_exactly_once"], e["within_allocatable"]
-    row("Every pod bound exactly once (audit log)", "placed_exactly_once",
+    row("Every pod bound exactly once (audit log, per pod UID)", "placed_exactly_once",
         f"{once['bindings']:,} bindings; bound twice: {len(once['pods_bound_twice'])}")
     row("No node above allocatable", "within_allocatable",
         f"{alloc['nodes_checked']:,} nodes checked, {len(alloc['nodes_over'])} over")
@@ -170,16 +187,48 @@ def markdown(summary: dict[str, Any], samples: list[dict[str, Any]], chart_paths
         rel = p.relative_to(md.parent) if p.is_relative_to(md.parent) else p
         lines.append(f"![{p.stem}]({rel.as_posix()})")
         lines.append("")
-    lines += ["## What happened", "", "```"]
+    lines += ["What happened:", "", "```"]
     lines += [h for s in samples for h in s.get("happened") or ()] + summary.get("happened", [])
     lines += ["```", ""]
-    return "\n".join(lines)
+    return lines
 
 
-def write(rundir: Path, md: Path, charts_dir: Path) -> Path:
+def markdown(runs: list[tuple[dict[str, Any], list[dict[str, Any]], list[Path]]], md: Path,
+             warmup: float | None = None) -> tuple[str, bool]:
+    """The page for one or more runs (each: summary, samples, its charts), every run judged under
+    the current rules, and whether the soak passed: every run did, and at least one was long
+    enough, in one role, to judge RSS drift."""
+    judged = [(_judged(s, smp, warmup), s, smp, paths) for s, smp, paths in runs]
+    drift_judged = any(v["memory_tasks_fds"].get("rss_drift_judged") for v, *_ in judged)
+    ok = all(v["pass"] for v, *_ in judged) and drift_judged
+    lines = [
+        "# Soak: pysched for an hour on a living cluster",
+        "",
+        f"**{'PASS' if ok else 'FAIL'}**" + ("" if drift_judged else " (RSS drift not judged: no tenure of "
+                                                                  f"{soakcheck.MIN_DRIFT_MINUTES}+ minutes)")
+        + f" - {len(runs)} run{'s' if len(runs) > 1 else ''} (`bench/soak.py`; each run directory keeps "
+          "`samples.jsonl` and `summary.json`; this page is `python -m bench.soak --report-from DIR,... "
+          "--results-md bench/SOAK.md`, every run judged under the current rules).",
+        "",
+    ]
+    for i, (v, summary, samples, paths) in enumerate(judged):
+        plan = summary["plan"]
+        title = ("Leader handovers" if plan["handover_every"] > 0 else "One leader for the hour")
+        lines += [f"## Run {i + 1}: {title}", ""]
+        warm = summary["plan"]["warmup"] if warmup is None else warmup
+        lines += _run_section(summary, samples, v, warm, paths, md)
+    return "\n".join(lines), ok
+
+
+def write(rundirs: list[Path], md: Path, charts_dir: Path, warmup: float | None = None) -> tuple[Path, bool]:
+    """Write the page for ``rundirs`` (charts of run i+1 > 1 named ``soak<i+1>-*``); return it and
+    whether the soak passed."""
     md, charts_dir = md.resolve(), charts_dir.resolve()      # chart links relative to the page
-    summary = json.loads((rundir / "summary.json").read_text())
-    samples = soakcheck.read_samples(rundir / "samples.jsonl")
-    paths = charts(samples, charts_dir)
-    md.write_text(markdown(summary, samples, paths, md))
-    return md
+    runs = []
+    for i, rundir in enumerate(rundirs):
+        summary = json.loads((rundir / "summary.json").read_text())
+        samples = soakcheck.read_samples(rundir / "samples.jsonl")
+        runs.append((summary, samples, charts(samples, charts_dir, stem="soak" if i == 0 else f"soak{i + 1}")))
+    text, ok = markdown(runs, md, warmup)
+    md.write_text(text)
+    return md, ok

@@ -43,5 +43,6 @@ def test_a_short_soak_churns_samples_and_checks_every_placement(tmp_path):
     assert sum((s["latency"].get("kube") or {}).get("count", 0) for s in samples) > 0
     assert r.returncode in (0, 1) and ("PASS" in r.stdout or "FAIL" in r.stdout)
     page = md.read_text()
-    assert "make soak SOAK_MINUTES=1.5" in page and "| Every pod bound exactly once (audit log) | pass |" in page
+    assert "make soak SOAK_MINUTES=1.5" in page
+    assert "| Every pod bound exactly once (audit log, per pod UID) | pass |" in page
     assert {p.name for p in (tmp_path / "charts").iterdir()} >= {"soak-rss.png", "soak-latency.png", "soak-pods.png"}

@@ -124,3 +124,66 @@ def test_a_generated_pod_name_used_twice_is_two_pods_each_bound_once_not_one_bou
     assert successful_binds(events, by_namespace=True)[("soak", "p-05-78f9c98776-xlhv2")] == 2
     per_pod = successful_binds(events, by_uid=True)
     assert per_pod == {("soak", "p-05-78f9c98776-xlhv2", "uid-1"): 1, ("soak", "p-05-78f9c98776-xlhv2", "uid-2"): 1}
+
+
+def test_rss_drift_is_judged_only_on_tenures_long_enough_to_tell_it_from_noise():
+    """A leader's 10 judged minutes between handovers: +1.5 MiB of 139 is +6.5 %/h, while the
+    minute-to-minute noise of a flat process is about 0.5 MiB - reported with its standard error,
+    not judged. The same slope held for 35 minutes is judged, and fails."""
+    def run(minutes):
+        return [sample(m, rss=138 + (0.15 * (m - 10) if m > 10 else 0) + (0.5 if m % 2 else -0.5))
+                for m in range(1, minutes + 1)]
+    short = soakcheck.judge(run(20), ENDS, warmup=10)
+    leader = short["memory_tasks_fds"]["tenures"][0]
+    assert leader["minutes"] == 10 and not leader["rss_drift_judged"] and leader["ok"]
+    assert leader["rss_drift_stderr_pct_per_hour"] > 1.0
+    assert short["pass"] and not short["all_judged"] and not short["memory_tasks_fds"]["rss_drift_judged"]
+    long = soakcheck.judge(run(45), ENDS, warmup=10)
+    leader = long["memory_tasks_fds"]["tenures"][0]
+    assert leader["rss_drift_judged"] and leader["rss_drift_pct_per_hour"] > soakcheck.MAX_DRIFT_PCT
+    assert not long["pass"]
+
+
+def test_the_slopes_standard_error_is_zero_on_a_line_and_grows_with_noise():
+    xs = [float(x) for x in range(20)]
+    assert soakcheck.slope_stderr(xs, [2 * x + 1 for x in xs]) == pytest.approx(0)
+    noisy = [2 * x + (1 if x % 2 else -1) for x in xs]
+    assert soakcheck.slope(xs, noisy) == pytest.approx(2, abs=0.05)
+    assert 0.01 < soakcheck.slope_stderr(xs, noisy) < 0.1
+
+
+def _summary(handover_every, *, bound_twice=()):
+    plan = Plan(handover_every=handover_every)
+    from dataclasses import asdict
+    ends = {"all_placed": {"judged": True, "ok": True, "count": 0},
+            "placed_exactly_once": {"judged": True, "ok": not bound_twice, "bindings": 100,
+                                    "pods_bound_twice": list(bound_twice)},
+            "within_allocatable": {"judged": True, "ok": True, "nodes_checked": 10, "nodes_over": []}}
+    return {"plan": asdict(plan), "command": plan.command(), "end_checks": ends, "happened": [],
+            "machine": {"cpus": 2}}
+
+
+def _samples(minutes, handover_at=None):
+    out = []
+    for m in range(1, minutes + 1):
+        s = sample(m, leader="a1" if handover_at is None or m < handover_at else "b1",
+                   standby="b1" if handover_at is None or m < handover_at else "a2")
+        s.update(cluster={"pods": 10, "unbound": 0}, kube=None)
+        s["latency"]["kube"] = {}
+        out.append(s)
+    return out
+
+
+def test_the_report_passes_only_when_some_run_judged_the_rss_drift(tmp_path):
+    from bench import soakreport
+    handovers = (_summary(900), _samples(30, handover_at=15), [])
+    text, ok = soakreport.markdown([handovers], tmp_path / "SOAK.md")
+    assert not ok and "RSS drift not judged" in text.splitlines()[2]
+    one_leader = (_summary(0), _samples(60), [])
+    text, ok = soakreport.markdown([handovers, one_leader], tmp_path / "SOAK.md")
+    assert ok and text.splitlines()[2].startswith("**PASS**")
+    assert "## Run 1: Leader handovers" in text and "## Run 2: One leader for the hour" in text
+    assert "SOAK_ARGS='--handover-every 0'" in text
+    # a failure in any run fails the page
+    bad = (_summary(0, bound_twice=[["soak", "p", "u"]]), _samples(60), [])
+    assert not soakreport.markdown([handovers, bad], tmp_path / "SOAK.md")[1]

@@ -1,8 +1,9 @@
 """The scheduler process: wires configuration, clients, informers, cache, queue and the loop.
 
 Start-up order, as kube-scheduler's: build every profile's framework (bad configuration fails
-here, before any API call) -> start the Node and Pod informers and wait until both have listed
-(so pods bound by anyone before we started are counted) -> (with leader election) wait for the
+here, before any API call) -> start the Node and Pod informers, and one for each low-volume kind
+the plugins read, and wait until all have listed (so pods bound by anyone before we started are
+counted) -> (with leader election) wait for the
 Lease -> run the scheduling loop and the PodGroup status controller. Followers keep their
 informers warm and never bind or write PodGroup status.
 """
@@ -10,6 +11,7 @@ informers warm and never bind or write PodGroup status.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 import sys
@@ -24,11 +26,11 @@ from pysched.client.events import WORKERS as EVENT_WORKERS
 from pysched.client.fence import WriteFence
 from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.leaderelection import LeaderElector
-from pysched.client.objectstore import GROUP_VERSIONS, OPTIONAL, ObjectStore, api_path, resource_version, store_key
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
+from pysched.client.objectstore import OPTIONAL, ObjectStore, api_path, store_key
 from pysched.client.prefetch import INFORMER_LISTS, INFORMER_PAGE_SIZE, ListPrefetch
 from pysched.client.reflector import Reflector, name_key, uid_key
-from pysched.client.rest import ApiError, KubeClient
+from pysched.client.rest import KubeClient
 from pysched.controllers.podgroup import PodGroupController
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
 from pysched.extender.client import HTTPExtender
@@ -76,8 +78,8 @@ class Options:
     podgroup_controller: str = "auto"   # auto | on | off (controllers.podgroup)
     auth: AuthOptions = field(default_factory=AuthOptions)  # the secure port's delegated authn/authz
     event_backlog_limit: int | None = None  # None: events.DEFAULT_LIMIT
-    # A kind served by an optional CRD (PodGroups) that was not installed at start-up is LISTed
-    # this often until it is, and then kept current the same way (kopf resolves resources once).
+    # A low-volume kind the API server refuses to list - an optional CRD (PodGroups) not installed,
+    # a kind RBAC does not allow - is LISTed again this often, and watched once it can be.
     optional_crd_poll_seconds: float = 10.0
     # The safety net's period (``podrecovery``): a pending pod held nowhere is put back within two.
     pod_recovery_interval: float = DEFAULT_RECOVERY_INTERVAL
@@ -136,7 +138,6 @@ class SchedulerApp:
         self.recorder = EventRecorder(self.event_client, limit=options.event_backlog_limit or DEFAULT_LIMIT)
         self.cache = SchedulerCache(expect_rebinding=shadow)  # a shadow's assumptions are only predictions
         self.objects = ObjectStore()
-        self._prefilled: dict[str, dict[str, str]] = {}   # kind -> key -> resourceVersion from our LIST
         # Load metrics for load-aware plugins, fetched in the background (read-only: every replica
         # keeps them, so a new leader scores on fresh data at once).
         self.load = LoadCollector(self.client)
@@ -188,6 +189,9 @@ class SchedulerApp:
                                        key=uid_key, resync_period=options.resync_period,
                                        prefetched=prefetch.take("pods") if prefetch is not None else None,
                                        batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE)
+        # The low-volume kinds the plugins read (``client.objectstore``), each LISTed and WATCHed
+        # into the store the same way.
+        self.object_reflectors = [self._object_reflector(plural) for plural in self.object_kinds]
         self.server: SecureServer | None = None
         self.auth: DelegatedAuth | None = None
         self._shutting_down = False
@@ -208,13 +212,16 @@ class SchedulerApp:
         self.exit_code = 0
 
     def kopf_specs(self) -> list[WatchSpec]:
-        """Low-volume streams kopf keeps for us."""
-        groups = GROUP_VERSIONS
-        specs = [WatchSpec("", "v1", "pods", self._on_failed_pod, field_selector="status.phase=Failed")]
-        for plural in self.object_kinds:
-            group, version = groups.get(plural, ("", "v1"))
-            specs.append(WatchSpec(group, version, plural, self.objects.handler(plural)))
-        return specs
+        """The stream kopf keeps for us: the pods that failed (a kubelet's rejection of a pod we bound)."""
+        return [WatchSpec("", "v1", "pods", self._on_failed_pod, field_selector="status.phase=Failed")]
+
+    def _object_reflector(self, plural: str) -> Reflector:
+        on_upsert, on_delete = self.objects.informer_handlers(plural)
+        return Reflector(self.client, name=plural, path=api_path(plural), on_upsert=on_upsert, on_delete=on_delete,
+                         key=functools.partial(store_key, plural), resync_period=self.options.resync_period,
+                         batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE,
+                         refused_retry=max(0.1, self.options.optional_crd_poll_seconds),
+                         quiet_statuses=frozenset({404}) if plural in OPTIONAL else frozenset())
 
     def _on_failed_pod(self, typ: str | None, obj: dict) -> None:
         uid = (obj.get("metadata") or {}).get("uid") or ""
@@ -249,6 +256,8 @@ class SchedulerApp:
         self.recorder.start()
         self._spawn(self.node_reflector.run(), "node-informer")
         self._spawn(self.pod_reflector.run(), "pod-informer")
+        for r in self.object_reflectors:
+            self._spawn(r.run(), f"{r.name}-informer")
         self._spawn(self.queue.run_flush_loop(), "queue-flush")
         self._spawn(self._cache_metrics_loop(), "cache-metrics")
         if self.load:
@@ -257,17 +266,15 @@ class SchedulerApp:
             self._spawn(self.shadow.run_expiry(), "shadow-expiry")
 
     async def finish_start(self) -> None:
-        """Wait for the informers' LISTs, fill the low-volume stores, hand them to kopf."""
+        """Wait for every informer's LIST, then start kopf's stream."""
         self.spawn_informers()
-        await asyncio.gather(self.wait_synced(), self.prefill_objects())
+        await asyncio.gather(self.wait_synced(), *(r.synced.wait() for r in self.object_reflectors))
+        self.objects.synced.update(r.name for r in self.object_reflectors)
         gctune.freeze()   # the listed cache is long-lived: keep it out of later collections
         if self.kopf is not None:
-            # After our own LISTs: kopf (its import, login and its LISTs, in its own thread) would
-            # otherwise compete with them for the interpreter and delay the first bind. Its own LIST
-            # delivers what was added or changed since ours, but not what was deleted in between:
-            # ``_settle_prefilled`` re-lists a few times to catch those.
+            # After our own LISTs: kopf (its import, login and its LIST, in its own thread) would
+            # otherwise compete with them for the interpreter and delay the first bind.
             self.kopf.start()
-            self._spawn(self._settle_prefilled(), "settle-prefilled")
         log.info("caches synced", extra=kv(since_start_s=round(process_uptime(), 2),
                                             cpu_s=round(time.process_time(), 2), nodes=len(self.cache.nodes),
                                             pods=len(self.cache.pods), pending=len(self.queue)))
@@ -279,113 +286,6 @@ class SchedulerApp:
         so a scheduler without gang scheduling needs neither the CRD nor RBAC for it."""
         wanted = {k for fw in self.frameworks.values() for pl in fw.plugins.values() for k in pl.object_kinds}
         return [k for k in OBJECT_KINDS if k not in OPTIONAL or k in wanted]
-
-    async def prefill_objects(self) -> None:
-        """One LIST of each low-volume kind before the first cycle, all at once (and alongside the
-        node and pod LISTs); kopf keeps them current after."""
-        await asyncio.gather(*(self._prefill(plural) for plural in self.object_kinds))
-
-    async def _prefill(self, plural: str) -> None:
-        """LIST one kind into the store. An unreachable API server is waited out (these LISTs run
-        beside the informers', which retry the same way), never a reason to stop starting."""
-        path = api_path(plural)
-        backoff = 0.5
-        while True:
-            try:
-                items, _ = await self.client.list_all(path)
-                break
-            except ApiError as exc:
-                if exc.status < 500 and exc.status != 429:
-                    return self._prefill_failed(plural, path, exc)
-                error = f"{exc.status} {exc.message}"
-            except (TimeoutError, OSError) as exc:
-                error = str(exc) or repr(exc)
-            log.info("cannot list yet; retrying", extra=kv(resource=plural, error=error, retry_in=f"{backoff:.1f}s"))
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, 30.0)
-        expected = self._prefilled.setdefault(plural, {})
-        with self.cluster_events.batch():   # one move for the LIST, not one per object
-            for obj in items:
-                self.objects.apply(plural, None, obj)
-                expected[store_key(plural, obj)] = resource_version(obj)
-        self.objects.synced.add(plural)
-
-    def _prefill_failed(self, plural: str, path: str, exc: ApiError) -> None:
-        """A LIST the API server refused: an optional CRD not installed is polled for; anything else
-        leaves the kind empty, with a warning."""
-        if plural in OPTIONAL and exc.status == 404:
-            log.info("custom resource not installed; polling until it is", extra=kv(
-                resource=plural, path=path, interval=self.options.optional_crd_poll_seconds))
-            self._spawn(self._poll_optional(plural, path), f"poll-{plural}")
-            return
-        log.warning("cannot list; plugins that read it will see none", extra=kv(
-            resource=plural, status=exc.status, error=exc.message))
-
-    async def _settle_prefilled(self, delays: tuple[float, ...] = (5.0, 15.0, 40.0)) -> None:
-        """Objects from ``prefill_objects`` deleted before kopf's own LIST would stay in the store:
-        no watch ever reports their deletion. LIST each kind again after each delay (kopf has listed
-        by then) and drop what is gone but still at the version we listed."""
-        for delay in delays:
-            await asyncio.sleep(delay)
-            for plural, expected in self._prefilled.items():
-                if not expected:
-                    continue
-                try:
-                    items, _ = await self.client.list_all(api_path(plural))
-                except (ApiError, OSError) as exc:
-                    log.warning("cannot re-list; will retry", extra=kv(resource=plural, error=str(exc)))
-                    continue
-                dropped = self.objects.drop_vanished(plural, expected, {store_key(plural, o) for o in items})
-                for key in dropped:
-                    log.info("object deleted before kopf listed it; dropped", extra=kv(resource=plural, key=key))
-        self._prefilled.clear()
-
-    async def _poll_optional(self, plural: str, path: str) -> None:
-        """Keep ``plural`` (a kind whose CRD was missing at start-up) current by LISTing it every
-        ``optional_crd_poll_seconds``: kopf resolves its resources once, at start, so it never
-        watches a CRD installed later. Each LIST is diffed against the store (added, modified,
-        deleted), so plugins get the same change events a watch would give."""
-        interval = max(0.1, self.options.optional_crd_poll_seconds)
-        installed = False
-        failing = False
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                items, _ = await self.client.list_all(path)
-            except ApiError as exc:
-                if exc.status != 404 and not failing:
-                    log.warning("cannot list; will retry", extra=kv(resource=plural, status=exc.status,
-                                                                    error=exc.message))
-                failing = exc.status != 404
-                if exc.status == 404 and installed:
-                    installed = False
-                    log.info("custom resource removed", extra=kv(resource=plural))
-                    for obj in self.objects.list(plural):
-                        self.objects.apply(plural, "DELETED", obj)
-                continue
-            failing = False
-            if not installed:
-                installed = True
-                log.info("custom resource installed; following it by polling", extra=kv(
-                    resource=plural, objects=len(items), interval=interval))
-            self._sync_listed(plural, items)
-            self.objects.synced.add(plural)
-
-    def _sync_listed(self, plural: str, items: list[dict]) -> None:
-        store = self.objects
-        seen = set()
-        with self.cluster_events.batch():   # one move for the LIST, not one per object
-            for obj in items:
-                key = store_key(plural, obj)
-                seen.add(key)
-                old = store.get(plural, key)
-                if old is None:
-                    store.apply(plural, "ADDED", obj)
-                elif resource_version(old) != resource_version(obj):
-                    store.apply(plural, "MODIFIED", obj)
-            for key, obj in list(store.objects[plural].items()):
-                if key not in seen:
-                    store.apply(plural, "DELETED", obj)
 
     async def _cache_metrics_loop(self) -> None:
         trims = memtrim.TrimSchedule(TRIM_EVERY_S, time.monotonic())

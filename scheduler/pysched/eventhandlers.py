@@ -220,9 +220,9 @@ class ClusterEvents:
         if resource is None:
             return
         if typ is None and old is not None:
-            # A LIST re-reporting what the store holds (kopf's first LIST after our own prefill, a
-            # relist): an update if it changed meanwhile, else nothing happened - an "Add" here
-            # would send every waiting pod to try again for nothing.
+            # A listing (type None) re-reporting what the store holds: an update if it changed
+            # meanwhile, else nothing happened - an "Add" here would send every waiting pod to
+            # try again for nothing.
             if resource_version(old) == resource_version(obj):
                 return
             typ = "MODIFIED"

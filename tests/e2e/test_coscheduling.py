@@ -225,11 +225,11 @@ async def test_fifty_gangs_onto_room_for_thirty_place_only_whole_groups(admin, s
 
 
 async def test_scheduler_started_without_the_crd_schedules_groups_once_installed(admin, scheduler_factory):
-    # No flag sets Options.optional_crd_poll_seconds: the scheduler polls at its default (10 s).
+    # No flag sets Options.optional_crd_poll_seconds: the scheduler LISTs again at its default (10 s).
     await create_nodes(admin, [make_node(f"n{i}", cpu="2") for i in range(2)])
     sched = scheduler_factory(gang_config()).start()
     await sched.wait_log("caches synced", 60)
-    await sched.wait_log("custom resource not installed; polling until it is", 5)
+    await sched.wait_log("list refused; treating the resource as empty and retrying", 5)
     # Members first (Kubeflow does not wait for its PodGroup): PreFilter holds them back.
     await create_pods(admin, [make_pod(f"w{i}", labels={LABEL: "late"}, cpu="1") for i in range(3)])
     await asyncio.sleep(2)
@@ -237,10 +237,10 @@ async def test_scheduler_started_without_the_crd_schedules_groups_once_installed
 
     await install_crd(admin)
     await create_podgroup(admin, podgroup("late", "default", 3))
-    await sched.wait_log("custom resource installed; following it by polling", 30)
+    await sched.wait_log("list accepted; following the resource", 30)
 
     async def whole():
         got = (await placements(admin))["late"]
         return got if bound_count(got) == 3 else None
     await wait_for(whole, 45, what="the group scheduled once its CRD and PodGroup appeared")
-    assert sched.terminate() == 0, sched.log()[-3000:]   # the CRD poller stops with the scheduler
+    assert sched.terminate() == 0, sched.log()[-3000:]   # the PodGroup informer stops with the scheduler

@@ -47,9 +47,9 @@ async def test_snapshot_of_the_living_cluster_replays_in_simulate(living_cluster
     await create_nodes(live_admin, nodes)
     await wait_nodes_ready(live_admin, [n["metadata"]["name"] for n in nodes])
     sched = live_scheduler_factory(scheduler_config(), extra_args=["--seed", SEED]).start()
-    # Not only synced: a ReplicaSet created before kopf's streams deliver reaches the store up to a
-    # few tenths of a second late, and a pod scheduled meanwhile misses its default spreading.
-    await sched.wait_log("low-volume watch streams delivering", 60)
+    # Synced means every informer, the ReplicaSets' and StatefulSets' included: a pod scheduled
+    # from here on gets its workload's default spreading.
+    await sched.wait_log("caches synced", 60)
 
     # One workload at a time, so that the queue order is the creation order.
     web = await create(live_admin, deployment("web", 5, cpu="700m"))

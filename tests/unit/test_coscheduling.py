@@ -389,14 +389,14 @@ def test_simulate_places_groups_all_or_nothing_and_names_the_blocker():
 
 def test_podgroups_are_listed_and_watched_only_when_a_profile_reads_them():
     """The base manifests grant no access to PodGroups: a scheduler without Coscheduling must not
-    ask for them (a 403 in its log, a kopf watch that cannot start)."""
+    ask for them (a 403 in its log, an informer that cannot list)."""
     from pysched.app import Options, SchedulerApp
     from pysched.client.auth import Credentials
     creds = Credentials(server="https://127.0.0.1:1", insecure=True)   # never contacted
 
     def kinds(cfg):
         app = SchedulerApp(cfg, Options(serve=False, kopf=False), creds)
-        return app.object_kinds, [s.plural for s in app.kopf_specs()]
+        return app.object_kinds, [r.name for r in app.object_reflectors]
 
     plain, plain_watches = kinds(configmod.default_config())
     gang, gang_watches = kinds(config())

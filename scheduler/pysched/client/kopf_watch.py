@@ -1,4 +1,4 @@
-"""kopf, embedded for the low-volume watch streams.
+"""kopf, embedded for a low-volume watch stream: the pods that failed (a kubelet's rejection).
 
 kopf is good at keeping watch streams alive (reconnects, 410 relists, backoffs) and at login; it
 runs here in standalone mode, cluster-wide, with scanning and event posting disabled, and only
@@ -11,9 +11,11 @@ cancels every task of its loop when it exits and installs signal handlers in the
 neither of which the scheduler's loop should suffer. Events are handed to the scheduler's loop
 with ``call_soon_threadsafe``; the streams watched here carry a handful of events per minute.
 
-The hot streams (all Pods, all Nodes) do not go through kopf: measured against kube-apiserver
-1.35 on this machine, kopf's per-event processing cost 1.03 ms CPU per pod event versus 0.055 ms
-for ``scheduler.informer.Reflector`` (kopf deep-copies each body to compute a diff base).
+The other streams (Pods, Nodes and the kinds of ``client.objectstore``) do not go through kopf:
+measured against kube-apiserver 1.35 on this machine, kopf's per-event processing cost 1.03 ms
+CPU per pod event versus 0.055 ms for ``client.reflector.Reflector``, and on a living cluster
+(ReplicaSets whose status changes with every pod that turns Ready) kopf's thread was 40 % of a
+standby replica's CPU (``bench/PROFILE.md``).
 """
 
 from __future__ import annotations
@@ -107,10 +109,8 @@ class KopfWatch:
                 async def handler(event, **_):
                     obj = event.get("object") or {}
                     if first[0]:
-                        # Until now, objects created after our own LISTs (prefill) were unseen: a
-                        # start-up window kube-scheduler does not have (it waits for every informer).
                         first[0] = False
-                        log.info("low-volume watch streams delivering", extra=kv(
+                        log.info("kopf's watch stream delivering", extra=kv(
                             resource=spec.plural, since_start_s=round(process_uptime(), 2)))
                     main_loop.call_soon_threadsafe(_deliver, spec.on_event, event.get("type"), dict(obj))
                 return handler
@@ -135,9 +135,7 @@ def configure_settings(settings, specs: list[WatchSpec]) -> None:
     """kopf's settings for read-only streams: standalone, no scanning, no Events posted, the
     watches' selectors - and no diff base. kopf builds one for every event it processes (a deep
     copy of the body, and a parse of its last-handled annotation) so that ``on.update`` handlers
-    can be told what changed; only ``on.event`` handlers run here, which never read it. On a
-    living cluster the ReplicaSets' status changes with every pod that turns Ready, and the diff
-    base was the largest part of kopf's cost per event (``bench/PROFILE.md``)."""
+    can be told what changed; only ``on.event`` handlers run here, which never read it."""
     settings.peering.standalone = True
     settings.scanning.disabled = True
     settings.posting.enabled = False

@@ -1,4 +1,5 @@
-"""ObjectStore: the low-volume objects some plugins read, kept current by kopf watches.
+"""ObjectStore: the low-volume objects some plugins read, kept current by one informer per kind
+(``client.reflector.Reflector``, LIST then WATCH, as the pods and nodes are).
 
 * Namespaces (labels) - InterPodAffinity's ``namespaceSelector``;
 * Services, ReplicaSets, StatefulSets, ReplicationControllers - PodTopologySpread's system default
@@ -89,10 +90,21 @@ class ObjectStore:
         (None type: initial list)."""
         self.listeners.append(listener)
 
-    def handler(self, plural: str) -> Callable[[str | None, dict], None]:
-        def on_event(typ: str | None, obj: dict) -> None:
-            self.apply(plural, typ, obj)
-        return on_event
+    def informer_handlers(self, plural: str) -> tuple[Callable[[dict], None], Callable[[str, dict | None], None]]:
+        """A ``client.reflector.Reflector``'s ``on_upsert`` and ``on_delete`` for ``plural``: an
+        object new to the store is ADDED, a known one MODIFIED; a delete without the object (one
+        a re-list no longer has) deletes what the store holds under that key."""
+        objects = self.objects[plural]
+
+        def on_upsert(obj: dict) -> None:
+            self.apply(plural, "MODIFIED" if _key(plural, obj) in objects else "ADDED", obj)
+
+        def on_delete(key: str, obj: dict | None) -> None:
+            if obj is None:
+                obj = objects.get(key)
+            if obj is not None:
+                self.apply(plural, "DELETED", obj)
+        return on_upsert, on_delete
 
     def apply(self, plural: str, typ: str | None, obj: dict) -> None:
         meta = obj.get("metadata") or {}
@@ -111,24 +123,6 @@ class ObjectStore:
         for w in waiters:
             if not w.done():
                 w.set_result(None)
-
-    def drop_vanished(self, plural: str, expected: dict[str, str], listed: set[str]) -> list[str]:
-        """Objects of ``plural`` deleted while no watch could report it. ``expected``: key -> the
-        resourceVersion stored from an earlier LIST; ``listed``: the keys of a LIST taken since. A key
-        the later LIST lacks whose stored object is still at the expected version is deleted (a
-        DELETED to every listener). Keys whose stored version moved on (a watch delivered a newer one)
-        or that are gone already are forgotten from ``expected``; what remains is still unconfirmed."""
-        dropped = []
-        current = self.objects[plural]
-        for key, rv in list(expected.items()):
-            obj = current.get(key)
-            if obj is None or resource_version(obj) != rv:
-                del expected[key]
-            elif key not in listed:
-                del expected[key]
-                self.apply(plural, "DELETED", obj)
-                dropped.append(key)
-        return dropped
 
     def add(self, obj: dict) -> bool:
         plural = KIND_TO_PLURAL.get(obj.get("kind", ""))

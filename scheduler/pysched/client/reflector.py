@@ -14,11 +14,19 @@
   seconds (jittered), for a user who wants to bound how long any divergence could live.
 * Events are decoded with orjson into plain dicts and handed to synchronous handlers on the
   event loop; objects whose resourceVersion did not change are not re-delivered on a relist.
+* ``refused_retry`` (the low-volume kinds of ``client.objectstore``): a LIST the API server refuses
+  for good - 404 for a CustomResourceDefinition not installed (PodGroups), 403 when RBAC does not
+  allow it - counts as an empty list: what was delivered before is deleted, the informer is
+  synced, and the LIST is tried again every ``refused_retry`` seconds, so a CRD installed (or a
+  permission granted) later is listed and watched from then on. Without it (Pods, Nodes) every
+  failure is retried with backoff and the informer is not synced until a LIST succeeds.
 
-Why not kopf for this stream: measured on this machine against kube-apiserver 1.35, kopf's
+Why not kopf for these streams: measured on this machine against kube-apiserver 1.35, kopf's
 ``on.event`` path cost 1.03 ms CPU per pod event (it deep-copies every body to build a diff
-base) against 0.055 ms for this reflector: 19x. kopf still watches the low-volume resources and
-handles login (``scheduler.kopf_watch``).
+base) against 0.055 ms for this reflector: 19x. The low-volume kinds moved here too: on a living
+cluster the ReplicaSets' status changes with every pod that turns Ready, and kopf's thread was 40 %
+of a standby replica's CPU in the soak (``bench/PROFILE.md``). kopf keeps the failed-pods stream
+(``client.kopf_watch``).
 """
 
 from __future__ import annotations
@@ -48,6 +56,12 @@ class _Relist(Exception):
         self.reason = reason
 
 
+def refused_for_good(exc: ApiError) -> bool:
+    """A refusal retrying at once will not change: the resource is not served (404: a CRD not
+    installed) or not allowed (403). Not 401 - credentials are refreshed and the LIST retried."""
+    return exc.status in (403, 404)
+
+
 def uid_key(obj: dict) -> str:
     return (obj.get("metadata") or {}).get("uid") or ""
 
@@ -62,9 +76,12 @@ class Reflector:
                  key: Callable[[dict], str] = uid_key, params: dict | None = None,
                  resync_period: float = 0.0, page_size: int = 500, watch_timeout: int = 300,
                  prefetched: concurrent.futures.Future[Prefetched] | None = None,
-                 batch: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext):
+                 batch: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+                 refused_retry: float | None = None, quiet_statuses: frozenset[int] = frozenset()):
         """``batch``: a context each LIST page is delivered inside (``ClusterEvents.batch``: the
-        page's cluster events coalesced into one requeue)."""
+        page's cluster events coalesced into one requeue). ``refused_retry``: see the module's
+        docstring; a refusal with a status in ``quiet_statuses`` (404 for an optional CRD) is
+        logged at info, any other at warning."""
         self.client = client
         self.name = name
         self.path = path
@@ -77,6 +94,9 @@ class Reflector:
         self.watch_timeout = watch_timeout
         self.prefetched = prefetched   # the first LIST, already under way (``client.prefetch``)
         self.batch = batch
+        self.refused_retry = refused_retry
+        self.quiet_statuses = quiet_statuses
+        self.refused: int | None = None   # the status of the LIST refusal in force, if any
         self.known: dict[str, str] = {}  # key -> resourceVersion delivered
         self.synced = asyncio.Event()
         self.resource_version = ""
@@ -99,12 +119,35 @@ class Reflector:
                 raise
             except _Relist as r:
                 reason = r.reason
-            except (TimeoutError, ApiError, aiohttp.ClientError, OSError, ValueError) as exc:
+            except ApiError as exc:
+                if self.refused_retry is not None and refused_for_good(exc):
+                    self._refused(exc)
+                    reason = "refused"
+                    await asyncio.sleep(self.refused_retry)
+                    continue
                 reason = "error"
                 log.warning("list failed; retrying", extra=kv(resource=self.name, error=str(exc) or repr(exc),
                                                                retry_in=f"{backoff:.1f}s"))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
+            except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
+                reason = "error"
+                log.warning("list failed; retrying", extra=kv(resource=self.name, error=str(exc) or repr(exc),
+                                                               retry_in=f"{backoff:.1f}s"))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
+
+    def _refused(self, exc: ApiError) -> None:
+        """The LIST was refused for good: an empty list (``refused_retry``)."""
+        if self.refused != exc.status:
+            (log.info if exc.status in self.quiet_statuses else log.warning)(
+                "list refused; treating the resource as empty and retrying", extra=kv(
+                    resource=self.name, status=exc.status, error=exc.message, retry_in=f"{self.refused_retry:g}s"))
+        self.refused = exc.status
+        self.resource_version = ""
+        with self.batch():
+            self._remove_unseen({})
+        self.synced.set()
 
     async def _list(self, reason: str) -> None:
         got = await self._take_prefetched() if reason == "initial" else None
@@ -112,6 +155,9 @@ class Reflector:
             seen, rv = await self._apply_pages(self._prefetched_pages(got))
         else:
             seen, rv = await self._list_from_server(reason)
+        if self.refused is not None:
+            log.info("list accepted; following the resource", extra=kv(resource=self.name, objects=len(seen)))
+            self.refused = None
         self.lists += 1
         METRICS.informer_relists.labels(self.name, reason).inc()
         self._remove_unseen(seen)

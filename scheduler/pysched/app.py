@@ -24,7 +24,6 @@ from pysched.client.auth import Credentials
 from pysched.client.events import DEFAULT_LIMIT, EventRecorder
 from pysched.client.events import WORKERS as EVENT_WORKERS
 from pysched.client.fence import WriteFence
-from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.leaderelection import LeaderElector
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
 from pysched.client.objectstore import OPTIONAL, ObjectStore, api_path, store_key
@@ -52,7 +51,6 @@ from pysched.util.logs import kv, process_uptime
 log = logging.getLogger("pysched.app")
 
 TRIM_EVERY_S = 60.0   # seconds between returns of the C heap's free pages to the OS (``memtrim``)
-KOPF_STOP_WAIT = 0.5  # seconds shutdown waits for kopf's thread
 EVENT_FLUSH_ON_SHUTDOWN = 1.0  # seconds of Event posting allowed between the last bind and the handover
 
 
@@ -74,7 +72,7 @@ class Options:
     explain_all: bool = False
     shadow: bool = False
     shadow_scheduler_names: list[str] = field(default_factory=lambda: ["default-scheduler"])
-    kopf: bool = True
+    kopf: bool = True   # False: no PodGroup status controller (its kopf thread), whatever --podgroup-controller says
     podgroup_controller: str = "auto"   # auto | on | off (controllers.podgroup)
     auth: AuthOptions = field(default_factory=AuthOptions)  # the secure port's delegated authn/authz
     event_backlog_limit: int | None = None  # None: events.DEFAULT_LIMIT
@@ -190,13 +188,21 @@ class SchedulerApp:
                                        prefetched=prefetch.take("pods") if prefetch is not None else None,
                                        batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE)
         # The low-volume kinds the plugins read (``client.objectstore``), each LISTed and WATCHed
-        # into the store the same way.
+        # into the store the same way. Their client has a rate limiter (and connections) of its own:
+        # sixteen LISTs and WATCHes at start-up must not queue the binds behind them.
+        self.informer_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=4)
         self.object_reflectors = [self._object_reflector(plural) for plural in self.object_kinds]
+        # The pods that failed, for a kubelet's rejection of a pod we bound: the pod informer cannot
+        # tell (a pod leaving its field selector arrives as a DELETED carrying its state before).
+        self.failed_reflector = Reflector(self.informer_client, name="failed-pods", path=pod_path,
+                                          params={"fieldSelector": "status.phase=Failed"},
+                                          on_upsert=self._on_failed_pod, on_delete=lambda key, obj: None,
+                                          key=uid_key, page_size=INFORMER_PAGE_SIZE)
+        self._failed_seen: set[str] = set()
+        self.informer_tasks: list[asyncio.Task] = []
         self.server: SecureServer | None = None
         self.auth: DelegatedAuth | None = None
         self._shutting_down = False
-        self._failed_seen: set[str] = set()
-        self.kopf = KopfWatch(creds, self.kopf_specs()) if options.kopf else None
         # PodGroup status, written by the leader only (its own client, behind the same fence).
         self.podgroups: PodGroupController | None = None
         # ``auto``: only when a profile schedules PodGroups (Coscheduling reads them); ``on``: always.
@@ -211,28 +217,26 @@ class SchedulerApp:
         self.synced = asyncio.Event()
         self.exit_code = 0
 
-    def kopf_specs(self) -> list[WatchSpec]:
-        """The stream kopf keeps for us: the pods that failed (a kubelet's rejection of a pod we bound)."""
-        return [WatchSpec("", "v1", "pods", self._on_failed_pod, field_selector="status.phase=Failed")]
-
-    def _object_reflector(self, plural: str) -> Reflector:
-        on_upsert, on_delete = self.objects.informer_handlers(plural)
-        return Reflector(self.client, name=plural, path=api_path(plural), on_upsert=on_upsert, on_delete=on_delete,
-                         key=functools.partial(store_key, plural), resync_period=self.options.resync_period,
-                         batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE,
-                         refused_retry=max(0.1, self.options.optional_crd_poll_seconds),
-                         quiet_statuses=frozenset({404}) if plural in OPTIONAL else frozenset())
-
-    def _on_failed_pod(self, typ: str | None, obj: dict) -> None:
+    def _on_failed_pod(self, obj: dict) -> None:
+        """A pod that failed after our LIST of failed pods (those before are not news), once."""
+        if not self.failed_reflector.synced.is_set():
+            return
         uid = (obj.get("metadata") or {}).get("uid") or ""
         if uid in self._failed_seen:
             return
         if len(self._failed_seen) > 50000:
             self._failed_seen.clear()
         self._failed_seen.add(uid)
-        if typ is None:
-            return  # failed before we started: not news
         self.handlers.note_kubelet_rejection(obj)
+
+    def _object_reflector(self, plural: str) -> Reflector:
+        on_upsert, on_delete = self.objects.informer_handlers(plural)
+        return Reflector(self.informer_client, name=plural, path=api_path(plural), on_upsert=on_upsert,
+                         on_delete=on_delete,
+                         key=functools.partial(store_key, plural), resync_period=self.options.resync_period,
+                         batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE,
+                         refused_retry=max(0.1, self.options.optional_crd_poll_seconds),
+                         quiet_statuses=frozenset({404}) if plural in OPTIONAL else frozenset())
 
     async def wait_synced(self) -> None:
         await self.node_reflector.synced.wait()
@@ -254,10 +258,8 @@ class SchedulerApp:
             return
         self._informers_spawned = True
         self.recorder.start()
-        self._spawn(self.node_reflector.run(), "node-informer")
-        self._spawn(self.pod_reflector.run(), "pod-informer")
-        for r in self.object_reflectors:
-            self._spawn(r.run(), f"{r.name}-informer")
+        self.informer_tasks = [self._spawn(r.run(), f"{r.name}-informer") for r in (
+            self.node_reflector, self.pod_reflector, *self.object_reflectors, self.failed_reflector)]
         self._spawn(self.queue.run_flush_loop(), "queue-flush")
         self._spawn(self._cache_metrics_loop(), "cache-metrics")
         if self.load:
@@ -266,15 +268,11 @@ class SchedulerApp:
             self._spawn(self.shadow.run_expiry(), "shadow-expiry")
 
     async def finish_start(self) -> None:
-        """Wait for every informer's LIST, then start kopf's stream."""
+        """Wait for every informer's LIST."""
         self.spawn_informers()
         await asyncio.gather(self.wait_synced(), *(r.synced.wait() for r in self.object_reflectors))
         self.objects.synced.update(r.name for r in self.object_reflectors)
         gctune.freeze()   # the listed cache is long-lived: keep it out of later collections
-        if self.kopf is not None:
-            # After our own LISTs: kopf (its import, login and its LIST, in its own thread) would
-            # otherwise compete with them for the interpreter and delay the first bind.
-            self.kopf.start()
         log.info("caches synced", extra=kv(since_start_s=round(process_uptime(), 2),
                                             cpu_s=round(time.process_time(), 2), nodes=len(self.cache.nodes),
                                             pods=len(self.cache.pods), pending=len(self.queue)))
@@ -339,7 +337,7 @@ class SchedulerApp:
             sched = self._spawn(scheduling, "scheduling-loop")
             if self.recovery is not None:
                 self._spawn(self.recovery.run(), "pod-recovery")
-            watch = [sched, stop, self.tasks[0], self.tasks[1]]
+            watch = [sched, stop, *self.informer_tasks]   # an informer that ends has failed
             done, _ = await asyncio.wait(watch, return_when=asyncio.FIRST_COMPLETED)
             for t in done:
                 if t is not stop and t.done() and not t.cancelled() and t.exception() is not None:
@@ -440,11 +438,6 @@ class SchedulerApp:
             await self.elector.release()
         await cancel_and_wait(self.tasks)
         await self.recorder.stop(drain=0)
-        if self.kopf is not None:
-            # kopf only reads (watch streams), so nothing is lost if its thread - a daemon - is still
-            # winding down when the process exits: wait briefly, never the seconds a kopf that was
-            # still logging in can take.
-            await asyncio.to_thread(self.kopf.stop, KOPF_STOP_WAIT)
         if self.podgroups is not None:
             await self.podgroups.stop()
             await self.podgroup_client.close()
@@ -455,6 +448,7 @@ class SchedulerApp:
         for e in self.extenders:
             await e.close()
         await self.client.close()
+        await self.informer_client.close()
         await self.event_client.close()
         if self.elector is not None:
             await self.le_client.close()

@@ -343,8 +343,6 @@ class EventHandlers:
         uid = key
         if self.observer is not None:
             self.observer.observe_deleted(uid)
-        if obj is not None:
-            self.note_kubelet_rejection(obj)
         self.pending.pop(uid, None)
         waiting = self.waiting_pods.get(uid)
         if waiting is not None:
@@ -361,6 +359,8 @@ class EventHandlers:
             self._move("Pod", {"Delete"}, removed, None)
 
     def note_kubelet_rejection(self, obj: dict) -> None:
+        """A pod that failed (``app``'s informer of failed pods): counted and logged when a kubelet
+        rejected a pod we bound."""
         status = obj.get("status") or {}
         if status.get("phase") != "Failed":
             return

@@ -3,6 +3,7 @@ metrics and health endpoints scraped over HTTPS."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -242,6 +243,8 @@ async def test_metrics_and_health_over_https(admin, scheduler_factory):
         return await m("pysched_kubelet_rejections_total", reason="OutOfcpu")
 
     assert await wait_for(rejection, 20, what="kubelet rejection counted") == 1
+    await asyncio.sleep(3)
+    assert await rejection() == 1        # counted once: not again by another stream of failed pods
 
     for path in ("/healthz", "/livez", "/readyz"):
         status, body = await sched.get(path)

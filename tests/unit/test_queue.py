@@ -222,8 +222,8 @@ def test_force_activate_leaves_gated_and_held_pods():
 
 
 def test_a_relist_of_unchanged_objects_moves_no_pod():
-    """kopf's first LIST after our prefill reports every object again: only a changed one is an
-    event (an Update), so waiting pods are not sent to try again for nothing."""
+    """A listing that reports every object again (type None): only a changed one is an event (an
+    Update), so waiting pods are not sent to try again for nothing."""
     from pysched.eventhandlers import ClusterEvents
 
     class Recorder:

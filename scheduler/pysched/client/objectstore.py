@@ -12,7 +12,8 @@
   exist; devices are allocated from the slices the DRA drivers publish).
 * PodDisruptionBudgets - DefaultPreemption prefers victims no budget protects.
 * PodGroups (``scheduling.x-k8s.io/v1alpha1``, scheduler-plugins' CRD) - Coscheduling's gangs. The
-  CRD is optional: without it the store simply holds none (``app`` polls until it appears).
+  CRD is optional: without it the store simply holds none (its informer lists again every
+  ``optional_crd_poll_seconds`` until it is served, then watches it).
 
 Objects are kept as trimmed API dicts keyed by ``namespace/name`` (or ``name``). Waiters can
 await a change of a given object (VolumeBinding's PreBind waits for claims to be bound).
@@ -87,7 +88,8 @@ class ObjectStore:
 
     def subscribe(self, listener: Callable[[str, str | None, dict | None, dict], None]) -> None:
         """Call ``listener(plural, event type, previous version or None, object)`` on every change
-        (None type: initial list)."""
+        (the informers send ADDED, MODIFIED and DELETED; type None is a listing applied without
+        events, e.g. by a test)."""
         self.listeners.append(listener)
 
     def informer_handlers(self, plural: str) -> tuple[Callable[[dict], None], Callable[[str, dict | None], None]]:

@@ -14,19 +14,21 @@
   seconds (jittered), for a user who wants to bound how long any divergence could live.
 * Events are decoded with orjson into plain dicts and handed to synchronous handlers on the
   event loop; objects whose resourceVersion did not change are not re-delivered on a relist.
-* ``refused_retry`` (the low-volume kinds of ``client.objectstore``): a LIST the API server refuses
-  for good - 404 for a CustomResourceDefinition not installed (PodGroups), 403 when RBAC does not
-  allow it - counts as an empty list: what was delivered before is deleted, the informer is
-  synced, and the LIST is tried again every ``refused_retry`` seconds, so a CRD installed (or a
-  permission granted) later is listed and watched from then on. Without it (Pods, Nodes) every
-  failure is retried with backoff and the informer is not synced until a LIST succeeds.
+* ``refused_retry`` (the low-volume kinds of ``client.objectstore``): a LIST or WATCH the API
+  server refuses for good - 404 for a CustomResourceDefinition not installed (PodGroups), 403 when
+  RBAC does not allow it, another client error that retrying at once will not change - is tried
+  again every ``refused_retry`` seconds, so a CRD installed (or a permission granted) later is
+  listed and watched from then on. A kind refused before it was ever listed counts as empty, and
+  the informer is synced; one listed before keeps what it has through one refusal (a custom
+  resource answers 404 for a moment while an API server starts) and is emptied on the second in a
+  row (the CRD was removed). Without it (Pods, Nodes) every failure is retried with backoff and
+  the informer is not synced until a LIST succeeds.
 
 Why not kopf for these streams: measured on this machine against kube-apiserver 1.35, kopf's
 ``on.event`` path cost 1.03 ms CPU per pod event (it deep-copies every body to build a diff
 base) against 0.055 ms for this reflector: 19x. The low-volume kinds moved here too: on a living
-cluster the ReplicaSets' status changes with every pod that turns Ready, and kopf's thread was 40 %
-of a standby replica's CPU in the soak (``bench/PROFILE.md``). kopf keeps the failed-pods stream
-(``client.kopf_watch``).
+cluster the ReplicaSets' status changes with every pod that turns Ready, and kopf's thread was 45 %
+of a standby replica's CPU in the soak (``bench/PROFILE.md``).
 """
 
 from __future__ import annotations
@@ -57,9 +59,10 @@ class _Relist(Exception):
 
 
 def refused_for_good(exc: ApiError) -> bool:
-    """A refusal retrying at once will not change: the resource is not served (404: a CRD not
-    installed) or not allowed (403). Not 401 - credentials are refreshed and the LIST retried."""
-    return exc.status in (403, 404)
+    """A client error that retrying at once will not change: the resource is not served (404: a
+    CRD not installed), not allowed (403)... Not 401 (credentials are refreshed and the request
+    retried), 408, 410 (a re-list) or 429."""
+    return 400 <= exc.status < 500 and exc.status not in (401, 408, 410, 429)
 
 
 def uid_key(obj: dict) -> str:
@@ -96,7 +99,8 @@ class Reflector:
         self.batch = batch
         self.refused_retry = refused_retry
         self.quiet_statuses = quiet_statuses
-        self.refused: int | None = None   # the status of the LIST refusal in force, if any
+        self.refused: int | None = None   # the status of the refusal in force, if any
+        self.refusals = 0                  # refusals in a row
         self.known: dict[str, str] = {}  # key -> resourceVersion delivered
         self.synced = asyncio.Event()
         self.resource_version = ""
@@ -138,15 +142,22 @@ class Reflector:
                 backoff = min(backoff * 2, 30.0)
 
     def _refused(self, exc: ApiError) -> None:
-        """The LIST was refused for good: an empty list (``refused_retry``)."""
-        if self.refused != exc.status:
+        """A LIST or WATCH refused for good (``refused_retry``): empty unless listed before and
+        refused only once in a row."""
+        self.refusals += 1
+        keep = self.lists > 0 and self.refusals < 2
+        emptying = not keep and bool(self.known)
+        if self.refused != exc.status or emptying:
             (log.info if exc.status in self.quiet_statuses else log.warning)(
+                "refused; keeping what was listed and retrying" if keep else
                 "list refused; treating the resource as empty and retrying", extra=kv(
-                    resource=self.name, status=exc.status, error=exc.message, retry_in=f"{self.refused_retry:g}s"))
+                    resource=self.name, status=exc.status, error=exc.message, retry_in=f"{self.refused_retry:g}s",
+                    objects=len(self.known)))
         self.refused = exc.status
         self.resource_version = ""
-        with self.batch():
-            self._remove_unseen({})
+        if not keep:
+            with self.batch():
+                self._remove_unseen({})
         self.synced.set()
 
     async def _list(self, reason: str) -> None:
@@ -158,6 +169,7 @@ class Reflector:
         if self.refused is not None:
             log.info("list accepted; following the resource", extra=kv(resource=self.name, objects=len(seen)))
             self.refused = None
+        self.refusals = 0
         self.lists += 1
         METRICS.informer_relists.labels(self.name, reason).inc()
         self._remove_unseen(seen)
@@ -256,6 +268,8 @@ class Reflector:
             except ApiError as exc:
                 if exc.status == 410:
                     raise _Relist("expired") from None
+                if self.refused_retry is not None and refused_for_good(exc):
+                    raise   # the refused path: tried again every refused_retry seconds, not at once
                 log.warning("watch failed", extra=kv(resource=self.name, error=str(exc)))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)

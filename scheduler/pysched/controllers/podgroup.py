@@ -3,7 +3,7 @@
 It runs in the scheduler process and only while this replica leads (``app`` starts it once the
 Lease is held and stops it when it is lost or on shutdown):
 
-* **Watching** is kopf's job, embedded as everywhere in pysched (``client.kopf_watch``: its own
+* **Watching** is kopf's job, embedded (``client.kopf_watch``: its own
   thread, standalone, read-only ``on.event`` handlers - nothing is patched, annotated or given a
   finalizer by kopf). Two streams: PodGroups, and only the pods that carry the
   ``scheduling.x-k8s.io/pod-group`` label (a label-selector watch, not every pod). The handlers

@@ -148,7 +148,8 @@ class ObjectLister(Protocol):
 
     def subscribe(self, listener: Callable[[str, str | None, dict[str, Any] | None, dict[str, Any]], None]) -> None:
         """Call ``listener(kind, event type, previous object or None, object)`` on every change
-        from now on (type None: an object from a LIST; ``DELETED``: the object removed): for an
+        from now on (``ADDED``, ``MODIFIED``, ``DELETED`` - the object removed - or None for an
+        object from a listing applied without events): for an
         index a plugin keeps current per change instead of rebuilding it per cycle. It runs on the
         event loop between cycles and must not block."""
         ...

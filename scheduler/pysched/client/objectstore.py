@@ -81,7 +81,6 @@ class ObjectStore:
         self._kind_versions: dict[str, int] = {k: 0 for k in KINDS}
         self._waiters: list[asyncio.Future] = []
         self.listeners: list[Callable[[str, str | None, dict | None, dict], None]] = []
-        self.synced: set[str] = set()
 
     # -- writes --------------------------------------------------------------------------------
 

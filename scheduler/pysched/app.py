@@ -14,9 +14,11 @@ import asyncio
 import functools
 import logging
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pysched.apis.config import SchedulerConfig
 from pysched.backend.cache.cache import SchedulerCache
@@ -32,7 +34,6 @@ from pysched.client.reflector import Reflector, name_key, uid_key
 from pysched.client.rest import KubeClient
 from pysched.controllers.podgroup import PodGroupController
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
-from pysched.extender.client import HTTPExtender
 from pysched.framework.registry import Registry
 from pysched.loadmetrics import LoadCollector
 from pysched.metrics import METRICS
@@ -40,18 +41,26 @@ from pysched.podrecovery import DEFAULT_INTERVAL as DEFAULT_RECOVERY_INTERVAL
 from pysched.podrecovery import PodRecovery
 from pysched.profile import build_frameworks, build_queue, default_registry, waiting_room
 from pysched.schedule_one import Scheduler, max_binds_for
+from pysched.server import listener
 from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewError
 from pysched.server.delegated_auth import build as build_auth
-from pysched.server.secure import LEADER_HEALTH_SLACK, SecureServer
 from pysched.tools.shadow import ShadowRecorder
 from pysched.util import gctune, memtrim
 from pysched.util.eventloop import cancel_and_wait
 from pysched.util.logs import kv, process_uptime
 
+if TYPE_CHECKING:
+    from pysched.server.secure import SecureServer
+
 log = logging.getLogger("pysched.app")
 
 TRIM_EVERY_S = 60.0   # seconds between returns of the C heap's free pages to the OS (``memtrim``)
 EVENT_FLUSH_ON_SHUTDOWN = 1.0  # seconds of Event posting allowed between the last bind and the handover
+# /healthz fails a leader whose Lease has not been renewed for leaseDuration plus this (kube-scheduler's 20s).
+LEADER_HEALTH_SLACK = 20.0
+# The secure port, bound at start, is served once the scheduler is under way, or this many seconds
+# after start-up began.
+SERVE_BY_S = 5.0
 
 
 @dataclass
@@ -155,7 +164,10 @@ class SchedulerApp:
         self.queue = build_queue(cfg, routing)
         self.cluster_events = ClusterEvents(self.queue, EventRegistry(self.frameworks.values()))
         self.objects.subscribe(self.cluster_events.object_event)
-        self.extenders = [HTTPExtender(e, fence=self.fence) for e in cfg.extenders]
+        self.extenders = []
+        if cfg.extenders:
+            from pysched.extender.client import HTTPExtender  # aiohttp's client: only with extenders
+            self.extenders = [HTTPExtender(e, fence=self.fence) for e in cfg.extenders]
         self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=routing,
                                    recorder=None if shadow else self.recorder, client=None if shadow else self.client,
                                    percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
@@ -201,6 +213,7 @@ class SchedulerApp:
         self._failed_seen: set[str] = set()
         self.informer_tasks: list[asyncio.Task] = []
         self.server: SecureServer | None = None
+        self.listeners: list[socket.socket] = []   # the secure port, bound at start (``server.listener``)
         self.auth: DelegatedAuth | None = None
         self._shutting_down = False
         # PodGroup status, written by the leader only (its own client, behind the same fence).
@@ -306,23 +319,23 @@ class SchedulerApp:
             except (NotImplementedError, RuntimeError):
                 pass
         try:
-            # The LISTs go out first: the API server prepares them while we set up serving.
-            self.spawn_informers()
-            await asyncio.sleep(0)
             if self.options.serve:
+                # The port is bound now (in use: exit at once); it is served once under way.
                 try:
-                    # The client-CA lookup can wait on an API server that never answers: a stop
-                    # ends it, and then no port is opened.
-                    if not await self.until_stopped(self.start_server()):
-                        return self.exit_code
-                except ReviewError as exc:
-                    log.error("cannot set up delegated authentication", extra=kv(error=str(exc)))
-                    self.exit_code = 1
+                    self.listeners = listener.bind(self.options.bind_address, self.options.secure_port)
+                except OSError as exc:
+                    self._cannot_serve(exc)
                     return self.exit_code
+            self.spawn_informers()
+            if self.options.serve:
+                self._spawn(self._serve(), "secure-server")
             if not await self.until_stopped(self.finish_start()):
                 return self.exit_code   # stopped while starting (e.g. the API server is unreachable)
             stop = asyncio.create_task(self.stopping.wait())
+            if self.shadow is not None:
+                self.scheduler.under_way.set()   # a shadow binds nothing: serve at once
             if self.elector is not None:
+                self.scheduler.under_way.set()   # a replica waiting to lead serves meanwhile
                 self._spawn(self.elector.run(), "leader-election")
                 leading = asyncio.create_task(self.elector.leading.wait())
                 await asyncio.wait([leading, stop], return_when=asyncio.FIRST_COMPLETED)
@@ -369,7 +382,38 @@ class SchedulerApp:
         work.result()   # a start-up failure propagates
         return True
 
+    async def _serve(self) -> None:
+        """Serve the secure port once the scheduler is under way (``Scheduler.under_way``: its
+        first bind answered, an attempt failed, or nothing to schedule), at once for a replica that
+        waits to lead, and at the latest ``SERVE_BY_S`` seconds after start-up began, so /healthz
+        answers while the informers still wait for an API server. Importing the server (aiohttp)
+        and building it cost about 0.1 s of CPU, which on the scheduler's one core would otherwise
+        come before the first bind; the port itself was bound at start (``server.listener``), so a
+        client that connects meanwhile waits for its answer instead of being refused. A failure
+        (delegated authentication, the certificate) stops the process with exit code 1."""
+        try:
+            async with asyncio.timeout(SERVE_BY_S):
+                await self.scheduler.under_way.wait()
+        except TimeoutError:
+            pass   # still starting (an API server that does not answer): /healthz must answer anyway
+        try:
+            await self.start_server()
+        except ReviewError as exc:
+            log.error("cannot set up delegated authentication", extra=kv(error=str(exc)))
+        except OSError as exc:
+            self._cannot_serve(exc)
+        else:
+            return
+        self.exit_code = 1
+        self.request_stop()
+
+    def _cannot_serve(self, exc: OSError) -> None:
+        log.error("cannot serve the secure port", extra=kv(address=self.options.bind_address,
+                                                            port=self.options.secure_port, error=str(exc)))
+        self.exit_code = 1
+
     async def start_server(self) -> None:
+        from pysched.server.secure import SecureServer
         o = self.options
         self.auth = await build_auth(o.auth, self.creds)
         if self.stopping.is_set():
@@ -377,7 +421,7 @@ class SchedulerApp:
         self.server = SecureServer(address=o.bind_address, port=o.secure_port, cert_file=o.tls_cert_file,
                                    key_file=o.tls_private_key_file, cert_dir=o.cert_dir, ready=self.ready,
                                    healthy=self.healthy, configz=self.configz, explain=self.explain,
-                                   auth=self.auth)
+                                   auth=self.auth, sockets=self.listeners)
         await self.server.start()
 
     def ready(self) -> tuple[bool, str]:
@@ -442,6 +486,8 @@ class SchedulerApp:
             await self.podgroup_client.close()
         if self.server is not None:
             await self.server.stop()
+        for sock in self.listeners:
+            sock.close()   # no-op once the server has served (and closed) them
         if self.auth is not None:
             await self.auth.close()
         for e in self.extenders:

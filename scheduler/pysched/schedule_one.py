@@ -35,7 +35,7 @@ from pysched.backend.cache.cache import SchedulerCache
 from pysched.backend.queue.scheduling_queue import ACTIVE, QueuedPodInfo, SchedulingQueue
 from pysched.client.events import EventRecorder
 from pysched.client.fence import NotLeaderError, WriteFence
-from pysched.extender.client import ExtenderError
+from pysched.extender.wire import ExtenderError
 from pysched.framework.cycle_state import TRACE_KEY, CycleState
 from pysched.framework.interface import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE, NodeBatch
 from pysched.framework.podinfo import PodInfo
@@ -138,6 +138,9 @@ class Scheduler:
         self.last_results: dict[str, dict] = {}
         self.scheduled = 0
         self.stopped = False
+        # Set once the scheduler is under way: its first bind was answered or an attempt failed, or
+        # it found nothing to schedule or bind. What can wait that long (the secure port) waits for it.
+        self.under_way = asyncio.Event()
         # Read when /metrics is scraped, not written twice per pod.
         METRICS.goroutines.labels("binding").set_function(lambda: len(self.binding_tasks))
         for fwk in {id(f): f for f in frameworks.values()}.values():
@@ -170,9 +173,13 @@ class Scheduler:
                 self._bind_room.clear()
                 await self._bind_room.wait()
                 continue
-            qpi = await self.queue.pop()
+            qpi = None if self.queue.closed else self.queue.pop_nowait()
             if qpi is None:
-                return
+                if not self._binds_outstanding:
+                    self.under_way.set()   # nothing to schedule or bind now
+                qpi = await self.queue.pop()
+                if qpi is None:
+                    return
             try:
                 if self.extenders:
                     await self.schedule_one_async(qpi)
@@ -644,6 +651,7 @@ class Scheduler:
                 self._binds_outstanding -= 1
                 if self._bind_room is not None and self._binds_outstanding < self.max_binds_outstanding:
                     self._bind_room.set()
+                self.under_way.set()
             if st is not None and not st.is_success():
                 if isinstance(st.error, NotLeaderError):
                     raise st.error
@@ -756,6 +764,7 @@ class Scheduler:
               nominating: str | None = "") -> None:
         """``handleSchedulingFailure``. ``nominating``: the pod's nominated node from now on (""
         clears it, as every failure but a PostFilter's does; None leaves it as it is)."""
+        self.under_way.set()
         pod = qpi.pod
         prof = fwk.profile_name if fwk is not None else pod.scheduler_name
         rejected = status.is_rejected()

@@ -1,7 +1,8 @@
-"""SIGTERM during any start-up step ends the process promptly, and no port opens once shutdown began.
+"""SIGTERM during any start-up step ends the process promptly, and the port is not served once shutdown began.
 
 Each step can wait indefinitely on the API server: the client-CA lookup of the secure port's
-authentication, the informers' first LIST, the Lease held by another replica. The API server here
+authentication (made once the scheduler is under way, or ``SERVE_BY_S`` after start), the
+informers' first LIST, the Lease held by another replica. The API server here
 is either real (the Lease case) or a black hole that accepts TCP connections and never answers -
 the worst case, since nothing ever fails fast.
 """
@@ -11,14 +12,16 @@ from __future__ import annotations
 import datetime
 import signal
 import socket
+import ssl
 import threading
 import time
 
 import pytest
 
+from pysched.app import SERVE_BY_S
 from pysched_dev.devcluster import free_port, write_kubeconfig
 
-from .conftest import SchedulerProcess, scheduler_config
+from .conftest import SchedulerProcess, https_get, scheduler_config
 from .test_ha import LE
 
 pytestmark = pytest.mark.e2e
@@ -56,20 +59,28 @@ class BlackHole:
             c.close()
 
 
-def port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+def port_serves(port: int) -> bool:
+    """Whether HTTPS is served on ``port``: a TLS handshake completes within 0.2 s (the port is
+    bound from the start; a connection waits in its backlog until the server takes over)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as raw:
+            with ctx.wrap_socket(raw):
+                return True
+    except (OSError, ssl.SSLError):
+        return False
 
 
 def assert_prompt_stop(sched: SchedulerProcess, step: str, *, watch_port: bool) -> None:
-    """SIGTERM: the process exits 0 within EXIT_WITHIN seconds (the port, if watched, stays closed)."""
+    """SIGTERM: the process exits 0 within EXIT_WITHIN seconds (the port, if watched, is not served)."""
     t = time.monotonic()
     sched.proc.send_signal(signal.SIGTERM)
     while sched.proc.poll() is None:
         assert time.monotonic() - t < 30, "no exit 30 s after SIGTERM:\n" + sched.log()[-3000:]
         if watch_port:
-            assert not port_open(sched.port), "the secure port opened after shutdown began"
+            assert not port_serves(sched.port), "the secure port was served after shutdown began"
         time.sleep(0.02)
     took = time.monotonic() - t
     print(f"{step}: exited {took:.2f}s after SIGTERM")
@@ -93,9 +104,11 @@ def test_sigterm_while_the_api_server_never_answers(control_plane, tmp_path, bla
     sched.start()
     try:
         assert hole.accepted.wait(30), sched.log()
-        time.sleep(1.0)   # every start-up request is out and hanging
+        # Every start-up request is out and hanging; the secure port's client-CA lookup goes out
+        # SERVE_BY_S after start when the scheduler never got under way (its caches never synced).
+        time.sleep(1.0 + (SERVE_BY_S if step == "client-ca-lookup" else 0.0))
         assert sched.proc.poll() is None, sched.log()
-        assert not port_open(sched.port)
+        assert not port_serves(sched.port)
         assert_prompt_stop(sched, step, watch_port=step == "client-ca-lookup")
         assert "serving securely" not in sched.log()
     finally:
@@ -131,3 +144,52 @@ def test_black_hole_is_a_black_hole():
     finally:
         hole.close()
     assert free_port() > 0
+
+
+def test_a_secure_port_in_use_stops_the_process_with_exit_code_1(control_plane, tmp_path):
+    """The port is bound at start (and served once the scheduler is under way): when it cannot
+    be, the process says why and exits 1 before it schedules anything (it used to end with a
+    traceback)."""
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    sched = SchedulerProcess(control_plane, tmp_path, scheduler_config())
+    sched.port = taken.getsockname()[1]
+    sched.start()
+    try:
+        assert sched.proc.wait(60) == 1, sched.log()[-3000:]
+        log = sched.log()
+        assert "cannot serve the secure port" in log and f"port={sched.port}" in log, log[-3000:]
+        assert "caches synced" not in log, log[-3000:]
+        assert "Traceback" not in log, log[-3000:]
+    finally:
+        taken.close()
+        sched.close()
+
+
+async def test_the_port_is_bound_at_start_and_a_client_waiting_on_it_is_answered(control_plane, tmp_path,
+                                                                                    black_hole):
+    """The informers never sync here, so the server comes up SERVE_BY_S after start: a client
+    that connected before then waits for its answer instead of being refused."""
+    hole, kubeconfig = black_hole
+    sched = SchedulerProcess(control_plane, tmp_path, scheduler_config(), kubeconfig=kubeconfig,
+                             extra_args=["--authentication-skip-lookup"])
+    sched.start()
+    try:
+        t = time.monotonic()
+        while not _connects(sched.port):
+            assert time.monotonic() - t < 30 and sched.proc.poll() is None, sched.log()[-3000:]
+            time.sleep(0.02)
+        assert not port_serves(sched.port)   # bound, not served yet
+        status, body = await https_get(sched.url + "/healthz")
+        assert (status, body) == (200, "ok")
+        assert time.monotonic() - t >= SERVE_BY_S - 1.0
+        assert "caches synced" not in sched.log()
+    finally:
+        sched.close()
+
+
+def _connects(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0

@@ -264,3 +264,121 @@ async def test_connections_left_idle_after_a_burst_are_closed_not_kept_for_ever(
         await pool.close()
     await asyncio.sleep(0.05)
     assert all(c.transport is None for c in cold[:-1])
+
+
+# -- streamed responses (watches) ------------------------------------------------------------------
+
+def streamed(pieces: list[bytes], *, end: bool = True, hold: asyncio.Event | None = None):
+    """A chunked 200 response written piece by piece (each piece raw bytes on the wire, so a
+    chunk's framing can be cut anywhere); ``end``: the last chunk follows, else the connection
+    closes mid-body; ``hold``: wait for it before closing."""
+    async def handler(reader, writer, head, body):
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for piece in pieces:
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        if end:
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        if hold is not None:
+            await hold.wait()
+        return "close"
+    return handler
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
+async def read_stream(stream) -> bytes:
+    out = b""
+    async for data in stream.chunks():
+        out += data
+    return out
+
+
+async def test_stream_hands_over_a_chunked_body_cut_anywhere_and_ends_with_the_last_chunk():
+    wire = chunk(b'{"type":"ADDED"}\n') + chunk(b'{"type":"MOD') + chunk(b'IFIED"}\n')
+    pieces = [wire[i:i + 5] for i in range(0, len(wire), 5)]   # sizes, data and CRLFs split
+    async with Server(streamed(pieces)) as srv:
+        pool = HTTPPool(srv.url(), None)
+        stream = await pool.open_stream("GET", "/api/v1/pods?watch=true", {"Accept": "application/json"})
+        assert stream.status == 200 and stream.headers["transfer-encoding"] == "chunked"
+        assert await read_stream(stream) == b'{"type":"ADDED"}\n{"type":"MODIFIED"}\n'
+        assert stream.complete
+        stream.close()
+        await pool.close()
+        assert srv.requests[0].startswith(b"GET /api/v1/pods?watch=true HTTP/1.1\r\n")
+
+
+async def test_stream_cut_before_its_last_chunk_is_an_error_after_the_data_that_came():
+    async with Server(streamed([chunk(b"line\n")], end=False)) as srv:
+        pool = HTTPPool(srv.url(), None)
+        stream = await pool.open_stream("GET", "/", {})
+        got = []
+        with pytest.raises(ConnectionClosed, match="before its end"):
+            async for data in stream.chunks():
+                got.append(data)
+        assert got == [b"line\n"]
+        await pool.close()
+
+
+async def test_stream_with_no_data_for_the_idle_timeout_fails_and_closes():
+    hold = asyncio.Event()
+    async with Server(streamed([chunk(b"first\n")], end=False, hold=hold)) as srv:
+        pool = HTTPPool(srv.url(), None)
+        stream = await pool.open_stream("GET", "/", {}, idle_timeout=0.2)
+        with pytest.raises(TimeoutError, match="no data on the stream"):
+            await read_stream(stream)
+        assert stream.transport is None or stream.transport.is_closing()
+        hold.set()
+        await pool.close()
+
+
+async def test_stream_error_status_body_is_read_whole_from_its_content_length():
+    status = b'{"kind":"Status","code":410,"reason":"Expired","message":"too old resource version"}'
+    async with Server(reply(status, status="410 Gone")) as srv:
+        pool = HTTPPool(srv.url(), None)
+        stream = await pool.open_stream("GET", "/", {})
+        assert stream.status == 410
+        assert await stream.read_all() == status
+        stream.close()
+        await pool.close()
+
+
+async def test_stream_bad_chunk_framing_is_an_http_error():
+    async with Server(streamed([b"zz\r\nnot hex\r\n"], end=False)) as srv:
+        pool = HTTPPool(srv.url(), None)
+        stream = await pool.open_stream("GET", "/", {})
+        with pytest.raises(HTTPError, match="bad chunk size"):
+            await read_stream(stream)
+        await pool.close()
+
+
+async def test_stream_pauses_reading_for_a_slow_consumer_and_loses_nothing(monkeypatch):
+    from pysched.client.httppool import Stream
+    monkeypatch.setattr(Stream, "HIGH_WATER", 64 * 1024)
+    pieces = [chunk(bytes([65 + i % 26]) * 32 * 1024) for i in range(40)]   # 1.25 MiB
+    async with Server(streamed(pieces)) as srv:
+        pool = HTTPPool(srv.url(), None)
+        stream = await pool.open_stream("GET", "/", {})
+        async with asyncio.timeout(10):   # the server writes on while nobody reads
+            while not stream._paused:
+                await asyncio.sleep(0.01)
+        body = await read_stream(stream)
+        assert body == b"".join(bytes([65 + i % 26]) * 32 * 1024 for i in range(40))
+        await pool.close()
+
+
+async def test_closing_the_pool_closes_its_open_streams():
+    hold = asyncio.Event()
+    async with Server(streamed([chunk(b"x\n")], end=False, hold=hold)) as srv:
+        pool = HTTPPool(srv.url(), None)
+        stream = await pool.open_stream("GET", "/", {})
+        await pool.close()
+        with pytest.raises(ConnectionClosed):
+            await read_stream(stream)
+        hold.set()
+        with pytest.raises(HTTPError, match="pool is closed"):
+            await pool.open_stream("GET", "/", {})

@@ -5,7 +5,10 @@ aiohttp's request machinery (URL objects, tracing hooks, cookie jar, timer conte
 readers) costing about a quarter of the scheduler's CPU, several times the cost of the TLS and the
 JSON. This pool writes the request bytes directly on an ``asyncio.Protocol`` transport and parses
 the response in ``data_received`` (status line, headers, then ``Content-Length``, chunked, or
-read-to-close bodies). Watches stay on aiohttp, whose streaming is fine once per connection.
+read-to-close bodies). A watch gets a connection of its own (``HTTPPool.open_stream``): its body
+is handed over as it arrives, with the same parser, so the scheduler needs no other HTTP client
+(importing aiohttp's client cost about 0.1 s of CPU before the first bind, two TLS contexts built
+from the system CA store among it).
 
 Connections are reused while the server keeps them alive, dropped after ``idle_timeout`` seconds
 idle (before the API server's own idle close), and never reused after an error. A request that
@@ -24,7 +27,7 @@ import asyncio
 import ssl as _ssl
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from urllib.parse import urlsplit
 
 IDEMPOTENT = frozenset(("GET", "HEAD", "PUT", "DELETE", "OPTIONS"))
@@ -142,27 +145,11 @@ class _Connection(asyncio.Protocol):
     def _parse(self, eof: bool) -> Response | None:
         buf = self._buf
         if self._head is None:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > MAX_HEADER_BYTES:
-                    raise HTTPError("response headers too large")
+            head = _parse_head(buf)
+            if head is None:
                 return None
-            lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-            parts = lines[0].split(" ", 2)
-            if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
-                raise HTTPError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
-            try:
-                status = int(parts[1])
-            except ValueError:
-                raise HTTPError(f"bad status line {lines[0][:80]!r}") from None
-            headers: dict[str, str] = {}
-            for line in lines[1:]:
-                name, sep, value = line.partition(":")
-                if not sep:
-                    raise HTTPError(f"bad header line {line[:80]!r}")
-                headers[name.strip().lower()] = value.strip()
-            self._head = (status, parts[2] if len(parts) > 2 else "", headers, end + 4)
-            self._chunk_pos = end + 4
+            self._head = head
+            self._chunk_pos = head[3]
         status, reason, headers, start = self._head
         if self._method == "HEAD" or status in (204, 304) or 100 <= status < 200:
             return Response(status, reason, headers, b"")
@@ -205,6 +192,228 @@ class _Connection(asyncio.Protocol):
             self._chunk_pos = pos
 
 
+class Stream(asyncio.Protocol):
+    """One connection carrying one streamed response (a watch): ``status``/``headers`` once the
+    head is in, then ``chunks()`` hands over the body (de-chunked) as it arrives.
+
+    The connection is never reused. Reading pauses while more than ``HIGH_WATER`` bytes wait for
+    the consumer. No byte for ``idle_timeout`` seconds (head included) fails the stream with
+    TimeoutError; a connection that ends before the body is complete fails it with
+    ``ConnectionClosed``; a body that is not valid HTTP/1.1 framing with ``HTTPError``.
+    """
+
+    HIGH_WATER = 4 * 1024 * 1024
+    LOW_WATER = 256 * 1024
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, idle_timeout: float,
+                 on_lost: Callable[[Stream], None] | None = None) -> None:
+        self.loop = loop
+        self.idle_timeout = idle_timeout
+        self.on_lost = on_lost
+        self.transport: asyncio.Transport | None = None
+        self.status = 0
+        self.reason = ""
+        self.headers: dict[str, str] = {}
+        self.complete = False
+        self.error: Exception | None = None
+        self._head = False
+        self._raw = bytearray()    # received, not yet parsed
+        self._body = bytearray()   # parsed body bytes the consumer has not taken
+        self._mode = ""            # "chunked", "length" or "close"
+        self._left = 0             # length: body bytes to come; chunked: data bytes left in this chunk
+        self._crlf = False         # chunked: a chunk's data is in, its CRLF is next
+        self._paused = False
+        self._waiter: asyncio.Future | None = None
+        self._last = loop.time()
+        self._timer: asyncio.TimerHandle | None = None
+
+    # -- asyncio.Protocol ----------------------------------------------------------------------
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self._last = self.loop.time()
+        self._timer = self.loop.call_at(self._last + self.idle_timeout, self._check_idle)
+
+    def data_received(self, data: bytes) -> None:
+        self._last = self.loop.time()
+        self._raw += data
+        try:
+            self._parse()
+        except HTTPError as exc:
+            self._stop(exc)
+            return
+        if len(self._body) > self.HIGH_WATER and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def eof_received(self):
+        return False
+
+    def connection_lost(self, exc) -> None:
+        self.transport = None
+        if self._timer is not None:
+            self._timer.cancel()
+        if not self.complete and self.error is None:
+            if self._head and self._mode == "close":
+                self.complete = True
+            else:
+                reason = f": {exc}" if exc else ""
+                self.error = ConnectionClosed(f"stream closed before its end{reason}",
+                                              got_bytes=self._head or bool(self._raw))
+        if self.on_lost is not None:
+            self.on_lost(self)
+        self._wake()
+
+    # -- consumer ------------------------------------------------------------------------------
+
+    async def wait_head(self) -> None:
+        """Wait for the status line and headers (or raise the stream's error)."""
+        while not self._head:
+            if self.error is not None:
+                raise self.error
+            await self._wait()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives; ends when it is complete, raises if the stream fails."""
+        while True:
+            if self._body:
+                data = bytes(self._body)
+                self._body.clear()
+                self._resume()
+                yield data
+                continue
+            if self.error is not None:
+                raise self.error
+            if self.complete:
+                return
+            await self._wait()
+
+    async def read_all(self, limit: int = 1024 * 1024) -> bytes:
+        """The whole body (an error response's Status), at most ``limit`` bytes of it."""
+        out = bytearray()
+        while len(out) < limit:
+            if self._body:
+                out += self._body
+                self._body.clear()
+                self._resume()
+            elif self.error is not None:
+                raise self.error
+            elif self.complete:
+                break
+            else:
+                await self._wait()
+        return bytes(out[:limit])
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    async def _wait(self) -> None:
+        self._waiter = self.loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    def _resume(self) -> None:
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _stop(self, exc: Exception) -> None:
+        if self.error is None and not self.complete:
+            self.error = exc
+        self.close()
+        self._wake()
+
+    def _check_idle(self) -> None:
+        now = self.loop.time()
+        if self._paused or now - self._last < self.idle_timeout:   # busy consumer, or data came
+            base = now if self._paused else self._last
+            self._timer = self.loop.call_at(base + self.idle_timeout, self._check_idle)
+            return
+        self._stop(TimeoutError(f"no data on the stream for {self.idle_timeout:g}s"))
+
+    def _parse(self) -> None:
+        raw = self._raw
+        if not self._head:
+            head = _parse_head(raw)
+            if head is None:
+                return
+            self.status, self.reason, self.headers, start = head
+            del raw[:start]
+            self._head = True
+            if _chunked(self.headers):
+                self._mode = "chunked"
+            elif "content-length" in self.headers:
+                self._mode = "length"
+                try:
+                    self._left = int(self.headers["content-length"])
+                except ValueError:
+                    raise HTTPError(f"bad Content-Length {self.headers['content-length']!r}") from None
+                self.complete = self._left == 0
+            else:
+                self._mode = "close"
+        if self.complete:
+            raw.clear()
+        elif self._mode == "chunked":
+            self._dechunk()
+        elif self._mode == "length":
+            take = raw[:self._left]
+            self._body += take
+            self._left -= len(take)
+            del raw[:len(take)]
+            self.complete = self._left == 0
+        else:
+            self._body += raw
+            raw.clear()
+
+    def _dechunk(self) -> None:
+        raw, pos = self._raw, 0
+        while not self.complete:
+            if self._left:
+                take = min(self._left, len(raw) - pos)
+                if not take:
+                    break
+                self._body += raw[pos:pos + take]
+                pos += take
+                self._left -= take
+                if self._left:
+                    break
+                self._crlf = True
+            if self._crlf:
+                if len(raw) - pos < 2:
+                    break
+                if raw[pos:pos + 2] != b"\r\n":
+                    raise HTTPError("chunk data not followed by CRLF")
+                pos += 2
+                self._crlf = False
+            eol = raw.find(b"\r\n", pos)
+            if eol < 0:
+                if len(raw) - pos > 1024:
+                    raise HTTPError("chunk size line too long")
+                break
+            size_text = bytes(raw[pos:eol]).split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise HTTPError(f"bad chunk size {size_text[:20]!r}") from None
+            pos = eol + 2
+            if size == 0:
+                self.complete = True   # trailers, if any, are not read: the connection is not reused
+                break
+            self._left = size
+        del raw[:pos]
+
+
 class HTTPPool:
     """Keep-alive connections to one server (``https://host:port[/prefix]``)."""
 
@@ -225,6 +434,7 @@ class HTTPPool:
         self.idle_timeout = idle_timeout
         self._idle: deque[_Connection] = deque()
         self._sem = asyncio.Semaphore(limit)
+        self._streams: set[Stream] = set()
         self.connections_opened = 0
         self.closed = False
 
@@ -330,10 +540,64 @@ class HTTPPool:
         while idle and self._stale(idle[0], now):
             idle.popleft().close()
 
+    async def open_stream(self, method: str, path: str, headers: dict[str, str], *,
+                          connect_timeout: float = 30.0, idle_timeout: float = 90.0) -> Stream:
+        """Send a request on a connection of its own and return once the response head is in
+        (a watch). The caller reads ``Stream.chunks()`` and must ``close()`` it; ``close()`` of
+        the pool closes every stream still open. ``idle_timeout`` bounds every wait for data."""
+        if self.closed:
+            raise HTTPError("pool is closed")
+        loop = asyncio.get_running_loop()
+        data = self._encode(method, path, headers, None)
+        async with asyncio.timeout(connect_timeout):
+            _, stream = await loop.create_connection(
+                lambda: Stream(loop, idle_timeout, self._streams.discard), self.host, self.port, ssl=self.ssl,
+                server_hostname=self.server_hostname)
+        self.connections_opened += 1
+        try:
+            if self.closed:
+                raise HTTPError("pool is closed")
+            if stream.transport is None:
+                raise stream.error or HTTPError("stream closed while connecting")
+            self._streams.add(stream)
+            stream.transport.write(data)
+            await stream.wait_head()
+        except BaseException:
+            stream.close()
+            raise
+        return stream
+
     async def close(self) -> None:
         self.closed = True
         while self._idle:
             self._idle.pop().close()
+        for stream in list(self._streams):
+            stream.close()
+
+
+def _parse_head(buf: bytearray) -> tuple[int, str, dict[str, str], int] | None:
+    """The status line and headers at the start of ``buf``: (status, reason, headers with lower-case
+    names, where the body starts), or None while they are incomplete."""
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        if len(buf) > MAX_HEADER_BYTES:
+            raise HTTPError("response headers too large")
+        return None
+    lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+        raise HTTPError(f"not an HTTP/1.x response: {lines[0][:80]!r}")
+    try:
+        status = int(parts[1])
+    except ValueError:
+        raise HTTPError(f"bad status line {lines[0][:80]!r}") from None
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise HTTPError(f"bad header line {line[:80]!r}")
+        headers[name.strip().lower()] = value.strip()
+    return status, parts[2] if len(parts) > 2 else "", headers, end + 4
 
 
 def _left(loop: asyncio.AbstractEventLoop, deadline: float, what: str) -> float:

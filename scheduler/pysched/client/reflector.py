@@ -41,7 +41,6 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable
 
-import aiohttp
 import orjson
 
 from pysched.client.prefetch import Prefetched, PrefetchError
@@ -134,7 +133,7 @@ class Reflector:
                                                                retry_in=f"{backoff:.1f}s"))
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
-            except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
+            except (OSError, ValueError) as exc:
                 reason = "error"
                 log.warning("list failed; retrying", extra=kv(resource=self.name, error=str(exc) or repr(exc),
                                                                retry_in=f"{backoff:.1f}s"))
@@ -276,7 +275,7 @@ class Reflector:
                 if exc.status >= 500 or exc.status == 429:
                     continue
                 raise _Relist("error") from None
-            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            except OSError as exc:
                 log.info("watch interrupted; resuming", extra=kv(resource=self.name, error=str(exc) or repr(exc),
                                                                  resource_version=self.resource_version))
                 await asyncio.sleep(backoff)

@@ -2,8 +2,8 @@
 and the LIST/WATCH streams of the informers.
 
 Requests go through ``httppool`` (a lean HTTP/1.1 keep-alive pool; aiohttp's per-request overhead
-was a quarter of the scheduler's CPU in the 5,000-node benchmark), watches through aiohttp's
-streaming, and every body through orjson, because the generated client models cost far more than
+was a quarter of the scheduler's CPU in the 5,000-node benchmark), watches through its streams (a
+connection each), and every body through orjson, because the generated client models cost far more than
 the calls themselves on this path (and the official client cannot even decode a Binding response,
 kubernetes-client/python#547). A client-go style token bucket enforces
 ``clientConnection.qps``/``burst``. Errors come back as ``ApiError`` carrying the HTTP status and
@@ -21,7 +21,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-import aiohttp
 import orjson
 
 from pysched import __version__
@@ -97,18 +96,10 @@ class KubeClient:
         self.max_connections = max_connections
         self.user_agent = user_agent
         self._pool: HTTPPool | None = None
-        self._watch_session: aiohttp.ClientSession | None = None
         self.requests_total = 0
         # client-go's host label: the server URL's host[:port]
         self.rest_metrics = RestClientMetrics(METRICS, urlsplit(self.base).netloc.rpartition("@")[2] or "none")
         self.closed = False
-
-    def _new_session(self, limit: int) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(ssl=self.creds.ssl_context(), limit=limit, keepalive_timeout=60,
-                                         ttl_dns_cache=300)
-        return aiohttp.ClientSession(connector=connector, headers={"User-Agent": self.user_agent},
-                                     json_serialize=lambda o: _dumps(o).decode(),
-                                     skip_auto_headers=("Accept-Encoding",))
 
     @property
     def pool(self) -> HTTPPool:
@@ -120,21 +111,11 @@ class KubeClient:
                                   server_hostname=self.creds.tls_server_name, user_agent=self.user_agent)
         return self._pool
 
-    @property
-    def watch_session(self) -> aiohttp.ClientSession:
-        if self.closed:
-            raise ApiError(0, "ClientClosed", "the client was closed (shutting down)")
-        if self._watch_session is None or self._watch_session.closed:
-            self._watch_session = self._new_session(0)
-        return self._watch_session
-
     async def close(self) -> None:
         self.closed = True
         if self._pool is not None:
             await self._pool.close()
-        if self._watch_session is not None and not self._watch_session.closed:
-            await self._watch_session.close()
-        self._pool = self._watch_session = None
+        self._pool = None
 
     def _headers(self, content_type: str | None = None) -> dict:
         h = {"Accept": "application/json"}
@@ -284,29 +265,32 @@ class KubeClient:
             metrics.rate_limiter_wait("GET", time.monotonic() - start if waited else 0.0)
         q = dict(params)
         q["watch"] = "true"
-        to = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=idle_timeout)
         try:
-            resp = await self.watch_session.get(self.base + path, params=q, timeout=to, headers=self._headers())
-        except (aiohttp.ClientError, OSError):  # no response (asyncio.TimeoutError is an OSError)
+            stream = await self.pool.open_stream("GET", f"{path}?{urlencode(q)}", self._headers(),
+                                                 idle_timeout=idle_timeout)
+        except OSError:  # no response (TimeoutError is an OSError)
             metrics.result(None, "GET")
             raise
-        metrics.result(resp.status, "GET")
-        async with resp:
-            if resp.status == 401:
+        metrics.result(stream.status, "GET")
+        try:
+            if stream.status == 401:
                 self.creds.invalidate()
-            if resp.status >= 400:
-                raise _api_error(resp.status, await resp.read())
+            if stream.status >= 400:
+                raise _api_error(stream.status, await stream.read_all())
             buf = b""
-            async for chunk in resp.content.iter_any():
-                buf += chunk
+            async for chunk in stream.chunks():
                 if b"\n" not in chunk:
+                    buf += chunk
                     continue
-                *lines, buf = buf.split(b"\n")
+                *lines, rest = (buf + chunk).split(b"\n")
+                buf = rest
                 for line in lines:
                     if line:
                         yield orjson.loads(line)
             if buf.strip():
                 yield orjson.loads(buf)
+        finally:
+            stream.close()
 
 
 def _consume(fut: asyncio.Future) -> None:

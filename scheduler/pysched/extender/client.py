@@ -43,6 +43,7 @@ from pysched.apis.config import ExtenderConfig
 from pysched.apis.core.resources import limits_declare
 from pysched.client.httppool import HTTPPool
 from pysched.extender.wire import (
+    ExtenderError,
     WireError,
     parse_filter_result,
     parse_preemption_result,
@@ -53,10 +54,6 @@ from pysched.metrics import METRICS
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.extender.client")
-
-
-class ExtenderError(RuntimeError):
-    pass
 
 
 def _material(path: str, data: str, suffix: str) -> str | None:

@@ -25,6 +25,10 @@ MIN_EXTENDER_PRIORITY = 0
 MAX_EXTENDER_PRIORITY = 10
 
 
+class ExtenderError(RuntimeError):
+    """An extender call failed: no answer, an error status, or an answer that is not valid."""
+
+
 class WireError(ValueError):
     pass
 

@@ -16,15 +16,17 @@ import math
 import ssl
 import time
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import orjson
 
 from pysched.apis.core.quantity import QuantityError, resource_value
 from pysched.framework.loadmetrics import MetricProviderArgs
 from pysched.framework.podinfo import parse_time
 from pysched.util import gctune
+
+if TYPE_CHECKING:
+    import aiohttp
 
 Values = dict[str, float]
 Samples = tuple[Values, float | dict[str, float]]     # values by node; when sampled (all, or per node)
@@ -106,6 +108,7 @@ class PrometheusSource:
             return {"Authorization": f"Bearer {f.read().strip()}"}
 
     async def fetch(self, queries: list[str]) -> dict[str, Samples | SourceError]:
+        import aiohttp  # here, not at import: the scheduler's start-up does not pay for it
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self.provider.timeout_seconds),
@@ -120,6 +123,7 @@ class PrometheusSource:
         return out
 
     async def _query(self, query: str, headers: dict[str, str]) -> Samples:
+        import aiohttp
         assert self._session is not None
         try:
             async with self._session.get(f"{self.address}/api/v1/query", params={"query": self.wrap(query)},

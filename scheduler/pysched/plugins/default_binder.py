@@ -8,8 +8,6 @@ still pending (``pysched.podlocation``).
 
 from __future__ import annotations
 
-import aiohttp
-
 from pysched.framework import BindPlugin, Code, CycleState, PodInfo, Status
 from pysched.framework.api import ApiError
 
@@ -26,6 +24,6 @@ class DefaultBinder(BindPlugin):
                                   timeout=self.handle.bind_timeout)
         except ApiError as exc:
             return Status(Code.ERROR, exc.message, error=exc)   # the API's message, as upstream's AsStatus
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except OSError as exc:
             return Status(Code.ERROR, f"binding rejected: {exc or type(exc).__name__}", error=exc)
         return None

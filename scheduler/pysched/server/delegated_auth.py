@@ -48,13 +48,14 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from pysched.client.auth import Credentials, CredentialsError, load
 from pysched.client.rest import ApiError, KubeClient
 from pysched.util.logs import kv
+
+if TYPE_CHECKING:   # aiohttp is imported when the server starts, after the first bind (start-up CPU)
+    from aiohttp import web
 
 log = logging.getLogger("pysched.server.delegated_auth")
 
@@ -242,6 +243,7 @@ def _status(code: int, reason: str, message: str, details: dict | None = None) -
     if details is not None:
         body["details"] = details
     body["code"] = code
+    from aiohttp import web
     return web.Response(status=code, body=json.dumps(body, separators=(",", ":")).encode() + b"\n",
                         headers={"Content-Type": "application/json"})
 
@@ -258,6 +260,7 @@ def forbidden_response(user: UserInfo, attrs: Attributes, reason: str = "") -> w
 
 
 def internal_error_response(request_uri: str, err: Exception) -> web.Response:
+    from aiohttp import web
     return web.Response(status=500, text=f"Internal Server Error: {json.dumps(request_uri)}: {err}")
 
 
@@ -469,6 +472,8 @@ class DelegatedAuth:
         return user, None
 
     def middleware(self):
+        from aiohttp import web
+
         @web.middleware
         async def delegated_auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
             _, refusal = await self.check(request)

@@ -42,7 +42,6 @@ from pysched.server.delegated_auth import DelegatedAuth
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.server.secure")
-LEADER_HEALTH_SLACK = 20.0
 # Memory under hostile clients (``connguard``): at most this many connections, each holding at
 # most 64 header fields of 8 KiB, each closed if it has not sent a request head within 10 s.
 MAX_CONNECTIONS = 64
@@ -83,8 +82,12 @@ class SecureServer:
     def __init__(self, *, address: str, port: int, cert_file: str | None, key_file: str | None,
                  cert_dir: str | None, ready: Callable[[], tuple[bool, str]],
                  healthy: Callable[[], tuple[bool, str]], configz: Callable[[], dict],
-                 explain: Callable[[str], dict | None] | None = None, auth: DelegatedAuth | None = None):
+                 explain: Callable[[str], dict | None] | None = None, auth: DelegatedAuth | None = None,
+                 sockets: list[socket.socket] | None = None):
+        """``sockets``: listening sockets already bound (``server.listener``) to serve instead of
+        binding ``address``:``port`` here."""
         self.address = address
+        self.sockets = sockets
         self.port = port
         self.cert_file, self.key_file, self.cert_dir = cert_file, key_file, cert_dir
         self.ready = ready
@@ -122,12 +125,18 @@ class SecureServer:
                                      **self.guard.runner_kwargs())
         await self._runner.setup()
         self.guard.install(self._runner)
-        site = web.TCPSite(self._runner, self.address, self.port, ssl_context=self._ssl())
-        await site.start()
-        server = site._server  # noqa: SLF001 - the bound port when port 0 was asked for
-        # typeshed's AbstractServer has no `sockets`; asyncio's and uvloop's Server both have it.
-        sockets = server.sockets if server else None  # type: ignore[attr-defined]
-        self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+        ctx = self._ssl()
+        if self.sockets:
+            for sock in self.sockets:
+                await web.SockSite(self._runner, sock, ssl_context=ctx).start()
+            self.bound_port = self.sockets[0].getsockname()[1]
+        else:
+            site = web.TCPSite(self._runner, self.address, self.port, ssl_context=ctx)
+            await site.start()
+            server = site._server  # noqa: SLF001 - the bound port when port 0 was asked for
+            # typeshed's AbstractServer has no `sockets`; asyncio's and uvloop's Server both have it.
+            sockets = server.sockets if server else None  # type: ignore[attr-defined]
+            self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
         log.info("serving securely", extra=kv(address=self.address, port=self.bound_port))
 
     async def stop(self) -> None:

@@ -155,12 +155,8 @@ class _Connection(asyncio.Protocol):
             return Response(status, reason, headers, b"")
         if _chunked(headers):
             return self._parse_chunked(status, reason, headers)
-        cl = headers.get("content-length")
-        if cl is not None:
-            try:
-                length = int(cl)
-            except ValueError:
-                raise HTTPError(f"bad Content-Length {cl!r}") from None
+        length = _content_length(headers)
+        if length is not None:
             if len(buf) - start < length:
                 return None
             return Response(status, reason, headers, bytes(buf[start:start + length]))
@@ -175,11 +171,7 @@ class _Connection(asyncio.Protocol):
             eol = buf.find(b"\r\n", pos)
             if eol < 0:
                 return None
-            size_text = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise HTTPError(f"bad chunk size {size_text[:20]!r}") from None
+            size = _chunk_size(buf, pos, eol)
             if size == 0:
                 # Last chunk; skip optional trailers up to the blank line.
                 if buf.find(b"\r\n\r\n", eol) < 0:
@@ -354,13 +346,10 @@ class Stream(asyncio.Protocol):
             self._head = True
             if _chunked(self.headers):
                 self._mode = "chunked"
-            elif "content-length" in self.headers:
+            elif (length := _content_length(self.headers)) is not None:
                 self._mode = "length"
-                try:
-                    self._left = int(self.headers["content-length"])
-                except ValueError:
-                    raise HTTPError(f"bad Content-Length {self.headers['content-length']!r}") from None
-                self.complete = self._left == 0
+                self._left = length
+                self.complete = length == 0
             else:
                 self._mode = "close"
         if self.complete:
@@ -402,11 +391,7 @@ class Stream(asyncio.Protocol):
                 if len(raw) - pos > 1024:
                     raise HTTPError("chunk size line too long")
                 break
-            size_text = bytes(raw[pos:eol]).split(b";", 1)[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise HTTPError(f"bad chunk size {size_text[:20]!r}") from None
+            size = _chunk_size(raw, pos, eol)
             pos = eol + 2
             if size == 0:
                 self.complete = True   # trailers, if any, are not read: the connection is not reused
@@ -599,6 +584,26 @@ def _parse_head(buf: bytearray) -> tuple[int, str, dict[str, str], int] | None:
             raise HTTPError(f"bad header line {line[:80]!r}")
         headers[name.strip().lower()] = value.strip()
     return status, parts[2] if len(parts) > 2 else "", headers, end + 4
+
+
+def _content_length(headers: dict[str, str]) -> int | None:
+    """The body length a ``Content-Length`` header gives, None without one."""
+    cl = headers.get("content-length")
+    if cl is None:
+        return None
+    try:
+        return int(cl)
+    except ValueError:
+        raise HTTPError(f"bad Content-Length {cl!r}") from None
+
+
+def _chunk_size(buf: bytearray, pos: int, eol: int) -> int:
+    """The size on the chunk-size line ``buf[pos:eol]`` (chunk extensions ignored)."""
+    size_text = bytes(buf[pos:eol]).split(b";", 1)[0].strip()
+    try:
+        return int(size_text, 16)
+    except ValueError:
+        raise HTTPError(f"bad chunk size {size_text[:20]!r}") from None
 
 
 def _left(loop: asyncio.AbstractEventLoop, deadline: float, what: str) -> float:

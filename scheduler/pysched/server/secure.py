@@ -37,6 +37,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from pysched.server import listener
 from pysched.server.connguard import ConnectionGuard
 from pysched.server.delegated_auth import DelegatedAuth
 from pysched.util.logs import kv
@@ -84,8 +85,8 @@ class SecureServer:
                  healthy: Callable[[], tuple[bool, str]], configz: Callable[[], dict],
                  explain: Callable[[str], dict | None] | None = None, auth: DelegatedAuth | None = None,
                  sockets: list[socket.socket] | None = None):
-        """``sockets``: listening sockets already bound (``server.listener``) to serve instead of
-        binding ``address``:``port`` here."""
+        """``sockets``: listening sockets already bound (``server.listener``); without them
+        ``address``:``port`` is bound when the server starts."""
         self.address = address
         self.sockets = sockets
         self.port = port
@@ -126,17 +127,10 @@ class SecureServer:
         await self._runner.setup()
         self.guard.install(self._runner)
         ctx = self._ssl()
-        if self.sockets:
-            for sock in self.sockets:
-                await web.SockSite(self._runner, sock, ssl_context=ctx).start()
-            self.bound_port = self.sockets[0].getsockname()[1]
-        else:
-            site = web.TCPSite(self._runner, self.address, self.port, ssl_context=ctx)
-            await site.start()
-            server = site._server  # noqa: SLF001 - the bound port when port 0 was asked for
-            # typeshed's AbstractServer has no `sockets`; asyncio's and uvloop's Server both have it.
-            sockets = server.sockets if server else None  # type: ignore[attr-defined]
-            self.bound_port = sockets[0].getsockname()[1] if sockets else self.port
+        socks = self.sockets or listener.bind(self.address, self.port)
+        for sock in socks:
+            await web.SockSite(self._runner, sock, ssl_context=ctx).start()
+        self.bound_port = socks[0].getsockname()[1]
         log.info("serving securely", extra=kv(address=self.address, port=self.bound_port))
 
     async def stop(self) -> None:

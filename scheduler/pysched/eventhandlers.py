@@ -139,9 +139,11 @@ class EventRegistry:
 
 
 class PodObserver(Protocol):
-    """Hooks for a mode that watches pods beside the cache (shadow mode): a pod seen bound for the
-    first time (by anyone), whether a pending pod must not be queued again, a pod deleted."""
+    """Hooks for a mode that watches pods beside the cache (shadow mode): a queued pod about to be
+    seen bound (before the cache takes the bind), a pod seen bound for the first time (by anyone),
+    whether a pending pod must not be queued again, a pod deleted."""
 
+    def observe_binding(self, uid: str) -> None: ...
     def observe_bound(self, pod: PodInfo) -> None: ...
     def seen(self, uid: str) -> bool: ...
     def observe_deleted(self, uid: str) -> None: ...
@@ -286,6 +288,10 @@ class EventHandlers:
         if spec.get("nodeName"):
             self.pending.pop(uid, None)
             pod = PodInfo.from_dict(obj)
+            if self.observer is not None and uid in self.queue:
+                # Bound by the other scheduler before the shadow's loop reached it (both events
+                # in one read): predict it now, on the cluster as it was just before this bind.
+                self.observer.observe_binding(uid)
             old, confirmed = self.cache.upsert_pod(pod)
             if self.observer is not None and (old is None or confirmed):
                 self.observer.observe_bound(pod)

@@ -103,3 +103,21 @@ def test_deleted_pod_drops_its_prediction_and_assumption():
     info = predict(shadow, pod("gone", scheduler="default-scheduler"))
     shadow.observe_deleted(info.uid)
     assert not shadow.seen(info.uid) and not s.cache.is_assumed(info.uid)
+
+
+def test_a_pod_bound_before_the_loop_reaches_it_is_still_compared():
+    # The informer can hand over a pending pod and the other scheduler's bind in one read: the
+    # pod is queued, then seen bound before the shadow's loop pops it. It is predicted at the
+    # bind, on the cluster as it was just before, and compared; the queue no longer holds it.
+    s, shadow, _ = setup([node("small", cpu="1"), node("big", cpu="8")])
+    s.scheduler.frameworks = {"default-scheduler": s.frameworks[s.profile]}
+    s.handlers.scheduler_names = {"default-scheduler"}
+    s.handlers.observer = shadow
+    raw = pod("quick", cpu="900m", scheduler="default-scheduler")
+    s.add_pod(raw)
+    uid = raw["metadata"]["uid"]
+    assert uid in s.queue and not shadow.seen(uid)
+    s.add_pod(bound(raw, "big"))
+    assert shadow.counts["same_node"] == 1 and sum(shadow.counts.values()) == 1
+    assert uid not in s.queue and not s.cache.is_assumed(uid)
+    assert s.cache.nodes["big"].requested["cpu"] == 900 and "cpu" not in s.cache.nodes["small"].requested

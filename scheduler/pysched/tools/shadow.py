@@ -17,7 +17,9 @@ compared with it:
 ``pysched_shadow_placements_total{result}`` counts them and ``pysched_shadow_agreement_ratio`` is
 (same + equivalent) / compared. A prediction whose pod is not bound within ``ttl`` seconds has its
 assumption forgotten (the other scheduler could not place it either, or has not yet) but is still
-compared if the bind comes later. Each pod is predicted once, when it first appears pending.
+compared if the bind comes later. Each pod is predicted once, when the shadow's loop reaches it
+or, if the other scheduler's bind arrives first (the informer can deliver the pending pod and its
+bind in one read), just before the cache takes that bind - so every pod seen pending is compared.
 """
 
 from __future__ import annotations
@@ -117,6 +119,13 @@ class ShadowRecorder:
         return uid in self.predictions
 
     # -- outcomes ------------------------------------------------------------------------------
+
+    def observe_binding(self, uid: str) -> None:
+        """The other scheduler bound a pod still in our queue: predict it now, before the cache
+        takes the bind, so it is compared like any other (the handler then drops it from the queue)."""
+        qpi = self.scheduler.queue.get(uid)
+        if qpi is not None and uid not in self.predictions:
+            self.predict(qpi)
 
     def observe_bound(self, pod) -> None:
         """The other scheduler bound ``pod`` (the informer saw ``spec.nodeName``)."""

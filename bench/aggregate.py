@@ -71,6 +71,15 @@ def _cpu_per_filter(run: dict) -> float | None:
     return cpu / per_call if cpu is not None and per_call else None
 
 
+def _ready_tail_cpu_per_1000(run: dict) -> float | None:
+    """Living runs: the scheduler's CPU s per 1,000 bound pods from its last Event until every pod
+    was Running and Ready (the cluster's status updates, nothing left to schedule); part of
+    ``cpu_s_per_1000_pods``, not added to it."""
+    cpu = _get("living", "ready_tail_cpu_s")(run)
+    bound = _get("summary", "bound")(run)
+    return round(cpu / bound * 1000, 3) if cpu is not None and bound else None
+
+
 FIGURES: dict[str, Callable[[dict], float | None]] = {
     "throughput": _throughput,                       # drain: bound / (last - first bind); else pods/s avg
     "with_events": _drain_with_events,
@@ -95,6 +104,8 @@ FIGURES: dict[str, Callable[[dict], float | None]] = {
     "status_updates": _get("living", "status_updates_per_pod"),
     "informer_events": _get("living", "informer_events_per_pod"),
     "informer_share": _get("living", "informer_cpu_share"),
+    "ready_tail_s": _get("living", "ready_tail_s"),
+    "ready_tail_cpu_per_1000": _ready_tail_cpu_per_1000,
     **{f"ext:{ep}": _get("metrics", "extension_point_mean_ms", ep) for ep in EXTENSION_POINTS},
 }
 

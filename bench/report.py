@@ -230,8 +230,9 @@ def _fallbacks(c: Cell) -> str:
 
 def living_table(all_cells: list[Cell]) -> str:
     """Living-cluster cells (``<workload>+living``): the drain figures, the pod status updates per pod
-    the cluster generated, pysched's informer events per pod, and CPU per pod against the same
-    scheduler's bare run of the workload (what the living cluster's events cost it)."""
+    the cluster generated, pysched's informer events per pod, CPU per pod against the same
+    scheduler's bare run of the workload (what the living cluster's events cost it), and the part
+    of that CPU spent after the last Event while the pods went Running and Ready."""
     rows = []
     for c in all_cells:
         if not c.workload.endswith(living.SUFFIX) or c.mode != "drain":
@@ -242,14 +243,16 @@ def living_table(all_cells: list[Cell]) -> str:
         rows.append([c.workload, c.label, cf(c, "throughput"), fmt_ratio(r(all_cells, c, "throughput")),
                      cf(c, "cpu_per_1000", 2), fmt_ratio(r(all_cells, c, "cpu_per_1000")),
                      fmt_ratio(ratio(c.fig("cpu_per_1000"), bare.fig("cpu_per_1000"))) if bare else NA,
+                     cf(c, "ready_tail_cpu_per_1000", 2), cf(c, "ready_tail_s", 0),
                      cf(c, "status_updates", 2), cf(c, "informer_events", 2), cf(c, "informer_share", 3),
                      cf(c, "peak_rss"), _verified(c)])
     if not rows:
         return ""
     head = ["workload", "scheduler", "drain pods/s", "ratio ours/kube", "sched CPU s / 1,000 pods",
-            "CPU ratio ours/kube", "CPU living/bare", "pod status updates / pod", "informer events / pod",
+            "CPU ratio ours/kube", "CPU living/bare", "of which while pods went Ready, s / 1,000 pods",
+            "pods going Ready after the last Event, s", "pod status updates / pod", "informer events / pod",
             "informer handlers' share of CPU", "peak RSS MiB", "placements verified"]
-    return _table(head, ["---"] * 2 + ["---:"] * 9 + ["---"], rows)
+    return _table(head, ["---"] * 2 + ["---:"] * 11 + ["---"], rows)
 
 
 def sections(results: list[dict]) -> list[tuple[str, str]]:

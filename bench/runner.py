@@ -363,13 +363,16 @@ async def _measure(run: Run, phase: Phase) -> RunResult:
         seen = events.summarise(records)
         ev = {"posted": events.count_scheduled(items, SCHEDULER_NAMES[kind], set(records)),
               "seen": seen["seen"], "waited_s": seen["waited_s"], "short": seen["short"]}
+    before_ready = None
     if run.living and len(binds) >= expect:
         # ... and, on a living cluster, every bound pod Running and Ready: its status updates are
-        # part of what the run measures.
+        # part of what the run measures. The CPU sampled here splits the scheduler's CPU into its
+        # scheduling (to the last Event) and the status updates it then takes while pods go Ready.
+        before_ready = (procstat.sample(phase.sched.pid), time.monotonic())
         await living.wait_running(run.client, "measure", expect, run.timeout)
     # The end sample: only now that every Event is posted.
     phase.sched.check_alive(kind)
-    end = procstat.sample(phase.sched.pid)
+    end, end_at = procstat.sample(phase.sched.pid), time.monotonic()
     load = phase.load.stop()
     affinity = {"scheduler": procstat.allowed_cpus(phase.sched.pid), "driver": procstat.allowed_cpus(os.getpid())}
     if run.cp.apiserver_proc is not None:
@@ -409,6 +412,10 @@ async def _measure(run: Run, phase: Phase) -> RunResult:
                           if informer_events else None,
                           "informer_cpu_share": round(informer_seconds / cpu, 3)
                           if informer_seconds is not None and cpu > 0 else None}
+        if before_ready is not None:
+            sample, at = before_ready
+            living_figures["ready_tail_s"] = round(end_at - at, 1)
+            living_figures["ready_tail_cpu_s"] = round(end.cpu_s - sample.cpu_s, 2)
     error = ""
     if len(binds) < expect:
         error = f"only {len(binds)}/{expect} measured pods bound within {run.timeout:.0f}s"

@@ -117,6 +117,7 @@ def test_bench_on_a_living_cluster(tmp_path):
         assert r["error"] == "" and r["violations"] == [] and r["summary"]["bound"] == 16, (what, r["error"])
         if r["cluster"] == "living":
             assert r["living"]["status_updates_per_pod"] >= 1, (what, r["living"])   # KWOK ran them
+            assert r["living"]["ready_tail_s"] >= 0 and r["living"]["ready_tail_cpu_s"] >= 0, (what, r["living"])
             if r["scheduler"] == "pysched":
                 assert r["living"]["informer_events_per_pod"] > 1, (what, r["living"])
         else:

@@ -70,3 +70,20 @@ def test_status_updates_count_pod_status_writes_only():
         'apiserver_request_total{code="201",resource="pods",subresource="binding",verb="POST"} 9',
         'apiserver_request_total{code="200",resource="nodes",subresource="status",verb="PATCH"} 11'])
     assert living.status_updates(prom.parse(text)) == 9
+
+
+def test_the_living_table_splits_off_the_cpu_spent_while_pods_went_ready():
+    from bench import aggregate, report
+    run = {"workload": "W+living", "mode": "drain", "qps": 5000.0, "burst": 5000, "scheduler": "pysched",
+           "nodes": 10, "profile": "default", "error": "", "violations": [], "cpu_s_per_1000_pods": 1.5,
+           "summary": {"pods": 2000, "bound": 2000, "avg": 300.0, "elapsed_s": 6.0},
+           "drain": {"drain_pods_per_s": 300.0}, "bind_offsets": [0.5, 6.5],
+           "living": {"status_updates_per_pod": 2.0, "ready_tail_s": 80.0, "ready_tail_cpu_s": 1.2}}
+    assert aggregate.FIGURES["ready_tail_cpu_per_1000"](run) == 0.6
+    assert aggregate.FIGURES["ready_tail_s"](run) == 80.0
+    assert aggregate.FIGURES["ready_tail_cpu_per_1000"]({"living": {}, "summary": {"bound": 5}}) is None
+    table = report.living_table(aggregate.cells([run]))
+    header, _, row = table.splitlines()[:3]
+    cells = dict(zip([h.strip() for h in header.strip("|").split("|")], [c.strip() for c in row.strip("|").split("|")]))
+    assert cells["of which while pods went Ready, s / 1,000 pods"] == "0.60"
+    assert cells["pods going Ready after the last Event, s"] == "80"

@@ -61,6 +61,9 @@ class Metrics:
             "means number of pods in backoffQ; 'unschedulable' means number of pods in unschedulablePods "
             "that the scheduler attempted to schedule and failed; 'gated' is the number of unschedulable "
             "pods that the scheduler never attempted to schedule because they are gated.", ["queue"], registry=r)
+        self.permit_wait_duration = Histogram(
+            "scheduler_permit_wait_duration_seconds", "Duration of waiting on permit.", ["result"],
+            buckets=_exp(0.001, 2, 15), registry=r)
         self.extension_point_duration = Histogram(
             "scheduler_framework_extension_point_duration_seconds",
             "Latency for running all plugins of a specific extension point.",
@@ -285,3 +288,9 @@ def extension_point_code(ep: str, code, profile: str, seconds: float) -> None:
 
 def plugin_duration(plugin: str, ep: str, status, seconds: float) -> None:
     METRICS.observe_plugin(plugin, ep, _status_name(status), seconds)
+
+
+def permit_wait(status, seconds: float) -> None:
+    """``scheduler_permit_wait_duration_seconds{result}``: a pod that waited at Permit, by how the
+    wait ended (``Success``, ``Unschedulable``...), as the framework's ``WaitOnPermit``."""
+    METRICS.permit_wait_duration.labels(_status_name(status)).observe(seconds)

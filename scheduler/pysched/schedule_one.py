@@ -90,6 +90,17 @@ def max_binds_for(qps: float, bind_timeout: float, connections: int = 0) -> int:
     return max(MIN_BINDS_OUTSTANDING, min(MAX_BINDS_OUTSTANDING, n))
 
 
+
+def rejected_on(pod: PodInfo, host: str, st: Status) -> tuple[Status, Diagnosis | None]:
+    """A Reserve or Permit rejection (or a wait at Permit rejected or timed out) as kube-scheduler
+    reports it: a FitError over the one node chosen, ``0/1 nodes are available: 1 <reason>.``,
+    with the plugin unschedulable. Any other status (an error) is returned as it is."""
+    if not st.is_rejected():
+        return st, None
+    d = Diagnosis()
+    d.add_node_status(host, st)
+    return Status(st.code, FitError(pod.key, 1, d).message(), plugin=st.plugin), d
+
 class ScheduleResult:
     __slots__ = ("host", "evaluated", "feasible")
 
@@ -346,7 +357,8 @@ class Scheduler:
         if st is not None and not st.is_success():
             fwk.run_unreserve(state, assumed, host)
             self._forget(assumed)
-            self._fail(fwk, qpi, st, start, trace=trace)
+            st, d = rejected_on(pod, host, st)
+            self._fail(fwk, qpi, st, start, trace=trace, diagnosis=d)
             return
         st, timeout = fwk.run_permit(state, assumed, host)
         waiting = st is not None and st.is_wait()
@@ -355,7 +367,8 @@ class Scheduler:
         if st is not None and not st.is_success() and not waiting:
             fwk.run_unreserve(state, assumed, host)
             self._forget(assumed)
-            self._fail(fwk, qpi, st, start, trace=trace)
+            st, d = rejected_on(pod, host, st)
+            self._fail(fwk, qpi, st, start, trace=trace, diagnosis=d)
             return
         task = asyncio.get_running_loop().create_task(
             self.binding_cycle(fwk, state, qpi, assumed, host, start, waiting, timeout))
@@ -744,10 +757,10 @@ class Scheduler:
             # that plugin in its UnschedulablePlugins, so the plugin's events requeue it.
             log.info("pod rejected in the binding cycle; waiting", extra=kv(
                 pod=assumed.key, node=host, plugin=st.plugin, err=st.message()))
-            d = Diagnosis()
+            st, d = rejected_on(assumed, host, Status(Code.UNSCHEDULABLE, *st.reasons, plugin=st.plugin))
+            assert d is not None   # a rejection: always wrapped
             d.unschedulable_plugins = {p for p in st.plugin.split(",") if p}
-            self._fail(fwk, qpi, Status(Code.UNSCHEDULABLE, st.message(), plugin=st.plugin), start, binding=True,
-                       diagnosis=d, trace=state.get(TRACE_KEY))
+            self._fail(fwk, qpi, st, start, binding=True, diagnosis=d, trace=state.get(TRACE_KEY))
             return
         self._fail(fwk, qpi, Status(Code.ERROR, st.message(), plugin=st.plugin), start, binding=True,
                    trace=state.get(TRACE_KEY))

@@ -12,7 +12,9 @@ import pytest
 
 from pysched.apis import config as configmod
 from pysched.apis.config import ConfigError
+from pysched.backend.queue.scheduling_queue import QueuedPodInfo
 from pysched.framework import BindPlugin, Code, PreBindPlugin, Status
+from pysched.framework.podinfo import PodInfo
 from pysched.metrics import METRICS
 from pysched.profile import default_registry
 from pysched.tools.offline import OfflineScheduler
@@ -90,6 +92,8 @@ def test_args_defaults_and_validation():
         gang_sim(0, args={"kind": "Other"})
     assert plugin(gang_sim(0, args={"kind": "CoschedulingArgs", "podGroupBackoffSeconds": 5})).args \
         .pod_group_backoff_seconds == 5
+    # As upstream, a wait beyond 15 minutes is accepted and the framework caps it.
+    assert plugin(gang_sim(0, args={"permitWaitingTimeSeconds": 3600})).args.permit_waiting_time_seconds == 3600
 
 
 # -- Permit quorum, all or nothing -----------------------------------------------------------
@@ -117,7 +121,9 @@ def test_no_partial_group_when_a_member_cannot_fit():
     outs = [sim.schedule(p) for p in pods]
     assert [o.code for o in outs] == ["Waiting", "Waiting", "Unschedulable"]
     assert "PodGroup default/g gets rejected due to Pod m2 is unschedulable even after PostFilter" in outs[2].message
-    assert {v for v in sim.settled.values()} == {(None, "optimistic rejection in PostFilter")}
+    # Rejected waiters read as kube-scheduler words a rejection at Permit: a FitError over one node.
+    rejected = "0/1 nodes are available: 1 optimistic rejection in PostFilter."
+    assert {v for v in sim.settled.values()} == {(None, rejected)}
     assert assumed_or_bound(sim) == []                      # the GPUs the waiters held are free again
     assert plugin(sim).groups["default/g"].placed() == 0
 
@@ -146,8 +152,11 @@ def test_non_members_skip_and_are_not_held():
 
 def test_prefilter_rejections_with_upstream_messages():
     sim = gang_sim(4, [podgroup("g", 3), podgroup("big", 2, min_resources={GPU: "8"})])
-    out = sim.schedule(member("orphan", "missing"))
-    assert out.code == "Unschedulable" and "can not find pod group default/missing" in out.message
+    out = sim.schedule(member("orphan", "missing"), explain=True)
+    # As upstream: PreFilter lets it through, Permit rejects it on the node chosen.
+    assert out.code == "Unschedulable" and out.message == "0/1 nodes are available: 1 PodGroup not found."
+    assert [e["status"] for e in out.trace["preFilter"] if e["plugin"] == "Coscheduling"] == ["passed"]
+    assert assumed_or_bound(sim) == []
     sim.observe_pending(member("a0", "g"))
     out = sim.schedule(member("a1", "g"))
     assert ("pre-filter pod a1 cannot find enough sibling pods, current pods number: 2, minMember of group: 3"
@@ -189,11 +198,60 @@ def test_group_backs_off_by_default_doubling_to_ten_seconds():
     waits = []
     for _ in range(6):
         assert [sim.schedule(p).code for p in pods] == ["Waiting", "Unschedulable"]
-        assert "podGroup default/g failed recently" in sim.schedule(pods[0]).message
-        waits.append(pl.groups["default/g"].backoff_until - now[0])
+        until = pl.groups["default/g"].backoff_until
+        out = sim.schedule(pods[0])                  # rejected while it backs off...
+        assert "podGroup default/g failed recently" in out.message
+        assert pl.groups["default/g"].backoff_until == until   # ... which does not extend it
+        waits.append(until - now[0])
         now[0] += waits[-1]                      # the backoff has passed: the next attempt runs
     assert waits == [1, 2, 4, 8, 10, 10]
     assert assumed_or_bound(sim) == []          # nothing held between attempts
+
+
+def test_scheduler_plugins_backoff_rules_one_setting_away():
+    """schedulerPluginsCompatible: podGroupBackoffSeconds 0 means no group backoff; with one set,
+    only a group PostFilter rejected that has all its pods backs off, and a rejection while it
+    does never extends it. A group still missing pods never backs off, in either mode."""
+    compatible = {"schedulerPluginsCompatible": True}
+    sim = gang_sim(1, [podgroup("g", 2)], args=compatible)
+    pods = [member(f"m{i}", "g") for i in range(2)]
+    for p in pods:
+        sim.observe_pending(p)
+    assert [sim.schedule(p).code for p in pods] == ["Waiting", "Unschedulable"]
+    assert plugin(sim).groups["default/g"].backoff_until == 0.0
+    assert sim.schedule(pods[0]).code == "Waiting"                 # tried again at once
+
+    for args in ({"podGroupBackoffSeconds": 30, **compatible}, {"podGroupBackoffSeconds": 30}):
+        sim = gang_sim(1, [podgroup("g", 3)], args=args)
+        pl = plugin(sim)
+        now = [1000.0]
+        pl.clock = lambda now=now: now[0]
+        pods = [member(f"m{i}", "g") for i in range(2)]                # 2 of minMember 3
+        for p in pods:
+            sim.observe_pending(p)
+        out = sim.schedule(pods[0])
+        assert "cannot find enough sibling pods" in out.message
+        assert "PodGroup default/g gets rejected due to Pod m0 is unschedulable even after PostFilter" in out.message
+        assert pl.groups["default/g"].backoff_until == 0.0              # missing pods: no backoff
+        third = member("m2", "g")
+        sim.observe_pending(third)
+        assert [sim.schedule(p).code for p in (*pods, third)] == ["Waiting", "Unschedulable", "Unschedulable"]
+        until = pl.groups["default/g"].backoff_until
+        assert until == now[0] + 30
+        now[0] += 10
+        assert "podGroup default/g failed recently" in sim.schedule(pods[0]).message
+        assert pl.groups["default/g"].backoff_until == until            # not extended
+        assert assumed_or_bound(sim) == []
+
+
+def test_scheduler_plugins_queue_ties_break_on_the_pod_name():
+    created = "2026-01-01T00:00:00Z"
+    groups = {"p1": "ga", "p3": "ga", "p2": "gb", "p4": "gb"}    # two groups created in the same second
+    for args, order in (({}, ["p1", "p3", "p2", "p4"]),                            # a group at a time
+                        ({"schedulerPluginsCompatible": True}, ["p1", "p2", "p3", "p4"])):   # interleaved
+        sim = gang_sim(0, [podgroup("ga", 2, created=created), podgroup("gb", 2, created=created)], args=args)
+        qpis = [QueuedPodInfo(PodInfo.from_dict(member(n, g)), 0.0) for n, g in groups.items()]
+        assert [q.pod.name for q in sorted(qpis, key=plugin(sim).sort_key)] == order
 
 
 def test_a_sibling_assumed_on_a_deleted_node_releases_the_group_at_permit():
@@ -292,6 +350,8 @@ def test_timeout_releases_every_waiting_member_together():
     # PostFilter never rejects (100 %): only the group's deadline can end the wait
     sim = live_sim(2, [podgroup("g", 3, timeout=1)], args={"podGroupRejectPercentage": 100})
     before = METRICS.podgroups_timed_out.labels("pysched").value
+    waits = METRICS.permit_wait_duration.labels("Unschedulable")
+    waits_before = sum(waits.counts)
 
     async def body():
         sim.add_pod(member("m0", "g"))
@@ -303,6 +363,13 @@ def test_timeout_releases_every_waiting_member_together():
         assert FlakyBinder.bound == {}
         assert METRICS.podgroups_timed_out.labels("pysched").value >= before + 1
         assert METRICS.podgroups_waiting.labels("pysched")._value.get() == 0
+        # As kube-scheduler words them: the first waiter timed out after the wait it was given
+        # (Go's duration), its Unreserve rejected the other.
+        errors = {p.pod.name: sim.scheduler.last_results[p.pod.uid]["error"] for p in sim.queue.pending()}
+        timed_out = "0/1 nodes are available: 1 rejected due to timeout after waiting 1s at plugin Coscheduling."
+        assert timed_out in (errors["m0"], errors["m1"])     # the first waiter's wait ran out...
+        assert {errors["m0"], errors["m1"]} <= {timed_out, "0/1 nodes are available: 1 rejection in Unreserve."}
+        assert sum(waits.counts) == waits_before + 2   # both waits observed
     run_live(sim, body)
 
 
@@ -353,6 +420,16 @@ def test_bind_failure_of_one_member_releases_the_group_then_it_retries_as_a_unit
 def test_deleted_node_between_permit_and_bind_releases_the_group():
     sim = live_sim(3, [podgroup("g", 2, timeout=30)])
 
+    pl = plugin(sim)
+    outcomes = []
+    pre_bind = pl.pre_bind
+
+    async def recording(state, pod, node):
+        st = await pre_bind(state, pod, node)
+        outcomes.append((pod.name, st.message() if st is not None else "ok"))
+        return st
+    pl.pre_bind = recording
+
     async def body():
         SlowPreBind.quick = {"m0"}       # m0 leaves PreBind first and finds its node gone
         sim.add_pod(member("m0", "g"))
@@ -361,10 +438,12 @@ def test_deleted_node_between_permit_and_bind_releases_the_group():
         await until(lambda: len(sim.cache.assumed) == 2 and not sim.frameworks["pysched"].handle.waiting_pods)
         doomed = sim.cache.assumed[next(u for u, p in sim.cache.assumed.items() if p.name == "m0")].node_name
         sim.remove_node(doomed)
-        await until(lambda: len(sim.queue.pending()) == 2 and not sim.cache.assumed)
-        assert FlakyBinder.bound == {}              # m1 did not bind without m0
-        await until(lambda: len(FlakyBinder.bound) == 2, 15)   # retried as a unit on the nodes left
+        # the group is released, and retried at once as a unit on the nodes left
+        await until(lambda: len(FlakyBinder.bound) == 2, 15)
         assert doomed not in FlakyBinder.bound.values()
+        first_m0, first_m1 = (next(msg for name, msg in outcomes if name == n) for n in ("m0", "m1"))
+        assert f"a member was assumed on node {doomed}, which was deleted" in first_m0
+        assert "rejected before this member was bound" in first_m1    # m1 did not bind without m0
     run_live(sim, body)
 
 

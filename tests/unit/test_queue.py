@@ -330,3 +330,15 @@ def test_a_gated_pod_counts_for_its_gating_plugin_until_it_is_deleted():
     assert _unschedulable_gauge("GaugeTestGate", p.scheduler_name) == base + 1
     q.delete(p.uid)
     assert _unschedulable_gauge("GaugeTestGate", p.scheduler_name) == base
+
+
+def test_plugin_activate_of_a_pod_in_flight_requeues_it_when_its_attempt_fails():
+    # upstream's Activate registers a ForceActivate event for an in-flight pod (a gang released
+    # while its members are still in their binding cycles)
+    q = mkq(Clock(), pop_from_backoff=False)
+    q.add(P("a"))
+    qpi = q.pop_nowait()
+    q.activate([qpi.pod.uid])
+    qpi.unschedulable_plugins = {"Coscheduling"}
+    assert q.add_unschedulable_if_not_present(qpi) == ACTIVE
+    assert q.pop_nowait() is qpi

@@ -737,6 +737,7 @@ class WaitingPod:
     pending: set[str] = field(default_factory=set)
     future: Any = None
     rejection: Status | None = None
+    timeouts: dict[str, float] = field(default_factory=dict)   # plugin -> the wait it asked for, s
 
     def allow(self, plugin: str) -> None:
         self.pending.discard(plugin)

@@ -57,6 +57,7 @@ from pysched.framework.interface import (
 from pysched.framework.podinfo import PodInfo
 from pysched.framework.status import Code, Status
 from pysched.framework.types import Diagnosis, FrameworkError
+from pysched.util.goduration import go_duration
 from pysched.util.logs import kv
 
 REQUEST_VECTOR_CACHE = 50_000   # request rows kept for on-paper evaluation (cleared when full)
@@ -798,7 +799,7 @@ class Framework:
                 trace.permit = {"status": st.code.upstream, "plugins": [pl.name], "message": st.message()}
             return st.with_plugin(pl.name), 0.0
         if wait_plugins:
-            wp = WaitingPod(pod=pod, pending=set(wait_plugins))
+            wp = WaitingPod(pod=pod, pending=set(wait_plugins), timeouts=dict(wait_plugins))
             self.handle.waiting_pods[pod.uid] = wp
             trace = state.get(TRACE_KEY)
             if trace is not None:
@@ -818,15 +819,20 @@ class Framework:
             wp.future.set_result(wp.rejection)   # rejected before the wait began
         elif not wp.pending:
             wp.future.set_result(None)
+        started = time.perf_counter()
         try:
             async with asyncio.timeout(timeout):   # not wait_for: it can lose a cancel on 3.11
                 res = await wp.future
         except TimeoutError:
-            pending = sorted(wp.pending)
-            res = Status(Code.UNSCHEDULABLE, f"rejected due to timeout after waiting {timeout:g}s at plugin(s) "
-                                             f"{', '.join(pending)}", plugin=pending[0] if pending else "")
+            # As upstream's per-plugin timers: the plugin whose wait ran out first (the shortest
+            # still pending) rejects, and the message gives the wait it asked for.
+            plugin = min(sorted(wp.pending), key=lambda p: wp.timeouts.get(p, timeout), default="")
+            waited = wp.timeouts.get(plugin, timeout)
+            res = Status(Code.UNSCHEDULABLE, f"rejected due to timeout after waiting {go_duration(waited)} at plugin "
+                                             f"{plugin}", plugin=plugin)
         finally:
             self.handle.waiting_pods.pop(pod.uid, None)
+        metrics.permit_wait(res, time.perf_counter() - started)
         return res
 
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status | None:

@@ -5,23 +5,31 @@ A pod labelled ``scheduling.x-k8s.io/pod-group: <name>`` belongs to PodGroup ``<
 
 * QueueSort: priority, then the group's time (the PodGroup's creationTimestamp, or its last
   failure, so a group that keeps failing goes behind newer ones), then the group key, then the pod
-  name - a group's members leave the queue one after the other. Non-members sort by priority and
-  queue time, as PrioritySort. Enable it in place of PrioritySort (``queueSort: enabled:
+  name - a group's members leave the queue one after the other (upstream breaks the tie on the pod
+  name alone, which interleaves groups created in the same second). Non-members sort by priority
+  and queue time, as PrioritySort. Enable it in place of PrioritySort (``queueSort: enabled:
   [Coscheduling], disabled: ["*"]``), as scheduler-plugins' sample configuration does.
 * PreFilter: a member is rejected early (UnschedulableAndUnresolvable, as upstream, so it never
-  preempts) when its PodGroup does not exist, the group is backing off, fewer than ``minMember``
-  of its pods exist (gated pods not counted), or the cluster's free capacity (aggregate over the
-  nodes, the group's own placed pods given back) cannot hold ``minResources``. Non-members: Skip.
+  preempts) when the group is backing off, fewer than ``minMember`` of its pods exist (gated pods
+  not counted), or the cluster's free capacity (aggregate over the nodes, the group's own placed
+  pods given back) cannot hold ``minResources``. A member whose PodGroup does not exist passes and
+  is rejected at Permit (``PodGroup not found``), as upstream. Non-members: Skip.
 * Reserve records the group's generation; Permit makes a member Wait until ``minMember`` members
   hold live reservations (assumed or bound in this generation), then allows every waiting member
-  at once. The first waiter sets the group's deadline (``scheduleTimeoutSeconds``, else
-  ``permitWaitingTimeSeconds``), so later members do not extend the wait, and wakes the siblings.
+  at once. Each member waits ``scheduleTimeoutSeconds`` (else ``permitWaitingTimeSeconds``); the
+  first waiter's timeout ends the attempt, and the first waiter wakes the siblings.
 * Unreserve (a timeout, a rejection, a failed PreBind or bind, a deleted node) fails the group:
-  its generation moves on, every waiting member is rejected (their reservations go), and the group
-  backs off as a unit (``podGroupBackoffSeconds``). PreBind fails a member allowed in an older
-  generation, so siblings allowed but not yet bound do not bind without their group.
-* PostFilter: a member no node fits rejects the group's waiting members unless quorum is already
-  reached or the gap is within ``podGroupRejectPercentage`` of ``minMember`` (upstream's rule).
+  its generation moves on and every waiting member is rejected (their reservations go). PreBind
+  fails a member allowed in an older generation, so siblings allowed but not yet bound do not bind
+  without their group.
+* PostFilter: a member no node fits rejects the group unless quorum is already reached or the gap
+  is within ``podGroupRejectPercentage`` of ``minMember`` (upstream's rule): its waiting members
+  go and it moves behind newer groups.
+* A failed group that has all its pods backs off as a unit (``group_backoff``): for
+  ``podGroupBackoffSeconds``, or with 0 for 1 s doubling to 10 s, then its members are tried again.
+  ``schedulerPluginsCompatible: true`` gives upstream's rules instead: a backoff only after
+  PostFilter's rejection and only when ``podGroupBackoffSeconds`` is set, no retry when it ends,
+  queue ties broken on the pod's name alone.
 * PreemptionGate: a member may preempt only when every other member its quorum needs is already
   assumed, waiting or bound (DefaultPreemption asks before its dry runs).
 
@@ -64,7 +72,7 @@ from pysched.framework import (
     arg,
     groupmetrics,
 )
-from pysched.framework.api import ConfigError, format_resource, resource_value
+from pysched.framework.api import format_resource, resource_value
 
 NAME = "Coscheduling"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -80,11 +88,10 @@ class CoschedulingArgs:
     permit_waiting_time_seconds: int = field(default=DEFAULT_WAIT_SECONDS, metadata=arg(ge=0))
     pod_group_backoff_seconds: int = field(default=0, metadata=arg(ge=0))
     pod_group_reject_percentage: int = field(default=10, metadata=arg(ge=0, le=100))
+    # pysched's own choices off, scheduler-plugins' on: no group backoff unless podGroupBackoffSeconds
+    # is set, members not tried again when a backoff ends, queue ties broken on the pod's name.
+    scheduler_plugins_compatible: bool = False
 
-    def validate(self, path: str) -> None:
-        if self.permit_waiting_time_seconds > 900:
-            raise ConfigError(f"{path}.permitWaitingTimeSeconds: Invalid value: {self.permit_waiting_time_seconds}: "
-                              "at most 900 (the framework caps a Permit wait at 15 minutes)")
 
 
 @dataclass
@@ -112,7 +119,7 @@ class Group:
     backoff_until: float = 0.0       # monotonic
     capacity_ok_until: float = 0.0   # monotonic: minResources passed recently
     admitted_generation: int = -1
-    failures: int = 0                # consecutive failed attempts (reset when admitted)
+    failures: int = 0                # consecutive backed-off attempts (reset when admitted)
 
     def placed(self) -> int:
         """Members holding a live reservation: bound, or reserved in this generation."""
@@ -244,9 +251,13 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
             self._waiting_groups.discard(g.key)
         groupmetrics.set_waiting(self.handle.profile_name, len(self._waiting_groups))
 
-    def _fail_group(self, g: Group, reason: str, *, timed_out: bool = False) -> None:
+    def _fail_group(self, g: Group, reason: str, *, timed_out: bool = False, from_post_filter: bool = False,
+                    retry: bool = False) -> None:
         """End the group's attempt: reject every waiting member (their Unreserve releases them),
-        invalidate members allowed but not bound yet, back the group off."""
+        invalidate members allowed but not bound yet, and back the group off (``group_backoff``)
+        unless it backs off already - a rejection while it does never extends it. ``retry``: the
+        attempt failed for a reason that is gone once it is released (a member's node deleted): its
+        members are tried again at once, not left for a cluster event."""
         g.generation += 1
         waiting, g.waiting = g.waiting, set()
         for uid in waiting:
@@ -258,27 +269,40 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         g.failed_at = time.time()
         if timed_out:
             groupmetrics.timed_out(self.handle.profile_name)
-        g.failures += 1
-        backoff = self.group_backoff(g)
-        g.backoff_until = self.clock() + backoff
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        if loop is not None:
-            loop.call_later(backoff, self._activate, g)
+        now = self.clock()
+        seconds = self.group_backoff(g, from_post_filter) if g.backoff_until <= now else 0.0
+        if seconds > 0:
+            g.failures += 1
+            g.backoff_until = now + seconds
+            if not self.args.scheduler_plugins_compatible:
+                try:
+                    asyncio.get_running_loop().call_later(seconds, self._activate, g)
+                except RuntimeError:
+                    pass
+        if retry:
+            self._activate(g)   # members still in their binding cycles go to activeQ when they fail
         self._update_waiting(g)
 
-    def group_backoff(self, g: Group) -> float:
-        """How long a failed group waits before its members are tried again, as a unit.
+    def group_backoff(self, g: Group, from_post_filter: bool) -> float:
+        """How long a failed group is refused (PreFilter: ``podGroup ns/name failed recently``).
 
-        ``podGroupBackoffSeconds`` when set; otherwise (0, scheduler-plugins' "disabled") the
-        pod backoff's shape - 1 s doubling per consecutive failure up to 10 s - because a group
-        retried with no pause at all re-grabs and releases its partial capacity in a tight loop
-        (scheduler-plugins#429)."""
-        if self.args.pod_group_backoff_seconds > 0:
-            return float(self.args.pod_group_backoff_seconds)
-        return float(min(2 ** min(g.failures - 1, 8), 10))
+        Only a group that has all its pods backs off (one still missing some waits for them, and
+        a sibling's arrival wakes it). scheduler-plugins backs a group off only from PostFilter,
+        for ``podGroupBackoffSeconds``, and not at all when that is 0; pysched also backs off after
+        a timeout or a failed bind, and with 0 uses the pod backoff's shape - 1 s doubling per
+        consecutive failure up to 10 s - because a group retried with no pause re-grabs and
+        releases its partial capacity in a tight loop (scheduler-plugins#429: two 4-GPU jobs on 6
+        GPUs made 41,889 attempts in 12 s without it, `tests/e2e/test_coscheduling.py`).
+        ``schedulerPluginsCompatible: true`` gives upstream's rule."""
+        pg = self.podgroup(g.key)
+        if pg is None or len(g.members) < pg.min_member:
+            return 0.0
+        seconds = float(self.args.pod_group_backoff_seconds)
+        if self.args.scheduler_plugins_compatible:
+            return seconds if from_post_filter else 0.0
+        if seconds > 0:
+            return seconds
+        return float(min(2 ** min(g.failures, 8), 10))
 
     # -- QueueSort -------------------------------------------------------------------------------
 
@@ -293,6 +317,8 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         if not when:
             pg = self.podgroup(key)
             when = pg.created if pg is not None and pg.created else pod.created
+        if self.args.scheduler_plugins_compatible:
+            return (-pod.priority, when, "", f"{pod.namespace}/{pod.name}")   # upstream: ties on the pod alone
         return (-pod.priority, when, key, pod.name)
 
     # -- PreFilter -------------------------------------------------------------------------------
@@ -305,7 +331,9 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         key = f"{pod.namespace}/{name}"
         pg = self.podgroup(key)
         if pg is None:
-            return None, Status(UAU, f"can not find pod group {key}")
+            # As upstream: let it through; Permit rejects it ("PodGroup not found") on the node
+            # the cycle chose, so the message names the missing group only once it matters.
+            return None, None
         g = self._group(key)
         if pod.uid not in g.members:
             self.pod_seen(pod)
@@ -358,20 +386,16 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         if g is None:
             # Every member is gone (deleted while this one was being scheduled): nothing to release.
             return None, Status(Code.UNSCHEDULABLE)
-        if g.backoff_until > self.clock():
-            # Rejected while the group backs off (PreFilter): the attempt already failed; failing
-            # it again would only stretch the backoff.
-            return None, Status(Code.UNSCHEDULABLE)
         placed = g.placed()
         if placed >= pg.min_member:
-            return None, Status(Code.UNSCHEDULABLE)
-        if not g.waiting and placed == len(g.bound):
-            # Nothing of this attempt is held: nothing to release, no group to back off.
             return None, Status(Code.UNSCHEDULABLE)
         gap_pct = (pg.min_member - placed) * 100
         if pg.min_member > 0 and gap_pct <= self.args.pod_group_reject_percentage * pg.min_member:
             return None, Status(Code.UNSCHEDULABLE)
-        self._fail_group(g, "optimistic rejection in PostFilter")
+        # As upstream, whatever failed (a filter, or PreFilter for missing siblings or a backoff):
+        # the waiting members go, the group moves behind newer ones, and it backs off when it has
+        # all its pods (a group still missing some would only wait for them).
+        self._fail_group(g, "optimistic rejection in PostFilter", from_post_filter=True)
         return None, Status(Code.UNSCHEDULABLE, f"PodGroup {key} gets rejected due to Pod {pod.name} "
                                                 "is unschedulable even after PostFilter")
 
@@ -419,7 +443,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         if gone:
             # A sibling is assumed on a node that no longer exists: it can never bind, so the
             # group cannot reach quorum with it. Release everyone now rather than at the deadline.
-            self._fail_group(g, f"a member's node {gone} was deleted")
+            self._fail_group(g, f"a member's node {gone} was deleted", retry=True)
             return Status(Code.UNSCHEDULABLE, f"PodGroup {key} was released: a member was assumed on node {gone}, "
                                               "which was deleted"), 0.0
         placed = g.placed()
@@ -440,14 +464,18 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         now = self.clock()
         first = not g.waiting
         g.waiting.add(pod.uid)
+        # Each member waits the whole configured time, as upstream (the framework caps it at 15
+        # minutes); the first waiter's timeout ends the group's attempt - its Unreserve rejects
+        # the others - so later members never extend it.
+        wait = pg.timeout if pg.timeout is not None else float(self.args.permit_waiting_time_seconds)
+        wait = min(wait or DEFAULT_WAIT_SECONDS, 900.0)
         if first or g.deadline <= 0:
-            wait = pg.timeout if pg.timeout is not None else float(self.args.permit_waiting_time_seconds)
-            g.deadline = now + min(wait or DEFAULT_WAIT_SECONDS, 900.0)
+            g.deadline = now + wait
             self._activate(g, but=pod.uid)
         self._update_waiting(g)
         msg = (f"waiting for {pg.min_member - placed} more member(s) of PodGroup {key} "
                f"(minMember {pg.min_member}, {placed} assumed or bound)")
-        return Status(Code.WAIT, msg), max(0.001, g.deadline - now)
+        return Status(Code.WAIT, msg), wait
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         key = group_key(pod)
@@ -459,7 +487,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
             return Status(Code.UNSCHEDULABLE, f"PodGroup {key} was rejected before this member was bound "
                                               "(another member failed); retrying the group")
         if g is not None and (gone := g.reserved_on_missing_node(self.handle.snapshot.nodes)):
-            self._fail_group(g, f"a member's node {gone} was deleted")
+            self._fail_group(g, f"a member's node {gone} was deleted", retry=True)
             return Status(Code.UNSCHEDULABLE, f"PodGroup {key} was released before this member was bound: a "
                                               f"member was assumed on node {gone}, which was deleted")
         return None
@@ -472,7 +500,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
             return ""
         pg = self.podgroup(key)
         if pg is None:
-            return f"not eligible: PodGroup {key} not found"
+            return ""   # its Permit will reject it; preemption follows DefaultPreemption's own rules
         g = self.groups.get(key) or Group(key)   # a question: it creates no group
         others = g.placed() - (1 if g.reserved.get(pod.uid) == g.generation or pod.uid in g.bound else 0)
         if others + 1 >= pg.min_member:

@@ -27,7 +27,7 @@ from pysched.framework.runtime import CycleTrace
 from pysched.framework.status import Code, Status
 from pysched.framework.types import FitError, FrameworkError, NoNodesAvailable
 from pysched.profile import build_frameworks, build_queue, default_registry, waiting_room
-from pysched.schedule_one import Scheduler
+from pysched.schedule_one import Scheduler, rejected_on
 
 
 @dataclass
@@ -132,6 +132,7 @@ class OfflineScheduler:
             if st is not None and not st.is_success():
                 fwk.run_unreserve(state, assumed, result.host)
                 self.cache.forget(assumed)
+                st, _ = rejected_on(info, result.host, st)
                 return Outcome(info.key, None, st.message(),
                                "Unschedulable" if st.is_rejected() else "SchedulerError")
             st, _ = fwk.run_permit(state, assumed, result.host)
@@ -146,6 +147,7 @@ class OfflineScheduler:
                 fwk.run_unreserve(state, assumed, result.host)
                 self.cache.forget(assumed)
                 self._settle()
+                st, _ = rejected_on(info, result.host, st)
                 return Outcome(info.key, None, st.message(),
                                "Unschedulable" if st.is_rejected() else "SchedulerError",
                                trace.to_dict() if trace else None)
@@ -173,7 +175,8 @@ class OfflineScheduler:
                     continue
                 fwk.run_unreserve(state, assumed, host)
                 self.cache.forget(assumed)
-                self.settled[uid] = (None, wp.rejection.message() if wp is not None and wp.rejection else "rejected")
+                rejection = wp.rejection if wp is not None and wp.rejection else Status(Code.UNSCHEDULABLE, "rejected")
+                self.settled[uid] = (None, rejected_on(assumed, host, rejection)[0].message())
 
     def expire_waiting(self) -> None:
         """End of the run: every pod still held at Permit times out (as its wait would), and is

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, overload
 
 from pysched.apis.config.types import ConfigError
+from pysched.util.goduration import go_duration
 
 # time.ParseDuration's units, in nanoseconds ("µs" is U+00B5 and "μs" U+03BC, both accepted).
 _DURATION_UNITS = {"ns": 1, "us": 10**3, "\u00b5s": 10**3, "\u03bcs": 10**3, "ms": 10**6, "s": 10**9,
@@ -90,14 +91,8 @@ def parse_duration(value: Any, path: str) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    if seconds == int(seconds):
-        s = int(seconds)
-        if s and s % 3600 == 0:
-            return f"{s // 3600}h0m0s"
-        if s >= 60:
-            return f"{s // 60}m{s % 60}s"
-        return f"{s}s"
-    return f"{int(round(seconds * 1000))}ms"
+    """A duration as the API writes it (Go's ``time.Duration.String()``)."""
+    return go_duration(seconds)
 
 
 # -- strict decoding helpers --------------------------------------------------------------------

@@ -389,8 +389,14 @@ class SchedulingQueue:
         return released
 
     def activate(self, uids: Iterable[str]) -> None:
+        """Plugins' ``Activate``: pods waiting in the unschedulable pool or backoffQ move to activeQ;
+        a pod in flight moves there when its attempt fails, as upstream registers a ForceActivate
+        event for it (a gang released while its members are still in their binding cycles)."""
         for uid in uids:
             qpi = self._pods.get(uid)
+            if qpi is not None and qpi.where == IN_FLIGHT:
+                qpi.activate_on_return = FORCE_ACTIVATE
+                continue
             if qpi is None or qpi.where not in (UNSCHEDULABLE, BACKOFF) or qpi.gated:
                 continue
             if qpi.where == UNSCHEDULABLE:

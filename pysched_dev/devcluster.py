@@ -45,6 +45,15 @@ class PortTaken(ControlPlaneError):
 PORT_ATTEMPTS = 5
 
 
+SCHEDULER_PLUGINS_SCRIPT = REPO_ROOT / "hack" / "scheduler-plugins.sh"
+
+
+def scheduler_plugins_binary() -> Path:
+    """scheduler-plugins' kube-scheduler (``PYSCHED_SCHEDULER_PLUGINS``, else built once by
+    ``hack/scheduler-plugins.sh``): the oracle for Coscheduling."""
+    return hack_output("PYSCHED_SCHEDULER_PLUGINS", SCHEDULER_PLUGINS_SCRIPT)
+
+
 def binaries_dir() -> Path:
     """Directory holding etcd, kube-apiserver and kube-scheduler (built on first use)."""
     return hack_output("PYSCHED_BIN_DIR", CONTROL_PLANE_SCRIPT)
@@ -473,7 +482,8 @@ def wait_http(url: str, timeout: float, proc: subprocess.Popen, name: str, log: 
 
 @dataclass
 class KubeSchedulerProcess:
-    """The real kube-scheduler (built with the control plane), run against a ControlPlane."""
+    """The real kube-scheduler (built with the control plane), run against a ControlPlane;
+    ``binary``: another build of it (scheduler-plugins', ``scheduler_plugins_binary()``)."""
 
     cp: ControlPlane
     config: dict
@@ -481,6 +491,7 @@ class KubeSchedulerProcess:
     secure_port: int = 0
     extra_args: list[str] = field(default_factory=list)
     proc: subprocess.Popen | None = None
+    binary: Path | None = None
 
     def start(self) -> KubeSchedulerProcess:
         import yaml
@@ -494,7 +505,8 @@ class KubeSchedulerProcess:
         cfg.setdefault("leaderElection", {"leaderElect": False})
         path = self.cp.workdir / f"{self.name}-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
-        args = [str(self.cp.bin / "kube-scheduler"), f"--config={path}", f"--secure-port={self.secure_port}",
+        binary = self.binary or self.cp.bin / "kube-scheduler"
+        args = [str(binary), f"--config={path}", f"--secure-port={self.secure_port}",
                 "--bind-address=127.0.0.1", "--v=1", *self.extra_args]
         self.proc = subprocess.Popen(args, stdout=self.cp._log(self.name), stderr=subprocess.STDOUT,
                                      start_new_session=True)

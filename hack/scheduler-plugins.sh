@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Obtain scheduler-plugins' kube-scheduler (sigs.k8s.io/scheduler-plugins), the second oracle for
+# pysched's gang and quota plugins, the way hack/kwok.sh obtains kwok:
+#   1. PYSCHED_SCHEDULER_PLUGINS when it names an executable;
+#   2. a cache outside the repository, keyed by the pinned version;
+#   3. a build with the machine's Go toolchain, modules from the Go module proxy (first run only).
+#
+# The newest release the proxy serves here is v0.34.7 (Kubernetes 1.34.7; one minor behind the
+# control plane, inside kube-scheduler's supported skew). Its go.mod has replace lines (so `go
+# install pkg@version` refuses it): the build is a small module of our own that requires it,
+# copies those replace lines, and registers the plugins pysched is compared against
+# (Coscheduling, CapacityScheduling, TargetLoadPacking, NodeResourcesAllocatable) - not
+# NodeResourceTopology, whose dependencies the proxy does not serve.
+#
+# Prints the path of the binary on stdout (last line); progress goes to stderr.
+set -euo pipefail
+
+SP_VERSION="${SCHEDULER_PLUGINS_VERSION:-0.34.7}"
+SUBSTITUTES="${SCHEDULER_PLUGINS_SUBSTITUTES:-k8s.io/csi-translation-lib@v0.34.8}"
+CACHE_ROOT="${PYSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pysched}"
+BIN_DIR="$CACHE_ROOT/bin/scheduler-plugins-v${SP_VERSION}"
+log() { echo "scheduler-plugins: $*" >&2; }
+
+if [[ -n "${PYSCHED_SCHEDULER_PLUGINS:-}" ]]; then
+  [[ -x "$PYSCHED_SCHEDULER_PLUGINS" ]] || { log "PYSCHED_SCHEDULER_PLUGINS=$PYSCHED_SCHEDULER_PLUGINS is not an executable file"; exit 1; }
+  echo "$PYSCHED_SCHEDULER_PLUGINS"
+  exit 0
+fi
+
+if [[ ! -x "$BIN_DIR/kube-scheduler" ]]; then
+  command -v go >/dev/null || { log "go toolchain not found and scheduler-plugins is not cached in $BIN_DIR"; exit 1; }
+  mkdir -p "$BIN_DIR"
+  log "building sigs.k8s.io/scheduler-plugins v${SP_VERSION} from the Go module proxy into $BIN_DIR (first run only; several minutes)"
+  tmp="$(mktemp -d "$BIN_DIR/.build.XXXXXX")"
+  trap 'rm -rf "$tmp"' EXIT
+  upstream_mod="$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/scheduler-plugins@v${SP_VERSION}" \
+    | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+  [[ -f "$upstream_mod" ]] || { log "could not download sigs.k8s.io/scheduler-plugins@v${SP_VERSION}"; exit 1; }
+  {
+    echo "module pysched.local/scheduler-plugins-build"
+    echo
+    grep -E '^go ' "$upstream_mod"
+    echo
+    echo "require sigs.k8s.io/scheduler-plugins v${SP_VERSION}"
+    echo
+    # every replace line of the release (single lines and the replace block), as it builds them
+    awk '/^replace \($/ {b=1; print; next} b && /^\)$/ {b=0; print; next} b || /^replace [^(]/ {print}' "$upstream_mod"
+  } > "$tmp/go.mod"
+  # staging modules of the release's Kubernetes the proxy does not serve here: a neighbouring
+  # patch release of the same minor (the staging libraries change little between patches)
+  for pin in $SUBSTITUTES; do
+    (cd "$tmp" && go mod edit -dropreplace "${pin%@*}" -replace "${pin%@*}=${pin}")
+  done
+  cat > "$tmp/main.go" <<'GO'
+// scheduler-plugins' kube-scheduler with the plugins pysched is compared against.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"
+	"sigs.k8s.io/scheduler-plugins/pkg/capacityscheduling"
+	"sigs.k8s.io/scheduler-plugins/pkg/coscheduling"
+	"sigs.k8s.io/scheduler-plugins/pkg/noderesources"
+	"sigs.k8s.io/scheduler-plugins/pkg/trimaran/targetloadpacking"
+)
+
+func main() {
+	command := app.NewSchedulerCommand(
+		app.WithPlugin(capacityscheduling.Name, capacityscheduling.New),
+		app.WithPlugin(coscheduling.Name, coscheduling.New),
+		app.WithPlugin(noderesources.AllocatableName, noderesources.NewAllocatable),
+		app.WithPlugin(targetloadpacking.Name, targetloadpacking.New),
+	)
+	os.Exit(cli.Run(command))
+}
+GO
+  (cd "$tmp" && GOFLAGS=-mod=mod go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o kube-scheduler . >&2)
+  mv "$tmp/kube-scheduler" "$BIN_DIR/kube-scheduler"
+  log "built $BIN_DIR/kube-scheduler"
+fi
+
+echo "$BIN_DIR/kube-scheduler"

@@ -31,6 +31,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CONTROL_PLANE_SCRIPT = REPO_ROOT / "hack" / "control-plane.sh"
+SCHEDULER_PLUGINS_SCRIPT = REPO_ROOT / "hack" / "scheduler-plugins.sh"
 
 
 class ControlPlaneError(RuntimeError):
@@ -43,9 +44,6 @@ class PortTaken(ControlPlaneError):
 
 #: How many times a server is started on fresh ports when the one picked was taken meanwhile.
 PORT_ATTEMPTS = 5
-
-
-SCHEDULER_PLUGINS_SCRIPT = REPO_ROOT / "hack" / "scheduler-plugins.sh"
 
 
 def scheduler_plugins_binary() -> Path:

@@ -90,7 +90,6 @@ def max_binds_for(qps: float, bind_timeout: float, connections: int = 0) -> int:
     return max(MIN_BINDS_OUTSTANDING, min(MAX_BINDS_OUTSTANDING, n))
 
 
-
 def rejected_on(pod: PodInfo, host: str, st: Status) -> tuple[Status, Diagnosis | None]:
     """A Reserve or Permit rejection (or a wait at Permit rejected or timed out) as kube-scheduler
     reports it: a FitError over the one node chosen, ``0/1 nodes are available: 1 <reason>.``,
@@ -100,6 +99,7 @@ def rejected_on(pod: PodInfo, host: str, st: Status) -> tuple[Status, Diagnosis 
     d = Diagnosis()
     d.add_node_status(host, st)
     return Status(st.code, FitError(pod.key, 1, d).message(), plugin=st.plugin), d
+
 
 class ScheduleResult:
     __slots__ = ("host", "evaluated", "feasible")

@@ -164,7 +164,8 @@ def test_prefilter_rejections_with_upstream_messages():
     for name in ("b0", "b1"):
         sim.observe_pending(member(name, "big"))
     out = sim.schedule(member("b0", "big"))
-    assert "resource gap: nvidia.com/gpu: 4" in out.message and assumed_or_bound(sim) == []
+    assert out.message.startswith("0/4 nodes are available: resource gap: map[nvidia.com/gpu:4]. "), out.message
+    assert assumed_or_bound(sim) == []
 
 
 def test_gated_siblings_do_not_count():
@@ -172,7 +173,11 @@ def test_gated_siblings_do_not_count():
     m0 = member("m0", "g")
     sim.observe_pending(m0)
     sim.observe_pending(member("m1", "g", gates=["wait"]))
-    assert "current pods number: 1" in sim.schedule(m0).message
+    assert ("0/3 nodes are available: pre-filter pod m0 cannot proceed due to gated pods in the same PodGroup."
+            in sim.schedule(m0).message)
+    sim.observe_pending(member("m1", "g"))                     # the gate removed: the group may proceed
+    plugin(sim).groups["default/g"].backoff_until = 0.0        # (its backoff from the failure above over)
+    assert sim.schedule(m0).code == "Waiting"
 
 
 def test_backoff_after_group_rejection():

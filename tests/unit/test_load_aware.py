@@ -260,6 +260,23 @@ def test_load_variation_risk_requests_fallback_and_queries():
     assert load.series["cpu_stddev"].query.endswith("[10m:5s])")
 
 
+@pytest.mark.parametrize("plugin,values", [
+    (TargetLoadPacking, {"a": {"cpu": 10}}),
+    (LoadVariationRiskBalancing, {"a": lvrb_values(50, 10, 25, 0)}),
+])
+def test_min_score_fallback_scores_a_node_without_metrics_0_as_trimaran(plugin, values):
+    t, load = make_tester(plugin, values, args={"fallback": "MinScore"}, nodes=("a", "c"))
+    scores = t.score(make_pod("p", cpu="500m", memory="500Mi"))
+    assert scores["c"] == 0 and scores["a"] > 0
+    assert load.fallbacks == {(plugin.name, "missing"): 1}
+
+
+def test_metric_score_min_score_fallback_scores_a_missing_metric_0():
+    args = {"fallback": "MinScore", "metrics": [{"name": "free_gb", "query": "node_free_gb", "max": 200}]}
+    t, _ = make_tester(MetricScore, {"a": {"free_gb": 100}}, args=args, nodes=("a", "c"))
+    assert t.score(make_pod("p")) == {"a": 50, "c": 0}
+
+
 # -- MetricScore ----------------------------------------------------------------------------------
 
 def test_metric_score_bounds_direction_weights_and_missing_values():
@@ -478,7 +495,7 @@ NO_LOAD = {  # scenario: (values, age, whether the source is down, the reason ev
 
 @pytest.mark.parametrize("plugin,args", [(TargetLoadPacking, {}), (LoadVariationRiskBalancing, {}),
                                          (MetricScore, MS_ARGS)])
-@pytest.mark.parametrize("fallback", ["Neutral", "Requests", "Disable"])
+@pytest.mark.parametrize("fallback", ["Neutral", "MinScore", "Requests", "Disable"])
 @pytest.mark.parametrize("scenario", NO_LOAD)
 def test_no_usable_load_anywhere_skips_the_per_node_work_with_the_same_outcome(monkeypatch, plugin, args,
                                                                                 fallback, scenario):

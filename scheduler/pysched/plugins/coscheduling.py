@@ -10,8 +10,8 @@ A pod labelled ``scheduling.x-k8s.io/pod-group: <name>`` belongs to PodGroup ``<
   and queue time, as PrioritySort. Enable it in place of PrioritySort (``queueSort: enabled:
   [Coscheduling], disabled: ["*"]``), as scheduler-plugins' sample configuration does.
 * PreFilter: a member is rejected early (UnschedulableAndUnresolvable, as upstream, so it never
-  preempts) when the group is backing off, fewer than ``minMember`` of its pods exist (gated pods
-  not counted), or the cluster's free capacity (aggregate over the nodes, the group's own placed
+  preempts) when the group is backing off, fewer than ``minMember`` of its pods exist or are free
+  of scheduling gates, or the cluster's free capacity (aggregate over the nodes, the group's own placed
   pods given back) cannot hold ``minResources``. A member whose PodGroup does not exist passes and
   is rejected at Permit (``PodGroup not found``), as upstream. Non-members: Skip.
 * Reserve records the group's generation; Permit makes a member Wait until ``minMember`` members
@@ -340,16 +340,19 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         now = self.clock()
         if g.backoff_until > now:
             return None, Status(UAU, f"podGroup {key} failed recently")
-        total = self._live_members(g)
+        total = len(g.members)
         if total < pg.min_member:
             return None, Status(UAU, f"pre-filter pod {pod.name} cannot find enough sibling pods, "
                                      f"current pods number: {total}, minMember of group: {pg.min_member}")
+        if self._live_members(g) < pg.min_member:
+            return None, Status(UAU, f"pre-filter pod {pod.name} cannot proceed due to gated pods in the same "
+                                     "PodGroup")
         if pg.min_resources and g.capacity_ok_until <= now:
             gap = self._resource_gap(g, pg, nodes)
             if gap:
-                text = ", ".join(f"{r}: {format_resource(r, v)}" for r, v in sorted(gap.items()))
-                return None, Status(UAU, f"pre-filter pod {pod.name} cannot find enough resources for "
-                                         f"PodGroup {key}: resource gap: {text}")
+                # Upstream's words; it prints each Quantity as Go's struct dump, pysched as a quantity.
+                text = " ".join(f"{r}:{format_resource(r, v)}" for r, v in sorted(gap.items()))
+                return None, Status(UAU, f"resource gap: map[{text}]")
             g.capacity_ok_until = now + self.args.permit_waiting_time_seconds
         return None, None
 

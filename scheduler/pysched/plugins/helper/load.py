@@ -5,9 +5,9 @@ A node's reading is usable when its sample exists and is at most ``maxStalenessS
 (samples fetched before an outage serve until then, so one timed-out fetch does not flip every
 score). Otherwise the plugin's ``fallback`` decides, and is counted once
 per cycle and reason (``pysched_metrics_fallbacks_total{plugin,reason}``): ``Neutral`` scores those
-nodes 50, ``Requests`` scores them from requested (not used) resources, ``Disable`` skips the
-plugin for the cycle. A fallback never filters a node out: a metrics outage cannot make a pod
-unschedulable.
+nodes 50, ``MinScore`` 0 (Trimaran's rule: a node without metrics scores the minimum), ``Requests``
+scores them from requested (not used) resources, ``Disable`` skips the plugin for the cycle. A
+fallback never filters a node out: a metrics outage cannot make a pod unschedulable.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ from pysched.framework.status import Code, Status
 NEUTRAL = "Neutral"
 REQUESTS = "Requests"
 DISABLE = "Disable"
+MIN_SCORE = "MinScore"
 NEUTRAL_SCORE = 50
+FALLBACK_SCORE = {NEUTRAL: NEUTRAL_SCORE, MIN_SCORE: 0}    # the fallbacks that put a fixed score on a node
 
 # node_exporter's figures as utilisation percentages, one series per ``instance``.
 NODE_CPU_UTILISATION = '100 * (1 - avg by (instance) (rate(node_cpu_seconds_total{mode="idle"}[1m])))'
@@ -57,11 +59,11 @@ REASON_OF = {DOWN: SOURCE_DOWN, ABSENT: MISSING, OLD: STALE}
 @dataclass
 class LoadArgs:
     """Every load-aware plugin's arguments: ``metricProvider`` (required), ``fallback``
-    (``Neutral`` | ``Requests`` | ``Disable``; default ``Neutral``) and ``maxStalenessSeconds``
+    (``Neutral`` | ``MinScore`` | ``Requests`` | ``Disable``; default ``Neutral``) and ``maxStalenessSeconds``
     (default 60): how old a node's sample may be before the fallback applies."""
 
     metric_provider: MetricProviderArgs = field(default_factory=MetricProviderArgs, metadata=arg(required=True))
-    fallback: str = field(default=NEUTRAL, metadata=arg(choices=(NEUTRAL, REQUESTS, DISABLE)))
+    fallback: str = field(default=NEUTRAL, metadata=arg(choices=(NEUTRAL, MIN_SCORE, REQUESTS, DISABLE)))
     max_staleness_seconds: float = field(default=60.0, metadata=arg(ge=1, le=86400))
 
     def validate(self, path: str) -> None:
@@ -207,7 +209,7 @@ def prescore_without_load(plugin: str, values: list[SlotValues], args: LoadArgs,
                           neutral: Callable[[], Int64Array] | None = None) -> tuple[bool, Status | None]:
     """PreScore when no node has usable load and all fall back for one reason (``uniform_fallback``):
     (done, its status). Counts the fallback once; with Disable it is done with Skip, with Neutral
-    once ``neutral()`` (50 for every node when not given) is stored. Not done otherwise - with
+    once ``neutral()`` (50 for every node when not given) is stored, with MinScore once 0 is. Not done otherwise - with
     Requests, or when nodes differ - and the per-node path runs (and counts the fallback itself)."""
     if args.fallback == REQUESTS:
         return False, None
@@ -218,8 +220,11 @@ def prescore_without_load(plugin: str, values: list[SlotValues], args: LoadArgs,
     if args.fallback == DISABLE:
         state.write(key, False)
         return True, Status(Code.SKIP)
-    store_scores(state, key, nodes, neutral() if neutral is not None
-                 else np.full(len(nodes), NEUTRAL_SCORE, dtype=np.int64))
+    if args.fallback == MIN_SCORE:
+        store_scores(state, key, nodes, np.zeros(len(nodes), dtype=np.int64))
+    else:
+        store_scores(state, key, nodes, neutral() if neutral is not None
+                     else np.full(len(nodes), NEUTRAL_SCORE, dtype=np.int64))
     return True, None
 
 

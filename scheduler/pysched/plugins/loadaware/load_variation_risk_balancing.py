@@ -36,8 +36,7 @@ from pysched.framework import (
 )
 from pysched.framework.api import ConfigError
 from pysched.plugins.helper.load import (
-    NEUTRAL,
-    NEUTRAL_SCORE,
+    FALLBACK_SCORE,
     NODE_CPU_UTILISATION,
     NODE_MEMORY_UTILISATION,
     OK,
@@ -230,8 +229,8 @@ class LoadVariationRiskBalancing(PreScorePlugin[LoadVariationRiskBalancingArgs],
             per_resource.append(risk_score(np.nan_to_num(mean), np.nan_to_num(dev), float(pod.requests.get(res, 0)),
                                            cap, a.safe_variance_margin, a.safe_variance_sensitivity))
         scores = np.clip(go_round(np.minimum(*per_resource)), 0, MAX_NODE_SCORE).astype(np.int64)
-        if fallback_nodes and a.fallback == NEUTRAL:
-            scores = np.where(usable, scores, NEUTRAL_SCORE)
+        if fallback_nodes and a.fallback in FALLBACK_SCORE:
+            scores = np.where(usable, scores, FALLBACK_SCORE[a.fallback])
         store_scores(state, KEY, nodes, scores)
         if state.explaining():
             notes = {}

@@ -5,7 +5,8 @@ Each configured metric maps a node's value v to 0-100 through its bounds and dir
 ``f = (clamp(v, min, max) - min) / (max - min)``, ``HigherIsBetter`` scores ``100 * f`` and
 ``LowerIsBetter`` ``100 * (1 - f)``. The node's score is the weighted mean over the metrics, rounded
 half away from zero. A node whose value for a metric is missing, stale, or whose source is down gets
-the fallback for that metric: ``Neutral`` (50) or ``Disable`` (the plugin sits the cycle out);
+the fallback for that metric: ``Neutral`` (50), ``MinScore`` (0) or ``Disable`` (the plugin sits the
+cycle out);
 ``Requests`` has no meaning here and is refused. Reads: the series (``Handle.load``) only.
 """
 
@@ -31,6 +32,7 @@ from pysched.framework import (
 from pysched.framework.api import ConfigError
 from pysched.framework.loadmetrics import SCALAR
 from pysched.plugins.helper.load import (
+    FALLBACK_SCORE,
     NEUTRAL_SCORE,
     REASON_OF,
     REQUESTS,
@@ -129,8 +131,9 @@ class MetricScore(PreScorePlugin[MetricScoreArgs], ScorePlugin[MetricScoreArgs])
                 return st
         total = np.zeros(len(nodes))
         parts = []
+        unusable = float(FALLBACK_SCORE.get(a.fallback, NEUTRAL_SCORE))
         for spec, r in zip(a.metrics, readings, strict=True):
-            s = np.where(r.usable, metric_score(np.nan_to_num(r.values), spec), float(NEUTRAL_SCORE))
+            s = np.where(r.usable, metric_score(np.nan_to_num(r.values), spec), unusable)
             parts.append(s)
             total += spec.weight * s
         scores = np.clip(go_round(total / self.total_weight), 0, MAX_NODE_SCORE).astype(np.int64)

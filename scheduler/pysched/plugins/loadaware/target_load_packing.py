@@ -46,7 +46,7 @@ from pysched.framework import (
 from pysched.framework.api import ConfigError, resource_value
 from pysched.framework.loadmetrics import MILLICORES, PERCENT
 from pysched.plugins.helper.load import (
-    NEUTRAL,
+    FALLBACK_SCORE,
     NEUTRAL_SCORE,
     NODE_CPU_UTILISATION,
     OK,
@@ -336,8 +336,8 @@ class TargetLoadPacking(PreScorePlugin[TargetLoadPackingArgs], ScorePlugin[Targe
             by_requests = (nodes.requested("cpu") + pod.requests.get("cpu", 0)) * 100.0 / cap
             util = np.where(r.usable, util, by_requests)
         scores = target_load_score(np.where(np.isnan(util), 0.0, util), float(a.target_utilization))
-        if fallback_nodes and a.fallback == NEUTRAL:
-            scores = np.where(r.usable, scores, NEUTRAL_SCORE)
+        if fallback_nodes and a.fallback in FALLBACK_SCORE:
+            scores = np.where(r.usable, scores, FALLBACK_SCORE[a.fallback])
         scores = np.where(alloc > 0, scores, 0)
         store_scores(state, KEY, nodes, scores)
         if state.explaining():

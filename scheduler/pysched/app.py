@@ -4,8 +4,8 @@ Start-up order, as kube-scheduler's: build every profile's framework (bad config
 here, before any API call) -> start the Node and Pod informers, and one for each low-volume kind
 the plugins read, and wait until all have listed (so pods bound by anyone before we started are
 counted) -> (with leader election) wait for the
-Lease -> run the scheduling loop and the PodGroup status controller. Followers keep their
-informers warm and never bind or write PodGroup status.
+Lease -> run the scheduling loop and the PodGroup and ElasticQuota status controllers. Followers keep
+their informers warm and never bind or write PodGroup or ElasticQuota status.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pysched.apis.config import SchedulerConfig
 from pysched.backend.cache.cache import SchedulerCache
@@ -32,6 +32,7 @@ from pysched.client.objectstore import OPTIONAL, ObjectStore, api_path, store_ke
 from pysched.client.prefetch import INFORMER_LISTS, INFORMER_PAGE_SIZE, ListPrefetch
 from pysched.client.reflector import Reflector, name_key, uid_key
 from pysched.client.rest import KubeClient
+from pysched.controllers.elasticquota import ElasticQuotaController
 from pysched.controllers.podgroup import PodGroupController
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
 from pysched.framework.registry import Registry
@@ -83,6 +84,7 @@ class Options:
     shadow_scheduler_names: list[str] = field(default_factory=lambda: ["default-scheduler"])
     kopf: bool = True   # False: no PodGroup status controller (its kopf thread), whatever --podgroup-controller says
     podgroup_controller: str = "auto"   # auto | on | off (controllers.podgroup)
+    elasticquota_controller: str = "auto"   # auto | off (controllers.elasticquota)
     auth: AuthOptions = field(default_factory=AuthOptions)  # the secure port's delegated authn/authz
     event_backlog_limit: int | None = None  # None: events.DEFAULT_LIMIT
     # A low-volume kind the API server refuses to list - an optional CRD (PodGroups) not installed,
@@ -224,6 +226,16 @@ class SchedulerApp:
         if wanted and options.kopf and not shadow:
             self.podgroup_client = KubeClient(creds, qps=20, burst=50, max_connections=4, fence=self.fence)
             self.podgroups = PodGroupController(self.podgroup_client, creds, mode=options.podgroup_controller)
+        # ElasticQuota status, written by the leader only, from CapacityScheduling's usage.
+        self.elasticquotas: ElasticQuotaController | None = None
+        quota_plugin: Any = next((pl for fw in self.frameworks.values() for pl in fw.plugins.values()
+                                  if pl.name == "CapacityScheduling" and hasattr(pl, "usage")), None)
+        if quota_plugin is not None and options.elasticquota_controller == "auto" and options.kopf and not shadow:
+            bound_used = quota_plugin.usage.bound_used
+            self.elasticquota_client = KubeClient(creds, qps=20, burst=50, max_connections=4, fence=self.fence)
+            self.elasticquotas = ElasticQuotaController(self.elasticquota_client, creds,
+                                                        lambda ns: dict(bound_used.get(ns) or {}))
+            quota_plugin.on_usage_change = self.elasticquotas.usage_changed
         self.tasks: list[asyncio.Task] = []
         self._informers_spawned = False
         self.stopping = asyncio.Event()
@@ -345,6 +357,8 @@ class SchedulerApp:
                 log.info("started leading; scheduling")
             if self.podgroups is not None:
                 self.podgroups.start()   # leader (or the only replica): PodGroup status controller
+            if self.elasticquotas is not None:
+                self.elasticquotas.start()
             scheduling = self.shadow.run() if self.shadow is not None else self.scheduler.run()
             sched = self._spawn(scheduling, "scheduling-loop")
             if self.recovery is not None:
@@ -449,6 +463,8 @@ class SchedulerApp:
         self.fence.close("leader election lost")
         if self.podgroups is not None:
             self.podgroups.cancel()
+        if self.elasticquotas is not None:
+            self.elasticquotas.cancel()
         if self._shutting_down:
             return
         log.error("leaderelection lost; exiting")
@@ -474,6 +490,8 @@ class SchedulerApp:
         self.scheduler.abort_pending(keep_in_flight=True)
         if self.podgroups is not None:
             self.podgroups.cancel()
+        if self.elasticquotas is not None:
+            self.elasticquotas.cancel()
         await self.scheduler.drain(timeout=float(self.frameworks_bind_timeout()))
         await self.recorder.stop(drain=EVENT_FLUSH_ON_SHUTDOWN)
         self.fence.close("shutting down")
@@ -484,6 +502,9 @@ class SchedulerApp:
         if self.podgroups is not None:
             await self.podgroups.stop()
             await self.podgroup_client.close()
+        if self.elasticquotas is not None:
+            await self.elasticquotas.stop()
+            await self.elasticquota_client.close()
         if self.server is not None:
             await self.server.stop()
         for sock in self.listeners:

@@ -168,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "when a profile enables Coscheduling, once the PodGroup CRD is served, checking every "
                           "10s; on runs it whatever the profiles and warns while the CRD is absent; off never runs "
                           "it (another controller owns PodGroup status)")
+    run.add_argument("--elasticquota-controller", default="auto", choices=("auto", "off"),
+                     help="keep status.used of scheduling.x-k8s.io ElasticQuotas current while this replica "
+                          "leads: auto (default) runs it when a profile enables CapacityScheduling, once the "
+                          "ElasticQuota CRD is served; off never runs it (another controller owns their status)")
     _auth_flags(run)
 
     ext = sub.add_parser("extender", help="serve the plugins as a kube-scheduler extender")
@@ -317,7 +321,8 @@ def cmd_run(args) -> int:
                           identity=args.identity, event_backlog_limit=args.event_backlog_limit,
                           explain_all=args.explain_all, shadow=args.shadow,
                           shadow_scheduler_names=args.shadow_scheduler_name or ["default-scheduler"],
-                          podgroup_controller=args.podgroup_controller, auth=auth_options(args))
+                          podgroup_controller=args.podgroup_controller,
+                          elasticquota_controller=args.elasticquota_controller, auth=auth_options(args))
         if options.serve:
             options.auth.validate()
         if creds is None:

@@ -155,7 +155,8 @@ OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persiste
                     "replicationcontrollers": "ReplicationController", "csinodes": "CSINode",
                     "volumeattachments": "VolumeAttachment",
                     "resourceclaims": "ResourceClaim", "deviceclasses": "DeviceClass",
-                    "resourceslices": "ResourceSlice", "podgroups": "PodGroup"}
+                    "resourceslices": "ResourceSlice", "podgroups": "PodGroup",
+                    "elasticquotas": "ElasticQuota"}
 
 
 class ClusterEvents:

@@ -190,6 +190,11 @@ class Metrics:
         self.podgroups_timed_out = Counter(
             "pysched_podgroups_timed_out_total", "Pod groups whose Permit wait timed out before quorum; every "
             "waiting member was rejected and its reservation released.", ["profile"], registry=r)
+        self.quota_preemption_victims = Counter(
+            "pysched_quota_preemption_victims_total", "Pods CapacityScheduling chose as preemption victims, by "
+            "the ElasticQuota they counted against: reason 'reclaim' when a pod of another quota within its min "
+            "took guaranteed capacity back, 'priority' when a higher-priority pod of the same quota needed it.",
+            ["quota", "reason"], registry=r)
         self.rest_requests = Counter(
             "rest_client_requests_total", "Number of HTTP requests, partitioned by status code, method, and host.",
             ["code", "method", "host"], registry=r)

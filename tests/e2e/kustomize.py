@@ -2,8 +2,8 @@
 
 Supports what our base, components and overlays use - ``resources`` (files and directories),
 ``namespace``, ``labels`` (metadata labels only), ``components`` (``kind: Component`` directories
-with their own resources, labels and ``patches``: strategic-merge patches, applied here as a
-recursive map merge, which is what they are for maps without lists) - so the manifests users apply
+with their own resources, labels, ``components`` and ``patches``: strategic-merge patches, applied
+here as a recursive map merge, which is what they are for maps without lists) - so the manifests users apply
 with ``kubectl apply -k`` are the ones tested. ``images`` only matters to a kubelet and is ignored
 here. Where kubectl is installed, tests/e2e/test_manifests_metrics.py checks that ``kubectl
 kustomize`` renders the same objects.
@@ -71,15 +71,10 @@ def build(directory: Path, components: list[Path] = ()) -> list[dict]:
     k = _load(directory)
     out = _resources(directory, k)
     for comp in [directory / c for c in k.get("components") or ()] + list(components):
-        ck = _load(comp)
-        assert ck["kind"] == "Component", f"{comp}: not a kustomize Component"
-        added = _resources(comp, ck)
-        for entry in ck.get("patches") or ():
-            patch = yaml.safe_load((comp / entry["path"]).read_text())
-            matches = [i for i, o in enumerate(out) if _ident(o) == _ident(patch)]
-            assert len(matches) == 1, f"{comp}/{entry['path']}: patch target {_ident(patch)} not found once"
-            out[matches[0]] = _merge(out[matches[0]], patch)
-        out.extend(_labelled(added, ck))
+        _add_component(out, comp)
+    idents = [_ident(o) for o in out]
+    duplicated = {i for i in idents if idents.count(i) > 1}
+    assert not duplicated, f"{directory}: objects added twice (as kustomize refuses): {sorted(duplicated)}"
     ns = k.get("namespace")
     for doc in out:
         meta = doc.setdefault("metadata", {})
@@ -91,6 +86,22 @@ def build(directory: Path, components: list[Path] = ()) -> list[dict]:
             if subj.get("kind") == "ServiceAccount" and ns:
                 subj["namespace"] = ns
     return _labelled(out, k)
+
+
+def _add_component(out: list[dict], comp: Path) -> None:
+    """Component ``comp`` over ``out``, in place: its resources (with its labels), then its own
+    components, then its patches, which see everything added so far."""
+    comp = comp.resolve()
+    ck = _load(comp)
+    assert ck["kind"] == "Component", f"{comp}: not a kustomize Component"
+    out.extend(_labelled(_resources(comp, ck), ck))
+    for nested in ck.get("components") or ():
+        _add_component(out, comp / nested)
+    for entry in ck.get("patches") or ():
+        patch = yaml.safe_load((comp / entry["path"]).read_text())
+        matches = [i for i, o in enumerate(out) if _ident(o) == _ident(patch)]
+        assert len(matches) == 1, f"{comp}/{entry['path']}: patch target {_ident(patch)} not found once"
+        out[matches[0]] = _merge(out[matches[0]], patch)
 
 
 def _labelled(objs: list[dict], k: dict) -> list[dict]:

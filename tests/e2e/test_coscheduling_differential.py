@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import pytest
 
-from pysched_dev.devcluster import KubeSchedulerProcess, scheduler_plugins_binary
 from pysched_dev.testkit import create_nodes, create_pods, ensure_namespace, list_pods, make_node, make_pod
 
-from .conftest import scheduler_config, wait_for
+from .conftest import wait_for
 from .podgroup_kit import LABEL, create_podgroup, install_crd, podgroup
 from .preemption_kit import force_delete
+from .scheduler_plugins_kit import pysched_starter, upstream_starter
 
 pytestmark = pytest.mark.e2e
 GPU = "nvidia.com/gpu"
@@ -119,23 +119,8 @@ async def test_coscheduling_outcomes_and_messages_match_scheduler_plugins(contro
     await install_crd(admin)
     await create_nodes(admin, scenario_nodes())
 
-    async def start_upstream():
-        proc = KubeSchedulerProcess(control_plane, {"profiles": [profile(UPSTREAM)]}, name="scheduler-plugins",
-                                    binary=scheduler_plugins_binary()).start()
-
-        async def stop():
-            proc.stop()
-        return stop
-
-    async def start_pysched():
-        proc = scheduler_factory(scheduler_config(profiles=[profile("pysched", schedulerPluginsCompatible=True)]))
-        proc.start()
-        await proc.wait_log("caches synced", 60)
-
-        async def stop():
-            proc.terminate()
-        return stop
-
+    start_upstream = upstream_starter(control_plane, profile(UPSTREAM))
+    start_pysched = pysched_starter(scheduler_factory, profile("pysched", schedulerPluginsCompatible=True))
     theirs = await run_scenarios(admin, UPSTREAM, start_upstream)
     ours = await run_scenarios(admin, "pysched", start_pysched)
 

@@ -137,7 +137,7 @@ def test_default_rendering_mirrors_the_manifests(helm):
         ("ClusterRole", "pysched:extension-apiserver-authentication-reader"),
         ("ClusterRoleBinding", "pysched:extension-apiserver-authentication-reader"),
         ("ClusterRole", "pysched-metrics-reader"), ("ClusterRole", "pysched-debug-reader")]), \
-        "ServiceMonitor and gang scheduling are off by default"
+        "ServiceMonitor, gang scheduling and team quotas are off by default"
     for o in objs:
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
             expected = "kube-system" if o["metadata"]["name"].endswith("authentication-reader") else NS
@@ -184,8 +184,11 @@ def test_gang_scheduling_and_servicemonitor_toggles_mirror_the_manifests(helm):
     objs = helm_template(helm, "--set", "gangScheduling.enabled=true", "--set", "metrics.serviceMonitor.enabled=true",
                          "--include-crds")
     assert config_of(objs) == manifest_config(component / "configmap-patch.yaml")
-    crd = one(objs, "CustomResourceDefinition")
-    assert crd == manifest_docs(component / "crd.yaml")[0], "charts/pysched/crds drifted from the component's CRD"
+    # crds/ is not templated: every CRD of the chart (PodGroup, ElasticQuota) whatever the values
+    crds = {o["metadata"]["name"]: o for o in by_kind(objs, "CustomResourceDefinition")}
+    assert crds.keys() == {"podgroups.scheduling.x-k8s.io", "elasticquotas.scheduling.x-k8s.io"}
+    assert crds["podgroups.scheduling.x-k8s.io"] == manifest_docs(component / "crd.yaml")[0], \
+        "charts/pysched/crds drifted from the component's CRD"
     shipped = rbac_view(manifest_docs(REPO / "manifests" / "rbac.yaml") + manifest_docs(component / "rbac.yaml"),
                         {MANIFEST_NS: NS})
     assert rbac_view(objs, {}) == shipped
@@ -194,6 +197,33 @@ def test_gang_scheduling_and_servicemonitor_toggles_mirror_the_manifests(helm):
     mon, service = one(objs, "ServiceMonitor"), one(objs, "Service")
     assert mon["spec"]["endpoints"] == shipped_servicemonitor()["spec"]["endpoints"]
     assert mon["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+
+
+@pytest.mark.parametrize("gang", [False, True])
+def test_capacity_scheduling_toggle_mirrors_the_manifests(helm, gang):
+    """capacityScheduling.enabled renders what manifests/components/capacityscheduling adds, and with
+    gangScheduling.enabled what components/capacityscheduling-coscheduling adds (postFilter: Coscheduling,
+    then CapacityScheduling, "*" disabled); pysched parses and builds the configuration."""
+    from pysched.apis import config as configmod
+    from pysched.tools.offline import OfflineScheduler
+
+    components = REPO / "manifests" / "components"
+    quotas = components / "capacityscheduling"
+    shipped_config = components / ("capacityscheduling-coscheduling" if gang else "capacityscheduling")
+    sets = ["--set", "capacityScheduling.enabled=true", "--set", f"gangScheduling.enabled={str(gang).lower()}"]
+    objs = helm_template(helm, *sets, "--include-crds")
+    cfg = config_of(objs)
+    assert cfg == manifest_config(shipped_config / "configmap-patch.yaml")
+    crds = {o["metadata"]["name"]: o for o in by_kind(objs, "CustomResourceDefinition")}
+    assert crds["elasticquotas.scheduling.x-k8s.io"] == manifest_docs(quotas / "crd.yaml")[0], \
+        "charts/pysched/crds drifted from the component's CRD"
+    rbac = manifest_docs(REPO / "manifests" / "rbac.yaml") + manifest_docs(quotas / "rbac.yaml")
+    if gang:
+        rbac += manifest_docs(components / "coscheduling" / "rbac.yaml")
+    assert rbac_view(objs, {}) == rbac_view(rbac, {MANIFEST_NS: NS})
+    assert not by_kind(helm_template(helm, *sets), "CustomResourceDefinition")    # crds/: helm install only
+    fwk = OfflineScheduler(configmod.parse(cfg)).frameworks["pysched"]
+    assert [p.name for p in fwk.post_filter] == (["Coscheduling"] if gang else []) + ["CapacityScheduling"]
 
 
 def test_every_knob(helm, tmp_path):
@@ -235,9 +265,11 @@ def test_every_knob(helm, tmp_path):
     assert first["pluginConfig"] == values["profiles"][0]["pluginConfig"]
     assert first["plugins"]["score"] == {"disabled": [{"name": "ImageLocality"}]}
     assert second["percentageOfNodesToScore"] == 50
-    for p in cfg["profiles"]:      # gang scheduling: Coscheduling in every profile, one QueueSort
+    for p in cfg["profiles"]:      # gang scheduling and team quotas in every profile, one QueueSort
         assert p["plugins"]["queueSort"] == {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
-        assert p["plugins"]["multiPoint"]["enabled"][-1] == {"name": "Coscheduling"}
+        assert p["plugins"]["multiPoint"]["enabled"][-2:] == [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}]
+        assert p["plugins"]["postFilter"] == {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}],
+                                              "disabled": [{"name": "*"}]}
     assert first["plugins"]["multiPoint"]["enabled"][:2] == [{"name": "GPU", "weight": 2},
                                                              {"name": "CapacityType", "weight": 1}]
 
@@ -250,19 +282,23 @@ def test_every_knob(helm, tmp_path):
     effective = {p["schedulerName"]: p for p in yaml.safe_load(out.stdout)["profiles"]}
     for name in ("pysched", "pysched-binpack"):
         assert [e["name"] for e in effective[name]["plugins"]["queueSort"]["enabled"]] == ["Coscheduling"]
+        assert [e["name"] for e in effective[name]["plugins"]["postFilter"]["enabled"]] == ["Coscheduling",
+                                                                                            "CapacityScheduling"]
     assert effective["pysched"]["plugins"]["score"]["disabled"] == [{"name": "ImageLocality"}]
     assert effective["pysched-binpack"]["plugins"]["score"]["disabled"] == [{"name": "NodeResourcesBalancedAllocation"}]
     assert effective["pysched-binpack"]["percentageOfNodesToScore"] == 50
     multipoint = {e["name"]: e["weight"] for e in effective["pysched"]["plugins"]["multiPoint"]["enabled"]}
     assert multipoint["GPU"] == 2 and "Coscheduling" in multipoint and "AZSpread" not in multipoint
+    assert "CapacityScheduling" in multipoint
     args = {c["name"]: c["args"] for c in effective["pysched"]["pluginConfig"]}
     assert args["NodeResourcesFit"]["scoringStrategy"]["type"] == "MostAllocated"
 
-    # RBAC: nothing beyond manifests/rbac.yaml and the gang component's; the lease by its own name;
+    # RBAC: nothing beyond manifests/rbac.yaml and the gang and quota components'; the lease by its own name;
     # delegated auth off drops exactly its two bindings; Prometheus bound to the metrics reader.
     view = rbac_view(objs, {})
     allowed = set().union(*(flatten(o["rules"]) for o in manifest_docs(REPO / "manifests" / "rbac.yaml")
                             + manifest_docs(REPO / "manifests" / "components" / "coscheduling" / "rbac.yaml")
+                            + manifest_docs(REPO / "manifests" / "components" / "capacityscheduling" / "rbac.yaml")
                             if o["kind"] in ("ClusterRole", "Role")))
     lease_role = view.pop(("Role", "edge-pysched-leader-election", "batch"))
     assert ("coordination.k8s.io", "leases", "batch-scheduler", "update") in lease_role
@@ -358,7 +394,8 @@ async def test_default_rendering_runs_the_scheduler_as_its_serviceaccount(helm, 
     status, body = await sched.get("/metrics", token=None, cert=cert)
     assert status == 403 and json.loads(body)["message"] == 'forbidden: User "cert-user" cannot get path "/metrics"'
 
-    # Gang scheduling is off: PodGroups are neither listed nor watched, so nothing is refused.
+    # Gang scheduling and team quotas are off: PodGroups and ElasticQuotas are neither listed nor
+    # watched, so nothing is refused.
     log = sched.log()
     assert not re.search(r"\b403\b", log) and "Forbidden" not in log and "cannot list" not in log, log[-3000:]
     assert "cannot look up the client CA" not in log
@@ -378,7 +415,8 @@ async def test_default_rendering_runs_the_scheduler_as_its_serviceaccount(helm, 
                           ("update", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system",
                                                 "name": "kube-scheduler"}),
                           ("get", "configmaps", {"namespace": "kube-system"}),
-                          ("list", "podgroups", {"group": "scheduling.x-k8s.io"})]:
+                          ("list", "podgroups", {"group": "scheduling.x-k8s.io"}),
+                          ("list", "elasticquotas", {"group": "scheduling.x-k8s.io"})]:
         assert not await sar(admin, verb, res, **kw), f"{verb} {res} {kw} must not be granted"
     assert sched.terminate() == 0
 

@@ -283,6 +283,88 @@ def test_coscheduling_component_is_the_base_plus_gang_scheduling():
     assert _without_coscheduling(comp_cfg) == base_cfg, "configmap-patch.yaml drifted from manifests/configmap.yaml"
 
 
+QUOTAS = COMPONENTS / "capacityscheduling"
+QUOTAS_AND_GANGS = COMPONENTS / "capacityscheduling-coscheduling"
+QUOTA_OBJECTS = {("CustomResourceDefinition", "elasticquotas.scheduling.x-k8s.io"),
+                 ("ClusterRole", "pysched-capacityscheduling"), ("ClusterRoleBinding", "pysched-capacityscheduling")}
+GANG_OBJECTS = {("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io"),
+                ("ClusterRole", "pysched-coscheduling"), ("ClusterRoleBinding", "pysched-coscheduling")}
+
+
+def _without_capacityscheduling(cfg: dict, post_filter_before: tuple[str, ...] = ()) -> dict:
+    """The component's configuration minus exactly the CapacityScheduling entries it adds: last in
+    multiPoint, and the postFilter list (``post_filter_before`` then CapacityScheduling, "*" disabled)."""
+    cfg = json.loads(json.dumps(cfg))
+    plugins = cfg["profiles"][0]["plugins"]
+    assert plugins.pop("postFilter") == {"enabled": [{"name": n} for n in (*post_filter_before, "CapacityScheduling")],
+                                         "disabled": [{"name": "*"}]}
+    enabled = plugins["multiPoint"]["enabled"]
+    assert enabled[-1] == {"name": "CapacityScheduling"}
+    enabled.pop()
+    return cfg
+
+
+def _config(objs: list[dict]) -> dict:
+    return yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
+
+
+def _framework(cfg: dict):
+    """pysched's own parser and framework over a shipped configuration: the pysched profile's plugins."""
+    from pysched.apis import config as configmod
+    from pysched.tools.offline import OfflineScheduler
+    return OfflineScheduler(configmod.parse(cfg)).frameworks["pysched"]
+
+
+def test_capacityscheduling_component_is_the_base_plus_team_quotas():
+    base = kustomize.build(REPO / "manifests")
+    objs = kustomize.build(REPO / "manifests", [QUOTAS])
+    assert _names(objs) - _names(base) == QUOTA_OBJECTS
+    comp_cfg = _config(objs)
+    assert _without_capacityscheduling(comp_cfg) == _config(base), \
+        "configmap-patch.yaml drifted from manifests/configmap.yaml"
+    fwk = _framework(comp_cfg)      # CapacityScheduling replaces DefaultPreemption, PrioritySort stays
+    assert [p.name for p in fwk.post_filter] == ["CapacityScheduling"]
+    assert [p.name for p in fwk.queue_sort] == ["PrioritySort"]
+    assert "CapacityScheduling" in {p.name for p in fwk.pre_filter} & {p.name for p in fwk.reserve}
+
+
+def test_capacityscheduling_coscheduling_component_is_both_with_one_configuration():
+    """The two components each replace config.yaml, so side by side the last one listed wins; the
+    combined component adds both components' objects and one configuration with both plugins."""
+    base = kustomize.build(REPO / "manifests")
+    side_by_side = kustomize.build(REPO / "manifests", [COMPONENT, QUOTAS])
+    assert _config(side_by_side) == _config(kustomize.build(REPO / "manifests", [QUOTAS]))    # no Coscheduling
+    objs = kustomize.build(REPO / "manifests", [QUOTAS_AND_GANGS])
+    assert _names(objs) - _names(base) == QUOTA_OBJECTS | GANG_OBJECTS
+    assert _names(objs) == _names(side_by_side)
+    comp_cfg = _config(objs)
+    assert _without_coscheduling(_without_capacityscheduling(comp_cfg, ("Coscheduling",))) == _config(base), \
+        "capacityscheduling-coscheduling/configmap-patch.yaml drifted from manifests/configmap.yaml"
+    fwk = _framework(comp_cfg)
+    assert [p.name for p in fwk.post_filter] == ["Coscheduling", "CapacityScheduling"]
+    assert [p.name for p in fwk.queue_sort] == ["Coscheduling"]
+    assert {"Coscheduling", "CapacityScheduling"} <= {p.name for p in fwk.reserve}
+    # Listed beside one of the two it includes, its CRD and RBAC would be added twice: refused.
+    for other in (COMPONENT, QUOTAS):
+        with pytest.raises(AssertionError, match="added twice"):
+            kustomize.build(REPO / "manifests", [other, QUOTAS_AND_GANGS])
+
+
+def test_elasticquota_crd_is_scheduler_plugins_own():
+    """crd.yaml is scheduler-plugins' CRD at the release its header names, unchanged (checked where
+    that Go module is in the module cache, as hack/scheduler-plugins.sh leaves it)."""
+    text = (QUOTAS / "crd.yaml").read_text()
+    version = re.search(r"scheduler-plugins (v[0-9.]+)", text).group(1)
+    cache = os.environ.get("GOMODCACHE") or (
+        subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True).stdout.strip()
+        if shutil.which("go") else str(Path.home() / "go" / "pkg" / "mod"))
+    upstream = Path(cache) / f"sigs.k8s.io/scheduler-plugins@{version}/config/crd/bases/" \
+        "scheduling.x-k8s.io_elasticquotas.yaml"
+    if not upstream.is_file():
+        pytest.skip(f"{upstream} not in the Go module cache")
+    assert [d for d in yaml.safe_load_all(text) if d] == [d for d in yaml.safe_load_all(upstream.read_text()) if d]
+
+
 async def service_account_token(admin, name: str) -> str:
     """A ServiceAccount ``default/name`` and a bound token for it."""
     await admin.request("POST", "/api/v1/namespaces/default/serviceaccounts", rate_limit=False,
@@ -323,7 +405,9 @@ def _overlay(tmp_path: Path, components: list[str], namespace: str | None = None
 
 @pytest.mark.parametrize("components,namespace", [
     ([], None), (["coscheduling"], None), (["prometheus-operator"], None), (["extender"], None),
-    ([], "other-ns"), (["coscheduling", "prometheus-operator", "extender"], "other-ns")])
+    (["capacityscheduling"], None), (["capacityscheduling-coscheduling"], None),
+    ([], "other-ns"), (["coscheduling", "prometheus-operator", "extender"], "other-ns"),
+    (["capacityscheduling-coscheduling", "prometheus-operator"], "other-ns")])
 def test_kubectl_kustomize_renders_what_the_tests_apply(tmp_path, components, namespace):
     """Where kubectl is installed, its kustomize renders the same objects as this test's mini-kustomize."""
     if not kubectl():
@@ -475,6 +559,56 @@ async def test_coscheduling_component_applies_and_grants_podgroups(control_plane
     await create_podgroup(admin, podgroup("pg1", "default", 1))
     await create_pods(admin, [make_pod("m0", scheduler="nobody", labels={"scheduling.x-k8s.io/pod-group": "pg1"})])
     await wait_status(admin, "default", "pg1", timeout=60, phase="Scheduling")
+    log = sched.log()
+    assert not re.search(r"\b403\b", log) and "Forbidden" not in log, log[-3000:]
+    sched.terminate()
+
+
+ELASTICQUOTAS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/elasticquotas"
+
+
+@pytest.mark.parametrize("component", ["capacityscheduling", "capacityscheduling-coscheduling"])
+async def test_capacityscheduling_component_applies_and_grants_elasticquotas(control_plane, admin, scheduler_factory,
+                                                                             component):
+    objs = await kustomize.apply(admin, REPO / "manifests", [COMPONENTS / component])
+
+    async def served():
+        try:
+            found = await admin.get("/apis/scheduling.x-k8s.io/v1alpha1")
+        except Exception:   # 404 until the CRDs are established
+            return False
+        names = {r["name"] for r in found.get("resources") or ()}
+        return {"elasticquotas"} | ({"podgroups"} if "coscheduling" in component else set()) <= names
+    await wait_for(served, 30, what="CRDs served")
+    grants = [("list", "elasticquotas", ""), ("watch", "elasticquotas", ""), ("get", "elasticquotas", ""),
+              ("patch", "elasticquotas", "status"), ("update", "elasticquotas", "status")]
+    if "coscheduling" in component:
+        grants += [("list", "podgroups", ""), ("watch", "podgroups", ""), ("patch", "podgroups", "status")]
+    for verb, res, sub in grants:
+        assert await allowed(admin, verb, res, group="scheduling.x-k8s.io", subresource=sub), (verb, res, sub)
+    for verb in ("create", "update", "patch", "delete"):
+        assert not await allowed(admin, verb, "elasticquotas", group="scheduling.x-k8s.io"), verb
+
+    # The scheduler as the ServiceAccount with the component's own configuration: the ElasticQuota
+    # informer and, once it leads, the status controller writing status.used, with exactly these rights.
+    kubeconfig = await sa_kubeconfig(control_plane, admin, "scheduler-lab")
+    cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
+    assert cfg["profiles"][0]["plugins"]["postFilter"]["enabled"][-1] == {"name": "CapacityScheduling"}
+    await admin.request("POST", ELASTICQUOTAS, rate_limit=False, body={
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
+        "metadata": {"name": "team-a", "namespace": "default"}, "spec": {"min": {"cpu": "1"}, "max": {"cpu": "2"}}})
+    await create_nodes(admin, [make_node("n1", cpu="4")])
+    await create_pods(admin, [make_pod("q0", cpu="500m")])
+    dep = next(o for o in objs if o["kind"] == "Deployment")
+    sched = scheduler_factory(cfg, name="sa", kubeconfig=kubeconfig, env={**os.environ, **pod_env(dep)}).start()
+
+    async def used():
+        eq = await admin.get(f"{ELASTICQUOTAS}/team-a")
+        return (eq.get("status") or {}).get("used", {}).get("cpu") == "500m"
+    await wait_for(used, 60, what="ElasticQuota status.used written by the scheduler")
+    assert (await list_pods(admin, "default"))[0]["spec"]["nodeName"] == "n1"
+    assert await sched.metric("pysched_quota_used", quota="default/team-a", resource="cpu") == 0.5
+    assert await sched.metric("pysched_quota_max", quota="default/team-a", resource="cpu") == 2
     log = sched.log()
     assert not re.search(r"\b403\b", log) and "Forbidden" not in log, log[-3000:]
     sched.terminate()

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
+import pysched.framework.quotametrics  # noqa: F401  (registers the ElasticQuota gauges' collector)
 import pysched.metrics  # noqa: F401  (registers the families)
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "pysched.json"
@@ -135,7 +136,28 @@ def test_every_queried_metric_is_exported(dashboard):
             "pysched_events_aggregated_total", "pysched_events_dropped_total", "pysched_events_backlog",
             "scheduler_preemption_attempts_total", "scheduler_preemption_victims_bucket", "pysched_podgroups_waiting",
             "pysched_podgroups_admitted_total", "pysched_podgroups_timed_out_total", "pysched_fenced_writes_total",
-            "leader_election_master_status"} <= referenced
+            "leader_election_master_status", "pysched_quota_used", "pysched_quota_min", "pysched_quota_max",
+            "pysched_quota_preemption_victims_total"} <= referenced
+
+
+def test_team_quota_row(dashboard):
+    """The ElasticQuota row: used against min and max per quota and resource, and the preemption
+    victims by quota and reason (CapacityScheduling's metrics, framework.quotametrics)."""
+    top = dashboard["panels"]
+    (row,) = [p for p in top if p["type"] == "row" and p["title"] == "Team quotas (ElasticQuota)"]
+    start = top.index(row)
+    end = next((i for i, p in enumerate(top) if i > start and p["type"] == "row"), len(top))
+    exprs = [t["expr"] for p in top[start + 1:end] for t in p["targets"]]
+    legends = [t["legendFormat"] for p in top[start + 1:end] for t in p["targets"]]
+    for metric in ("pysched_quota_used", "pysched_quota_min", "pysched_quota_max"):
+        assert any(metric in e and "by (quota, resource)" in e for e in exprs), metric
+    assert any("pysched_quota_preemption_victims_total" in e and "by (quota, reason)" in e for e in exprs)
+    assert all("{{quota}}" in legend for legend in legends)
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert "pysched_quota_used" in variable_query(variables["resource"])
+    rows = [p for p in top if p["type"] == "row"]      # rows and their panels stacked without overlap
+    ys = [p["gridPos"]["y"] for p in top]
+    assert ys == sorted(ys) and len(rows) == len({r["gridPos"]["y"] for r in rows})
 
 
 def test_a_renamed_metric_would_be_caught(dashboard):

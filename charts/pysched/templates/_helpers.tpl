@@ -48,7 +48,10 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/*
 The KubeSchedulerConfiguration, built from values: leaderElection (Lease in the release namespace),
 clientConnection, profiles (with Coscheduling added to each when gangScheduling.enabled, as
-manifests/components/coscheduling/configmap-patch.yaml adds it), extenders, extraConfig.
+manifests/components/coscheduling/configmap-patch.yaml adds it; CapacityScheduling when
+capacityScheduling.enabled, as manifests/components/capacityscheduling/configmap-patch.yaml adds it,
+its postFilter replaced by [Coscheduling (with gangScheduling), CapacityScheduling] with "*" disabled
+as manifests/components/capacityscheduling-coscheduling does), extenders, extraConfig.
 */}}
 {{- define "pysched.config" -}}
 {{- $le := dict "leaderElect" (.Values.leaderElection.enabled | default false) }}
@@ -80,6 +83,20 @@ manifests/components/coscheduling/configmap-patch.yaml adds it), extenders, extr
 {{- if $plugins.multiPoint }}{{ $mp = $plugins.multiPoint }}{{ end }}
 {{- $_ := set $mp "enabled" (append ($mp.enabled | default (list)) (dict "name" "Coscheduling")) }}
 {{- $_ := set $plugins "multiPoint" $mp }}
+{{- $_ := set $p "plugins" $plugins }}
+{{- end }}
+{{- if $.Values.capacityScheduling.enabled }}
+{{- $plugins := dict }}
+{{- if $p.plugins }}{{ $plugins = $p.plugins }}{{ end }}
+{{- $mp := dict }}
+{{- if $plugins.multiPoint }}{{ $mp = $plugins.multiPoint }}{{ end }}
+{{- $_ := set $mp "enabled" (append ($mp.enabled | default (list)) (dict "name" "CapacityScheduling")) }}
+{{- $_ := set $plugins "multiPoint" $mp }}
+{{- $postFilter := list (dict "name" "CapacityScheduling") }}
+{{- if $.Values.gangScheduling.enabled }}
+{{- $postFilter = prepend $postFilter (dict "name" "Coscheduling") }}
+{{- end }}
+{{- $_ := set $plugins "postFilter" (dict "enabled" $postFilter "disabled" (list (dict "name" "*"))) }}
 {{- $_ := set $p "plugins" $plugins }}
 {{- end }}
 {{- $profiles = append $profiles $p }}

@@ -30,25 +30,26 @@ from pysched.apis.core.model import LabelSelector, Requirement, parse_label_sele
 
 KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
-         "resourceclaims", "deviceclasses", "resourceslices", "poddisruptionbudgets", "podgroups")
+         "resourceclaims", "deviceclasses", "resourceslices", "poddisruptionbudgets", "podgroups", "elasticquotas")
 NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
-              "resourceclaims", "poddisruptionbudgets", "podgroups"}
+              "resourceclaims", "poddisruptionbudgets", "podgroups", "elasticquotas"}
 # API group and version of the kinds outside the core group.
 GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "storageclasses": ("storage.k8s.io", "v1"), "csinodes": ("storage.k8s.io", "v1"),
                   "volumeattachments": ("storage.k8s.io", "v1"),
                   "resourceclaims": ("resource.k8s.io", "v1"), "deviceclasses": ("resource.k8s.io", "v1"),
                   "resourceslices": ("resource.k8s.io", "v1"), "poddisruptionbudgets": ("policy", "v1"),
-                  "podgroups": ("scheduling.x-k8s.io", "v1alpha1")}
+                  "podgroups": ("scheduling.x-k8s.io", "v1alpha1"),
+                  "elasticquotas": ("scheduling.x-k8s.io", "v1alpha1")}
 # Kinds served by an optional CustomResourceDefinition: a 404 on LIST means "not installed".
-OPTIONAL = {"podgroups"}
+OPTIONAL = {"podgroups", "elasticquotas"}
 KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet": "replicasets",
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
                   "StorageClass": "storageclasses", "CSINode": "csinodes", "VolumeAttachment": "volumeattachments",
                   "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses",
                   "ResourceSlice": "resourceslices", "PodDisruptionBudget": "poddisruptionbudgets",
-                  "PodGroup": "podgroups"}
+                  "PodGroup": "podgroups", "ElasticQuota": "elasticquotas"}
 
 
 def api_path(plural: str) -> str:

@@ -25,19 +25,16 @@ the profiles and logs the absence as a warning; ``off`` never starts it.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import logging
 from collections.abc import Callable
 
 from pysched.apis.core.errors import ApiError
 from pysched.client.auth import Credentials
-from pysched.client.fence import NotLeaderError
 from pysched.client.kopf_watch import KopfWatch, WatchSpec
 from pysched.client.rest import KubeClient
+from pysched.controllers.base import LeaderController
 from pysched.controllers.podgroup_status import POD_GROUP_LABEL, next_status, status_patch
-from pysched.controllers.workqueue import WorkQueue
-from pysched.util.eventloop import cancel_and_wait
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.controllers.podgroup")
@@ -104,80 +101,40 @@ class PodGroupIndex:
         return list(self.members.get(key, {}).values())
 
 
-class PodGroupController:
+class PodGroupController(LeaderController):
+    what = "podgroup controller"
+    key_name = "podgroup"
+    log = log
+
     def __init__(self, client: KubeClient, creds: Credentials, *, mode: str = "auto", retry_period: float = 10.0,
                  workers: int = 2, qps: float = 20.0, burst: int = 50,
                  watch_factory: Callable[[Credentials, list[WatchSpec]], KopfWatch] = KopfWatch):
         if mode not in MODES:
             raise ValueError(f"--podgroup-controller: {mode!r} is not one of {', '.join(MODES)}")
-        self.client = client
-        self.creds = creds
+        super().__init__(client, creds, retry_period=retry_period, workers=workers, qps=qps, burst=burst,
+                         watch_factory=watch_factory)
         self.mode = mode
-        self.retry_period = retry_period
-        self.workers = workers
-        self.queue = WorkQueue(qps=qps, burst=burst)
         self.index = PodGroupIndex(self.queue.add)
-        self.watch_factory = watch_factory
-        self.watch: KopfWatch | None = None
-        self._task: asyncio.Task | None = None
-        self.started = asyncio.Event()     # watching and reconciling
-        self.writes = 0
-
-    # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self.mode == "off" or self._task is not None:
-            return
-        self._task = asyncio.create_task(self.run(), name="podgroup-controller")
+        if self.mode != "off":
+            super().start()
 
-    def cancel(self) -> None:
-        """Stop reconciling now (lease lost); ``stop`` also ends the watch."""
-        if self._task is not None:
-            self._task.cancel()
+    def waiting_is_a_warning(self) -> bool:
+        return self.mode == "on"
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            await cancel_and_wait([self._task])
-            self._task = None
-        self.queue.close()
-        if self.watch is not None:
-            await asyncio.to_thread(self.watch.stop)
-            self.watch = None
+    def started_fields(self) -> dict[str, object]:
+        return {"groups": len(self.index.groups)}
 
-    async def run(self) -> None:
-        await self._wait_until_served()
-        log.info("podgroup controller started", extra=kv(groups=len(self.index.groups)))
-        self.watch = self.watch_factory(self.creds, [
-            WatchSpec(GROUP, VERSION, PLURAL, self.index.podgroup_event),
-            WatchSpec("", "v1", "pods", self.index.pod_event, label_selector=POD_GROUP_LABEL)])
-        self.watch.start()
-        self.started.set()
-        await asyncio.gather(*(self._worker() for _ in range(self.workers)))
+    def watch_specs(self) -> list[WatchSpec]:
+        return [WatchSpec(GROUP, VERSION, PLURAL, self.index.podgroup_event),
+                WatchSpec("", "v1", "pods", self.index.pod_event, label_selector=POD_GROUP_LABEL)]
 
-    async def _wait_until_served(self) -> None:
-        """Until the CRD is served and PodGroups and member pods could be listed (primes the index)."""
-        logged = ""
-        while True:
-            why = await self._prime()
-            if not why:
-                return
-            if why != logged:
-                logged = why
-                fn = log.warning if self.mode == "on" else log.info
-                fn("podgroup controller waiting", extra=kv(reason=why, retry_seconds=self.retry_period))
-            await asyncio.sleep(self.retry_period)
-
-    async def _prime(self) -> str:
+    async def prime(self) -> str:
         """Empty when ready; else why not (the CRD is not served, listing is forbidden...)."""
-        try:
-            found = await self.client.get(DISCOVERY_PATH)
-        except ApiError as exc:
-            return "PodGroup CRD (podgroups.scheduling.x-k8s.io) not served" if exc.status == 404 else \
-                f"API discovery of {DISCOVERY_PATH} failed: {exc.status} {exc.message}"
-        except (TimeoutError, OSError) as exc:
-            return f"API discovery of {DISCOVERY_PATH} failed: {exc!r}"
-        if not any(r.get("name") == PLURAL for r in (found or {}).get("resources") or ()):
-            return "PodGroup CRD (podgroups.scheduling.x-k8s.io) not served"
+        why = await self.discover(DISCOVERY_PATH, PLURAL, "PodGroup CRD (podgroups.scheduling.x-k8s.io)")
+        if why:
+            return why
         try:
             groups, _ = await self.client.list_all(f"{DISCOVERY_PATH}/{PLURAL}")
             pods, _ = await self.client.list_all("/api/v1/pods", {"labelSelector": POD_GROUP_LABEL})
@@ -192,21 +149,6 @@ class PodGroupController:
         return ""
 
     # -- reconciling ---------------------------------------------------------------------------
-
-    async def _worker(self) -> None:
-        while True:
-            key = await self.queue.get()
-            try:
-                await self.reconcile(key)
-                self.queue.forget(key)
-            except NotLeaderError:
-                raise                      # the fence is closed: this replica must write nothing more
-            except (ApiError, TimeoutError, OSError) as exc:
-                delay = self.queue.retry(key)
-                log.warning("podgroup status update failed; retrying", extra=kv(
-                    podgroup=key, error=str(exc), retry_seconds=round(delay, 3)))
-            finally:
-                self.queue.done(key)
 
     async def reconcile(self, key: str) -> bool:
         """Write the group's status if it changed; True if a write was made."""

@@ -12,7 +12,7 @@ counts), ``args`` (declarative plugin Args: dataclasses and one strict decoder),
 object model: selectors, taints, resources), ``registry`` and ``runtime`` (the engine's side).
 """
 
-from pysched.framework import groupmetrics
+from pysched.framework import groupmetrics, quotametrics
 from pysched.framework.args import arg, decode_args, encode_args
 from pysched.framework.cycle_state import CycleState
 from pysched.framework.handle import Handle
@@ -74,5 +74,5 @@ __all__ = [
     "Plugin", "PodEventHint", "PodInfo", "PodMatcher", "PodVolume", "PodWatcher", "PostBindPlugin", "PreemptionGate",
     "PostFilterPlugin", "PostFilterResult", "PreBindPlugin", "PreEnqueuePlugin", "PreFilterPlugin", "PreFilterResult",
     "PreScorePlugin", "QueueSortPlugin", "QueueingHint", "ReservePlugin", "ScorePlugin", "Status", "WaitingPod", "arg",
-    "decode_args", "encode_args", "groupmetrics", "scores_each",
+    "decode_args", "encode_args", "groupmetrics", "quotametrics", "scores_each",
 ]

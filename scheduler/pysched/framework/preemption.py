@@ -230,7 +230,8 @@ class Evaluator:
         out.absent_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NOT_HELPFUL)
         candidates: list[Candidate] = []
         errors: list[str] = []
-        if potential and not self.handle.snapshot.has_pod_below(pod.priority):
+        if (potential and getattr(self.policy, "victims_need_lower_priority", True)
+                and not self.handle.snapshot.has_pod_below(pod.priority)):
             # No cached pod anywhere has a lower priority: every dry run would find no victim.
             no_victims = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS)
             for name in potential:

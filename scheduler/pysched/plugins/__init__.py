@@ -11,7 +11,8 @@ NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRest
 NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity,
 NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, DefaultPreemption, DynamicResources (DRA:
 claims allocated from ResourceSlices, as kube-scheduler 1.35 with its default gates). From
-scheduler-plugins, opt-in: Coscheduling (gang scheduling of PodGroups) and the load-aware scores in
+scheduler-plugins, opt-in: Coscheduling (gang scheduling of PodGroups), CapacityScheduling (team quotas:
+ElasticQuotas with borrowing and reclaim) and the load-aware scores in
 ``loadaware`` (TargetLoadPacking, LoadVariationRiskBalancing, MetricScore), which need a metrics
 source. pysched's own policy plugins (GPU, AZSpread, CapacityType, InstanceType) are not here: they
 are the ``pysched-policy`` distribution (the repository's ``plugins/``), loaded through the entry
@@ -19,6 +20,7 @@ points like any user's plugin.
 """
 
 from pysched.plugins.balanced_allocation import NodeResourcesBalancedAllocation
+from pysched.plugins.capacity_scheduling import CapacityScheduling
 from pysched.plugins.coscheduling import Coscheduling
 from pysched.plugins.default_binder import DefaultBinder
 from pysched.plugins.default_preemption import DefaultPreemption
@@ -62,6 +64,7 @@ IN_TREE = [
     NodeResourcesBalancedAllocation,
     ImageLocality,
     Coscheduling,
+    CapacityScheduling,
     TargetLoadPacking,
     LoadVariationRiskBalancing,
     MetricScore,

@@ -1,0 +1,433 @@
+"""CapacityScheduling: team quotas with borrowing and reclaim (ElasticQuota), as scheduler-plugins.
+
+Each namespace may have an ElasticQuota (``scheduling.x-k8s.io/v1alpha1``): ``spec.min`` is what
+its pods are guaranteed, ``spec.max`` what they may never exceed. Between the two a namespace
+borrows what the other quotas' ``min`` leaves unused. Arithmetic: ``helper.elasticquota``.
+
+* Usage (``Usage``): the requests of every pod on a node and not terminated - bound by anyone, or
+  assumed here (Reserve adds, Unreserve takes back) - per namespace.
+* PreFilter, for a pod whose namespace has a quota (others: no check), counting nominated pods as
+  upstream (same quota and at least its priority; another quota's while that quota is within its
+  min), rejects it (Unschedulable, so preemption runs):
+  ``Pod ns/p is rejected in PreFilter because ElasticQuota ns is more than Max`` when its quota's
+  use would pass ``max``, and ``Pod ns/p is rejected in PreFilter because total ElasticQuota used is
+  more than min`` when every quota's use together would pass every quota's ``min`` together.
+* PostFilter preempts, on one node, upstream's victims: a pod whose quota stays within its
+  ``min`` reclaims from quotas over their ``min`` - any priority, least important first, only as
+  long as that quota stays over its ``min`` - and never from its own; a pod whose quota would be
+  over its ``min`` may only evict lower-priority pods of its own quota; pods of namespaces without a
+  quota only evict each other, by priority. Every node that failed as Unschedulable is tried (no
+  sampling); victims are reprieved (most important first, PDB-protected ones first) while the pod
+  still fits and its quota rules still hold. The node is chosen as DefaultPreemption chooses.
+* Several quotas in one namespace: the oldest applies (upstream keeps whichever it saw first).
+
+A quota governs the resources it names: one naming only GPUs leaves cpu and memory alone, and the
+total-min rule covers the resources some quota's ``min`` names. ``schedulerPluginsCompatible:
+true`` gives upstream's arithmetic instead: cpu, memory and ephemeral-storage are always compared,
+so a ``min`` that does not name memory makes every pod requesting memory count as over it, and a
+present ``max`` that does not name it refuses such pods (``helper.elasticquota``).
+
+Reads: ElasticQuotas from the object store; pods from the engine's pod events (``PodWatcher``).
+Metrics (``framework.quotametrics``): ``pysched_quota_used``/``_min``/``_max`` per quota and resource,
+``pysched_quota_preemption_victims_total``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pysched.framework import (
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    Handle,
+    NodeBatch,
+    NodeInfo,
+    PodInfo,
+    PodWatcher,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreFilterPlugin,
+    PreFilterResult,
+    ReservePlugin,
+    Status,
+    quotametrics,
+)
+from pysched.framework.api import format_resource
+from pysched.framework.preemption import PDB, Evaluator, importance, split_by_pdb
+from pysched.framework.types import Diagnosis
+from pysched.plugins.helper.elasticquota import (
+    UNLIMITED,
+    QuotaSpec,
+    Usage,
+    add_into,
+    countable_requests,
+    exceeds,
+    exceeds_named,
+)
+
+NAME = "CapacityScheduling"
+ELASTICQUOTAS = "elasticquotas"
+STATE_KEY = "PreFilterCapacityScheduling"
+TERMINATING = "not eligible due to a terminating pod on the nominated node."
+
+
+@dataclass
+class CapacitySchedulingArgs:
+    KIND: ClassVar[str] = "CapacitySchedulingArgs"
+    # scheduler-plugins' reading of a partial spec.max: cpu, memory, ephemeral-storage unnamed = 0.
+    scheduler_plugins_compatible: bool = False
+
+
+@dataclass
+class PreFilterState:
+    """What PreFilter computed for the pod (upstream's ``PreFilterState``)."""
+    pod_req: dict[str, int]
+    in_quota_with_pod: dict[str, int]    # + nominated pods of its quota with at least its priority
+    with_pod: dict[str, int]             # + those and other quotas' nominated pods within their min
+    quota: QuotaSpec | None
+
+
+class _Overlay:
+    """Usage with some pods taken off or put back, for one node's dry run (the live ``Usage`` is
+    not touched)."""
+
+    def __init__(self, usage: Usage) -> None:
+        self.usage = usage
+        self.delta: dict[str, dict[str, int]] = {}
+
+    def _req(self, pod: PodInfo) -> dict[str, int]:
+        counted = self.usage.pods.get(pod.uid)
+        return counted[1] if counted is not None else countable_requests(pod.requests)
+
+    def remove(self, pod: PodInfo) -> None:
+        add_into(self.delta.setdefault(pod.namespace, {}), self._req(pod), -1)
+
+    def add(self, pod: PodInfo) -> None:
+        add_into(self.delta.setdefault(pod.namespace, {}), self._req(pod))
+
+    def of(self, namespace: str) -> dict[str, int]:
+        base = self.usage.of(namespace)
+        d = self.delta.get(namespace)
+        if not d:
+            return base
+        out = dict(base)
+        add_into(out, d)
+        return out
+
+
+class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlugin[CapacitySchedulingArgs],
+                         ReservePlugin[CapacitySchedulingArgs], EnqueueExtensions, PodWatcher):
+    name = NAME
+    object_kinds = (ELASTICQUOTAS,)
+    args: CapacitySchedulingArgs
+    # Cross-quota victims are chosen whatever their priority: the evaluator must not conclude
+    # "no victims" from priorities alone.
+    victims_need_lower_priority = False
+    # Its verdict is re-judged by ``select_victims`` on the dry run's own usage, as upstream (whose
+    # dry runs never run PreFilter again): a PreFilter re-run during a dry run passes.
+    pre_filter_reads_other_pods = False
+
+    def __init__(self, args: CapacitySchedulingArgs | None, handle: Handle) -> None:
+        super().__init__(args, handle)
+        self.usage = Usage()
+        self.evaluator = Evaluator(NAME, handle, self)
+        self._quotas: dict[str, QuotaSpec] = {}
+        self._quotas_version = -1
+        self._state: CycleState | None = None
+        self._dry_run = False
+        # Called with a namespace whose usage changed (the ElasticQuota status controller's queue).
+        self.on_usage_change: Callable[[str], None] | None = None
+        self.exceeds = exceeds if self.args.scheduler_plugins_compatible else exceeds_named
+        quotametrics.register(self)
+
+    # -- quotas and usage ------------------------------------------------------------------------
+
+    def quotas(self) -> dict[str, QuotaSpec]:
+        """namespace -> the quota that applies there (the oldest when there are several)."""
+        objects = self.handle.objects
+        if objects is None:
+            return {}
+        version = objects.kind_version(ELASTICQUOTAS)
+        if version != self._quotas_version:
+            by_ns: dict[str, QuotaSpec] = {}
+            compat = self.args.scheduler_plugins_compatible
+            for obj in objects.list(ELASTICQUOTAS):
+                q = QuotaSpec.from_dict(obj, scheduler_plugins_compatible=compat)
+                old = by_ns.get(q.namespace)
+                if old is None or (q.created, q.name) < (old.created, old.name):
+                    by_ns[q.namespace] = q
+            self._quotas, self._quotas_version = by_ns, version
+        return self._quotas
+
+    def quota_of(self, namespace: str) -> QuotaSpec | None:
+        return self.quotas().get(namespace)
+
+    def _changed(self, namespace: str) -> None:
+        if namespace and self.on_usage_change is not None:
+            self.on_usage_change(namespace)
+
+    def pod_seen(self, pod: PodInfo) -> None:
+        if pod.node_name and self.usage.add(pod.uid, pod.namespace, pod.requests, True):
+            self._changed(pod.namespace)
+
+    def pod_gone(self, uid: str) -> None:
+        self._changed(self.usage.remove(uid))
+
+    def aggregate_exceeds(self, extra: dict[str, int], used_of: Callable[[str], dict[str, int]]) -> bool:
+        """Every quota's use together, plus ``extra``, over every quota's min together?"""
+        used: dict[str, int] = dict(extra)
+        lo: dict[str, int] = {}
+        for ns, q in self.quotas().items():
+            add_into(used, used_of(ns))
+            add_into(lo, q.min)
+        return self.exceeds(used, {}, lo, 0)
+
+    # -- PreFilter -------------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
+        req = countable_requests(pod.requests)
+        quotas = self.quotas()
+        q = quotas.get(pod.namespace)
+        if q is None or self._dry_run:
+            state.write(STATE_KEY, PreFilterState(req, req, req, None))
+            return None, None
+        in_quota, with_pod = dict(req), dict(req)
+        nom = self.handle.nominator
+        if nom:
+            for node in nom.node_names():
+                for p in nom.pods_for_node(node):
+                    if p.uid == pod.uid:
+                        continue
+                    pq = quotas.get(p.namespace)
+                    if pq is None:
+                        continue
+                    preq = countable_requests(p.requests)
+                    if p.namespace == pod.namespace:
+                        if p.priority >= pod.priority:
+                            add_into(in_quota, preq)
+                            add_into(with_pod, preq)
+                    elif not self.exceeds(self.usage.of(p.namespace), {}, pq.min, 0):
+                        add_into(with_pod, preq)
+        state.write(STATE_KEY, PreFilterState(req, in_quota, with_pod, q))
+        if state.explaining():
+            self._explain(state, q, in_quota, with_pod)
+        if self.exceeds(in_quota, self.usage.of(pod.namespace), q.max, UNLIMITED):
+            return None, Status(Code.UNSCHEDULABLE, f"Pod {pod.namespace}/{pod.name} is rejected in PreFilter "
+                                                    f"because ElasticQuota {q.namespace} is more than Max")
+        if self.aggregate_exceeds(with_pod, self.usage.of):
+            return None, Status(Code.UNSCHEDULABLE, f"Pod {pod.namespace}/{pod.name} is rejected in PreFilter "
+                                                    "because total ElasticQuota used is more than min")
+        return None, None
+
+    def _explain(self, state: CycleState, q: QuotaSpec, in_quota: dict[str, int], with_pod: dict[str, int]) -> None:
+        """The explanation names the quota and what it holds (simulate --explain, /debug/explain)."""
+        used = self.usage.of(q.namespace)
+        names = set(q.min) | {r for r, v in q.max.items() if v != UNLIMITED}
+        if self.args.scheduler_plugins_compatible:
+            names |= set(in_quota)       # upstream compares what the pod requests, named or not
+
+        def amount(r: str, v: int) -> str:
+            return "unlimited" if v == UNLIMITED else format_resource(r, v)
+        quota = "; ".join(f"{r}: used {amount(r, used.get(r, 0))} + this pod {amount(r, in_quota.get(r, 0))}, "
+                          f"min {amount(r, q.min.get(r, 0))}, max {amount(r, q.max.get(r, UNLIMITED))}"
+                          for r in sorted(names))
+        total_used: dict[str, int] = dict(with_pod)
+        total_min: dict[str, int] = {}
+        for ns, other in self.quotas().items():
+            add_into(total_used, self.usage.of(ns))
+            add_into(total_min, other.min)
+        total = "; ".join(f"{r}: {amount(r, total_used.get(r, 0))} of the mins' {amount(r, v)}"
+                          for r, v in sorted(total_min.items()))
+        state.explain(self.name, {f"ElasticQuota {q.key}": quota or "names no resource",
+                                  "all quotas, with this pod": total or "no quota names a min"})
+
+    # -- Reserve ---------------------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
+        if self.usage.add(pod.uid, pod.namespace, pod.requests, False):
+            self._changed(pod.namespace)
+        return None
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
+        counted = self.usage.pods.get(pod.uid)
+        if counted is not None and not counted[2]:
+            self.usage.remove(pod.uid)
+            self._changed(pod.namespace)
+
+    # -- PostFilter (preemption) -----------------------------------------------------------------
+
+    def post_filter(self, state: CycleState, pod: PodInfo,
+                    diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
+        self._state = state
+        doomed = set(self.evaluator.doomed_victims)
+        try:
+            result, st = self.evaluator.preempt(state, pod, diagnosis)
+        finally:
+            self._state = None
+        self._count_victims(pod, result, st, doomed)
+        return result, st
+
+    async def post_filter_async(self, state: CycleState, pod: PodInfo,
+                                diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
+        """PostFilter when extenders may take part (``preemptVerb``)."""
+        self._state = state
+        doomed = set(self.evaluator.doomed_victims)
+        try:
+            result, st = await self.evaluator.preempt_async(state, pod, diagnosis)
+        finally:
+            self._state = None
+        self._count_victims(pod, result, st, doomed)
+        return result, st
+
+    def _count_victims(self, pod: PodInfo, result: PostFilterResult | None, st: Status, doomed: set[str]) -> None:
+        """Count the victims this preemption sent away (not those an earlier one already chose)."""
+        if not st.is_success() or result is None:
+            return
+        quotas = self.quotas()
+        pods = self.handle.snapshot.pods
+        for uid in self.evaluator.doomed_victims - doomed:
+            victim = pods.get(uid)
+            if victim is None:
+                continue
+            q = quotas.get(victim.namespace)
+            if q is not None:
+                quotametrics.victim(q.key, "reclaim" if victim.namespace != pod.namespace else "priority")
+
+    def is_running_preemption(self, uid: str) -> bool:
+        return self.evaluator.is_running_preemption(uid)
+
+    # preemption.PreemptionPolicy
+
+    def offset_and_count(self, num_nodes: int) -> tuple[int, int]:
+        return 0, num_nodes          # upstream: every node that failed as Unschedulable is tried
+
+    def pod_eligible(self, pod: PodInfo, nominated_node_status: Status | None) -> tuple[bool, str]:
+        if pod.preemption_policy == "Never":
+            return False, "not eligible due to preemptionPolicy=Never."
+        fwk = self.handle.framework
+        if fwk is not None:
+            blocked = fwk.preemption_blocked(pod)
+            if blocked:
+                return False, blocked
+        pfs = self._state.get(STATE_KEY) if self._state is not None else None
+        if not isinstance(pfs, PreFilterState):
+            return False, "not eligible due to failed to read from cycleState"
+        nom = self.handle.nominator
+        nominated = pod.nominated_node or (nom.nominated_node(pod.uid) if nom else "")
+        if not nominated:
+            return True, ""
+        if nominated_node_status is not None and nominated_node_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return True, ""
+        info = self.handle.snapshot.nodes.get(nominated)
+        if info is None:
+            return True, ""
+        quotas = self.quotas()
+        q = pfs.quota
+        over_min = q is not None and self.exceeds(pfs.in_quota_with_pod, self.usage.of(pod.namespace), q.min, 0)
+        for p in info.pods.values():
+            if not (p.deleting or self.evaluator.terminating(p)):
+                continue
+            pq = quotas.get(p.namespace)
+            if q is not None:
+                if pq is None:
+                    continue
+                if p.namespace == pod.namespace and p.priority < pod.priority:
+                    return False, TERMINATING
+                if (p.namespace != pod.namespace and not over_min
+                        and self.exceeds(self.usage.of(p.namespace), {}, pq.min, 0)):
+                    return False, TERMINATING
+            elif pq is None and p.priority < pod.priority:
+                return False, TERMINATING
+        return True, ""
+
+    def select_victims(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                       pdbs: Sequence[PDB]) -> tuple[list[PodInfo], int, Status | None]:
+        """Upstream's ``SelectVictimsOnNode`` (see the module docstring)."""
+        pfs = state.get(STATE_KEY)
+        if not isinstance(pfs, PreFilterState):
+            return [], 0, Status(Code.UNSCHEDULABLE, "Failed to read preFilterState from cycleState")
+        fwk = self.handle.framework
+        assert fwk is not None
+        quotas = self.quotas()
+        q = pfs.quota
+        usage = _Overlay(self.usage)
+        moves = self.handle.snapshot.what_if()
+        potential: list[PodInfo] = []
+        ns = pod.namespace
+        node_name = node.name
+        self._dry_run = True
+        try:
+            least_first = sorted(node.pods.values(), key=importance, reverse=True)
+            if q is not None:
+                over_min = self.exceeds(pfs.in_quota_with_pod, usage.of(ns), q.min, 0)
+                for p in least_first:
+                    pq = quotas.get(p.namespace)
+                    if pq is None:
+                        continue
+                    if over_min:
+                        eligible = p.namespace == ns and p.priority < pod.priority
+                    else:
+                        eligible = p.namespace != ns and self.exceeds(usage.of(p.namespace), {}, pq.min, 0)
+                    if eligible:
+                        potential.append(p)
+                        moves.remove(p)
+                        usage.remove(p)
+            else:
+                for p in least_first:
+                    if p.namespace not in quotas and p.priority < pod.priority:
+                        potential.append(p)
+                        moves.remove(p)
+                        usage.remove(p)
+            if not potential:
+                return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                     f"No victims found on node {node_name} for preemptor pod {pod.name}")
+            st = fwk.filter_with_nominated(state, pod, node_name, simulated=True)
+            if st is not None:
+                return [], 0, st
+            if q is not None and (self.exceeds(pfs.pod_req, usage.of(ns), q.max, UNLIMITED)
+                                  or self.aggregate_exceeds(pfs.pod_req, usage.of)):
+                return [], 0, Status(Code.UNSCHEDULABLE, "global quota max exceeded")
+
+            def quota_broken() -> bool:
+                return q is not None and (self.exceeds(pfs.in_quota_with_pod, usage.of(ns), q.max, UNLIMITED)
+                                          or self.aggregate_exceeds(pfs.with_pod, usage.of))
+
+            potential.sort(key=importance)
+            violating, non_violating = split_by_pdb(potential, pdbs)
+            victims: list[PodInfo] = []
+            num_violating = 0
+            for group, counts in ((violating, True), (non_violating, False)):
+                for p in group:
+                    moves.add(p)
+                    usage.add(p)
+                    st = fwk.filter_with_nominated(state, pod, node_name, simulated=True)
+                    if st is not None and st.code == Code.ERROR:
+                        return [], 0, st
+                    if st is None and not quota_broken():
+                        continue
+                    moves.remove(p)
+                    usage.remove(p)
+                    victims.append(p)
+                    if counts and st is not None:
+                        num_violating += 1
+        finally:
+            moves.restore()
+            self._dry_run = False
+        if violating and non_violating:
+            victims.sort(key=importance)
+        return victims, num_violating, None
+
+    # -- requeueing ------------------------------------------------------------------------------
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        # As upstream: any pod deletion (or termination) and any change of an ElasticQuota.
+        return (ClusterEventWithHint(ClusterEvent("Pod", "Delete")),
+                ClusterEventWithHint(ClusterEvent("ElasticQuota", "Add")),
+                ClusterEventWithHint(ClusterEvent("ElasticQuota", "Update")),
+                ClusterEventWithHint(ClusterEvent("ElasticQuota", "Delete")))

@@ -17,7 +17,7 @@ GO_IMAGE ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install docs control-plane kwok helm scheduler-plugins prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-smoke soak image image-push clean
+.PHONY: all venv install docs control-plane kwok helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-smoke soak image image-push clean
 
 all: test
 
@@ -50,6 +50,10 @@ helm:
 scheduler-plugins:
 	./hack/scheduler-plugins.sh
 
+# Kueue's manager, CRDs and webhook manifest (the job queueing in front of pysched in tests/e2e/test_kueue.py).
+kueue:
+	./hack/kueue.sh
+
 prometheus:
 	./hack/prometheus.sh
 
@@ -71,16 +75,16 @@ lint: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
-test: install lint docs control-plane kwok helm scheduler-plugins prometheus cel-helper
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_SCHEDULER_PLUGINS="$$(./hack/scheduler-plugins.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+test: install lint docs control-plane kwok helm scheduler-plugins kueue prometheus cel-helper
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_SCHEDULER_PLUGINS="$$(./hack/scheduler-plugins.sh)" PYSCHED_KUEUE="$$(./hack/kueue.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
 		$(PY) -m pytest $(PYTEST_ARGS)
 
 unit: install cel-helper
 	PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-e2e: install control-plane kwok helm scheduler-plugins prometheus cel-helper
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_SCHEDULER_PLUGINS="$$(./hack/scheduler-plugins.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
+e2e: install control-plane kwok helm scheduler-plugins kueue prometheus cel-helper
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_SCHEDULER_PLUGINS="$$(./hack/scheduler-plugins.sh)" PYSCHED_KUEUE="$$(./hack/kueue.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
 		$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 

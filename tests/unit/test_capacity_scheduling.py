@@ -269,3 +269,152 @@ def test_status_used_names_every_bounded_resource_and_is_written_only_when_it_ch
     eq["status"]["used"]["pods"] = "3"
     eq["status"]["used"][GPU] = "2"
     assert used_patch(eq, used) == {"status": {"used": {**used, "pods": None}}}
+
+
+def bound(name, ns, node_name, gpus=1, priority=None, start=None, **kw):
+    p = gpu_pod(name, ns, gpus=gpus, start=start, node_name=node_name, priority=priority, **kw)
+    return p
+
+
+def test_a_quota_without_a_min_counts_as_over_it_so_its_borrowing_is_reclaimed():
+    # b names only a max: it has no guarantee, every GPU it holds is borrowed
+    sim = sim_with([quota("a", {GPU: "4"}, {GPU: "8"}), quota("c", {GPU: "4"}, {GPU: "8"}),
+                    quota("b", None, {GPU: "8"})])
+    for i in range(4):
+        sim.add_pod(bound(f"a{i}", "a", "n0"))
+        sim.add_pod(bound(f"b{i}", "b", "n1"))
+    out = sim.schedule(gpu_pod("c0", "c"))
+    assert "total ElasticQuota used is more than min" in out.message
+    assert len(out.victims) == 1 and out.victims[0].startswith("b/"), out
+
+
+def test_a_team_with_no_guarantee_cannot_reclaim_from_a_higher_priority_team():
+    sim = sim_with([quota("a", {GPU: "8"}, {GPU: "8"}), quota("b", None, {GPU: "8"})])
+    for i in range(6):
+        sim.add_pod(bound(f"a{i}", "a", f"n{i // 4}", priority=1000))
+    for i in range(2):
+        sim.add_pod(bound(f"b{i}", "b", "n1", priority=0))
+    out = sim.schedule(gpu_pod("b2", "b", priority=0))     # b is over its (absent) min: only its own, lower
+    assert not out.victims, out
+
+
+def test_the_total_min_rule_looks_only_at_what_the_pod_asks_for():
+    sim = sim_with([quota("a", {GPU: "4"}, {GPU: "16"}), quota("b", {GPU: "4"}, {GPU: "16"})], nodes=3)
+    for i in range(9):                                     # another scheduler ran 9 GPU pods in a
+        sim.add_pod(bound(f"x{i}", "a", f"n{i // 4}", scheduler="default-scheduler"))
+    cpu_only = pod("cpu", namespace="b", cpu="100m")
+    assert sim.schedule(cpu_only).code == "Scheduled"
+    out = sim.schedule(gpu_pod("g", "b"))                   # a GPU pod is held: 9 + 1 > 8
+    assert "total ElasticQuota used is more than min" in out.message
+
+
+def test_the_quota_rules_hold_after_the_victims_go_or_the_node_is_no_candidate():
+    # four nodes, each with one pod of a (a borrows 2 over its min 2) and one of b; b's 2-GPU pod
+    # would need both of a's borrowed GPUs, but each node has only one to give
+    sim = sim_with([quota("a", {GPU: "2"}, {GPU: "8"}), quota("b", {GPU: "6"}, {GPU: "8"})], nodes=4)
+    for i in range(4):
+        sim.add_pod(bound(f"a{i}", "a", f"n{i}"))
+        sim.add_pod(bound(f"b{i}", "b", f"n{i}"))
+    out = sim.schedule(gpu_pod("big", "b", gpus=2))
+    assert out.message.endswith("0/4 nodes are available: 4 global quota max exceeded."), out.message
+    assert not out.victims
+
+
+def test_nominated_pods_of_another_quota_within_its_min_count_against_the_total():
+    sim = sim_with(TEAMS, nodes=2)
+    for i in range(4):
+        sim.add_pod(bound(f"a{i}", "a", "n0"))
+    for i in range(3):
+        sim.add_pod(bound(f"b{i}", "b", "n1"))
+    from pysched.framework.podinfo import PodInfo
+    nominated = PodInfo.from_dict(gpu_pod("bn", "b"))
+    sim.scheduler.queue.nominator.add(nominated, "n1")
+    out = sim.schedule(gpu_pod("a4", "a"))                 # 7 + 1 nominated + 1 > 8
+    assert "total ElasticQuota used is more than min" in out.message
+    sim.scheduler.queue.nominator.delete(nominated.uid)
+    assert sim.schedule(gpu_pod("a5", "a")).code == "Scheduled"
+
+
+def test_a_preemptor_waits_for_a_quota_victim_terminating_on_its_nominated_node():
+    sim = sim_with(TEAMS, nodes=2)
+    for i in range(8):
+        sim.add_pod(bound(f"a{i}", "a", f"n{i // 4}"))
+    leaving = bound("a0", "a", "n0")
+    leaving["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:05Z"
+    sim.add_pod(leaving)
+    b = gpu_pod("b0", "b")
+    b["status"] = {"nominatedNodeName": "n0"}
+    out = sim.schedule(b)
+    assert out.message.endswith("not eligible due to a terminating pod on the nominated node."), out.message
+
+
+def test_a_reclaim_with_pod_affinity_terms_still_finds_its_victim():
+    """Inter-pod affinity makes the dry run run PreFilter again: the quota rule must not refuse it there."""
+    sim = sim_with(TEAMS, nodes=2)
+    for i in range(8):
+        sim.add_pod(bound(f"a{i}", "a", f"n{i // 4}"))
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "nothing-here"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    out = sim.schedule(gpu_pod("b0", "b", affinity=anti))
+    assert len(out.victims) == 1 and out.victims[0].startswith("a/"), out
+
+
+def test_a_bound_pod_whose_requests_change_is_counted_anew():
+    sim = sim_with(TEAMS, nodes=1)
+    cs = plugin(sim)
+    from pysched.framework.podinfo import PodInfo
+    cs.pod_seen(PodInfo.from_dict(bound("r", "a", "n0", gpus=2)))
+    assert cs.usage.of("a")[GPU] == 2
+    resized = bound("r", "a", "n0", gpus=1)
+    resized["metadata"]["uid"] = next(iter(cs.usage.pods))
+    cs.pod_seen(PodInfo.from_dict(resized))
+    assert cs.usage.of("a")[GPU] == 1
+
+
+def test_status_only_updates_of_a_quota_do_not_requeue_pods():
+    sim = sim_with(TEAMS, nodes=1)
+    hints = {e.event.action: e.hint for e in plugin(sim).events_to_register() if e.event.resource == "ElasticQuota"}
+    old = quota("a", {GPU: "4"}, {GPU: "8"})
+    status_only = dict(old, status={"used": {GPU: "3"}})
+    assert not hints["Update"](None, old, status_only)
+    assert hints["Update"](None, old, quota("a", {GPU: "5"}, {GPU: "8"}))
+
+
+def test_the_status_controller_index_follows_quotas_and_queues_only_quota_namespaces():
+    from pysched.controllers.elasticquota import ElasticQuotaIndex
+    changed = []
+    index = ElasticQuotaIndex(changed.append)
+    index.event(None, quota("a", {GPU: "4"}))
+    index.event("ADDED", quota("b", {GPU: "4"}, name="q2"))
+    assert changed == ["a", "b"] and set(index.quotas) == {"a", "b"}
+    index.event("DELETED", quota("b", {GPU: "4"}, name="q2"))
+    assert index.quotas["b"] == {}
+
+
+def test_a_victim_on_its_way_out_is_not_charged_or_chosen_again():
+    """Two pods of b reclaim one after the other before the first victim is gone: the second takes
+    one more pod of a, not the first one's victim again nor two (upstream would take the same)."""
+    from pysched.framework.podinfo import PodInfo
+    sim = sim_with(TEAMS, nodes=2)
+    for i in range(8):
+        sim.add_pod(bound(f"a{i}", "a", f"n{i // 4}", start=f"2026-01-01T00:00:0{i}Z"))
+    cs = plugin(sim)
+    b0 = gpu_pod("b0", "b")
+    first = sim.schedule(b0)
+    assert len(first.victims) == 1
+    victim = next(p for p in sim.cache.pods.values() if p.key == first.victims[0])
+    cs.evaluator.doomed_victims.add(victim.uid)              # as the live evaluator marks it
+    cs._count_victims(PodInfo.from_dict(b0), type("R", (), {"nominated_node_name": first.nominated_node,
+                                                            "victims": first.victims})(), _success())
+    assert cs.usage.of("a")[GPU] == 7 and victim.uid in cs.usage.leaving
+    sim.scheduler.queue.nominator.add(PodInfo.from_dict(b0), first.nominated_node)
+    second = sim.schedule(gpu_pod("b1", "b"))
+    assert len(second.victims) == 1 and second.victims != first.victims, (first, second)
+    cs.evaluator.doomed_victims.discard(victim.uid)          # its deletion failed: charged again
+    sim.schedule(gpu_pod("b2", "b"))
+    assert cs.usage.of("a")[GPU] == 8 and not cs.usage.leaving
+
+
+def _success():
+    from pysched.framework import Code, Status
+    return Status(Code.SUCCESS)

@@ -396,6 +396,35 @@ async def test_preemption_writes_pass_the_fence():
         await client.close()
 
 
+async def test_a_preemptor_whose_victims_are_already_gone_is_activated_when_it_finishes(monkeypatch):
+    """Another preemption deleted the victims first: their Delete events came while this preemptor
+    was held back, so no event will move it - the evaluator activates it itself. A victim whose
+    deletion is still to be seen will move it with its own event: no activation then."""
+    from pysched.framework.preemption import Candidate
+
+    for gone in (True, False):
+        sim = sim_with([node("n1", cpu="1")], [running("low", "n1", "1", 1)])
+        activated = []
+        handle = plugin_of(sim).handle
+        handle.activate = activated.extend
+        ev = plugin_of(sim).evaluator
+        victim = next(iter(sim.cache.nodes["n1"].pods.values()))
+        preemptor = PodInfo.from_dict(pod("high", cpu="1", priority=100), keep_raw=True)
+
+        async def deleted_elsewhere(c, preemptor, v, gone=gone, sim=sim):
+            if gone:
+                sim.remove_pod(v.uid)          # the informer saw it go before this DELETE (a 404)
+        monkeypatch.setattr(ev, "preempt_pod", deleted_elsewhere)
+        monkeypatch.setattr(ev, "clear_lower_nominations", lambda *a: _true())
+        ev.preempting.add(preemptor.uid)
+        await ev._preempt_in_background(Candidate("n1", [victim]), preemptor, [victim])
+        assert activated == ([preemptor.uid] if gone else [])
+
+
+async def _true():
+    return True
+
+
 def test_no_lower_priority_pod_anywhere_skips_the_dry_runs(monkeypatch):
     """The cache's priority census answers "no victims" for every candidate without a dry run,
     with the message the dry runs would give; one lower-priority pod brings the dry runs back."""

@@ -157,7 +157,8 @@ class ElasticQuotaController(LeaderController):
                     "PATCH", f"{DISCOVERY_PATH}/namespaces/{namespace}/{PLURAL}/{name}/status", body=patch,
                     content_type="application/merge-patch+json")
             except ApiError as exc:
-                if exc.status == 404:
+                if exc.status == 404:        # deleted before the watch saw it: forget it
+                    self.index.quotas.get(namespace, {}).pop(key, None)
                     continue
                 raise
             self.writes += 1

@@ -230,12 +230,14 @@ class Evaluator:
         out.absent_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NOT_HELPFUL)
         candidates: list[Candidate] = []
         errors: list[str] = []
-        if (potential and getattr(self.policy, "victims_need_lower_priority", True)
+        need_lower = getattr(self.policy, "victims_need_lower_priority", None)
+        if (potential and (need_lower is None or need_lower(state, pod))
                 and not self.handle.snapshot.has_pod_below(pod.priority)):
             # No cached pod anywhere has a lower priority: every dry run would find no victim.
             no_victims = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS)
+            own = getattr(self.policy, "no_victims_status", None)   # a policy's own words for it
             for name in potential:
-                out.add_node_status(name, no_victims)
+                out.add_node_status(name, own(pod, name) if own is not None else no_victims)
         elif potential:
             pdbs = self.pdbs()
             offset, count = self.policy.offset_and_count(len(potential))
@@ -423,8 +425,11 @@ class Evaluator:
                     current = pods.get(v.uid)
                     if current is not None and not current.deleting:
                         self.doomed_victims.discard(v.uid)
-            if not ok and self.handle.activate is not None:
-                # The pod may wait in the unschedulable pool for events that never come.
+            pods = self.handle.snapshot.pods
+            if self.handle.activate is not None and (not ok or not any(v.uid in pods for v in victims)):
+                # The pod may wait in the unschedulable pool for events that never come: a failed
+                # deletion, or victims all gone already - their Delete events (another preemption
+                # deleted them first) arrived while this pod was held, so none will move it now.
                 self.handle.activate([pod.uid])
         log.info("async preemption finished", extra=kv(pod=pod.key, node=c.name, ok=ok, victims=len(victims)))
 

@@ -5,7 +5,10 @@ its pods are guaranteed, ``spec.max`` what they may never exceed. Between the tw
 borrows what the other quotas' ``min`` leaves unused. Arithmetic: ``helper.elasticquota``.
 
 * Usage (``Usage``): the requests of every pod on a node and not terminated - bound by anyone, or
-  assumed here (Reserve adds, Unreserve takes back) - per namespace.
+  assumed here (Reserve adds, Unreserve takes back) - per namespace. A pod a preemption chose as
+  a victim is no longer charged (nor chosen again) while it terminates: each preemption then
+  takes only what it needs (upstream charges it until it is gone, so preemptors arriving together
+  may each take the same capacity again).
 * PreFilter, for a pod whose namespace has a quota (others: no check), counting nominated pods as
   upstream (same quota and at least its priority; another quota's while that quota is within its
   min), rejects it (Unschedulable, so preemption runs):
@@ -34,6 +37,8 @@ Metrics (``framework.quotametrics``): ``pysched_quota_used``/``_min``/``_max`` p
 
 from __future__ import annotations
 
+import logging
+import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -69,6 +74,8 @@ from pysched.plugins.helper.elasticquota import (
     exceeds,
     exceeds_named,
 )
+
+log = logging.getLogger("pysched.plugins.capacity_scheduling")
 
 NAME = "CapacityScheduling"
 ELASTICQUOTAS = "elasticquotas"
@@ -125,9 +132,6 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
     name = NAME
     object_kinds = (ELASTICQUOTAS,)
     args: CapacitySchedulingArgs
-    # Cross-quota victims are chosen whatever their priority: the evaluator must not conclude
-    # "no victims" from priorities alone.
-    victims_need_lower_priority = False
     # Its verdict is re-judged by ``select_victims`` on the dry run's own usage, as upstream (whose
     # dry runs never run PreFilter again): a PreFilter re-run during a dry run passes.
     pre_filter_reads_other_pods = False
@@ -138,11 +142,14 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
         self.evaluator = Evaluator(NAME, handle, self)
         self._quotas: dict[str, QuotaSpec] = {}
         self._quotas_version = -1
+        self._parsed: dict[str, tuple[Any, QuotaSpec]] = {}   # key -> (generation, parsed): status writes skip it
+        self._min_names: frozenset[str] = frozenset()          # resources some quota's min names
+        self._counted: set[str] = set()                        # victims already counted in the metric
+        self.rng = random.Random()
         self._state: CycleState | None = None
         self._dry_run = False
         # Called with a namespace whose usage changed (the ElasticQuota status controller's queue).
         self.on_usage_change: Callable[[str], None] | None = None
-        self.exceeds = exceeds if self.args.scheduler_plugins_compatible else exceeds_named
         quotametrics.register(self)
 
     # -- quotas and usage ------------------------------------------------------------------------
@@ -155,13 +162,25 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
         version = objects.kind_version(ELASTICQUOTAS)
         if version != self._quotas_version:
             by_ns: dict[str, QuotaSpec] = {}
+            parsed: dict[str, tuple[Any, QuotaSpec]] = {}
             compat = self.args.scheduler_plugins_compatible
             for obj in objects.list(ELASTICQUOTAS):
-                q = QuotaSpec.from_dict(obj, scheduler_plugins_compatible=compat)
+                meta = obj.get("metadata") or {}
+                key = f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"
+                generation = meta.get("generation") or meta.get("resourceVersion")
+                cached = self._parsed.get(key)
+                if cached is not None and cached[0] == generation and generation is not None:
+                    q = cached[1]
+                else:
+                    q = QuotaSpec.from_dict(obj, scheduler_plugins_compatible=compat)
+                    for problem in q.problems:
+                        log.warning("elasticquota quantity ignored", extra={"elasticquota": key, "problem": problem})
+                parsed[key] = (generation, q)
                 old = by_ns.get(q.namespace)
                 if old is None or (q.created, q.name) < (old.created, old.name):
                     by_ns[q.namespace] = q
-            self._quotas, self._quotas_version = by_ns, version
+            self._quotas, self._quotas_version, self._parsed = by_ns, version, parsed
+            self._min_names = frozenset(r for q in by_ns.values() for r in q.min)
         return self._quotas
 
     def quota_of(self, namespace: str) -> QuotaSpec | None:
@@ -178,14 +197,45 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
     def pod_gone(self, uid: str) -> None:
         self._changed(self.usage.remove(uid))
 
-    def aggregate_exceeds(self, extra: dict[str, int], used_of: Callable[[str], dict[str, int]]) -> bool:
-        """Every quota's use together, plus ``extra``, over every quota's min together?"""
-        used: dict[str, int] = dict(extra)
-        lo: dict[str, int] = {}
-        for ns, q in self.quotas().items():
-            add_into(used, used_of(ns))
-            add_into(lo, q.min)
-        return self.exceeds(used, {}, lo, 0)
+    # The three comparisons. scheduler-plugins' arithmetic (``exceeds``) with
+    # schedulerPluginsCompatible; otherwise a quota governs what quotas name: ``max`` the resources
+    # it names, ``min`` the resources any quota's min names (0 where this one does not), and the
+    # total-min rule those of them the pod requests.
+
+    def over_max(self, x1: dict[str, int], x2: dict[str, int], q: QuotaSpec) -> bool:
+        if self.args.scheduler_plugins_compatible:
+            return exceeds(x1, x2, q.max, UNLIMITED)
+        return exceeds_named(x1, x2, q.max)
+
+    def over_min(self, x1: dict[str, int], x2: dict[str, int], q: QuotaSpec) -> bool:
+        if self.args.scheduler_plugins_compatible:
+            return exceeds(x1, x2, q.min, 0)
+        lo = q.min
+        return any(x1.get(r, 0) + x2.get(r, 0) > lo.get(r, 0) for r in self._min_names)
+
+    def aggregate_exceeds(self, extra: dict[str, int], used_of: Callable[[str], dict[str, int]],
+                          req: dict[str, int]) -> bool:
+        """Every quota's use together, plus ``extra``, over every quota's min together? (``req``:
+        the pod's requests - pysched compares only the governed resources the pod asks for.)"""
+        quotas = self.quotas()
+        if self.args.scheduler_plugins_compatible:
+            used: dict[str, int] = dict(extra)
+            lo: dict[str, int] = {}
+            for ns, q in quotas.items():
+                add_into(used, used_of(ns))
+                add_into(lo, q.min)
+            return exceeds(used, {}, lo, 0)
+        for r in self._min_names:
+            if not req.get(r):
+                continue
+            total = extra.get(r, 0)
+            bound = 0
+            for ns, q in quotas.items():
+                total += used_of(ns).get(r, 0)
+                bound += q.min.get(r, 0)
+            if total > bound:
+                return True
+        return False
 
     # -- PreFilter -------------------------------------------------------------------------------
 
@@ -193,6 +243,10 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
                    nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
         req = countable_requests(pod.requests)
         quotas = self.quotas()
+        if self.usage.leaving:
+            doomed = self.evaluator.doomed_victims
+            for uid in [u for u in self.usage.leaving if u not in doomed]:
+                self.usage.unmark_leaving(uid)    # its deletion failed: it stays, and is charged again
         q = quotas.get(pod.namespace)
         if q is None or self._dry_run:
             state.write(STATE_KEY, PreFilterState(req, req, req, None))
@@ -212,15 +266,15 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
                         if p.priority >= pod.priority:
                             add_into(in_quota, preq)
                             add_into(with_pod, preq)
-                    elif not self.exceeds(self.usage.of(p.namespace), {}, pq.min, 0):
+                    elif not self.over_min(self.usage.of(p.namespace), {}, pq):
                         add_into(with_pod, preq)
         state.write(STATE_KEY, PreFilterState(req, in_quota, with_pod, q))
         if state.explaining():
             self._explain(state, q, in_quota, with_pod)
-        if self.exceeds(in_quota, self.usage.of(pod.namespace), q.max, UNLIMITED):
+        if self.over_max(in_quota, self.usage.of(pod.namespace), q):
             return None, Status(Code.UNSCHEDULABLE, f"Pod {pod.namespace}/{pod.name} is rejected in PreFilter "
                                                     f"because ElasticQuota {q.namespace} is more than Max")
-        if self.aggregate_exceeds(with_pod, self.usage.of):
+        if self.aggregate_exceeds(with_pod, self.usage.of, req):
             return None, Status(Code.UNSCHEDULABLE, f"Pod {pod.namespace}/{pod.name} is rejected in PreFilter "
                                                     "because total ElasticQuota used is more than min")
         return None, None
@@ -265,39 +319,48 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
     def post_filter(self, state: CycleState, pod: PodInfo,
                     diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
         self._state = state
-        doomed = set(self.evaluator.doomed_victims)
         try:
             result, st = self.evaluator.preempt(state, pod, diagnosis)
         finally:
             self._state = None
-        self._count_victims(pod, result, st, doomed)
+        self._count_victims(pod, result, st)
         return result, st
 
     async def post_filter_async(self, state: CycleState, pod: PodInfo,
                                 diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
         """PostFilter when extenders may take part (``preemptVerb``)."""
         self._state = state
-        doomed = set(self.evaluator.doomed_victims)
         try:
             result, st = await self.evaluator.preempt_async(state, pod, diagnosis)
         finally:
             self._state = None
-        self._count_victims(pod, result, st, doomed)
+        self._count_victims(pod, result, st)
         return result, st
 
-    def _count_victims(self, pod: PodInfo, result: PostFilterResult | None, st: Status, doomed: set[str]) -> None:
-        """Count the victims this preemption sent away (not those an earlier one already chose)."""
-        if not st.is_success() or result is None:
+    def _count_victims(self, pod: PodInfo, result: PostFilterResult | None, st: Status) -> None:
+        """Count the victims this preemption sent away (once each: a later preemption may choose a
+        victim still terminating)."""
+        if not st.is_success() or result is None or not result.nominated_node_name:
             return
+        info = self.handle.snapshot.nodes.get(result.nominated_node_name)
+        if info is None:
+            return
+        doomed = self.evaluator.doomed_victims
+        keys = set(result.victims)
         quotas = self.quotas()
-        pods = self.handle.snapshot.pods
-        for uid in self.evaluator.doomed_victims - doomed:
-            victim = pods.get(uid)
-            if victim is None:
+        counted = self._counted
+        for victim in info.pods.values():
+            if victim.key not in keys or victim.uid in counted or victim.uid not in doomed:
                 continue
+            counted.add(victim.uid)
+            if self.usage.mark_leaving(victim.uid):
+                self._changed(victim.namespace)
             q = quotas.get(victim.namespace)
             if q is not None:
                 quotametrics.victim(q.key, "reclaim" if victim.namespace != pod.namespace else "priority")
+        if len(counted) > 10_000:
+            still = self.handle.snapshot.pods
+            self._counted = {u for u in counted if u in still}
 
     def is_running_preemption(self, uid: str) -> bool:
         return self.evaluator.is_running_preemption(uid)
@@ -305,7 +368,20 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
     # preemption.PreemptionPolicy
 
     def offset_and_count(self, num_nodes: int) -> tuple[int, int]:
-        return 0, num_nodes          # upstream: every node that failed as Unschedulable is tried
+        """scheduler-plugins tries every node that failed as Unschedulable; pysched, unless
+        compatible, as many as DefaultPreemption does (10 %, at least 100) from a random node: a
+        reclaim dry-runs each node on the event loop, and upstream's parallel Go does not."""
+        if self.args.scheduler_plugins_compatible or num_nodes <= 100:
+            return 0, num_nodes
+        return self.rng.randrange(num_nodes), min(max(num_nodes // 10, 100), num_nodes)
+
+    def victims_need_lower_priority(self, state: CycleState, pod: PodInfo) -> bool:
+        """Whether every victim has a lower priority than ``pod`` (the evaluator then skips the dry
+        runs when no pod anywhere does): all but a reclaim, which takes from other quotas whatever
+        their priority."""
+        pfs = state.get(STATE_KEY)
+        q = pfs.quota if isinstance(pfs, PreFilterState) else None
+        return q is None or self.over_min(pfs.in_quota_with_pod, self.usage.of(pod.namespace), q)
 
     def pod_eligible(self, pod: PodInfo, nominated_node_status: Status | None) -> tuple[bool, str]:
         if pod.preemption_policy == "Never":
@@ -329,7 +405,7 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
             return True, ""
         quotas = self.quotas()
         q = pfs.quota
-        over_min = q is not None and self.exceeds(pfs.in_quota_with_pod, self.usage.of(pod.namespace), q.min, 0)
+        over_min = q is not None and self.over_min(pfs.in_quota_with_pod, self.usage.of(pod.namespace), q)
         for p in info.pods.values():
             if not (p.deleting or self.evaluator.terminating(p)):
                 continue
@@ -340,11 +416,16 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
                 if p.namespace == pod.namespace and p.priority < pod.priority:
                     return False, TERMINATING
                 if (p.namespace != pod.namespace and not over_min
-                        and self.exceeds(self.usage.of(p.namespace), {}, pq.min, 0)):
+                        and self.over_min(self.usage.of(p.namespace), {}, pq)):
                     return False, TERMINATING
             elif pq is None and p.priority < pod.priority:
                 return False, TERMINATING
         return True, ""
+
+    @staticmethod
+    def no_victims_status(pod: PodInfo, node_name: str) -> Status:
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"No victims found on node {node_name} for preemptor "
+                                                           f"pod {pod.name}")
 
     def select_victims(self, state: CycleState, pod: PodInfo, node: NodeInfo,
                        pdbs: Sequence[PDB]) -> tuple[list[PodInfo], int, Status | None]:
@@ -363,9 +444,11 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
         node_name = node.name
         self._dry_run = True
         try:
-            least_first = sorted(node.pods.values(), key=importance, reverse=True)
+            leaving = self.usage.leaving      # already chosen by a preemption: going anyway
+            least_first = sorted((p for p in node.pods.values() if p.uid not in leaving), key=importance,
+                                 reverse=True)
             if q is not None:
-                over_min = self.exceeds(pfs.in_quota_with_pod, usage.of(ns), q.min, 0)
+                over_min = self.over_min(pfs.in_quota_with_pod, usage.of(ns), q)
                 for p in least_first:
                     pq = quotas.get(p.namespace)
                     if pq is None:
@@ -373,7 +456,7 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
                     if over_min:
                         eligible = p.namespace == ns and p.priority < pod.priority
                     else:
-                        eligible = p.namespace != ns and self.exceeds(usage.of(p.namespace), {}, pq.min, 0)
+                        eligible = p.namespace != ns and self.over_min(usage.of(p.namespace), {}, pq)
                     if eligible:
                         potential.append(p)
                         moves.remove(p)
@@ -385,18 +468,17 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
                         moves.remove(p)
                         usage.remove(p)
             if not potential:
-                return [], 0, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                                     f"No victims found on node {node_name} for preemptor pod {pod.name}")
+                return [], 0, self.no_victims_status(pod, node_name)
             st = fwk.filter_with_nominated(state, pod, node_name, simulated=True)
             if st is not None:
                 return [], 0, st
-            if q is not None and (self.exceeds(pfs.pod_req, usage.of(ns), q.max, UNLIMITED)
-                                  or self.aggregate_exceeds(pfs.pod_req, usage.of)):
+            if q is not None and (self.over_max(pfs.pod_req, usage.of(ns), q)
+                                  or self.aggregate_exceeds(pfs.pod_req, usage.of, pfs.pod_req)):
                 return [], 0, Status(Code.UNSCHEDULABLE, "global quota max exceeded")
 
             def quota_broken() -> bool:
-                return q is not None and (self.exceeds(pfs.in_quota_with_pod, usage.of(ns), q.max, UNLIMITED)
-                                          or self.aggregate_exceeds(pfs.with_pod, usage.of))
+                return q is not None and (self.over_max(pfs.in_quota_with_pod, usage.of(ns), q)
+                                          or self.aggregate_exceeds(pfs.with_pod, usage.of, pfs.pod_req))
 
             potential.sort(key=importance)
             violating, non_violating = split_by_pdb(potential, pdbs)
@@ -426,8 +508,12 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
     # -- requeueing ------------------------------------------------------------------------------
 
     def events_to_register(self) -> Iterable[ClusterEventWithHint]:
-        # As upstream: any pod deletion (or termination) and any change of an ElasticQuota.
+        # As upstream: any pod deletion (or termination) and any change of an ElasticQuota's spec.
+        def spec_changed(pod: PodInfo, old: Any, new: Any) -> bool:
+            # status.used writes (ours, or another controller's) change nothing a pod waits for
+            return bool((old or {}).get("spec") != (new or {}).get("spec"))
+
         return (ClusterEventWithHint(ClusterEvent("Pod", "Delete")),
                 ClusterEventWithHint(ClusterEvent("ElasticQuota", "Add")),
-                ClusterEventWithHint(ClusterEvent("ElasticQuota", "Update")),
+                ClusterEventWithHint(ClusterEvent("ElasticQuota", "Update"), spec_changed),
                 ClusterEventWithHint(ClusterEvent("ElasticQuota", "Delete")))

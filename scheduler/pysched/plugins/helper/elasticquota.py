@@ -133,12 +133,29 @@ class QuotaSpec:
 
 class Usage:
     """What each namespace's pods hold: requests of pods on a node (bound or assumed) until they
-    are deleted or terminate. ``bound`` pods are the informer's; the others were assumed here."""
+    are deleted or terminate. ``bound`` pods are the informer's; the others were assumed here.
+    A pod a preemption chose as a victim is ``leaving``: still bound (``bound_used``) but no
+    longer charged (``used``), so later preemptions do not take from its quota again for it."""
 
     def __init__(self) -> None:
         self.pods: dict[str, tuple[str, dict[str, int], bool]] = {}   # uid -> (namespace, requests, bound)
-        self.used: dict[str, dict[str, int]] = {}                     # namespace -> amounts
+        self.used: dict[str, dict[str, int]] = {}                     # namespace -> amounts charged
         self.bound_used: dict[str, dict[str, int]] = {}               # namespace -> amounts of bound pods
+        self.leaving: set[str] = set()
+
+    def mark_leaving(self, uid: str) -> bool:
+        counted = self.pods.get(uid)
+        if counted is None or uid in self.leaving:
+            return False
+        self.leaving.add(uid)
+        add_into(self.used[counted[0]], counted[1], -1)
+        return True
+
+    def unmark_leaving(self, uid: str) -> None:
+        if uid in self.leaving:
+            self.leaving.discard(uid)
+            ns, req, _ = self.pods[uid]
+            add_into(self.used[ns], req)
 
     def add(self, uid: str, namespace: str, requests: Mapping[str, int], bound: bool) -> bool:
         """Count (or recount) a pod; True when the namespace's usage changed."""
@@ -147,7 +164,15 @@ class Usage:
         if old is not None:
             if old == (namespace, req, bound):
                 return False
+            leaving = uid in self.leaving
             self.remove(uid)
+            if leaving:                       # still leaving: charged no more under its new requests
+                self.pods[uid] = (namespace, req, bound)
+                self.leaving.add(uid)
+                if bound:
+                    add_into(self.bound_used.setdefault(namespace, {}), req)
+                self.used.setdefault(namespace, {})
+                return True
         self.pods[uid] = (namespace, req, bound)
         add_into(self.used.setdefault(namespace, {}), req)
         if bound:
@@ -160,7 +185,10 @@ class Usage:
         if old is None:
             return ""
         ns, req, bound = old
-        add_into(self.used[ns], req, -1)
+        if uid in self.leaving:
+            self.leaving.discard(uid)         # no longer charged already
+        else:
+            add_into(self.used[ns], req, -1)
         if bound:
             add_into(self.bound_used[ns], req, -1)
         return ns

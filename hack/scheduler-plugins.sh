@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
 # Obtain scheduler-plugins' kube-scheduler (sigs.k8s.io/scheduler-plugins), the second oracle for
-# pysched's gang and quota plugins, the way hack/kwok.sh obtains kwok:
-#   1. PYSCHED_SCHEDULER_PLUGINS when it names an executable;
-#   2. a cache outside the repository, keyed by the pinned version;
-#   3. a build with the machine's Go toolchain, modules from the Go module proxy (first run only).
+# pysched's gang and quota plugins, and its status controller (cmd/controller: the PodGroup and
+# ElasticQuota controllers, the oracle for pysched's status writers), the way hack/kwok.sh
+# obtains kwok:
+#   1. PYSCHED_SCHEDULER_PLUGINS (PYSCHED_SCHEDULER_PLUGINS_CONTROLLER for the controller) when it
+#      names an executable;
+#   2. a cache outside the repository, keyed by the pinned version: kube-scheduler and controller
+#      side by side;
+#   3. a build with the machine's Go toolchain, modules from the Go module proxy, of whichever of
+#      the two is missing from the cache (first run only).
 #
 # The newest release the proxy serves here is v0.34.7 (Kubernetes 1.34.7; one minor behind the
 # control plane, inside kube-scheduler's supported skew). Its go.mod has replace lines (so `go
 # install pkg@version` refuses it): the build is a small module of our own that requires it,
 # copies those replace lines, and registers the plugins pysched is compared against
 # (Coscheduling, CapacityScheduling, TargetLoadPacking, NodeResourcesAllocatable) - not
-# NodeResourceTopology, whose dependencies the proxy does not serve.
+# NodeResourceTopology, whose dependencies the proxy does not serve. The controller is upstream's
+# own main package (sigs.k8s.io/scheduler-plugins/cmd/controller), built unchanged in that module.
 #
-# Prints the path of the binary on stdout (last line); progress goes to stderr.
+# Usage: scheduler-plugins.sh             -> prints the kube-scheduler's path (the controller is
+#                                            `controller` in the same directory unless overridden)
+#        scheduler-plugins.sh controller  -> prints the controller's path
+# The path is the last line on stdout; progress goes to stderr.
 set -euo pipefail
 
 SP_VERSION="${SCHEDULER_PLUGINS_VERSION:-0.34.7}"
@@ -21,16 +30,28 @@ CACHE_ROOT="${PYSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pysched}"
 BIN_DIR="$CACHE_ROOT/bin/scheduler-plugins-v${SP_VERSION}"
 log() { echo "scheduler-plugins: $*" >&2; }
 
-if [[ -n "${PYSCHED_SCHEDULER_PLUGINS:-}" ]]; then
-  [[ -x "$PYSCHED_SCHEDULER_PLUGINS" ]] || { log "PYSCHED_SCHEDULER_PLUGINS=$PYSCHED_SCHEDULER_PLUGINS is not an executable file"; exit 1; }
-  echo "$PYSCHED_SCHEDULER_PLUGINS"
+case "${1:-}" in
+  "") WANT=kube-scheduler; OVERRIDE=PYSCHED_SCHEDULER_PLUGINS ;;
+  controller) WANT=controller; OVERRIDE=PYSCHED_SCHEDULER_PLUGINS_CONTROLLER ;;
+  *) log "usage: $0 [controller]"; exit 2 ;;
+esac
+
+if [[ -n "${!OVERRIDE:-}" ]]; then
+  [[ -x "${!OVERRIDE}" ]] || { log "$OVERRIDE=${!OVERRIDE} is not an executable file"; exit 1; }
+  echo "${!OVERRIDE}"
   exit 0
 fi
 
-if [[ ! -x "$BIN_DIR/kube-scheduler" ]]; then
-  command -v go >/dev/null || { log "go toolchain not found and scheduler-plugins is not cached in $BIN_DIR"; exit 1; }
+# what is missing from the cache: both binaries for the default call (so the controller is found
+# beside the scheduler), only the controller for `controller`
+missing=()
+if [[ "$WANT" == kube-scheduler && ! -x "$BIN_DIR/kube-scheduler" ]]; then missing+=(kube-scheduler); fi
+if [[ ! -x "$BIN_DIR/controller" ]]; then missing+=(controller); fi
+
+if (( ${#missing[@]} )); then
+  command -v go >/dev/null || { log "go toolchain not found and ${missing[*]} not cached in $BIN_DIR"; exit 1; }
   mkdir -p "$BIN_DIR"
-  log "building sigs.k8s.io/scheduler-plugins v${SP_VERSION} from the Go module proxy into $BIN_DIR (first run only; several minutes)"
+  log "building ${missing[*]} of sigs.k8s.io/scheduler-plugins v${SP_VERSION} from the Go module proxy into $BIN_DIR (first run only; several minutes)"
   tmp="$(mktemp -d "$BIN_DIR/.build.XXXXXX")"
   trap 'rm -rf "$tmp"' EXIT
   upstream_mod="$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/scheduler-plugins@v${SP_VERSION}" \
@@ -80,9 +101,25 @@ func main() {
 	os.Exit(cli.Run(command))
 }
 GO
-  (cd "$tmp" && GOFLAGS=-mod=mod go mod tidy >&2 && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o kube-scheduler . >&2)
-  mv "$tmp/kube-scheduler" "$BIN_DIR/kube-scheduler"
-  log "built $BIN_DIR/kube-scheduler"
+  # upstream's controller is built from its own main package; this file (never compiled) makes
+  # `go mod tidy` keep what that package needs (controller-runtime...)
+  cat > "$tmp/tools.go" <<'GO'
+//go:build tools
+
+package main
+
+import _ "sigs.k8s.io/scheduler-plugins/cmd/controller"
+GO
+  (cd "$tmp" && GOFLAGS=-mod=mod go mod tidy >&2)
+  for bin in "${missing[@]}"; do
+    case "$bin" in
+      kube-scheduler) pkg=. ;;
+      controller) pkg=sigs.k8s.io/scheduler-plugins/cmd/controller ;;
+    esac
+    (cd "$tmp" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin" "$pkg" >&2)
+    mv "$tmp/$bin" "$BIN_DIR/$bin"
+    log "built $BIN_DIR/$bin"
+  done
 fi
 
-echo "$BIN_DIR/kube-scheduler"
+echo "$BIN_DIR/$WANT"

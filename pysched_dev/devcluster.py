@@ -52,20 +52,27 @@ def scheduler_plugins_binary() -> Path:
     return hack_output("PYSCHED_SCHEDULER_PLUGINS", SCHEDULER_PLUGINS_SCRIPT)
 
 
+def scheduler_plugins_controller_binary() -> Path:
+    """scheduler-plugins' status controller, ``cmd/controller`` (``PYSCHED_SCHEDULER_PLUGINS_CONTROLLER``,
+    else built once by ``hack/scheduler-plugins.sh controller``): the oracle for PodGroup and
+    ElasticQuota status."""
+    return hack_output("PYSCHED_SCHEDULER_PLUGINS_CONTROLLER", SCHEDULER_PLUGINS_SCRIPT, "controller")
+
+
 def binaries_dir() -> Path:
     """Directory holding etcd, kube-apiserver and kube-scheduler (built on first use)."""
     return hack_output("PYSCHED_BIN_DIR", CONTROL_PLANE_SCRIPT)
 
 
-def hack_output(env: str, script: Path) -> Path:
-    """The path ``$env`` names, else the last line ``script`` prints (a ``hack/*.sh`` that builds or
-    finds a binary), remembered in ``$env`` for the rest of the process and its children."""
+def hack_output(env: str, script: Path, *args: str) -> Path:
+    """The path ``$env`` names, else the last line ``script [args]`` prints (a ``hack/*.sh`` that builds
+    or finds a binary), remembered in ``$env`` for the rest of the process and its children."""
     explicit = os.environ.get(env)
     if explicit:
         return Path(explicit)
     if not script.exists():
         raise ControlPlaneError(f"{script} not found; set {env}")
-    proc = subprocess.run([str(script)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.run([str(script), *args], stdout=subprocess.PIPE, text=True)
     if proc.returncode != 0 or not proc.stdout.strip():
         raise ControlPlaneError(f"{script} failed with exit code {proc.returncode}")
     path = Path(proc.stdout.strip().splitlines()[-1])
@@ -513,6 +520,52 @@ class KubeSchedulerProcess:
     @property
     def log_path(self) -> Path:
         return self.cp.workdir / f"{self.name}.log"
+
+    def stop(self) -> None:
+        terminate_process(self.proc)
+        self.proc = None
+
+
+@dataclass
+class SchedulerPluginsControllerProcess:
+    """scheduler-plugins' status controller (``cmd/controller``: a controller-runtime manager with the
+    PodGroup and ElasticQuota controllers) against a ControlPlane, with the admin kubeconfig, no
+    leader election, and no listener at all: metrics and health probes off (``0``), and it registers
+    no webhooks, so no webhook server starts. (Its ``--qps``/``--burst`` are ignored upstream: the
+    manager gets a fresh config, controller-runtime's default 20/30.) ``ready()``: both controllers'
+    workers started, i.e. their caches synced."""
+
+    cp: ControlPlane
+    name: str = "scheduler-plugins-controller"
+    extra_args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen | None = None
+    binary: Path | None = None
+
+    def start(self) -> SchedulerPluginsControllerProcess:
+        binary = self.binary or scheduler_plugins_controller_binary()
+        self._log_start = self.cp._log_size(self.name)
+        args = [str(binary), f"--kubeconfig={self.cp.kubeconfig}", "--enableLeaderElection=false",
+                "--metricsAddr=0", "--probeAddr=0", *self.extra_args]
+        self.proc = subprocess.Popen(args, stdout=self.cp._log(self.name), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        return self
+
+    @property
+    def log_path(self) -> Path:
+        return self.cp.workdir / f"{self.name}.log"
+
+    def log(self) -> str:
+        with open(self.log_path, "rb") as f:
+            f.seek(self._log_start)
+            return f.read().decode(errors="replace")
+
+    def ready(self) -> bool:
+        """Both controllers have started their workers (their caches synced); raises if it exited."""
+        if self.proc is None or self.proc.poll() is not None:
+            raise ControlPlaneError(f"{self.name} exited with code {self.proc and self.proc.returncode}:\n"
+                                    f"{self.log()[-3000:]}")
+        started = [line for line in self.log().splitlines() if "Starting workers" in line]
+        return all(any(f'"{c}"' in line for line in started) for c in ("podgroup", "elasticquota"))
 
     def stop(self) -> None:
         terminate_process(self.proc)

@@ -296,6 +296,9 @@ class SchedulerApp:
         """Wait for every informer's LIST."""
         self.spawn_informers()
         await asyncio.gather(self.wait_synced(), *(r.synced.wait() for r in self.object_reflectors))
+        # Pods were queued as they were listed, some before the objects a QueueSort reads (PodGroups
+        # for Coscheduling's order by group): order them again now that everything is known.
+        self.queue.resort()
         gctune.freeze()   # the listed cache is long-lived: keep it out of later collections
         log.info("caches synced", extra=kv(since_start_s=round(process_uptime(), 2),
                                             cpu_s=round(time.process_time(), 2), nodes=len(self.cache.nodes),

@@ -1,12 +1,12 @@
-"""Starting scheduler-plugins' kube-scheduler (``hack/scheduler-plugins.sh``) and pysched one after
-the other on one API server, for the differential tests against scheduler-plugins: each starter
-returns an async ``stop()``."""
+"""Starting scheduler-plugins' kube-scheduler or its status controller (``hack/scheduler-plugins.sh``)
+and pysched one after the other on one API server, for the differential tests against
+scheduler-plugins: each starter returns an async ``stop()``."""
 
 from __future__ import annotations
 
-from pysched_dev.devcluster import KubeSchedulerProcess, scheduler_plugins_binary
+from pysched_dev.devcluster import KubeSchedulerProcess, SchedulerPluginsControllerProcess, scheduler_plugins_binary
 
-from .conftest import scheduler_config
+from .conftest import scheduler_config, wait_for
 
 
 def upstream_starter(control_plane, profile: dict):
@@ -25,6 +25,37 @@ def pysched_starter(scheduler_factory, profile: dict):
         proc = scheduler_factory(scheduler_config(profiles=[profile]))
         proc.start()
         await proc.wait_log("caches synced", 60)
+
+        async def stop():
+            proc.terminate()
+        return stop
+    return start
+
+
+def upstream_controller_starter(control_plane):
+    """scheduler-plugins' ``cmd/controller`` (PodGroup and ElasticQuota status), started once both of
+    its controllers run; needs both CRDs served (the manager watches both kinds)."""
+    async def start():
+        proc = SchedulerPluginsControllerProcess(control_plane).start()
+
+        async def ready():
+            return proc.ready()
+        await wait_for(ready, 60, interval=0.1, what="scheduler-plugins' controllers started")
+
+        async def stop():
+            proc.stop()
+        return stop
+    return start
+
+
+def pysched_controllers_starter(scheduler_factory, config: dict):
+    """pysched with ``config``, started once its PodGroup and ElasticQuota status controllers run
+    (a profile must enable Coscheduling and CapacityScheduling)."""
+    async def start():
+        proc = scheduler_factory(config)
+        proc.start()
+        await proc.wait_log("podgroup controller started", 60)
+        await proc.wait_log("elasticquota controller started", 60)
 
         async def stop():
             proc.terminate()

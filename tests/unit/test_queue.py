@@ -342,3 +342,18 @@ def test_plugin_activate_of_a_pod_in_flight_requeues_it_when_its_attempt_fails()
     qpi.unschedulable_plugins = {"Coscheduling"}
     assert q.add_unschedulable_if_not_present(qpi) == ACTIVE
     assert q.pop_nowait() is qpi
+
+
+def test_resort_orders_active_pods_by_what_the_queue_sort_reads_now():
+    """Pods queued before the objects their order depends on (a PodGroup listed after its members):
+    ``resort`` applies the order they have now."""
+    clk = Clock()
+    group_time = {}                                      # what a QueueSort reads besides the pod
+    q = SchedulingQueue(sort_key=lambda qi: (group_time.get(qi.pod.labels.get("g"), qi.timestamp), qi.pod.name),
+                        clock=clk)
+    q.add(P("young-0", labels={"g": "young"}))
+    clk.t += 1
+    q.add(P("old-0", labels={"g": "old"}))
+    group_time.update(old=1.0, young=2.0)                # the groups are known now
+    assert q.resort() == 2
+    assert [q.pop_nowait().pod.name for _ in range(2)] == ["old-0", "young-0"]

@@ -183,6 +183,21 @@ class SchedulingQueue:
             self._backoff = [e for e in self._backoff if e[3].where == BACKOFF and e[3].seq == e[2]]
             heapq.heapify(self._backoff)
 
+    def resort(self) -> int:
+        """Recompute every active pod's sort key and rebuild activeQ: the keys were computed when
+        each pod was pushed, and a QueueSort may read objects listed after the pods (a PodGroup's
+        creation time). Called once the caches have synced; returns how many keys changed."""
+        live = [e[2] for e in self._active if e[2].where == ACTIVE and e[2].seq == e[1]]
+        changed = 0
+        for qpi in live:
+            key = self._sort_key(qpi)
+            if key != qpi.sort_key:
+                qpi.sort_key = key
+                changed += 1
+        self._active = [(qpi.sort_key, qpi.seq, qpi) for qpi in live]
+        heapq.heapify(self._active)
+        return changed
+
     @staticmethod
     def _count(qpi: QueuedPodInfo, plugins: Iterable[str]) -> None:
         """Count the pod in ``scheduler_unschedulable_pods`` for these plugins (once each)."""

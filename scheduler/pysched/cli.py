@@ -209,16 +209,30 @@ def build_parser() -> argparse.ArgumentParser:
                           "whose schedulerName is a profile's are scheduled too")
     sim.add_argument("--pods", required=True,
                      help="pods to schedule (YAML, one or many documents): Pods, Deployments, ReplicaSets, "
-                          "ReplicationControllers, StatefulSets, Jobs, DaemonSets")
+                          "ReplicationControllers, StatefulSets, Jobs, DaemonSets, and what they need: PodGroups, "
+                          "PriorityClasses, PodDisruptionBudgets, ElasticQuotas, PVCs... A pod the snapshot "
+                          "already holds (same namespace/name) replaces it")
     sim.add_argument("--add-nodes", action="append", default=[], metavar="TEMPLATE:N",
                      help="what-if: add N copies of TEMPLATE (a node in the snapshot, or a Node YAML file), "
                           "named <template>-sim-<i> (repeatable)")
-    sim.add_argument("--explain", action="append", default=[], metavar="NS/NAME",
-                     help="print the per-plugin trace of this pod's cycle (repeatable)")
+    sim.add_argument("--scale", action="append", default=[], metavar="KIND/NS/NAME=N",
+                     help="what-if: the workload (deployment, statefulset, replicaset, replicationcontroller; in "
+                          "--pods or the snapshot) has N replicas in total: pods are created as its controller "
+                          "would, or removed (not yet on a node first, then the newest; a StatefulSet's highest "
+                          "ordinals) (repeatable)")
+    sim.add_argument("--explain", action="append", default=[], metavar="POD|GLOB|KIND/NS/NAME",
+                     help="print the per-plugin trace of these pods' cycles: a pod (ns/name), a glob over them "
+                          "(ns/web-*), or every pod of a workload (deployment/ns/name; also statefulset, "
+                          "replicaset, job, daemonset) among those scheduled (repeatable)")
+    sim.add_argument("--explain-nodes", default="summary", choices=("summary", "all"),
+                     help="text --explain: nodes grouped by verdict with the best-scored ones (summary, the "
+                          "default), or every node's verdicts and scores (all)")
     sim.add_argument("--metrics-file", metavar="FILE",
                      help="node load for load-aware plugins (YAML/JSON: nodes: {NODE: {cpu: 35, memory: 60, ...}}); "
-                          "without it they use their fallback")
-    sim.add_argument("--report", metavar="OUT.html", help="write a self-contained HTML report with utilisation charts")
+                          "their metricProvider needs no address then; without it they use their fallback")
+    sim.add_argument("--report", metavar="OUT.html",
+                     help="write a self-contained HTML report with utilisation charts, the configuration and the "
+                          "inputs (files with sha256, flags) that reproduce it")
     sim.add_argument("--seed", type=int, default=0,
                      help="tie-break random seed (default: 0; the live scheduler with the same seed agrees)")
     sim.add_argument("--output", default="text", choices=("text", "json"),

@@ -7,11 +7,19 @@ its group) stays assumed as ``Waiting`` until a later pod's Permit allows it or 
 released; ``settled`` says what became of it, ``expire_waiting()`` times the rest out.
 Used by ``pysched simulate``, the unit tests and the differential
 checks, so all of them exercise the production code path.
+
+Each ``Outcome`` also says how the cycle sampled and picked (``SamplingScheduler``): how many
+candidate nodes were never evaluated because ``percentageOfNodesToScore`` stopped the feasible-node
+search once it had found enough (``not_evaluated``; the same count with and without an explain
+trace, which filters every node but scores the same first ``numFeasibleNodesToFind``), and how many
+scored nodes tied at the top score, among which the seeded tie-break picked the node.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,14 +28,17 @@ from pysched.backend.cache.cache import SchedulerCache
 from pysched.client.objectstore import ObjectStore
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
 from pysched.framework.cycle_state import TRACE_KEY, CycleState
+from pysched.framework.interface import NodeBatch
 from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.podinfo import PodInfo
 from pysched.framework.registry import Registry
-from pysched.framework.runtime import CycleTrace
+from pysched.framework.runtime import CycleTrace, Framework
 from pysched.framework.status import Code, Status
-from pysched.framework.types import FitError, FrameworkError, NoNodesAvailable
+from pysched.framework.types import Diagnosis, FitError, FrameworkError, NoNodesAvailable
 from pysched.profile import build_frameworks, build_queue, default_registry, waiting_room
-from pysched.schedule_one import Scheduler, rejected_on
+from pysched.schedule_one import Scheduler, ScheduleResult, rejected_on
+
+_DIGITS = re.compile(r"(\d+)")
 
 
 @dataclass
@@ -39,6 +50,44 @@ class Outcome:
     trace: dict | None = None
     nominated_node: str = ""             # preemption: the node the pod was nominated for
     victims: tuple[str, ...] = ()        # ... and the pods it would evict there (ns/name)
+    sampling: dict | None = None         # SamplingScheduler.cycle: candidates, numFeasibleNodesToFind,
+                                         # notEvaluated, and when scored: topScore, tiedAtTop, tied, picked
+
+
+class SamplingScheduler(Scheduler):
+    """The production ``Scheduler``, recording per cycle (``cycle``, reset by the caller) what the
+    feasible-node search left out and how the best node was picked. Nothing it does changes a
+    placement: it only reads what the search and the selection computed."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cycle: dict = {}
+
+    def _filter_in_chunks(self, fwk: Framework, state: CycleState, pod: PodInfo, table: Any, rotated: np.ndarray,
+                          to_find: int, diagnosis: Diagnosis, whole: bool) -> np.ndarray:
+        pos = super()._filter_in_chunks(fwk, state, pod, table, rotated, to_find, diagnosis, whole)
+        n_cand = len(rotated)
+        # As find_feasible cuts: past ``to_find`` feasible nodes, the rest of the rotation (from the
+        # node after the last one kept) is never evaluated.
+        processed = int(pos[to_find - 1]) + 1 if len(pos) > to_find else n_cand
+        self.cycle.update(candidates=n_cand, numFeasibleNodesToFind=int(to_find), notEvaluated=n_cand - processed)
+        return pos
+
+    def _select(self, feasible: NodeBatch, total: np.ndarray, diagnosis: Diagnosis) -> ScheduleResult:
+        result = super()._select(feasible, total, diagnosis)
+        top = total.max()
+        names = feasible.names
+        tied = sorted((names[i] for i in np.flatnonzero(total == top)), key=natural_key)
+        self.cycle.update(topScore=int(top), tiedAtTop=len(tied), tied=tied[:TIED_LISTED], picked=result.host)
+        return result
+
+
+TIED_LISTED = 20     # tied nodes named in an outcome (the count is always complete)
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key putting ``n2`` before ``n10`` (digit runs compared as numbers)."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in _DIGITS.split(name) if part)
 
 
 class OfflineScheduler:
@@ -60,7 +109,7 @@ class OfflineScheduler:
         # ones no longer held (uid -> node if allowed else None, message).
         self.waiting: dict[str, tuple] = {}
         self.settled: dict[str, tuple[str | None, str]] = {}
-        self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=self.frameworks,
+        self.scheduler = SamplingScheduler(cache=self.cache, queue=self.queue, frameworks=self.frameworks,
                                    percentage_of_nodes_to_score=self.cfg.percentage_of_nodes_to_score, seed=seed,
                                    on_cluster_event=self.events.move)
 
@@ -102,6 +151,16 @@ class OfflineScheduler:
             state.write(TRACE_KEY, trace)
         if info.parse_error:
             return Outcome(info.key, None, f"invalid pod: {info.parse_error}", "SchedulerError")
+        out = self._schedule(fwk, state, info, trace, assume)
+        cycle, self.scheduler.cycle = self.scheduler.cycle, {}
+        if cycle:
+            out.sampling = cycle
+            if out.trace is not None:
+                out.trace["sampling"] = cycle
+        return out
+
+    def _schedule(self, fwk, state: CycleState, info: PodInfo, trace: CycleTrace | None, assume: bool) -> Outcome:
+        self.scheduler.cycle = {}
         try:
             result = self.scheduler.schedule_pod(fwk, state, info, trace)
         except FitError as fe:
@@ -193,7 +252,6 @@ class OfflineScheduler:
         info = PodInfo.from_dict(pod)
         fwk = self.frameworks.get(info.scheduler_name) or self.frameworks[self.profile]
         state = CycleState()
-        from pysched.framework.interface import NodeBatch
         table = self.cache.table
         _, st, _ = fwk.run_pre_filter(state, info, NodeBatch(table, table.order()))
         if st is not None and not st.is_success():

@@ -10,7 +10,10 @@ The data (``report_data.build``) is embedded once as JSON; a small vanilla scrip
 * sortable, filterable, paginated node and pod tables (only one page of rows is in the DOM);
 * per explained pod (``--explain``) a score matrix (plugins x the best-scored nodes) and the
   filter rejections grouped by plugin and reason;
-* up to ``NODE_BARS_UP_TO`` nodes, the per-node before/after bar charts of the small-cluster view.
+* up to ``NODE_BARS_UP_TO`` nodes, the per-node before/after bar charts of the small-cluster view;
+* how to reproduce the run: the command line, each input file with its sha256, the flags, and the
+  effective configuration (rendered server-side, escaped); per pod, the nodes
+  ``percentageOfNodesToScore`` left unevaluated and the nodes tied at the top score.
 
 The first page of the pod table is also rendered server-side (escaped), so the page says where
 pods went even without the script. When the script has drawn everything it sets
@@ -98,6 +101,12 @@ _SCRIPT = r"""
   cards.appendChild(card('unschedulable', sm.unplaced, sm.unplaced > 0));
   cards.appendChild(card('nodes', sm.nodes));
   if (sm.preemptions.length) cards.appendChild(card('preemptions', sm.preemptions.length));
+  if (sm.sampling.podsWithNodesNotEvaluated) {
+    cards.appendChild(card('pods placed from a node sample', sm.sampling.podsWithNodesNotEvaluated));
+  }
+  if (sm.sampling.podsWithTiesAtTop) {
+    cards.appendChild(card('pods with a tie at the top', sm.sampling.podsWithTiesAtTop));
+  }
   if (sm.groups.length) {
     var ok = sm.groups.filter(function (g) { return g.verdict === 'placed'; }).length;
     cards.appendChild(card('pod groups placed', ok + '/' + sm.groups.length, ok < sm.groups.length));
@@ -371,7 +380,9 @@ _SCRIPT = r"""
             {title: 'node', render: function (td, r) { td.textContent = r[2]; td.className = 'ok'; }},
             {title: 'reason', render: function (td, r) { td.textContent = r[3]; td.className = 'reason unsched'; }},
             {title: 'score', numeric: true},
-            {title: 'nominated node'}];
+            {title: 'nominated node'},
+            {title: 'nodes not evaluated', numeric: true},
+            {title: 'tied at top', numeric: true}];
   lazyTable({container: $('pod-table'), id: 'pods', columns: pc, rows: data.pods, pageSize: data.pageSize,
              facets: [{col: 1, label: 'namespace'},
                       {col: 2, label: 'outcome', key: function (r) { return r[2] ? 'placed' : 'unschedulable'; }}]});
@@ -384,6 +395,18 @@ _SCRIPT = r"""
                                                    ': ' + e.message)));
     box.appendChild(h('p', {'class': 'muted'}, e.evaluated + ' node(s) filtered, ' + e.feasible + ' feasible, ' +
                       e.scored + ' scored, ' + e.failedNodes + ' rejected.'));
+    var smp = e.sampling || {};
+    if (smp.notEvaluated) {
+      box.appendChild(h('p', {'class': 'sampling'}, 'percentageOfNodesToScore: the search stops at ' +
+                        smp.numFeasibleNodesToFind + ' feasible node(s); ' + smp.notEvaluated + ' of ' +
+                        smp.candidates + ' candidate node(s) are not evaluated (filtered here for the ' +
+                        'explanation only, never scored).'));
+    }
+    if (smp.tiedAtTop > 1) {
+      box.appendChild(h('p', {'class': 'tie'}, smp.tiedAtTop + ' node(s) tied at the top score ' + smp.topScore +
+                        ' (' + smp.tied.join(', ') + (smp.tiedAtTop > smp.tied.length ? ', \u2026' : '') +
+                        '); the seeded tie-break picked ' + smp.picked + '.'));
+    }
     if (e.preFilter.length) {
       box.appendChild(h('p', {}, 'PreFilter: ' + e.preFilter.map(function (p) {
         return p.plugin + ' ' + p.status; }).join('; ')));
@@ -446,6 +469,35 @@ def _first_pods_html(result: SimulationResult) -> str:
     return ('<table class="tbl"><tr><th>pod</th><th>node / reason</th></tr>' + "".join(rows) + "</table>" + tail)
 
 
+def _reproduce_html(result: SimulationResult) -> str:
+    """The inputs and configuration of the run, server-side (escaped): what reproduces it."""
+    inputs = getattr(result, "inputs", None) or {}
+    config = getattr(result, "config", None) or {}
+    if not inputs and not config:
+        return ""
+    import yaml
+    e = html.escape
+    parts = ['<h2 id="reproduce">Reproduce this run</h2>']
+    if inputs.get("command"):
+        parts.append(f'<p>With the same files (check their sha256) and pysched {e(str(inputs.get("pyschedVersion")))}:'
+                     f'</p><pre id="command">{e(inputs["command"])}</pre>')
+    files = inputs.get("files") or {}
+    if files:
+        rows = "".join(f'<tr data-input="{e(k)}"><td>{e(k)}</td><td>{e(str(v.get("file")))}</td>'
+                       f'<td class="sha256">{e(str(v.get("sha256")))}</td><td class="num">{e(str(v.get("bytes", "")))}'
+                       '</td></tr>' for k, v in files.items() if v)
+        parts.append('<table id="input-table"><tr><th>input</th><th>file</th><th>sha256</th><th class="num">bytes</th>'
+                     f'</tr>{rows}</table>')
+    flags = inputs.get("flags") or {}
+    if flags:
+        rows = "".join(f'<tr><td>{e(k)}</td><td>{e(json.dumps(v))}</td></tr>' for k, v in flags.items())
+        parts.append(f'<h3>Flags</h3><table id="flag-table">{rows}</table>')
+    if config:
+        parts.append('<details id="config"><summary>Effective KubeSchedulerConfiguration (defaults applied)</summary>'
+                     f'<pre>{e(yaml.safe_dump(config, sort_keys=False))}</pre></details>')
+    return "\n".join(parts)
+
+
 def _embed(value: object) -> str:
     """JSON safe inside ``<script>``: it can neither close the element nor open a comment."""
     return json.dumps(value, separators=(",", ":")).replace("</", "<\\/").replace("<!--", "<\\u0021--")
@@ -481,6 +533,7 @@ def render(result: SimulationResult) -> str:
 <div id="pod-table">{_first_pods_html(result)}</div>
 <div id="explain-section"><h2>Explanations</h2><div id="explain"></div></div>
 {'<h2>Notes</h2><ul>' + notes + '</ul>' if notes else ''}
+{_reproduce_html(result)}
 <script type="application/json" id="sim-data">{_embed(view)}</script>
 <script>{_SCRIPT}</script>
 </body></html>

@@ -7,6 +7,11 @@ before and after the simulated pods), histograms of per-node utilisation, the no
 compact rows, and per explained pod a filter/score matrix (the top nodes by score, the failed nodes
 grouped by plugin and reason). The page's script only sorts, filters, paginates and draws.
 
+For reproducing a shared result it carries the run's ``inputs`` (each input file's name and
+sha256, the flags, the command line) and ``config`` (the effective KubeSchedulerConfiguration), and
+per pod how the cycle sampled: how many candidate nodes ``percentageOfNodesToScore`` left
+unevaluated, and how many nodes tied at the top score (the seeded tie-break picked one).
+
 Node attributes come from the utilisation rows simulate passes: ``zone`` always; the instance type
 and capacity type from the row's ``labels`` (``node.kubernetes.io/instance-type``; capacity type
 read as the CapacityType plugin reads it: ``karpenter.sh/capacity-type`` then
@@ -147,7 +152,18 @@ def _explain_matrix(trace: dict) -> dict:
             "preFilter": trace.get("preFilter") or [], "plugins": plugins, "top": rows,
             "scored": len(totals), "evaluated": len(evaluated), "feasible": len(trace.get("feasibleNodes") or ()),
             "failed": failed, "failedNodes": sum(f["count"] for f in failed),
-            "preemption": trace.get("preemption")}
+            "preemption": trace.get("preemption"), "sampling": trace.get("sampling") or {}}
+
+
+def sampling_summary(placements: list) -> dict:
+    """Across pods: how many scored only part of the candidate nodes (percentageOfNodesToScore) and
+    the most left out, and how many had several nodes tied at the top score."""
+    sampled = [s for s in (getattr(p, "sampling", None) for p in placements) if s]
+    cut = [s for s in sampled if s.get("notEvaluated")]
+    tied = [s for s in sampled if (s.get("tiedAtTop") or 0) > 1]
+    return {"podsWithNodesNotEvaluated": len(cut),
+            "maxNodesNotEvaluated": max((s["notEvaluated"] for s in cut), default=0),
+            "podsWithTiesAtTop": len(tied), "maxTiedAtTop": max((s["tiedAtTop"] for s in tied), default=0)}
 
 
 def build(result: Any) -> dict:
@@ -170,8 +186,9 @@ def build(result: Any) -> dict:
         ns, _, name = p.pod.partition("/")
         trace = traces.get(p.pod) or {}
         score = (trace.get("totalScores") or {}).get(p.node) if p.node else None
+        sampling = getattr(p, "sampling", None) or {}
         pods.append([name, ns, p.node or "", "" if p.node else f"{p.code}: {p.message}", score,
-                     p.nominated_node or ""])
+                     p.nominated_node or "", sampling.get("notEvaluated"), sampling.get("tiedAtTop")])
         if not p.node:
             unplaced[p.code] += 1
             for r in dict.fromkeys(failure_reasons(p.code, p.message)):
@@ -185,7 +202,8 @@ def build(result: Any) -> dict:
                     "unplacedByResult": dict(sorted(unplaced.items())),
                     "reasons": [{"reason": r, "pods": n}
                                 for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))],
-                    "nodes": len(nodes), "preemptions": preemptions, "groups": list(result.groups or [])},
+                    "nodes": len(nodes), "preemptions": preemptions, "groups": list(result.groups or []),
+                    "sampling": sampling_summary(result.placements)},
         "byZone": _groups(before, after, lambda r: r.get("zone") or NO_ZONE, resources),
         "byInstanceType": _groups(before, after, instance_type_of, resources),
         "byCapacityType": _groups(before, after, capacity_type_of, resources),
@@ -195,8 +213,11 @@ def build(result: Any) -> dict:
         "nodeColumns": ["node", "zone", "instance type", "capacity type", *[f"{r} %" for r in share], "pods",
                         "new pods", *[f"{r} % before" for r in share]],
         "nodes": nodes,
-        "podColumns": ["pod", "namespace", "node", "reason", "score", "nominated node"],
+        "podColumns": ["pod", "namespace", "node", "reason", "score", "nominated node", "nodes not evaluated",
+                       "tied at top"],
         "pods": pods,
         "explain": [_explain_matrix(dict(t, pod=t.get("pod") or key)) for key, t in traces.items()],
         "notes": list(result.notes or []),
+        "inputs": dict(getattr(result, "inputs", None) or {}),
+        "config": dict(getattr(result, "config", None) or {}),
     }

@@ -20,21 +20,36 @@ Gangs (pods labelled ``scheduling.x-k8s.io/pod-group`` with Coscheduling enabled
 Permit: a group is placed all or nothing, and the report gives each group's verdict and the member
 that blocks it.
 
+``--pods`` may also hold the supporting objects those pods need (PodGroups, PriorityClasses,
+PodDisruptionBudgets, ElasticQuotas...: ``snapshot.SUPPORTING_KINDS``); they join the snapshot's
+and replace one of the same kind and name. A ``--pods`` pod the snapshot already holds (same
+namespace/name) is an update of it: the snapshot's copy is dropped (no longer counted on its node)
+and the file's is scheduled, with a note. ``--scale KIND/NS/NAME=N`` sets a workload's replicas:
+one in ``--pods`` is expanded with N, one in the snapshot gets pods created or removed
+(``workloads.scale_in_snapshot``).
+
 Output: each pod's node or the scheduler's reason, per-node and per-zone utilisation before and
-after, how many pods the added nodes took; ``--explain ns/name`` adds every plugin's filter verdict
-per node and the raw, normalised and weighted scores; ``--output json`` prints all of it as JSON;
-``--report out.html`` writes a self-contained page with utilisation charts (``report.py``).
+after, how many pods the added nodes took; ``--explain`` (a pod ``ns/name``, a glob ``ns/web-*``,
+or a workload ``deployment/ns/name``) adds every plugin's filter verdict per node and the raw,
+normalised and weighted scores - as text, nodes grouped by verdict (``--explain-nodes all``: every
+node); ``--output json`` prints all of it as JSON; ``--report out.html`` writes a self-contained
+page with utilisation charts (``report.py``). The JSON and the report record the effective
+configuration and the inputs (file names, sha256, flags), and per pod how many candidate nodes
+``percentageOfNodesToScore`` left unevaluated and how many nodes tied at the top score.
 Exit status (``exitcodes.py``): 0 every pod placed, 1 some not placed, 2 bad input, 3 internal error.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pysched.apis import config as configmod
 from pysched.apis.core import defaults as apidefaults
@@ -43,14 +58,22 @@ from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.registry import RegistryError
 from pysched.profile import default_registry
 from pysched.tools.exitcodes import EXIT_ALL_PLACED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_UNSCHEDULABLE
-from pysched.tools.offline import OfflineScheduler, Outcome
-from pysched.tools.snapshot import Snapshot, SnapshotError, load_pods, load_snapshot
+from pysched.tools.offline import OfflineScheduler, Outcome, natural_key
+from pysched.tools.snapshot import Snapshot, SnapshotError, load_pods, load_snapshot, validate_pod
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 # Node labels the report groups utilisation by (instance type; capacity type as CapacityType reads it).
 REPORT_LABELS = ("node.kubernetes.io/instance-type", "karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType")
 BASE_RESOURCES = ("cpu", "memory", "pods")
 MAX_RETRY_PASSES = 10
+# --metrics-file: the load-aware plugins' metricProvider is never reached offline; one configured
+# without an address (or with credential files absent here) is given this one instead.
+OFFLINE_METRICS_ADDRESS = "http://metrics-file.invalid"
+EXPLAIN_SUMMARY_NODES = 5       # text --explain: nodes named per verdict group, best-scored rows shown
+# What workloads bring to the object store (their own ReplicaSet, StatefulSet, claims): replacing the
+# snapshot's copy is the point of --scale, not worth a note.
+EXPANDED_KINDS = ("ReplicaSet", "StatefulSet", "PersistentVolumeClaim")
+NOTES_LISTED = 5                # pods named in one note before "and N more"
 
 
 @dataclass
@@ -62,8 +85,9 @@ class Placement:
     scheduler_name: str
     nominated_node: str = ""
     victims: tuple[str, ...] = ()
-    source: str = "pods"        # "pods": the --pods file; "snapshot": pending in the snapshot
+    source: str = "pods"        # "pods": the --pods file; "snapshot": pending in the snapshot; "scale": --scale
     owner: str = ""             # the workload it was expanded from ("Deployment web"), if any
+    sampling: dict | None = None   # offline.SamplingScheduler.cycle: nodes not evaluated, ties at the top
 
     def as_dict(self) -> dict:
         out: dict = {"pod": self.pod, "node": self.node, "result": self.code, "message": self.message,
@@ -72,6 +96,8 @@ class Placement:
             out["owner"] = self.owner
         if self.nominated_node:
             out["preemption"] = {"nominatedNode": self.nominated_node, "victims": list(self.victims)}
+        if self.sampling:
+            out["sampling"] = self.sampling
         return out
 
 
@@ -86,15 +112,24 @@ class SimulationResult:
     notes: list[str] = field(default_factory=list)
     groups: list[dict] = field(default_factory=list)    # gangs: verdict and the member blocking it
     added_nodes: list[dict] = field(default_factory=list)   # --add-nodes: template, nodes, pods they took
+    config: dict = field(default_factory=dict)     # the effective KubeSchedulerConfiguration (v1 form)
+    inputs: dict = field(default_factory=dict)     # files (name, sha256) and flags: what reproduces the run
 
     @property
     def all_placed(self) -> bool:
         return all(p.node for p in self.placements)
 
+    def sampling_summary(self) -> dict:
+        """Across pods: how many had candidate nodes left unevaluated (percentageOfNodesToScore) and
+        how many had several nodes tied at the top score (``report_data.sampling_summary``)."""
+        from pysched.tools.report_data import sampling_summary
+        return sampling_summary(self.placements)
+
     def as_dict(self) -> dict:
         return {"profile": self.profile, "seed": self.seed, "placements": [p.as_dict() for p in self.placements],
                 "utilisation": {"before": self.before, "after": self.after}, "explain": self.explain,
-                "notes": self.notes, "podGroups": self.groups, "addedNodes": self.added_nodes}
+                "notes": self.notes, "podGroups": self.groups, "addedNodes": self.added_nodes,
+                "sampling": self.sampling_summary(), "inputs": self.inputs, "config": self.config}
 
 
 def zone_of(labels: dict) -> str:
@@ -137,31 +172,67 @@ def _resources_of(nodes: list[dict]) -> list[str]:
 class Simulation:
     def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, seed: int = 0, plugin_modules=(),
                  load: LoadMetrics | None = None):
-        """``load``: node load for load-aware plugins (``loadmetrics.StaticLoad`` from a metrics file)."""
+        """``load``: node load for load-aware plugins (``loadmetrics.StaticLoad`` from a metrics file).
+        With it, their ``metricProvider`` is not reached: one without an address (or naming token
+        or CA files absent here) is accepted (``offline_metric_providers``)."""
         self.cfg = cfg or configmod.default_config()
         self.seed = seed
-        self.sim = OfflineScheduler(self.cfg, registry=default_registry(plugin_modules), seed=seed, load=load)
+        registry = default_registry(plugin_modules)
+        self.metrics_notes = offline_metric_providers(self.cfg, registry) if load is not None else []
+        self.sim = OfflineScheduler(self.cfg, registry=registry, seed=seed, load=load)
 
-    def load(self, snapshot: Snapshot, added_nodes: Sequence[dict] = ()) -> tuple[list[str], list[dict]]:
+    def effective_config(self) -> dict:
+        """The configuration this run used, defaults applied, as ``pysched run --write-config-to``
+        writes it (every profile's plugins and their args)."""
+        from pysched.framework.args import dump_args
+        fws = self.sim.frameworks
+
+        def order(fw) -> list[str]:
+            # As kube-scheduler (and the CLI) write them: the profile's own pluginConfig entries as
+            # given, then the defaulted ones sorted by name.
+            with_args = {n for n, a in fw.plugin_args.items() if a is not None}
+            given = [n for n in fw.profile.plugin_config if n in with_args]
+            return given + sorted(with_args - set(given))
+        args_out = {name: {pn: dump_args(fw.plugin_args[pn]) for pn in order(fw)} for name, fw in fws.items()}
+        return configmod.to_dict(self.cfg, args_out, {name: fw.plugin_sets for name, fw in fws.items()})
+
+    def load(self, snapshot: Snapshot, added_nodes: Sequence[dict] = (), *, objects: Sequence[dict] = (),
+             replaced: AbstractSet[str] = frozenset(),
+             removed: AbstractSet[str] = frozenset()) -> tuple[list[str], list[dict]]:
         """The snapshot into the cache and object store; returns the notes and the snapshot's
         pending pods this simulation schedules (no node, a profile's schedulerName, not gated),
-        oldest first."""
+        oldest first. ``objects`` (from the pod file and its workloads) go in after the snapshot's,
+        replacing any of the same kind and name; the snapshot's pods named in ``replaced`` (the
+        --pods holds them too) or ``removed`` (--scale) are left out."""
         notes = []
         for obj in snapshot.objects:
             self.sim.add_object(obj)
+        known = {_object_key(o) for o in snapshot.objects}
+        overridden = []
+        for obj in objects:
+            if _object_key(obj) in known and obj.get("kind") not in EXPANDED_KINDS:
+                overridden.append(f"{obj['kind']} {_object_key(obj)[1]}")
+            self.sim.add_object(obj)
+        if overridden:
+            notes.append(f"--pods replaces the snapshot's {_listed(overridden)}")
         for node_obj in [*snapshot.nodes, *added_nodes]:
             self.sim.add_node(node_obj)
         pending: list[tuple[str, int, dict]] = []
         foreign = gated = missing = 0
+        updated: list[str] = []
         for i, pod in enumerate(snapshot.pods):
             pod = dict(pod, metadata=dict(pod["metadata"]))
             pod["metadata"].setdefault("uid", f"snapshot-{i:06d}")
             pod["metadata"]["namespace"] = pod["metadata"].get("namespace") or "default"
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
             phase = (pod.get("status") or {}).get("phase")
-            if phase in ("Succeeded", "Failed"):
+            if phase in ("Succeeded", "Failed") or key in removed:
                 continue
             spec = pod.get("spec") or {}
             node = spec.get("nodeName")
+            if key in replaced:
+                updated.append(f"{key} (on {node})" if node else f"{key} (pending)")
+                continue
             if not node:
                 if (spec.get("schedulerName") or "default-scheduler") not in self.sim.frameworks:
                     foreign += 1
@@ -174,6 +245,10 @@ class Simulation:
             if node not in self.sim.cache.nodes:
                 missing += 1
             self.sim.add_pod(pod)
+        if updated:
+            notes.append(f"{len(updated)} pod(s) of --pods are in the snapshot too, treated as updates: the "
+                         f"snapshot's copy is dropped (no longer counted on its node) and the --pods one is "
+                         f"scheduled anew: {_listed(updated)}")
         if foreign:
             notes.append(f"{foreign} pending pod(s) in the snapshot are not counted (they hold no node and no "
                          "profile here schedules their schedulerName)")
@@ -189,15 +264,20 @@ class Simulation:
             notes.append(f"ignored objects of kinds that do not affect scheduling: {kinds}")
         return notes, [p for _, _, p in sorted(pending, key=lambda t: (t[0], t[1]))]
 
-    def run(self, snapshot: Snapshot, pods: list[dict], explain: AbstractSet[str] = frozenset(), *,
+    def run(self, snapshot: Snapshot, pods: list[dict], explain: Iterable[str] = frozenset(), *,
             objects: Sequence[dict] = (), added_nodes: Sequence[dict] = (), added_from: dict[str, str] | None = None,
-            owners: dict[str, str] | None = None) -> SimulationResult:
-        """Schedule the snapshot's pending pods and ``pods``. ``objects``: what the pod file's
-        workloads brought (ReplicaSets, StatefulSets, PVCs); ``added_nodes``: the --add-nodes
-        what-ifs, ``added_from`` maps each to its template; ``owners``: ns/name -> workload."""
-        for obj in objects:
-            self.sim.add_object(obj)
-        notes, pending = self.load(snapshot, list(added_nodes))
+            owners: dict[str, str] | None = None, removed: AbstractSet[str] = frozenset(),
+            sources: dict[str, str] | None = None) -> SimulationResult:
+        """Schedule the snapshot's pending pods and ``pods``. ``explain``: pods to trace, each a
+        ``ns/name``, a glob over them or a workload (``workloads.explain_matches``); ``objects``:
+        what the pod file brought (its supporting objects, and its workloads' ReplicaSets,
+        StatefulSets, PVCs); ``added_nodes``: the --add-nodes what-ifs, ``added_from`` maps each to
+        its template; ``owners``: ns/name -> workload; ``removed``: snapshot pods --scale took away;
+        ``sources``: ns/name -> where a pod of ``pods`` came from when not the file ("scale")."""
+        keys = [f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}" for p in pods]
+        notes, pending = self.load(snapshot, list(added_nodes), objects=objects, replaced=set(keys),
+                                   removed=removed)
+        notes.extend(self.metrics_notes)
         resources = _resources_of([*snapshot.nodes, *added_nodes])
         before = utilisation(self.sim, resources)
         classes, global_default = apidefaults.priority_classes([*snapshot.objects, *objects])
@@ -208,8 +288,13 @@ class Simulation:
         # in the snapshot were created before the --pods ones: at equal priority they go first, oldest
         # first, then the --pods in file order. A gang's members stay together, at its first member
         # (Coscheduling's QueueSort keeps a group contiguous in the live queue too).
-        sources = ["snapshot"] * len(pending) + ["pods"] * len(created)
+        sources_of = sources or {}
+        srcs = ["snapshot"] * len(pending) + [sources_of.get(k, "pods") for k in keys]
         created = pending + created
+        explained, unmatched = self._explained(list(explain), created)
+        for pattern in unmatched:
+            notes.append(f"--explain {pattern}: no pod scheduled here matches it (the --pods pods and the "
+                         "snapshot's pending ones are scheduled; its bound pods are not)")
         groups = _groups_of(created)
         first_of = {key: idx[0] for key, idx in groups.items()}
         order = sorted(range(len(created)), key=lambda i: (-(created[i]["spec"].get("priority") or 0),
@@ -232,7 +317,7 @@ class Simulation:
                     outcomes[i] = Outcome(key, None, f"no profile for schedulerName {name!r} "
                                           f"(profiles: {', '.join(sorted(self.sim.frameworks))})", "NotHandled")
                     continue
-                out = self.sim.schedule(pod, explain=key in explain)
+                out = self.sim.schedule(pod, explain=key in explained)
                 outcomes[i] = out
                 if out.trace is not None:
                     traces[key] = dict(out.trace, pod=key, result=out.code, message=out.message)
@@ -250,13 +335,36 @@ class Simulation:
         owners = owners or {}
         placements = [Placement(outcomes[i].pod, outcomes[i].node, outcomes[i].code, outcomes[i].message,
                                 created[i]["spec"]["schedulerName"], outcomes[i].nominated_node,
-                                outcomes[i].victims, sources[i], owners.get(outcomes[i].pod, ""))
+                                outcomes[i].victims, srcs[i], owners.get(outcomes[i].pod, ""), outcomes[i].sampling)
                       for i in range(len(created))]
-        missing = sorted(set(explain) - set(traces))
-        for key in missing:
-            notes.append(f"--explain {key}: no such pod in --pods or pending in the snapshot")
+        summary = _sampling_note(placements)
+        if summary:
+            notes.append(summary)
         return SimulationResult(profile, self.seed, placements, before, utilisation(self.sim, resources),
                                 traces, notes, verdicts, _added_summary(added_nodes, added_from or {}, placements))
+
+    def _explained(self, patterns: list[str], created: list[dict]) -> tuple[set[str], list[str]]:
+        """The ns/name of the scheduled pods ``patterns`` name, and the patterns naming none."""
+        from pysched.tools.workloads import explain_matches, owner_chain
+        if not patterns:
+            return set(), []
+        store = self.sim.objects
+        plurals = {"ReplicaSet": "replicasets", "StatefulSet": "statefulsets",
+                   "ReplicationController": "replicationcontrollers"}
+
+        def lookup(kind: str, ns: str, name: str) -> dict | None:
+            plural = plurals.get(kind)
+            return store.get(plural, f"{ns}/{name}") if plural else None
+        chains = [owner_chain(p, lookup) for p in created]
+        out: set[str] = set()
+        unmatched = []
+        for pattern in dict.fromkeys(patterns):
+            hits = {f"{p['metadata']['namespace']}/{p['metadata']['name']}"
+                    for p, chain in zip(created, chains) if explain_matches(pattern, p, chain)}
+            if not hits:
+                unmatched.append(pattern)
+            out |= hits
+        return out, unmatched
 
     def _apply_settled(self, outcomes: dict[int, Outcome], index_of_uid: dict[str, int]) -> list[int]:
         """Pods held at Permit that were since allowed or released: their outcomes; returns the
@@ -268,9 +376,9 @@ class Simulation:
                 continue
             prev = outcomes[i]
             if node:
-                outcomes[i] = Outcome(prev.pod, node, "", "Scheduled", prev.trace)
+                outcomes[i] = Outcome(prev.pod, node, "", "Scheduled", prev.trace, sampling=prev.sampling)
             else:
-                outcomes[i] = Outcome(prev.pod, None, message, "Unschedulable", prev.trace)
+                outcomes[i] = Outcome(prev.pod, None, message, "Unschedulable", prev.trace, sampling=prev.sampling)
                 released.append(i)
         self.sim.settled.clear()
         return released
@@ -308,6 +416,105 @@ class Simulation:
                                      f"placed), blocked by {verdict['blockedBy'] or 'missing members'}: {reason}")
             out.append(verdict)
         return out
+
+
+def _object_key(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return str(obj.get("kind")), f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def _listed(items: Sequence[str], limit: int = NOTES_LISTED) -> str:
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
+def _sampling_note(placements: Sequence[Placement]) -> str:
+    """One note for the pods whose feasible-node search stopped early (percentageOfNodesToScore)."""
+    cut = [p.sampling for p in placements if p.sampling and p.sampling.get("notEvaluated")]
+    if not cut:
+        return ""
+    most = max(cut, key=lambda s: s["notEvaluated"])
+    return (f"percentageOfNodesToScore: {len(cut)} pod(s) were scheduled from a sample - the search stopped at "
+            f"{most['numFeasibleNodesToFind']} feasible node(s), leaving up to {most['notEvaluated']} of "
+            f"{most['candidates']} candidate node(s) unevaluated (per pod: sampling.notEvaluated in --output json)")
+
+
+def offline_metric_providers(cfg: configmod.SchedulerConfig, registry) -> list[str]:
+    """With ``--metrics-file``, the load-aware plugins (those whose args have a ``metricProvider``)
+    read the file, never their provider: give each enabled or configured one a provider that passes
+    validation - ``OFFLINE_METRICS_ADDRESS`` where a Prometheus provider has no address (or none at
+    all), no token or CA file. ``cfg``'s profiles are changed in place; returns notes."""
+    from pysched.apis.config.defaults import merged_plugin_sets
+    from pysched.framework.loadmetrics import PROMETHEUS
+    notes = []
+    for profile in cfg.profiles:
+        sets = merged_plugin_sets(profile, set(registry))
+        names = dict.fromkeys([*(r.name for ps in sets.values() for r in ps.enabled), *profile.plugin_config])
+        for name in names:
+            args_cls = getattr(registry.get(name), "Args", None)
+            if not (dataclasses.is_dataclass(args_cls) and any(f.name == "metric_provider"
+                                                                for f in dataclasses.fields(args_cls))):
+                continue
+            raw = dict(profile.plugin_config.get(name) or {})
+            provider = dict(raw.get("metricProvider") or {})
+            changed = []
+            if provider.get("type", PROMETHEUS) == PROMETHEUS and not provider.get("address"):
+                provider["address"] = OFFLINE_METRICS_ADDRESS
+                changed.append("no address needed")
+            for key in ("bearerTokenFile", "caFile"):
+                if provider.pop(key, None):
+                    changed.append(f"{key} not read")
+            if not changed and raw.get("metricProvider"):
+                continue
+            raw["metricProvider"] = provider
+            profile.plugin_config = {**profile.plugin_config, name: raw}
+            notes.append(f"{profile.scheduler_name}: {name} reads its load from --metrics-file; its metricProvider "
+                         f"is not contacted ({', '.join(changed)})")
+    return notes
+
+
+def file_digest(path: str | None) -> dict | None:
+    """An input file as the report records it: the name given and the sha256 of its contents."""
+    if not path:
+        return None
+    try:
+        data = Path(path).read_bytes()
+    except OSError:
+        return {"file": path, "sha256": None}
+    return {"file": path, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+
+
+def run_inputs(args) -> dict:
+    """What reproduces a run: each input file (name, sha256) and the flags that change the result,
+    with the command line that replays them."""
+    files = {"cluster": args.cluster, "pods": args.pods, "config": getattr(args, "config", None),
+             "metricsFile": getattr(args, "metrics_file", None)}
+    flags = {"seed": args.seed, "addNodes": list(getattr(args, "add_nodes", None) or ()),
+             "scale": list(getattr(args, "scale", None) or ()), "explain": list(getattr(args, "explain", None) or ()),
+             "pluginModules": list(getattr(args, "plugin_module", None) or ())}
+    digests = {k: file_digest(v) for k, v in files.items() if v}
+    for i, spec in enumerate(flags["addNodes"]):     # a template may be a Node YAML file
+        template = spec.rpartition(":")[0]
+        if template and Path(template).is_file():
+            digests[f"addNodes[{i}]"] = file_digest(template)
+    cmd = ["pysched", "simulate", "--cluster", args.cluster, "--pods", args.pods]
+    for flag, value in (("--config", files["config"]), ("--metrics-file", files["metricsFile"])):
+        if value:
+            cmd += [flag, value]
+    for flag, values in (("--add-nodes", flags["addNodes"]), ("--scale", flags["scale"]),
+                         ("--plugin-module", flags["pluginModules"])):
+        for v in values:
+            cmd += [flag, v]
+    for v in flags["explain"]:
+        cmd += ["--explain", v]
+    cmd += ["--seed", str(args.seed)]
+    import shlex
+
+    from pysched import __version__
+    return {"pyschedVersion": __version__,
+            "files": digests,
+            "flags": flags, "command": " ".join(shlex.quote(c) for c in cmd)}
 
 
 def _added_summary(added: Sequence[dict], template_of: dict[str, str], placements: list[Placement]) -> list[dict]:
@@ -371,7 +578,9 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
-def format_text(res: SimulationResult) -> str:
+def format_text(res: SimulationResult, explain_nodes: str = "summary") -> str:
+    """The result as text; ``explain_nodes``: ``summary`` groups each explained pod's nodes by
+    verdict, ``all`` lists every node (``format_explain``)."""
     out = [f"profile {res.profile}, seed {res.seed}: {sum(1 for p in res.placements if p.node)}/"
            f"{len(res.placements)} pods placed", ""]
     rows = [["POD", "NODE / REASON"]]
@@ -381,6 +590,8 @@ def format_text(res: SimulationResult) -> str:
             text += f" (would preempt {', '.join(p.victims)} on {p.nominated_node})"
         if p.source == "snapshot":
             text += " (pending in the snapshot)"
+        elif p.source == "scale":
+            text += " (--scale)"
         rows.append([p.pod, text])
     out += [_table(rows), ""]
     if res.groups:
@@ -408,47 +619,120 @@ def format_text(res: SimulationResult) -> str:
             rows.append([a["template"], str(a["count"]), str(a["podsPlaced"])])
         out.append(_table(rows))
     for _key, trace in res.explain.items():
-        out += ["", format_explain(trace)]
+        out += ["", format_explain(trace, explain_nodes)]
     if res.notes:
         out += [""] + [f"note: {n}" for n in res.notes]
     return "\n".join(out)
 
 
-def format_explain(trace: dict) -> str:
-    """One pod's cycle: PreFilter statuses, each node's filter verdicts, the score breakdown."""
+def format_explain(trace: dict, nodes: str = "summary") -> str:
+    """One pod's cycle: PreFilter statuses, the filter verdicts, the score breakdown, what the
+    sampling left out and the tie at the top. ``nodes="summary"`` (the default) groups the nodes by
+    verdict, each group naming a few (naturally sorted: n2 before n10), and shows the best-scored
+    nodes; ``"all"`` gives every node's verdicts and scores."""
     head = (trace.get("selectedNode")
             or f"{trace.get('result', 'Unschedulable')}: {trace.get('message') or trace.get('error')}")
     out = [f"Explain {trace.get('pod', '')}: {head}"]
     for pf in trace.get("preFilter") or ():
         out.append(f"  PreFilter {pf['plugin']}: {pf['status']}")
     verdicts: dict[str, list[str]] = {}
-    plugins = []
     for f in trace.get("filter") or ():
-        plugins.append(f["plugin"])
         for node, v in f["nodes"].items():
             verdicts.setdefault(node, []).append(f"{f['plugin']}: {v}")
-    if verdicts:
+    scores = trace.get("score") or {}
+    totals = trace.get("totalScores") or {}
+    selected = trace.get("selectedNode")
+    if verdicts and nodes == "all":
         out.append("  Filter (each plugin's verdict; a node stops at its first failure):")
         rows = [["    NODE", "VERDICTS"]]
-        for node in sorted(verdicts):
+        for node in sorted(verdicts, key=natural_key):
             failed = [v for v in verdicts[node] if not v.endswith(": passed")]
             rows.append([f"    {node}", "; ".join(failed) if failed else f"passed {len(verdicts[node])} filter(s)"])
         out.append(_table(rows))
-    scores = trace.get("score") or {}
-    totals = trace.get("totalScores") or {}
+    elif verdicts:
+        out.append(f"  Filter: {len(verdicts)} node(s) by verdict (a node stops at its first failure; "
+                   "--explain-nodes all lists each):")
+        out += [f"    {line}" for line in _verdict_groups(verdicts, totals, selected, trace.get("sampling") or {})]
     if scores:
-        out.append("  Score (raw / normalised / weighted):")
+        ranked = sorted(totals, key=lambda n: (-totals[n], natural_key(n)))
+        shown = ranked if nodes == "all" else ranked[:EXPLAIN_SUMMARY_NODES]
+        if selected in totals and selected not in shown:
+            shown = [*shown, selected]
+        more = "" if len(shown) == len(ranked) else f", the best {len(shown)} of {len(ranked)} scored"
+        out.append(f"  Score (raw / normalised / weighted{more}):")
         names = list(scores)
         rows = [["    NODE", "TOTAL", *names]]
-        for node in sorted(totals, key=lambda n: (-totals[n], n)):
+        for node in shown:
             rows.append([f"    {node}", str(totals[node])] + [
                 "{raw}/{normalized}/{weighted}".format(**scores[p][node]) if node in scores[p] else "-" for p in names])
         out.append(_table(rows))
+    else:
+        shown = list(totals)
+    out += _sampling_lines(trace.get("sampling") or {}, None if nodes == "all" else EXPLAIN_SUMMARY_NODES)
+    listed = set(shown) if nodes != "all" else None
     for plugin, notes in (trace.get("scoreNotes") or {}).items():
+        keep = [n for n in sorted(notes, key=natural_key) if listed is None or n in listed or n not in totals]
+        if not keep:
+            continue
         out.append(f"  {plugin} read:")
-        for node in sorted(notes):
+        for node in keep:
             out.append(f"    {node}: {notes[node]}")
     return "\n".join(out)
+
+
+def _verdict_groups(verdicts: dict[str, list[str]], totals: dict[str, int], selected: str | None,
+                    sampling: dict) -> list[str]:
+    """``412 nodes: NodeResourcesFit: Insufficient cpu (n1, n2, ...)`` lines, the largest group
+    first; the passing nodes split into scored (with the best score and node) and passed but not
+    scored (percentageOfNodesToScore cut the search before them)."""
+    groups: dict[str, list[str]] = {}
+    for node, vs in verdicts.items():
+        failed = [v for v in vs if not v.endswith(": passed")]
+        if failed:
+            key = "; ".join(failed)
+        elif not totals or node in totals:
+            key = "passed"
+        else:
+            key = "passed, not scored (percentageOfNodesToScore: the search had found enough feasible nodes)"
+        groups.setdefault(key, []).append(node)
+    lines = []
+    for key, members in sorted(groups.items(), key=lambda kv: (kv[0] != "passed", -len(kv[1]), kv[0])):
+        members.sort(key=natural_key)
+        text = key
+        if key == "passed" and totals:
+            top = max(totals.get(n, -1) for n in members)
+            winners = [n for n in members if totals.get(n) == top]
+            best = selected if selected in winners else winners[0]
+            tie = f", tied with {len(winners) - 1} more" if len(winners) > 1 else ""
+            text = f"passed, best score {top} ({best}{tie})"
+            if selected and selected not in winners:
+                text += f", picked {selected} ({totals.get(selected)})"
+        elif key == "passed" and selected:
+            text = f"passed (picked {selected}, unscored: the only feasible node)" if len(members) == 1 else \
+                f"passed (picked {selected})"
+        more = len(members) - EXPLAIN_SUMMARY_NODES
+        names = ", ".join(members[:EXPLAIN_SUMMARY_NODES]) + (f", +{more} more" if more > 0 else "")
+        lines.append(f"{len(members)} node{'s' if len(members) != 1 else ''}: {text}  [{names}]")
+    if sampling.get("notEvaluated") and not any(k.startswith("passed, not scored") for k in groups):
+        lines.append(f"{sampling['notEvaluated']} node(s): not evaluated (percentageOfNodesToScore)")
+    return lines
+
+
+def _sampling_lines(sampling: dict, names: int | None) -> list[str]:
+    """``Sampling:`` (nodes percentageOfNodesToScore left out) and ``Tie:`` (nodes at the top
+    score, up to ``names`` of them named) lines."""
+    out = []
+    if sampling.get("notEvaluated"):
+        out.append(f"  Sampling: percentageOfNodesToScore stops the search at {sampling['numFeasibleNodesToFind']} "
+                   f"feasible node(s): {sampling['notEvaluated']} of {sampling['candidates']} candidate node(s) "
+                   "are not evaluated (filtered here for the explanation only, never scored)")
+    if (sampling.get("tiedAtTop") or 0) > 1:
+        tied = (sampling.get("tied") or [])[:names]
+        more = sampling["tiedAtTop"] - len(tied)
+        out.append(f"  Tie: {sampling['tiedAtTop']} node(s) share the top score {sampling['topScore']} "
+                   f"({', '.join(tied)}{f' and {more} more' if more > 0 else ''}); the seeded tie-break picked "
+                   f"{sampling['picked']}")
+    return out
 
 
 # -- entry point ------------------------------------------------------------------------------
@@ -456,18 +740,59 @@ def format_explain(trace: dict) -> str:
 def prepare(args) -> tuple[Simulation, Snapshot, list[dict], dict]:
     """Read and check everything the run needs (every error here is bad input)."""
     from pysched.tools.whatif import build_nodes
-    from pysched.tools.workloads import Expander
+    from pysched.tools.workloads import Expander, WorkloadError, parse_scale, scale_in_snapshot
     cfg = configmod.load_file(args.config) if args.config else configmod.default_config()
     snapshot = load_snapshot(args.cluster)
     added, template_of = build_nodes(list(getattr(args, "add_nodes", None) or ()), snapshot.nodes)
     expander = Expander([*snapshot.nodes, *added], snapshot.objects)
+    try:
+        targets = [parse_scale(t) for t in getattr(args, "scale", None) or ()]
+    except WorkloadError as exc:
+        raise SnapshotError(str(exc)) from None
+    by_ref = {(t.kind, t.namespace, t.name): t for t in targets}
+    in_file: dict[tuple[str, str, str], int] = {}     # scale targets found in --pods: their file replicas
+    workloads_in_file: list[dict] = []
 
     def expand(obj: dict, where: str) -> list[tuple[dict, str]]:
         first = len(expander.out.pods)
+        ref = (obj["kind"], obj["metadata"].get("namespace") or "default", obj["metadata"]["name"])
+        target = by_ref.get(ref)
+        if target is not None:
+            if not isinstance(obj.get("spec"), dict):
+                raise WorkloadError(f"{obj['kind']} {ref[1]}/{ref[2]} ({where}): spec: required")
+            in_file[ref] = obj["spec"].get("replicas", 1)
+            obj = dict(obj, spec=dict(obj["spec"], replicas=target.replicas))
+        workloads_in_file.append(obj)
         expander.expand(obj, where)
         return [(p, f"{where}, from {obj['kind']} {obj['metadata']['name']} spec.template")
                 for p in expander.out.pods[first:]]
-    pods = load_pods(args.pods, expand)
+    supporting: list[dict] = []
+    pods = load_pods(args.pods, expand, supporting)
+    notes = list(expander.out.notes)
+    for ref, was in in_file.items():
+        notes.append(f"--scale {by_ref[ref].text}: the {ref[0]} in --pods is expanded with {by_ref[ref].replicas} "
+                     f"replica(s) (the file says {was})")
+    notes += _workloads_already_running(workloads_in_file, snapshot)
+    removed: set[str] = set()
+    sources: dict[str, str] = {}
+    keys = {f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}" for p in pods}
+    for t in targets:
+        if (t.kind, t.namespace, t.name) in in_file:
+            continue
+        first = len(expander.out.pods)
+        try:
+            scaled = scale_in_snapshot(t, snapshot.pods, snapshot.objects, expander, keys)
+        except WorkloadError as exc:
+            raise SnapshotError(str(exc)) from None
+        for j, pod in enumerate(scaled.pods):
+            validate_pod(pod, f"--scale {t.text}", f"pod {j}")
+            key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+            keys.add(key)
+            sources[key] = "scale"
+            pods.append(pod)
+        del expander.out.pods[first:]
+        removed.update(scaled.removed)
+        notes.append(scaled.note)
     load = None
     if getattr(args, "metrics_file", None):
         from pysched.loadmetrics.static import StaticLoad, load_metrics_file
@@ -477,9 +802,33 @@ def prepare(args) -> tuple[Simulation, Snapshot, list[dict], dict]:
         except configmod.ConfigError as exc:
             raise SnapshotError(f"--metrics-file: {exc}") from None
     simulation = Simulation(cfg, seed=args.seed, plugin_modules=args.plugin_module, load=load)
-    return simulation, snapshot, pods, {"objects": expander.out.objects, "added_nodes": added,
+    return simulation, snapshot, pods, {"objects": [*supporting, *expander.out.objects], "added_nodes": added,
                                         "added_from": template_of, "owners": expander.out.origin,
-                                        "notes": expander.out.notes}
+                                        "notes": notes, "removed": removed, "sources": sources}
+
+
+def _workloads_already_running(workloads: list[dict], snapshot: Snapshot) -> list[str]:
+    """A note per --pods workload whose pods the snapshot already runs: the file's pods come in
+    addition (--scale sets the total instead)."""
+    from pysched.tools.workloads import SCALABLE_KINDS, owner_chain
+
+    def lookup(kind: str, ns: str, name: str) -> dict | None:
+        return next((o for o in snapshot.objects if o.get("kind") == kind and o["metadata"].get("name") == name
+                     and (o["metadata"].get("namespace") or "default") == ns), None)
+    wanted = {(w["kind"], w["metadata"].get("namespace") or "default", w["metadata"]["name"]): 0 for w in workloads
+              if w["kind"] in SCALABLE_KINDS}
+    if not wanted:
+        return []
+    for pod in snapshot.pods:
+        ns = pod["metadata"].get("namespace") or "default"
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for kind, name in owner_chain(pod, lookup):
+            if (kind, ns, name) in wanted:
+                wanted[kind, ns, name] += 1
+    return [f"{kind} {ns}/{name} in --pods already has {n} pod(s) in the snapshot: the file's pods are placed in "
+            f"addition to them (--scale {kind.lower()}/{ns}/{name}=N asks for N in total instead)"
+            for (kind, ns, name), n in wanted.items() if n]
 
 
 def main(args) -> int:
@@ -488,10 +837,15 @@ def main(args) -> int:
         try:
             simulation, snapshot, pods, extra = prepare(args)
             notes = extra.pop("notes")
-            result = simulation.run(snapshot, pods, explain=set(args.explain), **extra)
+            result = simulation.run(snapshot, pods, explain=list(args.explain), **extra)
             result.notes.extend(notes)
+            result.config = simulation.effective_config()
+            result.inputs = run_inputs(args)
         except (configmod.ConfigError, RegistryError) as exc:
-            print(f"pysched simulate: invalid configuration: {exc}", file=sys.stderr)
+            hint = ""
+            if ".metricProvider" in str(exc) and not getattr(args, "metrics_file", None):
+                hint = " (with --metrics-file the load-aware plugins read the file, and need no metricProvider address)"
+            print(f"pysched simulate: invalid configuration: {exc}{hint}", file=sys.stderr)
             return EXIT_BAD_INPUT
         except (SnapshotError, apidefaults.AdmissionError) as exc:
             print(f"pysched simulate: {exc}", file=sys.stderr)
@@ -499,7 +853,7 @@ def main(args) -> int:
         if args.output == "json":
             print(json.dumps(result.as_dict(), indent=2))
         else:
-            print(format_text(result))
+            print(format_text(result, getattr(args, "explain_nodes", None) or "summary"))
         if args.report:
             from pysched.tools.report import write_report
             try:

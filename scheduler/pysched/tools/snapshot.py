@@ -2,9 +2,11 @@
 
 A snapshot is what ``kubectl get nodes,pods -A -o yaml`` prints (a ``List``), or any YAML stream of
 objects and ``*List``s; Namespaces, Services, workloads, PVCs/PVs/StorageClasses, CSINodes,
-VolumeAttachments, ResourceClaims, DeviceClasses, ResourceSlices, PodDisruptionBudgets and
-PriorityClasses are used when present,
-other kinds are counted and ignored. Every Node and Pod is validated up front so that a bad file
+VolumeAttachments, ResourceClaims, DeviceClasses, ResourceSlices, PodDisruptionBudgets,
+PriorityClasses, PodGroups, ElasticQuotas and Deployments (for ``--scale``) are used when present,
+other kinds are counted and ignored. A pod file (``load_pods``) holds Pods, workloads, and the same
+supporting kinds (``SUPPORTING_KINDS``: a PodGroup, PriorityClass, PodDisruptionBudget or
+ElasticQuota that goes with the pods). Every Node and Pod is validated up front so that a bad file
 fails with an error naming the file, the object and the field -
 ``snapshot.yaml: Node node-a (items[3]): status.allocatable.cpu: invalid quantity '4x'`` - rather
 than with a wrong placement.
@@ -31,7 +33,11 @@ TOLERATION_OPERATORS = ("", "Equal", "Exists", "Lt", "Gt")
 _INT64_RE = re.compile(r"0|-?[1-9][0-9]*")          # canonical decimal form, for fullmatch
 USED_KINDS = ("Namespace", "Service", "ReplicaSet", "StatefulSet", "ReplicationController",
               "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment",
-              "ResourceClaim", "DeviceClass", "ResourceSlice", "PriorityClass", "PodDisruptionBudget", "PodGroup")
+              "ResourceClaim", "DeviceClass", "ResourceSlice", "PriorityClass", "PodDisruptionBudget", "PodGroup",
+              "ElasticQuota", "Deployment")
+
+# What a pod file may hold besides Pods and workloads: whatever a snapshot holds but Nodes.
+SUPPORTING_KINDS = USED_KINDS
 
 
 class SnapshotError(ValueError):
@@ -312,15 +318,48 @@ def load_snapshot(path: str | Path) -> Snapshot:
     return snap
 
 
-def load_pods(path: str | Path, expand=None) -> list[dict]:
+def _check_supporting(path, obj: dict, where: str) -> None:
+    """The fields of a supporting object simulate reads, held to the API's types."""
+    kind = obj["kind"]
+    if kind == "PriorityClass":
+        value = obj.get("value")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise _fail(path, obj, where, "value", "required: an integer")
+        if obj.get("globalDefault") is not None and not isinstance(obj["globalDefault"], bool):
+            raise _fail(path, obj, where, "globalDefault", "expected true or false")
+        return
+    spec = _mapping(path, obj, where, "spec", obj.get("spec"))
+    if kind == "PodGroup":
+        mm = spec.get("minMember")
+        if mm is not None and (not isinstance(mm, int) or isinstance(mm, bool) or mm < 0):
+            raise _fail(path, obj, where, "spec.minMember", f"expected a non-negative integer, got {mm!r}")
+        _quantities(path, obj, where, "spec.minResources", spec.get("minResources"))
+    elif kind == "ElasticQuota":
+        _quantities(path, obj, where, "spec.min", spec.get("min"))
+        _quantities(path, obj, where, "spec.max", spec.get("max"))
+
+
+def load_pods(path: str | Path, expand=None, supporting: list[dict] | None = None) -> list[dict]:
     """Pods to simulate, in file order. Workloads (``workloads.WORKLOAD_KINDS``) are handed to
-    ``expand(obj, where) -> [(pod, where)]``; without it they are an error."""
+    ``expand(obj, where) -> [(pod, where)]``; without it they are an error. With ``supporting``,
+    the ``SUPPORTING_KINDS`` (PodGroups, PriorityClasses, PodDisruptionBudgets, ElasticQuotas...)
+    are appended to it; without it they are an error."""
     from pysched.tools.workloads import WORKLOAD_KINDS, WorkloadError
     pods = []
     seen: dict[str, str] = {}
+    seen_objects: dict[tuple[str, str], str] = {}
     objects = read_objects(path)
     for obj, where in objects:
         kind = obj.get("kind")
+        if kind in SUPPORTING_KINDS and kind not in WORKLOAD_KINDS and supporting is not None:
+            meta = _metadata(path, obj, where, namespaced=True)
+            okey = (kind, f"{meta.get('namespace') or ''}/{meta['name']}")
+            if okey in seen_objects:
+                raise _fail(path, obj, where, "metadata.name", f"duplicate of {seen_objects[okey]}")
+            seen_objects[okey] = where
+            _check_supporting(path, obj, where)
+            supporting.append(obj)
+            continue
         if kind in WORKLOAD_KINDS and expand is not None:
             _metadata(path, obj, where, namespaced=True, name_problem=dns1123_subdomain_problem)
             try:
@@ -328,9 +367,10 @@ def load_pods(path: str | Path, expand=None) -> list[dict]:
             except WorkloadError as exc:
                 raise SnapshotError(f"{path}: {exc}") from None
         elif kind != "Pod":
+            others = [*(WORKLOAD_KINDS if expand is not None else ()),
+                      *(k for k in SUPPORTING_KINDS if k not in WORKLOAD_KINDS and supporting is not None)]
             raise SnapshotError(f"{path}: {_describe(obj, where)}: kind: expected Pod"
-                                f"{' or one of ' + ', '.join(WORKLOAD_KINDS) if expand is not None else ''}, "
-                                f"got {kind!r}")
+                                f"{' or one of ' + ', '.join(others) if others else ''}, got {kind!r}")
         else:
             produced = [(obj, where)]
         for pod, pod_where in produced:

@@ -34,9 +34,11 @@ from SHA-256 of ``namespace/owner/index``. Owner uids, when the file gives none,
 from __future__ import annotations
 
 import copy
+import fnmatch
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -205,23 +207,27 @@ class Expander:
               "spec": {"replicas": replicas, "selector": sel, "template": tmpl}}
         self._replicaset(rs, where, origin=f"Deployment {name}")
 
-    def _replicaset(self, rs: dict, where: str, origin: str = "") -> None:
+    def _replicaset(self, rs: dict, where: str, origin: str = "", *, count: int | None = None,
+                    taken: AbstractSet[str] = frozenset()) -> None:
+        """``count`` pods (default ``spec.replicas``) named apart from ``taken`` (pod names)."""
         tmpl = _template(rs, where)
         _selector_matches_template(rs, where, tmpl)
         replicas = _int_field(rs, where, "spec.replicas", rs["spec"].get("replicas"), 1)
         ns, name = rs["metadata"]["namespace"], rs["metadata"]["name"]
         self.out.objects.append(rs)
         origin = origin or f"{rs['kind']} {name}"
-        taken: set[str] = set()
-        for i in range(replicas or 0):
-            j, suffix = i, name_suffix(ns, name, i)
-            while suffix in taken:       # a collision: the controller would retry with another name
-                j += replicas
-                suffix = name_suffix(ns, name, j)
-            taken.add(suffix)
-            self._emit(_pod_from_template(rs, tmpl, f"{name}-{suffix}"), origin)
+        count = replicas if count is None else count
+        used: set[str] = set(taken)
+        for i in range(count or 0):
+            j, pod_name = i, f"{name}-{name_suffix(ns, name, i)}"
+            while pod_name in used:      # a collision: the controller would retry with another name
+                j += max(count, 1)
+                pod_name = f"{name}-{name_suffix(ns, name, j)}"
+            used.add(pod_name)
+            self._emit(_pod_from_template(rs, tmpl, pod_name), origin)
 
-    def _statefulset(self, ss: dict, where: str) -> None:
+    def _statefulset(self, ss: dict, where: str, only: AbstractSet[int] | None = None) -> None:
+        """Every ordinal, or ``only`` those (``--scale``: the ones the snapshot lacks)."""
         tmpl = _template(ss, where)
         _selector_matches_template(ss, where, tmpl)
         replicas = _int_field(ss, where, "spec.replicas", ss["spec"].get("replicas"), 1)
@@ -237,6 +243,8 @@ class Expander:
         self.out.objects.append(ss)
         revision = f"{name}-{template_hash(tmpl)}"
         for ordinal in range(start, start + (replicas or 0)):
+            if only is not None and ordinal not in only:
+                continue
             pod_name = f"{name}-{ordinal}"
             pod = _pod_from_template(ss, tmpl, pod_name, {
                 "statefulset.kubernetes.io/pod-name": pod_name, "apps.kubernetes.io/pod-index": str(ordinal),
@@ -264,7 +272,7 @@ class Expander:
                 pod["spec"]["volumes"] = volumes
             self._emit(pod, f"StatefulSet {name}")
         policy = ss["spec"].get("podManagementPolicy") or "OrderedReady"
-        if policy == "OrderedReady" and (replicas or 0) > 1:
+        if policy == "OrderedReady" and (replicas or 0) > 1 and (only is None or len(only) > 1):
             self.out.notes.append(f"StatefulSet {ns}/{name}: OrderedReady - the controller creates ordinal N+1 "
                                   "only once N is Ready; every ordinal is simulated at once")
 
@@ -344,3 +352,255 @@ def expand(workloads: list[tuple[dict, str]], nodes: list[dict], objects: list[d
     for obj, where in workloads:
         ex.expand(obj, where)
     return ex.out
+
+
+# -- naming workloads on the command line (--explain, --scale) ------------------------------------
+
+# kubectl's names for the workload kinds (singular, plural, short), lower case.
+KIND_ALIASES = {alias: kind for kind, aliases in {
+    "Deployment": ("deployment", "deployments", "deploy"),
+    "ReplicaSet": ("replicaset", "replicasets", "rs"),
+    "ReplicationController": ("replicationcontroller", "replicationcontrollers", "rc"),
+    "StatefulSet": ("statefulset", "statefulsets", "sts"),
+    "Job": ("job", "jobs"),
+    "DaemonSet": ("daemonset", "daemonsets", "ds"),
+}.items() for alias in aliases}
+SCALABLE_KINDS = ("Deployment", "ReplicaSet", "ReplicationController", "StatefulSet")
+GLOB_CHARS = "*?["
+
+
+def parse_workload_ref(text: str) -> tuple[str, str, str] | None:
+    """``KIND/NAMESPACE/NAME`` or ``KIND/NAME`` (namespace ``default``) -> (Kind, namespace, name),
+    KIND as kubectl spells it (``deployment``, ``deploy``, ``sts``...); None when the first segment
+    is not a workload kind (then the text names pods: ``NAMESPACE/NAME``, or a glob)."""
+    parts = text.split("/")
+    kind = KIND_ALIASES.get(parts[0].lower())
+    if kind is None or len(parts) not in (2, 3) or not all(parts[1:]):
+        return None
+    ns, name = (parts[1], parts[2]) if len(parts) == 3 else ("default", parts[1])
+    return kind, ns, name
+
+
+def _controller(meta: dict) -> dict | None:
+    refs = [r for r in meta.get("ownerReferences") or () if isinstance(r, dict)]
+    return next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+
+
+def owner_chain(pod: dict, lookup: Callable[[str, str, str], dict | None]) -> list[tuple[str, str]]:
+    """The controllers above a pod, nearest first: ``[("ReplicaSet", "web-7d9f"), ("Deployment",
+    "web")]``. ``lookup(kind, namespace, name)`` finds an owner object to follow its own owner;
+    a ReplicaSet not found is tied to its Deployment by the ``pod-template-hash`` naming rule."""
+    meta = pod.get("metadata") or {}
+    ns = meta.get("namespace") or "default"
+    chain: list[tuple[str, str]] = []
+    ref = _controller(meta)
+    while ref is not None and ref.get("kind") and ref.get("name") and len(chain) < 4:
+        kind, name = str(ref["kind"]), str(ref["name"])
+        chain.append((kind, name))
+        owner = lookup(kind, ns, name)
+        if owner is None:
+            h = (meta.get("labels") or {}).get("pod-template-hash")
+            if kind == "ReplicaSet" and h and name.endswith(f"-{h}") and len(chain) == 1:
+                chain.append(("Deployment", name[:-len(h) - 1]))
+            break
+        ref = _controller(owner.get("metadata") or {})
+    return chain
+
+
+def explain_matches(pattern: str, pod: dict, chain: Iterable[tuple[str, str]]) -> bool:
+    """Whether ``--explain PATTERN`` names ``pod``: a workload (``deployment/ns/name``, its name may
+    be a glob), a glob over ``namespace/name`` (``shop/web-*``), or the pod's ``namespace/name``."""
+    meta = pod.get("metadata") or {}
+    ns = meta.get("namespace") or "default"
+    key = f"{ns}/{meta.get('name')}"
+    ref = parse_workload_ref(pattern)
+    if ref is not None:
+        kind, want_ns, want = ref
+        if ns == want_ns and any(k == kind and fnmatch.fnmatchcase(n, want) for k, n in chain):
+            return True
+        # ``job/x`` is also the pod x of a namespace named job
+    if any(c in pattern for c in GLOB_CHARS):
+        return fnmatch.fnmatchcase(key, pattern)
+    return key == pattern
+
+
+# -- --scale: what if this workload had N replicas -----------------------------------------------
+
+@dataclass
+class ScaleTarget:
+    kind: str
+    namespace: str
+    name: str
+    replicas: int
+    text: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def parse_scale(text: str) -> ScaleTarget:
+    """``KIND/NAMESPACE/NAME=N`` (KIND: deployment, statefulset, replicaset, replicationcontroller)."""
+    ref_text, sep, count = text.rpartition("=")
+    ref = parse_workload_ref(ref_text) if sep else None
+    if ref is None or ref[0] not in SCALABLE_KINDS:
+        raise WorkloadError(f"--scale {text}: expected KIND/NAMESPACE/NAME=REPLICAS with KIND one of deployment, "
+                            "statefulset, replicaset, replicationcontroller")
+    try:
+        replicas = int(count)
+    except ValueError:
+        replicas = -1
+    if replicas < 0:
+        raise WorkloadError(f"--scale {text}: replicas: expected a non-negative integer, got {count!r}")
+    return ScaleTarget(ref[0], ref[1], ref[2], replicas, text)
+
+
+@dataclass
+class Scaled:
+    """What scaling a snapshot workload comes to: new Pods (and owners/PVCs in ``expander.out``),
+    the snapshot pods that go (``removed``: namespace/name), and a note saying so."""
+    pods: list[dict] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+def _revision(obj: dict) -> tuple:
+    meta = obj.get("metadata") or {}
+    rev = (meta.get("annotations") or {}).get("deployment.kubernetes.io/revision") or ""
+    return (int(rev) if rev.isdigit() else -1, meta.get("creationTimestamp") or "",
+            int((obj.get("spec") or {}).get("replicas") or 0), meta.get("name") or "")
+
+
+def deletion_order(pods: list[dict]) -> list[dict]:
+    """The order scaling down removes pods, roughly the ReplicaSet controller's preference: pods not
+    yet on a node first, then the newest (``creationTimestamp``, later first; name as the last key)."""
+    def newest(p: dict) -> tuple[str, str]:
+        meta = p.get("metadata") or {}
+        return meta.get("creationTimestamp") or "", meta.get("name") or ""
+    ordered = sorted(pods, key=newest, reverse=True)
+    ordered.sort(key=lambda p: bool((p.get("spec") or {}).get("nodeName")))   # stable: newest first within
+    return ordered
+
+
+def _live(p: dict) -> bool:
+    return (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _owned_by(pods: list[dict], ns: str, kind: str, names: AbstractSet[str]) -> list[dict]:
+    out = []
+    for p in pods:
+        meta = p.get("metadata") or {}
+        ref = _controller(meta)
+        if ((meta.get("namespace") or "default") == ns and ref is not None and ref.get("kind") == kind
+                and ref.get("name") in names and _live(p)):
+            out.append(p)
+    return out
+
+
+def _key(p: dict) -> str:
+    return f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}"
+
+
+def scale_in_snapshot(target: ScaleTarget, pods: list[dict], objects: list[dict], expander: Expander,
+                      other_keys: AbstractSet[str] = frozenset()) -> Scaled:
+    """Scale a workload of the snapshot (``pods``, ``objects``) to ``target.replicas`` in total.
+
+    * Deployment: its ReplicaSets (controller owner reference) hold its pods; pods are added to the
+      newest (``deployment.kubernetes.io/revision``, then creation time) from its template, and
+      removed across all of them by ``deletion_order``. With no ReplicaSet in the snapshot, the
+      Deployment itself (if the snapshot holds it) is expanded with N replicas.
+    * ReplicaSet / ReplicationController: pods added from its template (names apart from every
+      existing pod), removed by ``deletion_order``.
+    * StatefulSet: the ordinals ``start .. start+N-1``; missing ones are created (claims reused),
+      pods with other ordinals (the highest, scaling down) removed.
+    New pods are named apart from the snapshot's and from ``other_keys`` (namespace/name of the
+    --pods pods). Raises ``WorkloadError`` when the snapshot holds no such workload."""
+    ns, kind, name, n = target.namespace, target.kind, target.name, target.replicas
+
+    def find(k: str, nm: str) -> dict | None:
+        return next((o for o in objects if o.get("kind") == k and o["metadata"].get("name") == nm
+                     and (o["metadata"].get("namespace") or "default") == ns), None)
+
+    taken = {k.split("/", 1)[1] for k in [*map(_key, pods), *other_keys] if k.startswith(f"{ns}/")}
+    where = f"--scale {target.text}"
+    out = Scaled()
+    first = len(expander.out.pods)
+    if kind == "Deployment":
+        owned = [o for o in objects if o.get("kind") == "ReplicaSet"
+                 and (o["metadata"].get("namespace") or "default") == ns
+                 and (_controller(o["metadata"]) or {}).get("kind") == "Deployment"
+                 and (_controller(o["metadata"]) or {}).get("name") == name]
+        if not owned:
+            dep = find("Deployment", name)
+            if dep is None:
+                raise WorkloadError(f"{where}: no Deployment {ns}/{name} in --pods, nor it or a ReplicaSet of it "
+                                    "in --cluster")
+            dep = _replicas(dep, n)
+            expander.expand(dep, where)
+            out.pods = expander.out.pods[first:]
+            out.note = (f"{where}: Deployment {ns}/{name} has no ReplicaSet in the snapshot: its {n} pod(s) are "
+                        "created from its template")
+            return out
+        newest = max(owned, key=_revision)
+        existing = _owned_by(pods, ns, "ReplicaSet", {o["metadata"]["name"] for o in owned})
+        grow_from = newest
+        label = f"Deployment {ns}/{name} (ReplicaSet {newest['metadata']['name']})"
+        origin = f"Deployment {name}"
+    elif kind in ("ReplicaSet", "ReplicationController"):
+        found = find(kind, name)
+        if found is None:
+            raise WorkloadError(f"{where}: no {kind} {ns}/{name} in --pods or --cluster")
+        grow_from = found
+        existing = _owned_by(pods, ns, kind, {name})
+        label, origin = f"{kind} {ns}/{name}", ""
+        parent = _controller(grow_from["metadata"]) or {}
+        if parent.get("kind") == "Deployment":
+            origin = f"Deployment {parent.get('name')}"
+    else:
+        ss = find("StatefulSet", name)
+        if ss is None:
+            raise WorkloadError(f"{where}: no StatefulSet {ns}/{name} in --pods or --cluster")
+        ss = _replicas(_with_uid(ss), n)
+        start = int(((ss["spec"].get("ordinals") or {}).get("start")) or 0)
+        existing = _owned_by(pods, ns, "StatefulSet", {name})
+        have: dict[int, dict] = {}
+        for p in existing:
+            suffix = p["metadata"]["name"][len(name) + 1:]
+            if p["metadata"]["name"].startswith(f"{name}-") and suffix.isdigit():
+                have[int(suffix)] = p
+        wanted = set(range(start, start + n))
+        gone = sorted((o for o in have if o not in wanted), reverse=True)
+        out.removed = [_key(have[o]) for o in gone]
+        expander._statefulset(ss, where, only=wanted - set(have))
+        out.pods = expander.out.pods[first:]
+        out.note = (f"{where}: StatefulSet {ns}/{name} had {len(have)} pod(s) in the snapshot; "
+                    + _change_words(len(out.pods), out.removed, n))
+        return out
+    grow = n - len(existing)
+    if grow > 0:
+        mine = [p for p in existing if (_controller(p["metadata"]) or {}).get("name") == grow_from["metadata"]["name"]]
+        rs = _replicas(_with_uid(grow_from), n if kind != "Deployment" else len(mine) + grow)
+        expander._replicaset(rs, where, origin=origin, count=grow, taken=taken)
+        out.pods = expander.out.pods[first:]
+    elif grow < 0:
+        out.removed = [_key(p) for p in deletion_order(existing)[:-grow]]
+    out.note = f"{where}: {label} had {len(existing)} pod(s) in the snapshot; " + _change_words(
+        len(out.pods), out.removed, n)
+    return out
+
+
+def _replicas(obj: dict, n: int) -> dict:
+    """A copy of a workload with ``spec.replicas: n`` (a missing spec is left for ``_template`` to name)."""
+    obj = copy.deepcopy(obj)
+    spec = obj.get("spec")
+    obj["spec"] = dict(spec if isinstance(spec, dict) else {}, replicas=n)
+    return obj
+
+
+def _change_words(added: int, removed: list[str], n: int) -> str:
+    if added:
+        return f"{added} pod(s) created to make {n}"
+    if removed:
+        shown = ", ".join(removed[:5]) + (f" and {len(removed) - 5} more" if len(removed) > 5 else "")
+        return f"{len(removed)} removed to make {n} (not yet on a node first, then the newest): {shown}"
+    return "unchanged"

@@ -18,7 +18,7 @@ from pysched.apis import config as configmod
 from pysched.util import eventloop, logs
 
 log = logging.getLogger("pysched.cli")
-SUBCOMMANDS = ("run", "extender", "simulate", "snapshot", "plugin")
+SUBCOMMANDS = ("run", "extender", "simulate", "snapshot", "plugin", "ui")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -238,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--output", default="text", choices=("text", "json"),
                      help="result format on stdout (default: text)")
 
+    from pysched.ui.command import add_parser as add_ui_parser
+    add_ui_parser(sub)
+
     plug = sub.add_parser("plugin", help="plugin authoring: `plugin new NAME` writes a plugin package to start from")
     plug_sub = plug.add_subparsers(dest="plugin_command", required=True, metavar="COMMAND",
                                    help="new: write a plugin package")
@@ -368,6 +371,9 @@ def main(argv: list[str] | None = None) -> int:
         return snapshot_main(args)
     if cmd == "plugin":
         return cmd_plugin(args)
+    if cmd == "ui":
+        from pysched.ui.command import main as ui_main
+        return ui_main(args)
     return 2
 
 

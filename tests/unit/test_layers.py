@@ -5,9 +5,9 @@ object model) builds on ``util``; ``framework`` (the plugin API) on ``apis``; ``
 queue) and ``client`` (API I/O) below the engine; in-tree ``plugins`` see only the framework and
 their helpers; ``loadmetrics`` (metric sources) fills the framework's series from beside the
 engine; ``controllers`` (PodGroup status) sit beside ``server`` on ``client``; ``tools`` never
-reach for the live app; only the process entry points (``cli``, ``app``, ``extender.server``) may
-import everything. Nothing in the wheel imports the dev harness. Every import counts,
-``TYPE_CHECKING`` ones included.
+reach for the live app, nor does the what-if web UI (``ui``) built on them; only the process entry
+points (``cli``, ``app``, ``extender.server``) may import everything. Nothing in the wheel imports
+the dev harness. Every import counts, ``TYPE_CHECKING`` ones included.
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ ALLOWED.update({
     "pysched.podrecovery": {"pysched.podlocation"} | BASE,
     "pysched.profile": ENGINE,
     "pysched.tools": ENGINE | {"pysched.tools"},
+    # the what-if web UI (pysched ui): the offline tools and what they build on, never the live app
+    "pysched.ui": {"pysched.ui", "pysched.tools", "pysched.framework", "pysched.apis", "pysched.util"},
 })
 ENTRY_POINTS = {"pysched", "pysched.__main__", "pysched.cli", "pysched.app", "pysched.extender.server",
                 "pysched.extender"}

@@ -1,0 +1,549 @@
+"""The ``pysched ui`` web server: the JSON API over a ``Scenario`` and the static page, on loopback.
+
+``make_app(scenario, token=...)`` builds the aiohttp application; ``serve(...)`` runs it.
+
+Security: every request needs the session token - ``Authorization: Bearer <token>`` or the
+cookie ``pysched_ui`` (HttpOnly, SameSite=Strict) that ``GET /?token=<token>`` sets before
+redirecting to ``/``; 401 otherwise (JSON for ``/api/*``, a short text page for the rest). Every
+response carries ``Cache-Control: no-store``, ``X-Content-Type-Options: nosniff`` and a
+``Content-Security-Policy`` allowing only this origin (no inline script or style), plus
+``Referrer-Policy: no-referrer`` and ``X-Frame-Options: DENY``. POST and PUT need
+``Content-Type: application/json`` (415 otherwise; a DELETE only when it has a body), bodies are
+at most 16 MiB (413), and a body that is not JSON, or YAML in it that does not parse, is a 400
+``{"errors": [{"field", "message"}]}`` - the shape of every error answer of the API.
+
+Changes to the scenario are serialised (one at a time), checked off the event loop where they
+are heavy (YAML parsing, validation, node copies) and committed on it; a run or an explain works
+on a frozen copy in a worker thread (``asyncio.to_thread``), so the server keeps answering; one
+run at a time (409 while one is under way). Runs and errors are logged as ``key=value`` fields.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import re
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from pysched.ui import runner as runmod
+from pysched.ui.scenario import FieldError, Scenario, ScenarioError, ScenarioState, parse_config
+from pysched.util import gctune
+from pysched.util.logs import kv
+
+log = logging.getLogger("pysched.ui.server")
+
+MAX_BODY = 16 * 1024 * 1024
+COOKIE = "pysched_ui"
+STATIC_DIR = Path(__file__).with_name("static")
+CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'"
+SECURITY_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "Content-Security-Policy": CSP,
+                    "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
+EXPLAIN_CACHE = 32          # explanations kept (run, pod), least recently used dropped
+CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
+                 ".json": "application/json", ".map": "application/json", ".svg": "image/svg+xml",
+                 ".png": "image/png", ".ico": "image/x-icon", ".woff2": "font/woff2", ".txt": "text/plain"}
+_STATIC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+UNAUTHORIZED_API = ("unauthorized: send the session token (Authorization: Bearer <token>, or the cookie set by "
+                    "/?token=<token>)")
+UNAUTHORIZED_PAGE = ("401 Unauthorized\n\nThis is a pysched ui session. Open the address `pysched ui` printed when it "
+                     "started (it carries the session token: http://HOST:PORT/?token=...).\n")
+
+
+class ApiError(Exception):
+    """An answer other than 200: ``status`` and the errors, as ``{"errors": [...]}``."""
+
+    def __init__(self, status: int, errors: list[FieldError] | str, fld: str = ""):
+        self.status = status
+        self.errors = [FieldError(fld, errors)] if isinstance(errors, str) else list(errors)
+        super().__init__("; ".join(e.message for e in self.errors))
+
+
+class UIState:
+    def __init__(self, scenario: Scenario, token: str, static_dir: Path):
+        self.scenario = scenario
+        self.token = token
+        self.static_dir = static_dir
+        self.runs = runmod.RunLog()
+        self.running = False                 # a run (or a replay step's run) is under way
+        self.changing = asyncio.Lock()       # scenario changes, one at a time
+        self.replay: runmod.Replay | None = None
+        self.explained: OrderedDict[tuple[int, str], bytes] = OrderedDict()
+        self.explaining: dict[tuple[int, str], asyncio.Future[bytes]] = {}
+        self.exports: OrderedDict[int, str] = OrderedDict()        # run id -> its scenario YAML
+
+
+STATE = web.AppKey("pysched_ui", UIState)
+
+
+def make_app(scenario: Scenario, *, token: str, static_dir: str | Path | None = None) -> web.Application:
+    """The application serving ``scenario``; ``token`` is the session secret every request needs."""
+    if not token:
+        raise ValueError("a session token is required")
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[_errors, _auth])
+    app[STATE] = UIState(scenario, token, Path(static_dir) if static_dir is not None else STATIC_DIR)
+    app.on_response_prepare.append(_security_headers)
+    r = app.router
+    r.add_get("/api/scenario", get_scenario)
+    r.add_put("/api/config", put_config)
+    r.add_post("/api/objects", post_objects)
+    r.add_post("/api/nodes/clone", post_clone)
+    r.add_delete("/api/nodes/{name}", delete_node)
+    r.add_delete("/api/pods/{namespace}/{name}", delete_pod)
+    r.add_post("/api/runs", post_run)
+    r.add_get("/api/runs", get_runs)
+    r.add_get("/api/runs/{id}", get_run)
+    r.add_get("/api/runs/{id}/explain", get_explain)
+    r.add_get("/api/compare", get_compare)
+    r.add_get("/api/export", get_export)
+    r.add_post("/api/replay", post_replay)
+    r.add_post("/api/replay/step", post_replay_step)
+    r.add_get("/api/replay", get_replay)
+    r.add_get("/", get_static)
+    r.add_get("/{path:.+}", get_static)
+    return app
+
+
+async def serve(scenario: Scenario, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
+                static_dir: str | Path | None = None, on_ready: Callable[[str], Any] | None = None,
+                stop: asyncio.Event | None = None, gc_tuning: bool = True) -> None:
+    """Serve ``scenario`` until ``stop`` is set (or the task is cancelled). ``token``: the session
+    secret (a random one by default); ``on_ready(url)`` is called with the address that logs a
+    browser in (``http://HOST:PORT/?token=...``) once the port is bound (``port=0``: any free one).
+    ``gc_tuning``: ``tune_gc()`` first (this process serves the UI and nothing else)."""
+    token = token or secrets.token_urlsafe(24)
+    if gc_tuning:
+        tune_gc()
+    if host not in ("127.0.0.1", "::1", "localhost"):
+        log.warning("serving the what-if UI beyond loopback: anyone who can reach the port and learns the token can "
+                    "use it", extra=kv(host=host))
+    runner = web.AppRunner(make_app(scenario, token=token, static_dir=static_dir), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        server = site._server  # noqa: SLF001
+        assert server is not None, "set by site.start()"
+        bound = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{bound}/?token={token}"
+        log.info("serving the what-if UI", extra=kv(address=f"http://{shown}:{bound}/", nodes=len(scenario.nodes),
+                                                    pods=len(scenario.pods)))
+        if on_ready is not None:
+            on_ready(url)
+        await (stop or asyncio.Event()).wait()
+    finally:
+        await runner.cleanup()
+
+
+def tune_gc() -> None:
+    """The collector settings of the scheduler process (``util.gctune``), for the same reason: the
+    loaded scenario is a large long-lived graph (frozen out of later collections) and each run
+    builds a large short-lived one (a larger young generation). At 5,000 nodes and 10,000 pending
+    pods a run's CPU time drops from 7.5-9 s to 6 s once a few runs are kept."""
+    gctune.configure()
+    gctune.freeze()
+
+
+# -- plumbing ---------------------------------------------------------------------------------
+
+def _is_api(request: web.Request) -> bool:
+    return request.path == "/api" or request.path.startswith("/api/")
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    body = data if isinstance(data, bytes) else orjson.dumps(data)
+    return web.Response(body=body, status=status, content_type="application/json")
+
+
+def _error_response(request: web.Request, status: int, errors: list[FieldError]) -> web.Response:
+    if _is_api(request):
+        resp = _json({"errors": [e.as_dict() for e in errors]}, status)
+    else:
+        resp = web.Response(status=status, text="\n".join(e.message for e in errors) + "\n")
+    if status == 413:
+        resp.force_close()      # the rest of the body is not read
+    return resp
+
+
+async def _security_headers(request: web.Request, response: web.StreamResponse) -> None:
+    for k, v in SECURITY_HEADERS.items():
+        response.headers[k] = v
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        _refused(request, exc.status, exc.errors)
+        return _error_response(request, exc.status, exc.errors)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        if exc.status == 413:
+            message = f"request body too large: the limit is {MAX_BODY} bytes"
+        else:
+            message = exc.reason
+        errors = [FieldError("", message)]
+        _refused(request, exc.status, errors)
+        resp = _error_response(request, exc.status, errors)
+        for h in ("Allow",):
+            if h in exc.headers:
+                resp.headers[h] = exc.headers[h]
+        return resp
+    except Exception as exc:  # noqa: BLE001 - never a traceback to the page
+        log.exception("request failed", extra=kv(method=request.method, path=request.path))
+        return _error_response(request, 500, [FieldError("", f"internal error: {type(exc).__name__}: {exc}")])
+
+
+def _refused(request: web.Request, status: int, errors: list[FieldError]) -> None:
+    first = errors[0] if errors else FieldError("", "")
+    log.info("request refused", extra=kv(method=request.method, path=request.path, status=status,
+                                         field=first.field, error=first.message, errors=len(errors)))
+
+
+def _same(given: str, token: str) -> bool:
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+def _authorized(request: web.Request, token: str) -> bool:
+    auth = request.headers.get("Authorization", "")
+    if auth[:7].lower() == "bearer " and _same(auth[7:].strip(), token):
+        return True
+    cookie = request.cookies.get(COOKIE)
+    return cookie is not None and _same(cookie, token)
+
+
+@web.middleware
+async def _auth(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    st = request.app[STATE]
+    if request.path == "/" and "token" in request.query and request.method in ("GET", "HEAD"):
+        if not _same(request.query["token"], st.token):
+            log.info("login refused: wrong token", extra=kv(peer=request.remote))
+            return web.Response(status=401, text=UNAUTHORIZED_PAGE)
+        resp = web.Response(status=303, headers={"Location": "/"})
+        resp.set_cookie(COOKIE, st.token, httponly=True, samesite="Strict", path="/")
+        return resp
+    if not _authorized(request, st.token):
+        if _is_api(request):
+            resp = _json({"errors": [{"field": "", "message": UNAUTHORIZED_API}]}, 401)
+            resp.headers["WWW-Authenticate"] = 'Bearer realm="pysched ui"'
+            return resp
+        return web.Response(status=401, text=UNAUTHORIZED_PAGE)
+    return await handler(request)
+
+
+async def _body(request: web.Request) -> dict:
+    """The JSON object a POST/PUT/DELETE carries ({} for none)."""
+    if request.content_length is not None and request.content_length > MAX_BODY:
+        raise ApiError(413, f"request body of {request.content_length} bytes: the limit is {MAX_BODY} bytes")
+    has_body = request.body_exists
+    if (request.method in ("POST", "PUT") or has_body) and request.content_type != "application/json":
+        raise ApiError(415, f"Content-Type must be application/json, got {request.content_type or 'none'!r}")
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise ApiError(413, f"request body too large: the limit is {MAX_BODY} bytes") from None
+    if not raw.strip():
+        return {}
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, f"request body: expected a JSON object, got {type(body).__name__}")
+    return body
+
+
+def _string(body: dict, key: str, *, required: bool = True, default: str = "") -> str:
+    value = body.get(key)
+    if value is None and not required:
+        return default
+    if not isinstance(value, str):
+        raise ApiError(400, "required: a string" if value is None else f"expected a string, got {type(value).__name__}",
+                       key)
+    return value
+
+
+def _scenario_error(exc: ScenarioError) -> ApiError:
+    return ApiError(400, exc.errors)
+
+
+def _run_id(request: web.Request, value: str | None, name: str = "id") -> runmod.Run:
+    st = request.app[STATE]
+    if value is None or value == "":
+        raise ApiError(400, "required: a run id", name)
+    try:
+        rid = int(value)
+    except ValueError:
+        raise ApiError(400, f"expected a run id (an integer), got {value!r}", name) from None
+    r = st.runs.get(rid)
+    if r is None:
+        raise ApiError(404, f"no run {rid} (the last {runmod.MAX_RUNS} runs are kept)", name)
+    return r
+
+
+# -- scenario ---------------------------------------------------------------------------------
+
+async def get_scenario(request: web.Request) -> web.Response:
+    return _json(request.app[STATE].scenario.to_json())
+
+
+async def put_config(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    body = await _body(request)
+    text = _string(body, "yaml")
+    async with st.changing:
+        try:
+            await asyncio.to_thread(parse_config, text)
+        except ScenarioError as exc:
+            raise _scenario_error(exc) from None
+        st.scenario.set_config(text, checked=True)
+    log.info("configuration changed", extra=kv(version=st.scenario.version))
+    return _json({"config": st.scenario.config_yaml, "version": st.scenario.version})
+
+
+async def post_objects(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    body = await _body(request)
+    text = _string(body, "yaml")
+    mode = _string(body, "mode", required=False, default="apply")
+    if mode not in ("apply", "delete"):
+        raise ApiError(400, f"must be apply or delete, got {mode!r}", "mode")
+    async with st.changing:
+        try:
+            stage = await asyncio.to_thread(st.scenario.stage_yaml, text, mode)
+        except ScenarioError as exc:
+            raise _scenario_error(exc) from None
+        actions = st.scenario.commit(stage)
+    log.info("objects changed", extra=kv(mode=mode, actions=len(actions), version=st.scenario.version))
+    return _json({"applied": actions, "version": st.scenario.version})
+
+
+async def post_clone(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    body = await _body(request)
+    async with st.changing:
+        try:
+            stage, added = await asyncio.to_thread(st.scenario.stage_clone, body.get("node"), body.get("count"))
+        except ScenarioError as exc:
+            raise _scenario_error(exc) from None
+        st.scenario.commit(stage)
+    log.info("nodes cloned", extra=kv(node=body.get("node"), count=len(added), version=st.scenario.version))
+    return _json({"added": added, "version": st.scenario.version})
+
+
+async def delete_node(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    await _body(request)
+    name = request.match_info["name"]
+    async with st.changing:
+        if not st.scenario.delete_node(name):
+            raise ApiError(404, f"no node named {name!r} in the scenario", "name")
+    log.info("node deleted", extra=kv(node=name, version=st.scenario.version))
+    return _json({"version": st.scenario.version})
+
+
+async def delete_pod(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    await _body(request)
+    key = f"{request.match_info['namespace']}/{request.match_info['name']}"
+    async with st.changing:
+        if not st.scenario.delete_pod(key):
+            raise ApiError(404, f"no pod {key} in the scenario", "pod")
+    log.info("pod deleted", extra=kv(pod=key, version=st.scenario.version))
+    return _json({"version": st.scenario.version})
+
+
+# -- runs -------------------------------------------------------------------------------------
+
+async def _run(st: UIState, state: ScenarioState, label: str) -> runmod.Run:
+    """Run ``state`` in a worker thread (the caller holds ``st.running``) and keep it."""
+    run_id = st.runs.new_id()
+    t0 = time.perf_counter()
+    try:
+        r = await asyncio.to_thread(runmod.run, state, run_id=run_id, label=label)
+    except ScenarioError as exc:
+        log.info("run failed", extra=kv(run=run_id, version=state.version, error=str(exc)))
+        raise _scenario_error(exc) from None
+    for dropped in st.runs.add(r):
+        st.exports.pop(dropped, None)
+        for k in [k for k in st.explained if k[0] == dropped]:
+            del st.explained[k]
+    log.info("run finished", extra=kv(run=r.id, label=label, version=r.version, pods=len(r.nodes),
+                                      placed=r.placed, pending=r.pending, simulation_ms=r.simulation_ms,
+                                      duration_ms=r.duration_ms,
+                                      wall_ms=round((time.perf_counter() - t0) * 1000)))
+    return r
+
+
+def _busy() -> ApiError:
+    return ApiError(409, "a run is under way; try again when it has finished")
+
+
+async def post_run(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    body = await _body(request)
+    label = _string(body, "label", required=False)
+    if st.running:
+        raise _busy()
+    st.running = True
+    try:
+        r = await _run(st, st.scenario.freeze(), label)
+    finally:
+        st.running = False
+    return _json(r.payload)
+
+
+async def get_runs(request: web.Request) -> web.Response:
+    return _json(request.app[STATE].runs.summaries())
+
+
+async def get_run(request: web.Request) -> web.Response:
+    return _json(_run_id(request, request.match_info["id"]).payload)
+
+
+async def get_explain(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    r = _run_id(request, request.match_info["id"])
+    pod = request.query.get("pod", "")
+    if "/" not in pod:
+        raise ApiError(400, "required: a pod namespace/name", "pod")
+    if pod not in r.nodes:
+        raise ApiError(404, f"run {r.id} did not schedule pod {pod}", "pod")
+    key = (r.id, pod)
+    cached = st.explained.get(key)
+    if cached is not None:
+        st.explained.move_to_end(key)
+        return _json(cached)
+    task = st.explaining.get(key)
+    if task is None:      # one computation per (run, pod), however many ask meanwhile
+        task = st.explaining[key] = asyncio.create_task(_explain(st, r, pod))
+        task.add_done_callback(lambda _t: st.explaining.pop(key, None))
+    return _json(await asyncio.shield(task))
+
+
+async def _explain(st: UIState, r: runmod.Run, pod: str) -> bytes:
+    t0 = time.perf_counter()
+    try:
+        view = await asyncio.to_thread(runmod.explain, r, pod)
+    except ScenarioError as exc:
+        raise _scenario_error(exc) from None
+    payload = await asyncio.to_thread(orjson.dumps, view)
+    if r.id in st.runs.runs:
+        st.explained[(r.id, pod)] = payload
+        while len(st.explained) > EXPLAIN_CACHE:
+            st.explained.popitem(last=False)
+    log.info("pod explained", extra=kv(run=r.id, pod=pod, nodes=len(view["nodes"]), bytes=len(payload),
+                                       duration_ms=round((time.perf_counter() - t0) * 1000)))
+    return payload
+
+
+async def get_compare(request: web.Request) -> web.Response:
+    a = _run_id(request, request.query.get("a"), "a")
+    b = _run_id(request, request.query.get("b"), "b")
+    return _json(runmod.compare(a, b))
+
+
+async def get_export(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    which = request.query.get("download")
+    if which not in (None, "scenario", "config"):
+        raise ApiError(400, f"must be scenario or config, got {which!r}", "download")
+    if "run" in request.query:
+        r = _run_id(request, request.query["run"], "run")
+        config = r.state.config_yaml
+        text = st.exports.get(r.id)
+        if text is None and which != "config":
+            text = st.exports[r.id] = await asyncio.to_thread(r.state.export_yaml)
+        name = f"run-{r.id}"
+    else:
+        sc = st.scenario
+        config = sc.config_yaml
+        text = None
+        if which != "config":
+            text = await asyncio.to_thread(sc.export_yaml, sc.freeze())
+        name = "scenario"
+    if which is None:
+        return _json({"scenario": text, "config": config})
+    filename = f"{name}.yaml" if which == "scenario" else f"{name}-config.yaml"
+    return web.Response(text=text if which == "scenario" else config, content_type="application/yaml",
+                        headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+
+# -- replay -----------------------------------------------------------------------------------
+
+async def post_replay(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    body = await _body(request)
+    text = _string(body, "yaml")
+    try:
+        replay = await asyncio.to_thread(runmod.Replay.parse, text)
+    except ScenarioError as exc:
+        raise _scenario_error(exc) from None
+    st.replay = replay
+    log.info("replay loaded", extra=kv(steps=len(replay.steps)))
+    return _json(replay.status())
+
+
+async def get_replay(request: web.Request) -> web.Response:
+    replay = request.app[STATE].replay
+    return _json(replay.status() if replay is not None else {"total": 0, "current": 0, "steps": []})
+
+
+async def post_replay_step(request: web.Request) -> web.Response:
+    st = request.app[STATE]
+    await _body(request)
+    replay = st.replay
+    if replay is None:
+        raise ApiError(409, "no replay loaded (POST /api/replay first)")
+    if replay.current >= len(replay.steps):
+        raise ApiError(409, f"the replay is over: all {len(replay.steps)} steps were applied")
+    if st.running:
+        raise _busy()
+    st.running = True
+    try:
+        async with st.changing:
+            try:
+                step = replay.apply_next(st.scenario)
+            except ScenarioError as exc:
+                raise _scenario_error(exc) from None
+            state = st.scenario.freeze()
+        log.info("replay step applied", extra=kv(step=replay.current, total=len(replay.steps), at=step.at,
+                                                 description=step.description, version=state.version))
+        r = await _run(st, state, f"replay {replay.current}/{len(replay.steps)} at {step.at}: {step.description}")
+    finally:
+        st.running = False
+    head = orjson.dumps({"current": replay.current, "total": len(replay.steps)})
+    return _json(head[:-1] + b',"run":' + r.payload + b"}")
+
+
+# -- the page ---------------------------------------------------------------------------------
+
+async def get_static(request: web.Request) -> web.StreamResponse:
+    st = request.app[STATE]
+    name = request.match_info.get("path") or "index.html"
+    if _is_api(request):
+        raise ApiError(404, f"no such API path: {request.path}")
+    if name.startswith("static/"):
+        name = name[len("static/"):]
+    if not _STATIC_NAME.fullmatch(name) or ".." in name.split("/"):
+        raise ApiError(404, "not found")
+    root = st.static_dir.resolve()
+    path = (root / name).resolve()
+    if root not in path.parents or not path.is_file():
+        if name == "index.html":
+            raise ApiError(404, f"the page is not installed ({path} is missing)")
+        raise ApiError(404, "not found")
+    ctype = CONTENT_TYPES.get(path.suffix, "application/octet-stream")
+    return web.FileResponse(path, headers={"Content-Type": ctype + ("; charset=utf-8" if ctype.startswith("text/")
+                                                                     else "")})

@@ -797,3 +797,29 @@ async def test_cdp_harness(tmp_path):
             os.kill(pid, 0)
     finally:
         await runner.cleanup()
+
+
+async def test_ui_imports_a_live_cluster_read_only(tmp_path, control_plane, admin):
+    """``--kubeconfig``: the cluster is listed once (as ``pysched snapshot`` lists it); a run in the
+    UI places its pending pod in the UI only - the live pod stays unbound, nothing is written."""
+    from pysched_dev.testkit import create_nodes, create_pods, list_pods
+    from pysched_dev.testkit import make_node as live_node
+    from pysched_dev.testkit import make_pod as live_pod
+
+    await create_nodes(admin, [live_node(f"live-{i}", cpu="4", memory="16Gi") for i in range(3)])
+    await create_pods(admin, [live_pod("bound-0", cpu="1", node_name="live-0", scheduler="default-scheduler"),
+                              live_pod("waiting", cpu="1", scheduler="pysched")])
+    server = UIServer(tmp_path, "--kubeconfig", str(control_plane.kubeconfig))
+    try:
+        await server.start()
+        scenario = await server.ok("GET", "/api/scenario")
+        assert sorted(n["name"] for n in scenario["nodes"]) == ["live-0", "live-1", "live-2"]
+        states = {p["key"]: p["state"] for p in scenario["pods"]}
+        assert states == {"default/bound-0": "bound", "default/waiting": "pending"}, states
+        run = await server.ok("POST", "/api/runs", {"label": "what if"})
+        placed = {p["pod"]: p["node"] for p in run["placements"]}
+        assert placed["default/waiting"] in ("live-0", "live-1", "live-2"), placed
+    finally:
+        assert server.stop() == 0, server.log()[-3000:]
+    live = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in await list_pods(admin, "default")}
+    assert live == {"bound-0": "live-0", "waiting": None}, live

@@ -621,7 +621,8 @@ async def check_auth(server: UIServer) -> None:
     assert status == 401
     status, _, headers = await server.api("GET", f"/?token={server.token}", token=None)
     assert status in (302, 303, 307), status
-    assert "pysched_ui=" in headers.get("Set-Cookie", "") and "HttpOnly" in headers["Set-Cookie"], headers
+    cookie = headers.get("Set-Cookie", "")
+    assert f"pysched_ui_{server.base.rsplit(':', 1)[1]}=" in cookie and "HttpOnly" in cookie, headers
     status, _, headers = await server.api("GET", "/api/scenario")
     assert status == 200
     assert headers.get("Cache-Control") == "no-store", headers

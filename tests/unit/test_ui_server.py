@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import re
 
 import pytest
 import yaml
@@ -90,7 +91,7 @@ async def test_every_request_needs_the_token_and_the_login_link_sets_a_strict_co
     resp = await client.get(f"/?token={TOKEN}", allow_redirects=False)
     assert resp.status == 303 and resp.headers["Location"] == "/"
     cookie = resp.headers["Set-Cookie"]
-    assert cookie.startswith(f"pysched_ui={TOKEN}") and "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert re.match(rf"pysched_ui_\d+={TOKEN}", cookie) and "HttpOnly" in cookie and "SameSite=Strict" in cookie
     # the client's cookie jar now carries it: the page, its modules and the API answer
     resp = await client.get("/")
     assert resp.status == 200 and resp.content_type == "text/html" and "pysched" in await resp.text()
@@ -497,3 +498,32 @@ async def test_serve_logs_in_with_the_printed_address_and_logs_runs(tmp_path, ca
     assert finished.kv["run"] == 1 and finished.kv["label"] == "logged" and finished.kv["placed"] == 2
     refused = next(r for r in caplog.records if r.getMessage() == "request refused")
     assert refused.kv["status"] == 400 and refused.kv["path"] == "/api/config" and refused.kv["field"] == "apiVersion"
+
+
+async def test_review_fixes_workload_cap_token_bytes_and_priorityclass(tmp_path):
+    """A huge replicas is refused at its field; a header token that is not UTF-8 is refused (401,
+    not 500); a PriorityClass pending pods use cannot be deleted."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from pysched.ui.scenario import MAX_WORKLOAD_PODS, Scenario
+    from pysched.ui.server import make_app
+
+    sc = Scenario()
+    app = make_app(sc, token="t0ken")
+    async with TestClient(TestServer(app)) as c:
+        auth = {"Authorization": "Bearer t0ken"}
+        big = (f"kind: Deployment\nmetadata: {{name: big}}\nspec:\n  replicas: {MAX_WORKLOAD_PODS + 1}\n"
+               "  selector: {matchLabels: {a: b}}\n"
+               "  template: {metadata: {labels: {a: b}}, spec: {containers: [{name: c, image: x}]}}")
+        r = await c.post("/api/objects", json={"yaml": big}, headers=auth)
+        assert r.status == 400 and (await r.json())["errors"][0]["field"] == "spec.replicas"
+        r = await c.get("/api/scenario", headers={"Authorization": "Bearer \udcff"})
+        assert r.status == 401
+        docs = ("kind: PriorityClass\nmetadata: {name: high}\nvalue: 1000\n---\nkind: Node\nmetadata: {name: n1}\n"
+                "status: {allocatable: {cpu: '4', memory: 8Gi, pods: '110'}}\n---\nkind: Pod\n"
+                "metadata: {name: p, namespace: default}\nspec: {priorityClassName: high, containers: "
+                "[{name: c, image: x}]}")
+        assert (await c.post("/api/objects", json={"yaml": docs}, headers=auth)).status == 200
+        r = await c.post("/api/objects", json={"yaml": "kind: PriorityClass\nmetadata: {name: high}\n",
+                                               "mode": "delete"}, headers=auth)
+        assert r.status == 400 and "default/p" in (await r.json())["errors"][0]["message"]

@@ -662,8 +662,18 @@ def _apply_one(stage: _Stage, obj: dict, kind: str, doc: int, prefix: str,
         stage.put_object(obj)
 
 
+MAX_WORKLOAD_PODS = 50_000     # pods one workload may expand into (a typo'd replicas must not exhaust memory)
+
+
 def _apply_workload(stage: _Stage, obj: dict, doc: int, prefix: str) -> None:
     kind, ns, name = obj["kind"], obj["metadata"].get("namespace") or "default", obj["metadata"]["name"]
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    for field_name in ("replicas", "parallelism", "completions"):
+        count = spec.get(field_name)
+        if isinstance(count, int) and not isinstance(count, bool) and count > MAX_WORKLOAD_PODS:
+            stage.errors.append(FieldError(f"{prefix}spec.{field_name}", f"{count} is more than the "
+                                           f"{MAX_WORKLOAD_PODS} pods the UI expands one workload into", doc))
+            return
     expander = Expander(list(stage.nodes.values()), list(stage.objects.values()))
     expander.expand(obj, _WHERE)
     for pod in expander.out.pods:
@@ -721,6 +731,12 @@ def _delete_one(stage: _Stage, obj: dict, kind: str) -> None:
         return
     if kind not in WORKLOAD_KINDS and kind not in OBJECT_KINDS:
         raise _Invalid("kind", f"unsupported kind {kind!r}")
+    if kind == "PriorityClass":
+        users = [k for k, p in stage.pods.items() if (p.get("spec") or {}).get("priorityClassName") == name
+                 and not (p.get("spec") or {}).get("nodeName")]
+        if users:
+            raise _Invalid("metadata.name", f"pending pods use PriorityClass {name} (e.g. {users[0]}): delete or "
+                                            "change them first, or no run could create them")
     key = (kind, object_key(obj))
     found = key in stage.objects
     pods = _owned_pods(stage, kind, meta.get("namespace") or "default", name) if kind in WORKLOAD_KINDS else []

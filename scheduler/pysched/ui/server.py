@@ -212,14 +212,25 @@ def _refused(request: web.Request, status: int, errors: list[FieldError]) -> Non
 
 
 def _same(given: str, token: str) -> bool:
-    return hmac.compare_digest(given.encode(), token.encode())
+    try:
+        raw = given.encode()
+    except UnicodeEncodeError:       # undecodable bytes in a header: not the token
+        return False
+    return hmac.compare_digest(raw, token.encode())
+
+
+def _cookie_name(request: web.Request) -> str:
+    """Per port: browsers scope cookies by host, not port, and two UIs on one machine must not
+    overwrite each other's session."""
+    port = request.url.port
+    return f"{COOKIE}_{port}" if port else COOKIE
 
 
 def _authorized(request: web.Request, token: str) -> bool:
     auth = request.headers.get("Authorization", "")
     if auth[:7].lower() == "bearer " and _same(auth[7:].strip(), token):
         return True
-    cookie = request.cookies.get(COOKIE)
+    cookie = request.cookies.get(_cookie_name(request))
     return cookie is not None and _same(cookie, token)
 
 
@@ -231,7 +242,7 @@ async def _auth(request: web.Request, handler: Callable[[web.Request], Awaitable
             log.info("login refused: wrong token", extra=kv(peer=request.remote))
             return web.Response(status=401, text=UNAUTHORIZED_PAGE)
         resp = web.Response(status=303, headers={"Location": "/"})
-        resp.set_cookie(COOKIE, st.token, httponly=True, samesite="Strict", path="/")
+        resp.set_cookie(_cookie_name(request), st.token, httponly=True, samesite="Strict", path="/")
         return resp
     if not _authorized(request, st.token):
         if _is_api(request):
@@ -520,7 +531,13 @@ async def post_replay_step(request: web.Request) -> web.Response:
             state = st.scenario.freeze()
         log.info("replay step applied", extra=kv(step=replay.current, total=len(replay.steps), at=step.at,
                                                  description=step.description, version=state.version))
-        r = await _run(st, state, f"replay {replay.current}/{len(replay.steps)} at {step.at}: {step.description}")
+        try:
+            r = await _run(st, state, f"replay {replay.current}/{len(replay.steps)} at {step.at}: "
+                                      f"{step.description}")
+        except ApiError as exc:
+            # The step was applied (the scenario changed): say so, with why its run failed.
+            return _json({"current": replay.current, "total": len(replay.steps), "run": None,
+                          "errors": [{"field": "", "message": str(exc)}]})
     finally:
         st.running = False
     head = orjson.dumps({"current": replay.current, "total": len(replay.steps)})

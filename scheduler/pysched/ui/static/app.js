@@ -372,6 +372,7 @@ const app = {
   selectPod,
   showRun,
   displayRun,
+  refreshScenario: loadScenario,
 };
 const editors = setupEditors(app);
 const runsUi = setupRuns(app);

@@ -206,11 +206,17 @@ export function setupRuns(app) {
       if (out.run) {
         stepRuns.set(out.current - 1, out.run.id);
         await app.displayRun(out.run, { refreshScenario: true });
+      } else if (out.errors && out.errors.length) {
+        // the step was applied, but its run failed: show why, and the scenario as it is now
+        notice(`step ${out.current} applied; its run failed: ${out.errors[0].message}`, 'error');
+        await app.refreshScenario();
       }
       const st = await get('/api/replay').catch(() => null);
       renderReplay(st || { ...(replayState || {}), current: out.current, total: out.total });
     } catch (exc) {
       notice(exc.message, 'error');
+      const st = await get('/api/replay').catch(() => null);   // a refusal may still have moved it
+      if (st) renderReplay(st);
       if (!(exc instanceof ApiError)) throw exc;
     }
   }));

@@ -667,7 +667,8 @@ MAX_WORKLOAD_PODS = 50_000     # pods one workload may expand into (a typo'd rep
 
 def _apply_workload(stage: _Stage, obj: dict, doc: int, prefix: str) -> None:
     kind, ns, name = obj["kind"], obj["metadata"].get("namespace") or "default", obj["metadata"]["name"]
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    raw_spec = obj.get("spec")
+    spec: dict = raw_spec if isinstance(raw_spec, dict) else {}
     for field_name in ("replicas", "parallelism", "completions"):
         count = spec.get(field_name)
         if isinstance(count, int) and not isinstance(count, bool) and count > MAX_WORKLOAD_PODS:

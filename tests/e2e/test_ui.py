@@ -824,3 +824,42 @@ async def test_ui_imports_a_live_cluster_read_only(tmp_path, control_plane, admi
         assert server.stop() == 0, server.log()[-3000:]
     live = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in await list_pods(admin, "default")}
     assert live == {"bound-0": "live-0", "waiting": None}, live
+
+
+async def test_ui_shows_a_gang_and_its_team_quota(tmp_path):
+    """A member of a PodGroup in a namespace with an ElasticQuota: selecting it shows the gang's and
+    the quota's panels, with no script error."""
+    objects = [
+        {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+         "metadata": {"name": "job", "namespace": "team"}, "spec": {"minMember": 2}},
+        {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
+         "metadata": {"name": "team", "namespace": "team"},
+         "spec": {"min": {"cpu": "4"}, "max": {"cpu": "8"}}},
+        *[{"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": f"m{i}", "namespace": "team", "labels": {"scheduling.x-k8s.io/pod-group": "job"}},
+           "spec": {"schedulerName": "pysched", "containers": [
+               {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}
+          for i in range(2)]]
+    pods = tmp_path / "team.yaml"
+    pods.write_text(yaml.safe_dump_all(objects))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "profiles": [{"schedulerName": "pysched", "plugins": {
+            "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+            "multiPoint": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}]},
+            "postFilter": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}],
+                           "disabled": [{"name": "*"}]}}}]}))
+    async with ui_session(tmp_path, "--cluster", str(EXAMPLES / "snapshot.yaml"), "--pods", str(pods),
+                          "--config", str(config)) as (server, page):
+        await page.goto(server.url)
+        await page.wait_for(READY, timeout=LOAD_TIMEOUT)
+        await click_run(page)
+        await select_pod(page, "team/m0")
+        panels = await page.evaluate("""(() => ({
+            gang: !document.querySelector('#gang-state').hidden && document.querySelector('#gang-state').textContent,
+            quota: !document.querySelector('#quota-state').hidden && document.querySelector('#quota-state').textContent,
+        }))()""")
+        assert panels["gang"] and "job" in panels["gang"], panels
+        assert panels["quota"] and "team" in panels["quota"], panels
+        await assert_no_script_error(page)

@@ -60,6 +60,11 @@ async def populate(admin) -> None:
         await admin.request("POST", "/api/v1/namespaces/default/pods", body=make_pod(
             f"bound-{i}", cpu="500m", memory="1Gi", node_name=f"node-{i % 6}", scheduler="default-scheduler",
             labels={"app": "web" if i % 2 else "db"}))
+    # A Deployment (no controller runs: it has no pods), exported for simulate --scale.
+    await admin.request("POST", "/apis/apps/v1/namespaces/default/deployments", body={
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "idle"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "idle"}}, "template": {
+            "metadata": {"labels": {"app": "idle"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}})
     # Pending, for a profile of ours: simulate schedules it too (no scheduler runs here).
     await admin.request("POST", "/api/v1/namespaces/default/pods",
                         body=make_pod("pending", cpu="2", memory="1Gi", labels={"app": "web"}))
@@ -126,7 +131,8 @@ async def test_snapshot_export_feeds_simulate(control_plane, admin, tmp_path):
         kinds[o["kind"]] = kinds.get(o["kind"], 0) + 1
         assert "managedFields" not in o["metadata"] and o["apiVersion"]
     assert kinds["Node"] == 7 and kinds["Pod"] == 13 and kinds["StorageClass"] == 1 and kinds["Service"] >= 2
-    assert kinds["PriorityClass"] >= 3 and kinds["Namespace"] >= 4 and "PodGroup" not in kinds   # no CRD here
+    assert kinds["PriorityClass"] >= 3 and kinds["Namespace"] >= 4 and kinds["Deployment"] == 1
+    assert "PodGroup" not in kinds and "ElasticQuota" not in kinds   # no CRDs here
 
     # The current context points at nothing: the API server cannot be reached -> 1.
     proc = pysched("snapshot", "--kubeconfig", kc, "-o", str(tmp_path / "x.yaml"))

@@ -11,8 +11,9 @@ text, decoded JSON).
 
 Listed: the kinds of ``snapshot.USED_KINDS`` (Nodes, Pods, Namespaces, Services, ReplicaSets,
 StatefulSets, ReplicationControllers, PVCs, PVs, StorageClasses, CSINodes, VolumeAttachments,
-ResourceClaims, DeviceClasses, ResourceSlices, PodDisruptionBudgets, PriorityClasses) and PodGroups
-when their CRD is served. A kind whose API group/version the server does not serve (PodGroup
+ResourceClaims, DeviceClasses, ResourceSlices, PodDisruptionBudgets, PriorityClasses, Deployments
+- what ``simulate --scale deployment/...`` reads) and PodGroups and ElasticQuotas when their CRDs
+are served. A kind whose API group/version the server does not serve (PodGroup
 without the CRD, ResourceClaim before resource.k8s.io/v1) is skipped with a log line. Trimmed:
 ``metadata.managedFields`` and the ``kubectl.kubernetes.io/last-applied-configuration`` annotation
 (nothing schedules on them; they are most of an object's bytes). Pods that finished
@@ -55,12 +56,13 @@ KINDS = (Kind("v1", "Node"), Kind("v1", "Pod"), Kind("v1", "Namespace"), Kind("v
          Kind("resource.k8s.io/v1", "DeviceClass", optional=True),
          Kind("resource.k8s.io/v1", "ResourceSlice", optional=True),
          Kind("policy/v1", "PodDisruptionBudget"), Kind("scheduling.k8s.io/v1", "PriorityClass"),
-         Kind("scheduling.x-k8s.io/v1alpha1", "PodGroup", optional=True))
+         Kind("scheduling.x-k8s.io/v1alpha1", "PodGroup", optional=True),
+         Kind("scheduling.x-k8s.io/v1alpha1", "ElasticQuota", optional=True), Kind("apps/v1", "Deployment"))
 BUILTIN = {"Node": pykube.Node, "Pod": pykube.Pod, "Namespace": pykube.Namespace, "Service": pykube.Service,
            "ReplicaSet": pykube.ReplicaSet, "StatefulSet": pykube.StatefulSet,
            "ReplicationController": pykube.ReplicationController,
            "PersistentVolumeClaim": pykube.PersistentVolumeClaim, "PersistentVolume": pykube.PersistentVolume,
-           "PodDisruptionBudget": pykube.PodDisruptionBudget}
+           "PodDisruptionBudget": pykube.PodDisruptionBudget, "Deployment": pykube.Deployment}
 
 
 class ExportError(RuntimeError):

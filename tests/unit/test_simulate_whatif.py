@@ -158,6 +158,11 @@ def test_bad_workloads_name_the_field(tmp_path):
     with pytest.raises(SnapshotError, match=r"Pod shop/web-\w+-\w+ \(document, from Deployment web spec.template\): "
                                             r"spec.containers\[0\].resources.requests.cpu: invalid quantity"):
         prepare(args_for(tmp_path, nodes3(), [bad]))
+    bad = workload("DaemonSet", "agent")
+    bad["spec"]["template"]["spec"]["nodeSelector"] = ["oops"]
+    with pytest.raises(SnapshotError, match=r"DaemonSet shop/agent \(document\): spec.template.spec.nodeSelector: "
+                                            "expected a map"):
+        prepare(args_for(tmp_path, nodes3(), [bad]))
     with pytest.raises(SnapshotError, match="kind: expected Pod or one of Deployment"):
         prepare(args_for(tmp_path, nodes3(), [{"apiVersion": "batch/v1", "kind": "CronJob",
                                                "metadata": {"name": "c"}}]))

@@ -314,6 +314,11 @@ class Expander:
         spec["tolerations"] = tols
         labels = {"controller-revision-hash": template_hash(tmpl),
                   "pod-template-generation": str(ds["metadata"].get("generation") or 1)}
+        selector = spec.get("nodeSelector")
+        if selector is not None and not (isinstance(selector, dict)
+                                         and all(isinstance(v, str) for v in selector.values())):
+            raise WorkloadError(f"{_where(ds, where)}: spec.template.spec.nodeSelector: expected a map of label "
+                                f"names to strings, got {selector!r}")
         probe = PodInfo.from_dict(_pod_from_template(ds, tmpl, f"{name}-probe"))
         if probe.parse_error:
             raise WorkloadError(f"{_where(ds, where)}: spec.template: {probe.parse_error}")

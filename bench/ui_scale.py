@@ -2,7 +2,8 @@
 Deployments). Measures a run against ``Simulation.run`` alone on the same inputs, ``GET
 /api/scenario`` (size and time), the explanation of the last pod in the queue, export and edits.
 
-Opt-in (about a minute): ``PYSCHED_UI_SCALE=1 .venv/bin/python -m pytest -q -s tests/unit/test_ui_scale.py``
+A measurement, not a test (speed belongs here, beside the benchmark, not in ``make test``); about
+a minute: ``.venv/bin/python -m pytest -q -s bench/ui_scale.py -p no:cacheprovider``
 (``PYSCHED_UI_SCALE=N`` divides the cluster by N for a quick look).
 """
 
@@ -11,7 +12,6 @@ import json
 import os
 import time
 
-import pytest
 import yaml
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -21,8 +21,7 @@ from pysched.tools.snapshot import Snapshot
 from pysched.ui.scenario import Scenario
 from pysched.ui.server import make_app, tune_gc
 
-SCALE = os.environ.get("PYSCHED_UI_SCALE")
-pytestmark = pytest.mark.skipif(not SCALE, reason="opt-in measurement: PYSCHED_UI_SCALE=1")
+SCALE = os.environ.get("PYSCHED_UI_SCALE", "1")
 TOKEN = "t"
 REPEATS = 2
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -5,8 +5,10 @@ The same objects go to one API server; each scheduler runs alone with the record
 and our engine also judges the pods offline on the objects read back. Cases: in-line disks
 already mounted on a node (GCE PD, AWS EBS, iSCSI, RBD), a ReadWriteOncePod claim in use, CSI
 attach limits from CSINodes (bound CSI volumes, in-tree volumes migrated to CSI, unbound claims
-counted against their provisioner, VolumeAttachments), and a pod whose ResourceClaim does not
-exist: both schedulers hold it - no attempt, no PodScheduled condition, no event.
+counted against their provisioner, VolumeAttachments), a claim whose StorageClass does not exist
+(an unbound Immediate claim to both, with word for word the same FailedScheduling message), and a
+pod whose ResourceClaim does not exist: both schedulers hold it - no attempt, no PodScheduled
+condition, no event.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ PENDING = [
     _pod("t-many", claim("att-2"), claim("att-3"), claim("att-4"), on=["n1", "n2"]),  # unschedulable: limits
     _pod("t-shared", claim("att-1")),                            # att-1 is on n1 already: not counted twice
     _pod("t-unbound", claim("late")),                            # an unbound claim counts against ebs on n1
+    _pod("t-no-sc", claim("no-sc")),                             # its class does not exist: unbound immediate
 ]
 
 HELD = _pod("t-dra", claims=[{"name": "gpu", "resourceClaimName": "not-yet"}])
@@ -119,6 +122,10 @@ async def _setup(admin):
         "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "late"},
         "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
                  "storageClassName": "ebs-late"}})
+    await _post(admin, f"/api/v1/namespaces/{NS}/persistentvolumeclaims", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "no-sc"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                 "storageClassName": "nosuch-sc"}})
     await create_pods(admin, EXISTING)
 
 
@@ -180,6 +187,9 @@ async def test_volume_restrictions_limits_and_dra_hold_match_kube_scheduler(cont
     ours = {k.split("/")[1]: verdict(ours_rec, ours_msgs, k) for k in names}
     assert ours == kube
     assert offline == kube
+    # the whole message, PostFilter verdicts included (DynamicResources' "not found")
+    assert ours_msgs[f"{NS}/t-no-sc"] == kube_msgs[f"{NS}/t-no-sc"] == (
+        "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found")
     # The cases do what they say (kube's own verdicts): a check on the scenario, not on us.
     assert kube["t-gce"] == ["n2", "n3"] and kube["t-ebs"] == ["n3"] and kube["t-gce-other"] == ["n1", "n2", "n3"]
     assert kube["t-iscsi"] == ["n1", "n2"] and kube["t-rbd"] == ["n2", "n3"] and kube["t-two"] == ["n3"]

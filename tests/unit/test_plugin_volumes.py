@@ -1,4 +1,5 @@
-"""VolumeRestrictions, NodeVolumeLimits and DynamicResources' PreEnqueue, against kube 1.35's rules."""
+"""VolumeRestrictions, NodeVolumeLimits, VolumeBinding's missing StorageClass and DynamicResources'
+PreEnqueue, against kube 1.35's rules."""
 
 import pytest
 
@@ -7,6 +8,7 @@ from pysched.framework.podinfo import PodInfo
 from pysched.plugins.dynamic_resources import DynamicResources
 from pysched.plugins.node_volume_limits import ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED as MAX_COUNT
 from pysched.plugins.node_volume_limits import NodeVolumeLimits
+from pysched.plugins.volume_binding import UNBOUND_IMMEDIATE, VolumeBinding
 from pysched.plugins.volume_restrictions import ERR_REASON_DISK_CONFLICT as DISK
 from pysched.plugins.volume_restrictions import ERR_REASON_RWOP_CONFLICT as RWOP
 from pysched.plugins.volume_restrictions import VolumeRestrictions
@@ -219,6 +221,36 @@ def test_limits_requeue_hints():
     assert hints[("PersistentVolumeClaim", "Add")](waiting, None, pvc("a"))
     assert not hints[("PersistentVolumeClaim", "Add")](waiting, None, pvc("zzz"))
     assert ("CSINode", "Add") in hints and ("VolumeAttachment", "Delete") in hints
+
+
+# -- VolumeBinding: a claim whose StorageClass does not exist ------------------------------------
+
+def test_claim_with_missing_storage_class_is_unbound_immediate():
+    """IsDelayBindingMode: a class that cannot be found is not WaitForFirstConsumer, so the claim is an
+    unbound Immediate one (UnschedulableAndUnresolvable), not a scheduler error; a StorageClass Add
+    requeues the pod."""
+    hh = PluginTester(VolumeBinding, nodes=NODES, objects=[pvc("c", cls="nosuch-sc")])
+    p = with_volumes(pod("p"), claim_vol("c"))
+    st = hh.pre_filter(p)
+    assert st.code == UAU and st.reasons == (UNBOUND_IMMEDIATE,)
+    # a missing claim still wins, wherever it is listed (podHasPVCs runs first)
+    assert hh.pre_filter(with_volumes(pod("q"), claim_vol("c"), claim_vol("nope"))).reasons == (
+        'persistentvolumeclaim "nope" not found',)
+    hints = {(r.event.resource, r.event.action): r.hint for r in hh.plugin.events_to_register()}
+    wffc = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "nosuch-sc"},
+            "provisioner": EBS, "volumeBindingMode": "WaitForFirstConsumer"}
+    assert hints[("StorageClass", "Add")](PodInfo.from_dict(p), None, wffc)
+    hh.objects.add(wffc)
+    assert hh.pre_filter(p) is None
+    # the whole FailedScheduling message, as kube-scheduler's ("not found": DynamicResources' PostFilter)
+    sim = OfflineScheduler()
+    for n in NODES:
+        sim.add_node(n)
+    sim.add_object(pvc("c", cls="nosuch-sc"))
+    p["spec"]["schedulerName"] = sim.profile
+    out = sim.schedule(p, assume=False)
+    assert out.node is None and out.code == "Unschedulable"
+    assert out.message == "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
 
 
 # -- DynamicResources PreEnqueue ----------------------------------------------------------------

@@ -4,8 +4,9 @@ PreFilter, per PersistentVolumeClaim the pod uses (``persistentVolumeClaim`` and
 ``ephemeral`` volumes; a claim counts as bound once it has a volume name and the PV controller's
 ``pv.kubernetes.io/bind-completed`` annotation): a missing claim is
 ``persistentvolumeclaim "x" not found``, a Lost claim or one being deleted is rejected, and an
-unbound claim whose StorageClass binds ``Immediate`` (or has no class) gives ``pod has unbound
-immediate PersistentVolumeClaims`` - all UnschedulableAndUnresolvable, waiting for the PV controller.
+unbound claim whose StorageClass binds ``Immediate`` (or has no class, or a class that does not
+exist) gives ``pod has unbound immediate PersistentVolumeClaims`` - all UnschedulableAndUnresolvable,
+waiting for the PV controller (a StorageClass Add requeues the pod too).
 
 Filter, per node: a bound claim's PersistentVolume must exist (``node(s) unavailable due to one
 or more pvc(s) bound to non-existent pv(s)``) and its ``spec.nodeAffinity`` must match the node
@@ -182,14 +183,11 @@ class VolumeBinding(PreFilterPlugin[VolumeBindingArgs], FilterPlugin[VolumeBindi
             if spec.get("volumeName"):
                 immediate = True  # pre-bound but not completed: the PV controller's job, as upstream
                 continue
+            # IsDelayBindingMode: only a class that exists and says WaitForFirstConsumer delays
+            # binding; no class, or one not found, is Immediate (the PV controller's to resolve).
             cls_name = claim_class(pvc)
-            if not cls_name:
-                immediate = True
-                continue
-            sc = store.get("storageclasses", cls_name)
-            if sc is None:
-                return None, Status(Code.ERROR, f'storageclass.storage.k8s.io "{cls_name}" not found')
-            if sc.get("volumeBindingMode") == "WaitForFirstConsumer":
+            sc = store.get("storageclasses", cls_name) if cls_name else None
+            if sc is not None and sc.get("volumeBindingMode") == "WaitForFirstConsumer":
                 delayed.append(pvc)
             else:
                 immediate = True
@@ -237,7 +235,7 @@ class VolumeBinding(PreFilterPlugin[VolumeBindingArgs], FilterPlugin[VolumeBindi
                 continue
             fits.append((size, pmeta.get("name", ""), affinity))
         fits.sort(key=lambda f: f[0])   # stable: equal sizes keep the store's order
-        sc = store.get("storageclasses", cls_name) or {}
+        sc = store.get("storageclasses", cls_name) or {}   # deleted since PreFilter: nothing to provision
         provisioner = sc.get("provisioner")
         provisionable = sel is None and bool(provisioner) and provisioner != NO_PROVISIONER
         return _DelayedClaim(key, pvc, [(n, a) for _, n, a in fits], provisionable,

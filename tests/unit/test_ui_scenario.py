@@ -110,3 +110,65 @@ def test_node_rows_leave_out_labels_that_repeat_others():
     assert (row["zone"], row["instanceType"], row["capacityType"]) == ("a", "m5.large", "spot")
     bare = Scenario.from_snapshot(Snapshot(nodes=[make_node("n1")])).as_dict()["nodes"][0]
     assert (bare["zone"], bare["instanceType"], bare["capacityType"]) == ("(no zone)", "(unlabelled)", "(unlabelled)")
+
+
+def test_a_snapshot_or_pods_file_beyond_the_limits_is_refused_at_load(tmp_path, capsys):
+    from pysched.cli import parse_args
+    from pysched.ui.command import main
+    from pysched.ui.limits import Limits
+
+    nodes = [make_node(f"n{i}") for i in range(3)]
+    bound = [make_pod(f"b{i}", node_name="n0") for i in range(3)]
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_snapshot(Snapshot(nodes=nodes, pods=bound), limits=Limits(max_nodes=2))
+    assert str(err.value) == "the snapshot holds 3 nodes, more than the limit of 2 (pysched ui --max-nodes)"
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_snapshot(Snapshot(nodes=nodes, pods=bound), limits=Limits(max_pods=2))
+    assert str(err.value) == "the snapshot holds 3 pods, more than the limit of 2 (pysched ui --max-pods)"
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_snapshot(Snapshot(nodes=nodes, pods=bound), limits=Limits(max_scenario_bytes=1000))
+    assert str(err.value).startswith("the snapshot holds ") and str(err.value).endswith(
+        "bytes of objects (as JSON), more than the limit of 1,000 bytes (pysched ui --max-scenario-bytes)")
+    with pytest.raises(ScenarioError) as err:
+        Scenario.from_snapshot(Snapshot(nodes=nodes, pods=bound), [make_pod("p0"), make_pod("p1")],
+                               limits=Limits(max_pods=4))
+    assert str(err.value) == ("document 1: the scenario would hold 5 pods, more than the limit of 4 "
+                              "(pysched ui --max-pods)")
+
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": nodes + bound}))
+    assert main(parse_args(["ui", "--cluster", str(cluster), "--max-nodes", "2"])) == 2
+    assert capsys.readouterr().err == ("pysched ui: the snapshot holds 3 nodes, more than the limit of 2 "
+                                       "(pysched ui --max-nodes)\n")
+    args = parse_args(["ui", "--max-scenario-bytes", "1Gi", "--max-request-bytes", "1048576", "--max-pods", "5_000",
+                       "--allow-host", "ui.lab"])
+    assert (args.max_scenario_bytes, args.max_request_bytes, args.max_pods, args.allow_host) == (
+        2**30, 2**20, 5000, ["ui.lab"])
+    assert (parse_args(["ui"]).max_pods, parse_args(["ui"]).max_nodes) == (100_000, 20_000)
+    for bad in (["--max-pods", "0"], ["--max-nodes", "many"], ["--max-scenario-bytes", "lots"]):
+        with pytest.raises(SystemExit) as exit_:
+            parse_args(["ui", *bad])
+        assert exit_.value.code == 2
+    assert bad[0] in capsys.readouterr().err
+
+
+def test_the_scenario_size_follows_every_change():
+    from pysched.ui.scenario import json_size
+
+    def actual(sc: Scenario) -> int:
+        return sum(json_size(o) for o in (*sc.nodes.values(), *sc.pods.values(), *sc.objects.values()))
+    sc = Scenario.from_snapshot(Snapshot(nodes=[make_node("n0"), make_node("n1")],
+                                         pods=[make_pod("b", node_name="n1")]), [make_pod("p")])
+    assert sc.json_bytes == actual(sc) > 0
+    deploy = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+              "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                       "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c"}]}}}}
+    sc.apply_objects([deploy])
+    assert sc.json_bytes == actual(sc)
+    sc.apply_objects([dict(deploy, spec=dict(deploy["spec"], replicas=1))])
+    sc.clone_node("n0", 2)
+    sc.delete_node("n1")             # its pod becomes pending (a smaller copy)
+    sc.delete_pod("default/p")
+    assert sc.json_bytes == actual(sc) == sc.freeze().json_bytes
+    sc.apply_objects([deploy], "delete")
+    assert sc.json_bytes == actual(sc)

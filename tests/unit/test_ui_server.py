@@ -13,7 +13,8 @@ from pysched.testing.objects import make_node, make_pod
 from pysched.tools.simulate import Simulation
 from pysched.tools.snapshot import Snapshot, load_snapshot
 from pysched.ui import runner
-from pysched.ui.scenario import DEFAULT_CONFIG, Scenario
+from pysched.ui.limits import Limits
+from pysched.ui.scenario import DEFAULT_CONFIG, Scenario, json_size
 from pysched.ui.server import CSP, MAX_BODY, STATE, make_app
 
 TOKEN = "s3cret-token"
@@ -30,7 +31,7 @@ def config(**fit) -> str:
     return yaml.safe_dump(cfg)
 
 
-def small_cluster() -> Scenario:
+def small_cluster(limits: Limits | None = None) -> Scenario:
     """n0 (tainted PreferNoSchedule, empty), n1 (half full), n2 (full); pending pods web-0..2."""
     nodes = [make_node("n0", cpu="4", memory="4Gi", labels={ZONE: "a"},
                        taints=[{"key": "spare", "effect": "PreferNoSchedule"}]),
@@ -39,7 +40,17 @@ def small_cluster() -> Scenario:
     bound = [make_pod("existing", cpu="2", memory="2Gi", node_name="n1"),
              make_pod("small", cpu="900m", memory="512Mi", node_name="n2")]
     pending = [make_pod(f"web-{i}", cpu="1", memory="1Gi") for i in range(2)]
-    return Scenario.from_snapshot(Snapshot(nodes=nodes, pods=bound), pending)
+    return Scenario.from_snapshot(Snapshot(nodes=nodes, pods=bound), pending, None, limits)
+
+
+def deployment(name: str, replicas: int, annotations: dict | None = None) -> dict:
+    meta: dict = {"labels": {"app": name}}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": meta, "spec": {"schedulerName": "pysched", "containers": [
+                         {"name": "c", "resources": {"requests": {"cpu": "10m"}}}]}}}}
 
 
 @pytest.fixture
@@ -124,6 +135,130 @@ async def test_bodies_must_be_json_and_at_most_16_mib(serve):
     errors = (await call(client, "POST", "/api/objects", {"yaml": "a: [b"}, status=400))["errors"]
     assert errors[0]["document"] == 0 and errors[0]["message"].startswith("not valid YAML")
     assert (await call(client, "GET", "/api/scenario"))["version"] == 0
+
+
+async def test_only_requests_for_this_servers_address_are_answered(serve):
+    """DNS rebinding: a page of another site whose name now points at 127.0.0.1 sends its own
+    name as Host - refused (421) before the token is even looked at."""
+    client = await serve(small_cluster(), hosts=["ui.lab"])
+    port = client.server.port
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", f"[::1]:{port}", f"ui.lab:{port}"):
+        assert (await call(client, "GET", "/api/scenario", headers={"Host": host}))["version"] == 0, host
+    for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1:{port + 1}", "127.0.0.1", f"localhost.:{port}",
+                 f"127.0.0.1.evil.example:{port}", f"[::1:{port}", f"127.0.0.1:{port}:1", ""):
+        resp = await client.get("/api/scenario", headers=dict(AUTH, Host=host))
+        assert resp.status == 421, host
+        error = (await resp.json())["errors"][0]
+        assert error["field"] == "Host" and "DNS rebinding" in error["message"], host
+        assert f"127.0.0.1:{port}" in error["message"]
+    # before authentication: no 401, no login cookie
+    resp = await client.get("/api/scenario", headers={"Host": f"evil.example:{port}"})
+    assert resp.status == 421
+    resp = await client.get(f"/?token={TOKEN}", headers={"Host": f"evil.example:{port}"}, allow_redirects=False)
+    assert resp.status == 421 and "Set-Cookie" not in resp.headers
+    assert (await resp.text()).startswith("Host 'evil.example:")
+    resp = await client.get(f"/?token={TOKEN}", headers={"Host": f"localhost:{port}"}, allow_redirects=False)
+    assert resp.status == 303 and f"pysched_ui_{port}=" in resp.headers["Set-Cookie"]
+
+
+async def test_a_request_growing_the_scenario_beyond_the_pod_limit_changes_nothing(serve):
+    """Issue 50 item 7: twenty 50,000-replica Deployments in one small request (each under the
+    per-workload cap) are refused before any is expanded, at the one that passes the limit."""
+    client = await serve(small_cluster())
+    before = await call(client, "GET", "/api/scenario")
+    docs = yaml.safe_dump_all([deployment(f"d{i}", 50_000) for i in range(20)])
+    assert len(docs) < 10_000
+    errors = (await call(client, "POST", "/api/objects", {"yaml": docs}, status=400))["errors"]
+    assert errors == [{"document": 1, "field": "spec.replicas",
+                       "message": "the 50,000 pods of this Deployment would make the scenario hold 100,004 pods, "
+                                  "more than the limit of 100,000 (pysched ui --max-pods)"}]
+    after = await call(client, "GET", "/api/scenario")
+    assert after == before and len(after["pods"]) == 4
+    assert client.server.app[STATE].scenario.limits == Limits()
+
+
+async def test_every_way_of_growing_the_scenario_is_held_to_its_limits(serve):
+    sc = small_cluster(Limits(max_pods=10, max_nodes=5))
+    client = await serve(sc)
+    # plain pods: refused at the one that passes the limit, nothing added
+    pods = {"kind": "List", "items": [make_pod(f"p{i}") for i in range(8)]}
+    errors = (await call(client, "POST", "/api/objects", {"yaml": yaml.safe_dump(pods)}, status=400))["errors"]
+    assert errors == [{"document": 0, "field": "items[6]", "message": "the scenario would hold 11 pods, more than "
+                                                                     "the limit of 10 (pysched ui --max-pods)"}]
+    # a workload up to the limit is accepted, and applied again it replaces its pods (not counted twice)
+    for _ in range(2):
+        got = await call(client, "POST", "/api/objects", {"yaml": yaml.safe_dump(deployment("web", 6))})
+        assert len(sc.pods) == 10, got
+    # a DaemonSet (one pod per node: counted once expanded)
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+          "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+              "metadata": {"labels": {"app": "agent"}}, "spec": {"containers": [{"name": "c"}]}}}}
+    await call(client, "POST", "/api/objects", {"yaml": yaml.safe_dump(deployment("web", 4))})
+    assert len(sc.pods) == 8
+    errors = (await call(client, "POST", "/api/objects", {"yaml": yaml.safe_dump(ds)}, status=400))["errors"]
+    assert errors == [{"document": 0, "field": "", "message": "the scenario would hold 11 pods, more than the limit "
+                                                              "of 10 (pysched ui --max-pods)"}]
+    # nodes: added as objects or cloned
+    errors = (await call(client, "POST", "/api/objects", {"yaml": yaml.safe_dump_all(
+        [make_node("n3"), make_node("n4"), make_node("n5")])}, status=400))["errors"]
+    assert errors == [{"document": 2, "field": "", "message": "the scenario would hold 6 nodes, more than the limit "
+                                                              "of 5 (pysched ui --max-nodes)"}]
+    errors = (await call(client, "POST", "/api/nodes/clone", {"node": "n1", "count": 3}, status=400))["errors"]
+    assert errors == [{"field": "count", "message": "3 copies of n1 would make the scenario hold 6 nodes, more than "
+                                                    "the limit of 5 (pysched ui --max-nodes)"}]
+    assert (await call(client, "POST", "/api/nodes/clone", {"node": "n1", "count": 2}))["added"] == [
+        "n1-sim-1", "n1-sim-2"]
+    # a replay step: refused, the scenario and the replay where they were
+    version = sc.version
+    seq = {"steps": [{"at": "0s", "create": [deployment("batch", 3)]}]}
+    await call(client, "POST", "/api/replay", {"yaml": yaml.safe_dump(seq)})
+    errors = (await call(client, "POST", "/api/replay/step", {}, status=400))["errors"]
+    assert errors == [{"field": "steps[0].create[0].spec.replicas",
+                       "message": "the 3 pods of this Deployment would make the scenario hold 11 pods, more than "
+                                  "the limit of 10 (pysched ui --max-pods)"}]
+    assert sc.version == version and (await call(client, "GET", "/api/replay"))["current"] == 0
+    assert len(sc.pods) == 8 and len(sc.nodes) == 5
+
+
+async def test_the_scenario_bytes_and_the_request_bytes_are_limited(serve):
+    size = small_cluster().json_bytes
+    sc = small_cluster(Limits(max_scenario_bytes=size + 20_000, max_request_bytes=4096))
+    client = await serve(sc)
+    # 100 pods of a 1 KB template: refused before they are made
+    big = deployment("big", 100, annotations={"note": "x" * 1000})
+    errors = (await call(client, "POST", "/api/objects", {"yaml": yaml.safe_dump(big)}, status=400))["errors"]
+    assert errors[0]["field"] == "spec.replicas" and errors[0]["message"].startswith(
+        "the 100 pods of this Deployment would make the scenario hold ")
+    assert errors[0]["message"].endswith("bytes of objects (as JSON), more than the limit of "
+                                         f"{size + 20_000:,} bytes (pysched ui --max-scenario-bytes)")
+    assert sc.version == 0 and sc.json_bytes == size
+    got = await call(client, "POST", "/api/objects", {"yaml": yaml.safe_dump(deployment("small", 5))})
+    assert sc.json_bytes == sum(json_size(o) for o in (*sc.nodes.values(), *sc.pods.values(),
+                                                        *sc.objects.values())) > size
+    assert got["version"] == 1
+    body = json.dumps({"yaml": "x" * 5000})
+    resp = await client.post("/api/objects", data=body, headers=dict(AUTH, **{"Content-Type": "application/json"}))
+    assert resp.status == 413
+    assert (await resp.json())["errors"][0]["message"] == (f"request body of {len(body):,} bytes: the limit is "
+                                                           "4,096 bytes (pysched ui --max-request-bytes)")
+
+
+async def test_kept_runs_are_bounded_by_the_scenario_byte_limit(serve):
+    size = small_cluster().json_bytes
+    sc = small_cluster(Limits(max_scenario_bytes=size + 1000, max_runs=20))
+    client = await serve(sc)
+    for _ in range(4):
+        await call(client, "POST", "/api/runs", {})
+    # each run counts its scenario and its JSON: two of them pass the budget, the newest two stay
+    assert [r["id"] for r in await call(client, "GET", "/api/runs")] == [3, 4]
+    cmp = await call(client, "GET", "/api/compare?a=3&b=4")
+    assert cmp["moved"] == []
+    errors = (await call(client, "GET", "/api/runs/1", status=404))["errors"]
+    assert "the oldest go first" in errors[0]["message"]
+    client = await serve(small_cluster(Limits(max_runs=3)))
+    for _ in range(5):
+        await call(client, "POST", "/api/runs", {})
+    assert [r["id"] for r in await call(client, "GET", "/api/runs")] == [3, 4, 5]
 
 
 # -- editing ----------------------------------------------------------------------------------

@@ -5,7 +5,11 @@ The line ``pysched ui: serving http://127.0.0.1:<port>/?token=<token>`` on stdou
 that logs a browser in (the token is the session secret; the page sets it as a cookie). Logs go to
 stderr. A non-loopback ``--address`` needs ``--insecure-bind-any`` and logs a warning. With
 ``--kubeconfig`` the cluster is listed once, as ``pysched snapshot`` lists it, and nothing is ever
-written to it. Exit status: 0 stopped by a signal, 1 the cluster could not be read, 2 bad input.
+written to it. ``--max-pods``, ``--max-nodes``, ``--max-scenario-bytes``, ``--max-request-bytes``
+and ``--max-runs`` bound what the UI holds (``ui.limits.Limits``): a snapshot or ``--pods`` beyond
+them is refused at start (exit 2), an edit beyond them by the API. Only requests whose ``Host``
+names this server are answered (``--allow-host`` adds names). Exit status: 0 stopped by a signal,
+1 the cluster could not be read, 2 bad input.
 """
 
 from __future__ import annotations
@@ -18,7 +22,32 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pysched.apis.core.quantity import QuantityError, value
 from pysched.tools.snapshot import Snapshot, SnapshotError, load_snapshot, read_objects
+from pysched.ui.limits import Limits
+
+DEFAULTS = Limits()
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+def _size(text: str) -> int:
+    try:
+        n = value(text)
+    except (QuantityError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a size in bytes (such as 536870912, 512Mi or 1Gi), "
+                                         f"got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive size, got {text!r}")
+    return n
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,6 +67,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ui.add_argument("--insecure-bind-any", action="store_true",
                     help="allow a non-loopback --address (lab only: anyone who reaches the port and learns the "
                          "token can use the UI)")
+    ui.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                    help="a name the Host header may carry besides 127.0.0.1, localhost, [::1] and --address "
+                         "(repeatable; e.g. this machine's name with --insecure-bind-any)")
+    lim = ui.add_argument_group("limits", "a scenario beyond these is refused (at start, or the edit that would pass "
+                                          "one); they bound the memory the UI takes")
+    lim.add_argument("--max-pods", type=_count, default=DEFAULTS.max_pods, metavar="N",
+                     help=f"pods in the scenario, workloads expanded (default: {DEFAULTS.max_pods})")
+    lim.add_argument("--max-nodes", type=_count, default=DEFAULTS.max_nodes, metavar="N",
+                     help=f"nodes in the scenario (default: {DEFAULTS.max_nodes})")
+    lim.add_argument("--max-scenario-bytes", type=_size, default=DEFAULTS.max_scenario_bytes, metavar="SIZE",
+                     help="the scenario's objects as JSON, e.g. 512Mi; in memory they take a few times that, and "
+                          "kept runs are dropped beyond it (default: 512Mi)")
+    lim.add_argument("--max-request-bytes", type=_size, default=DEFAULTS.max_request_bytes, metavar="SIZE",
+                     help="an API request's body (default: 16Mi)")
+    lim.add_argument("--max-runs", type=_count, default=DEFAULTS.max_runs, metavar="N",
+                     help=f"runs kept to look at and compare, oldest dropped first (default: {DEFAULTS.max_runs})")
     ui.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                     help="least severe log level written (default: info)")
     ui.add_argument("--log-format", default="logfmt", choices=("logfmt", "json"),
@@ -77,6 +122,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"pysched ui: --address {args.address} is not a loopback address; add --insecure-bind-any to serve "
               "beyond this machine", file=sys.stderr)
         return 2
+    limits = Limits(max_pods=args.max_pods, max_nodes=args.max_nodes, max_scenario_bytes=args.max_scenario_bytes,
+                    max_request_bytes=args.max_request_bytes, max_runs=args.max_runs)
     try:
         snapshot = _snapshot(args)
     except (SnapshotError, ValueError) as exc:
@@ -88,7 +135,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         pods = [obj for obj, _ in read_objects(args.pods)] if args.pods else None
         config = Path(args.config).read_text() if args.config else None
-        scenario = Scenario.from_snapshot(snapshot, pods, config)
+        scenario = Scenario.from_snapshot(snapshot, pods, config, limits)
         scenario.sources = {k: v for k, v in (("cluster", args.cluster), ("kubeconfig", args.kubeconfig),
                                                 ("pods", args.pods), ("config", args.config)) if v}
     except (SnapshotError, ScenarioError) as exc:
@@ -103,7 +150,7 @@ def main(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await serve(scenario, host=args.address, port=args.port, stop=stop,
+        await serve(scenario, host=args.address, port=args.port, stop=stop, allow_hosts=args.allow_host,
                     on_ready=lambda url: print(f"pysched ui: serving {url}", flush=True))
 
     try:

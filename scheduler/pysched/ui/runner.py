@@ -12,6 +12,8 @@
   utilisation of each.
 * ``Replay``: a sequence of steps (``create`` objects, ``failNode``, ``delete`` pods), each applied
   to the scenario before a run.
+* ``RunLog``: the runs kept, at most ``limit``, and fewer when their scenarios are large (a byte
+  budget, the newest two always kept so they can be compared).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from pysched.util import yamlfile
 
 SEED = 0
 MAX_RUNS = 20
+KEEP_AT_LEAST = 2      # runs RunLog keeps whatever their size: a change can always be compared
 
 
 @dataclass
@@ -62,6 +65,12 @@ class Run:
     @property
     def version(self) -> int:
         return self.state.version
+
+    @property
+    def size(self) -> int:
+        """About the bytes it holds: its scenario's objects as JSON (shared with other runs and the
+        scenario while unchanged, counted anyway) and its JSON."""
+        return self.state.json_bytes + len(self.payload)
 
     @property
     def placed(self) -> int:
@@ -220,10 +229,12 @@ def compare(a: Run, b: Run) -> dict:
 # -- the runs kept ----------------------------------------------------------------------------
 
 class RunLog:
-    """The last ``limit`` runs, oldest dropped first; ids count on from 1."""
+    """The last ``limit`` runs, oldest dropped first, and while more than ``KEEP_AT_LEAST`` are
+    kept, while their ``size`` adds up to more than ``max_bytes``; ids count on from 1."""
 
-    def __init__(self, limit: int = MAX_RUNS):
+    def __init__(self, limit: int = MAX_RUNS, max_bytes: int | None = None):
         self.limit = limit
+        self.max_bytes = max_bytes
         self.runs: OrderedDict[int, Run] = OrderedDict()
         self._next = 1
 
@@ -236,8 +247,12 @@ class RunLog:
         """Keep ``r``; returns the ids dropped."""
         self.runs[r.id] = r
         dropped = []
-        while len(self.runs) > self.limit:
-            dropped.append(self.runs.popitem(last=False)[0])
+        total = sum(k.size for k in self.runs.values())
+        while len(self.runs) > self.limit or (self.max_bytes is not None and total > self.max_bytes
+                                               and len(self.runs) > KEEP_AT_LEAST):
+            rid, old = self.runs.popitem(last=False)
+            total -= old.size
+            dropped.append(rid)
         return dropped
 
     def get(self, run_id: int) -> Run | None:

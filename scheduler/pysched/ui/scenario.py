@@ -18,6 +18,11 @@ field it concerns) and leaves the scenario as it was; one that succeeds moves ``
 * The configuration (``set_config``) is a KubeSchedulerConfiguration YAML text, checked by
   ``apis.config.parse`` and by building its frameworks, so a bad plugin name or pluginConfig
   fails here, named by its field path.
+* Size (``Limits``, ``pysched ui --max-*``): a change that would leave more pods, more nodes or
+  more bytes of objects (their JSON size, ``json_bytes``) than the limits is refused whole, at the
+  object that passed one. Workloads are counted before they are expanded (their replicas and
+  the size of their pod template), so a small request cannot make a large scenario even briefly;
+  a snapshot beyond the limits is refused by ``from_snapshot``.
 
 Objects are never changed in place (a change stores a new dict), so ``freeze`` - the
 ``ScenarioState`` a run works on - only copies references. Runs schedule the pending pods as
@@ -50,6 +55,7 @@ from pysched.tools.report_data import NO_ZONE, capacity_type_of, instance_type_o
 from pysched.tools.simulate import zone_of
 from pysched.tools.snapshot import USED_KINDS, Snapshot, SnapshotError, validate_node, validate_pod
 from pysched.tools.workloads import WORKLOAD_KINDS, Expander, WorkloadError, owner_chain
+from pysched.ui.limits import Limits
 from pysched.util import yamlfile
 from pysched.util.logs import kv
 
@@ -97,6 +103,14 @@ class FieldError:
         if self.document is not None:
             out = {"document": self.document, **out}
         return out
+
+
+def json_size(obj: Any) -> int:
+    """An object's size as compact JSON (what ``Limits.max_scenario_bytes`` counts)."""
+    try:
+        return len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
+    except TypeError:                    # an integer beyond 64 bits, a cycle...
+        return len(repr(obj))
 
 
 class ScenarioError(ValueError):
@@ -199,6 +213,7 @@ class ScenarioState:
     pending: tuple[dict, ...]         # queue order (``queue_order``), gated ones included
     objects: tuple[dict, ...]
     ignored: dict[str, int] = field(default_factory=dict)
+    json_bytes: int = 0               # the objects' JSON size (``Scenario.json_bytes``)
 
     def config(self) -> configmod.SchedulerConfig:
         return configmod.parse(parse_yaml(self.config_yaml))
@@ -246,6 +261,28 @@ class _Stage:
         self.errors: list[FieldError] = []
         self.gone_nodes: set[str] = set()
         self._classes: dict[str, int] | None = None
+        self.limits = sc.limits
+        self.json_bytes = sc.json_bytes
+        self.sizes: dict[tuple[str, str], int | None] = {}     # changed sizes (None: gone), for commit
+        self._base_sizes = sc._sizes
+        self._base_counts = (len(sc.pods), len(sc.nodes), sc.json_bytes)
+
+    def size_of(self, key: tuple[str, str]) -> int:
+        size = self.sizes[key] if key in self.sizes else self._base_sizes.get(key)
+        return size or 0
+
+    def _resize(self, key: tuple[str, str], obj: dict | None) -> None:
+        new = json_size(obj) if obj is not None else None
+        self.json_bytes += (new or 0) - self.size_of(key)
+        self.sizes[key] = new
+
+    def over_limit(self) -> str | None:
+        """The message for the limit this change passes (a count or size that grew beyond its
+        limit), or None."""
+        pods, nodes, size = len(self.pods), len(self.nodes), self.json_bytes
+        base_pods, base_nodes, base_size = self._base_counts
+        return self.limits.over(pods if pods > base_pods else 0, nodes if nodes > base_nodes else 0,
+                                size if size > base_size else 0)
 
     def act(self, kind: str, key: str, action: str) -> None:
         self.actions.append({"kind": kind, "key": key, "action": action})
@@ -254,33 +291,39 @@ class _Stage:
         name = node["metadata"]["name"]
         self.act("Node", name, "replaced" if name in self.nodes else "created")
         self.nodes[name] = node
+        self._resize(("Node", name), node)
         self.gone_nodes.discard(name)
 
     def put_pod(self, pod: dict) -> None:
         key = pod_key(pod)
         self.act("Pod", key, "replaced" if key in self.pods else "created")
         self.pods[key] = pod
+        self._resize(("Pod", key), pod)
 
     def put_object(self, obj: dict) -> None:
         k = (obj["kind"], object_key(obj))
         self.act(k[0], k[1], "replaced" if k in self.objects else "created")
         self.objects[k] = obj
+        self._resize(k, obj)
         if k[0] == "PriorityClass":
             self._classes = None
 
     def drop_object(self, k: tuple[str, str]) -> None:
         del self.objects[k]
+        self._resize(k, None)
         self.act(k[0], k[1], "deleted")
         if k[0] == "PriorityClass":
             self._classes = None
 
     def drop_node(self, name: str) -> None:
         del self.nodes[name]
+        self._resize(("Node", name), None)
         self.gone_nodes.add(name)
         self.act("Node", name, "deleted")
 
     def drop_pod(self, key: str) -> None:
         del self.pods[key]
+        self._resize(("Pod", key), None)
         self.act("Pod", key, "deleted")
 
     def lookup(self, kind: str, ns: str, name: str) -> dict | None:
@@ -298,6 +341,7 @@ class _Stage:
             for key, pod in list(self.pods.items()):
                 if (pod.get("spec") or {}).get("nodeName") in self.gone_nodes:
                     self.pods[key] = unbound(pod)
+                    self._resize(("Pod", key), self.pods[key])
 
 
 def pod_key(pod: dict) -> str:
@@ -306,7 +350,7 @@ def pod_key(pod: dict) -> str:
 
 
 class Scenario:
-    def __init__(self, config_yaml: str | None = None):
+    def __init__(self, config_yaml: str | None = None, limits: Limits | None = None):
         self.nodes: dict[str, dict] = {}
         self.pods: dict[str, dict] = {}                      # ns/name -> Pod, in the order added
         self.objects: dict[tuple[str, str], dict] = {}       # (kind, key) -> object
@@ -315,6 +359,9 @@ class Scenario:
         self.ignored: dict[str, int] = {}                     # the snapshot's kinds that do not schedule
         self.sources: dict[str, Any] = {}                     # where it was loaded from (the CLI's files)
         self.skipped_terminated = 0
+        self.limits = limits or Limits()
+        self.json_bytes = 0                                   # the JSON size of every node, pod and object
+        self._sizes: dict[tuple[str, str], int] = {}          # ("Node", name) / ("Pod", key) / object key -> size
         if config_yaml is not None:
             parse_config(config_yaml)
             self.config_yaml = config_yaml
@@ -325,13 +372,14 @@ class Scenario:
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot, pods: list[dict] | None = None,
-                      config_yaml: str | None = None) -> Scenario:
+                      config_yaml: str | None = None, limits: Limits | None = None) -> Scenario:
         """The snapshot's nodes, pods (terminated ones left out) and objects as they are (they were
         checked by ``load_snapshot``), then ``pods`` applied as ``apply_objects`` applies them: Pods
         (pending unless they name a node), workloads (expanded) and supporting objects, checked.
         ``config_yaml``: the KubeSchedulerConfiguration (default: one profile ``pysched`` with
-        kube-scheduler's plugins). Raises ``ScenarioError``."""
-        sc = cls(config_yaml)
+        kube-scheduler's plugins). Raises ``ScenarioError``, also when the snapshot or ``pods``
+        pass ``limits``."""
+        sc = cls(config_yaml, limits)
         for node in snapshot.nodes:
             sc.nodes[node["metadata"]["name"]] = node
         for pod in snapshot.pods:
@@ -341,6 +389,19 @@ class Scenario:
             sc.pods[pod_key(pod)] = pod
         for obj in snapshot.objects:
             sc.objects[obj["kind"], object_key(obj)] = obj
+        problem = sc.limits.over(len(sc.pods), len(sc.nodes), 0, "the snapshot holds")
+        if problem is None:
+            sizes = sc._sizes
+            for name, node in sc.nodes.items():
+                sizes["Node", name] = json_size(node)
+            for key, pod in sc.pods.items():
+                sizes["Pod", key] = json_size(pod)
+            for k, obj in sc.objects.items():
+                sizes[k] = json_size(obj)
+            sc.json_bytes = sum(sizes.values())
+            problem = sc.limits.over(0, 0, sc.json_bytes, "the snapshot holds")
+        if problem is not None:
+            raise ScenarioError([FieldError("", problem)])
         sc.ignored = dict(snapshot.ignored)
         if pods:
             sc.apply_objects(pods, "apply")
@@ -355,7 +416,8 @@ class Scenario:
         for pod in self.pods.values():
             (bound if (pod.get("spec") or {}).get("nodeName") else pending).append(pod)
         return ScenarioState(self.version, self.config_yaml, tuple(self.nodes.values()), tuple(bound),
-                             tuple(queue_order(pending)), tuple(self.objects.values()), dict(self.ignored))
+                             tuple(queue_order(pending)), tuple(self.objects.values()), dict(self.ignored),
+                             self.json_bytes)
 
     def export_yaml(self, state: ScenarioState | None = None) -> str:
         """``ScenarioState.export_yaml`` of the scenario now (or of ``state``, frozen from it
@@ -451,6 +513,12 @@ class Scenario:
             raise RuntimeError(f"stale change: staged on version {stage.base}, the scenario is at {self.version}")
         stage.finish()
         self.nodes, self.pods, self.objects = stage.nodes, stage.pods, stage.objects
+        for k, size in stage.sizes.items():
+            if size is None:
+                self._sizes.pop(k, None)
+            else:
+                self._sizes[k] = size
+        self.json_bytes = stage.json_bytes
         for gone in [k for k in self._node_rows if k not in self.nodes]:
             del self._node_rows[gone]
         for gone in [k for k in self._pod_rows if k not in self.pods]:
@@ -480,11 +548,17 @@ class Scenario:
     def stage_objects(self, docs: Sequence[Any], mode: str = "apply") -> _Stage:
         """``docs`` (objects or Lists; ``None`` skipped) applied (``mode="apply"``) or deleted
         (``"delete"``), all or nothing: the change, for ``commit``, or ``ScenarioError`` naming
-        every document and field at fault. Reads the scenario, changes nothing."""
+        every document and field at fault. Reads the scenario, changes nothing. A change that
+        would pass ``limits`` is refused at the object that passes one (workloads before they are
+        expanded: ``_preflight``), and no object after it is read."""
         if mode not in ("apply", "delete"):
             raise ScenarioError([FieldError("mode", f"must be apply or delete, got {mode!r}")])
         stage = _Stage(self)
         items = list(_flatten(docs, stage.errors))
+        if mode == "apply":
+            too_big = _preflight(stage, items)
+            if too_big is not None:
+                raise ScenarioError([too_big])
         seen: dict[tuple[str, str], tuple[int, str]] = {}
         for obj, doc, prefix in items:
             try:
@@ -493,6 +567,11 @@ class Scenario:
                     raise _Invalid("kind", "required")
                 if mode == "apply":
                     _apply_one(stage, obj, kind, doc, prefix, seen)
+                    problem = stage.over_limit()
+                    if problem is not None:
+                        fld = _estimate(obj)[1] if kind in WORKLOAD_KINDS else ""
+                        stage.errors.append(FieldError(prefix + fld if fld else prefix.rstrip("."), problem, doc))
+                        break
                 else:
                     _delete_one(stage, obj, kind)
             except _Invalid as exc:
@@ -527,8 +606,13 @@ class Scenario:
         if errors:
             raise ScenarioError(errors)
         assert isinstance(name, str) and isinstance(count, int)
-        stage = _Stage(self)
         src = self.nodes[name]
+        problem = self.limits.over(0, len(self.nodes) + count,
+                                   self.json_bytes + count * json_size(whatif._copy(src, f"{name}-sim-{count}")),
+                                   f"{count:,} copies of {name} would make the scenario hold")
+        if problem is not None:
+            raise ScenarioError([FieldError("count", problem)])
+        stage = _Stage(self)
         added: list[str] = []
         i = 0
         while len(added) < count:
@@ -702,6 +786,88 @@ def _apply_workload(stage: _Stage, obj: dict, doc: int, prefix: str) -> None:
         stage.put_object(obj)
     for pod in expander.out.pods:
         stage.put_pod(pod)
+
+
+def _estimate(obj: dict) -> tuple[int, str, int]:
+    """At least how many pods a workload expands into, the field that says so, and at least how
+    many bytes each takes (its pod template's spec, labels and annotations; a StatefulSet's claim
+    templates too). A DaemonSet (one pod per matching node) counts 0 here: it is checked once
+    expanded. Malformed counts count 0 (the expansion refuses them)."""
+    kind, spec = obj.get("kind"), obj.get("spec")
+    if not isinstance(spec, dict) or kind == "DaemonSet":
+        return 0, "", 0
+
+    def number(value: Any, default: int) -> int:
+        if value is None:
+            return default
+        return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    if kind == "Job":
+        count, fld = number(spec.get("parallelism"), 1), "spec.parallelism"
+        if spec.get("completions") is not None and number(spec.get("completions"), 0) < count:
+            count, fld = number(spec.get("completions"), 0), "spec.completions"
+        if spec.get("suspend") is True:
+            count = 0
+    else:
+        count, fld = number(spec.get("replicas"), 1), "spec.replicas"
+    if count > MAX_WORKLOAD_PODS:      # refused at its field before it is expanded
+        return 0, fld, 0
+    raw = spec.get("template")
+    tmpl: dict = raw if isinstance(raw, dict) else {}
+    raw = tmpl.get("metadata")
+    meta: dict = raw if isinstance(raw, dict) else {}
+    per_pod = json_size([tmpl.get("spec"), meta.get("labels"), meta.get("annotations")])
+    if kind == "StatefulSet":
+        per_pod += json_size(spec.get("volumeClaimTemplates"))
+    return count, fld, per_pod
+
+
+def _preflight(stage: _Stage, items: Sequence[tuple[dict, int, str]]) -> FieldError | None:
+    """Before anything is expanded: the workloads of a change, counted by ``_estimate`` (less the
+    pods each owns now, which it replaces), would pass a limit -> the error at the first one that
+    does. Counts are lower bounds: what passes is checked again as each object is applied."""
+    work = [(obj, doc, prefix, *_estimate(obj)) for obj, doc, prefix in items
+            if obj.get("kind") in WORKLOAD_KINDS]
+    if not any(count for *_, count, _f, _s in work):
+        return None
+    first = _first_over(stage, work, None)
+    if first is None:
+        return None
+    # Something passes a limit counting every pod as new: count again, less what each owns now.
+    return _first_over(stage, work, _owned_counts(stage))
+
+
+def _first_over(stage: _Stage, work: list[tuple[dict, int, str, int, str, int]],
+                owned: dict[tuple[str, str, str], tuple[int, int]] | None) -> FieldError | None:
+    pods, size = len(stage.pods), stage.json_bytes
+    for obj, doc, prefix, count, fld, per_pod in work:
+        if not count:
+            continue
+        pods += count
+        size += count * per_pod
+        if owned is not None:
+            raw = obj.get("metadata")
+            meta: dict = raw if isinstance(raw, dict) else {}
+            had = owned.get((str(obj["kind"]), str(meta.get("namespace") or "default"), str(meta.get("name"))))
+            if had:
+                pods, size = pods - had[0], size - had[1]
+        problem = stage.limits.over(pods if pods > len(stage.pods) else 0, 0,
+                                    size if size > stage.json_bytes else 0,
+                                    f"the {count:,} pods of this {obj['kind']} would make the scenario hold")
+        if problem is not None:
+            return FieldError(prefix + fld, problem, doc)
+    return None
+
+
+def _owned_counts(stage: _Stage) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(kind, namespace, name) of each owner in a pod's chain -> the pods it owns and their size."""
+    out: dict[tuple[str, str, str], tuple[int, int]] = {}
+    for key, pod in stage.pods.items():
+        ns = key.split("/", 1)[0]
+        size = stage.size_of(("Pod", key))
+        for kind, name in owner_chain(pod, stage.lookup):
+            n, b = out.get((kind, ns, name), (0, 0))
+            out[kind, ns, name] = (n + 1, b + size)
+    return out
 
 
 def _owned_pods(stage: _Stage, kind: str, ns: str, name: str) -> list[str]:

@@ -2,20 +2,29 @@
 
 ``make_app(scenario, token=...)`` builds the aiohttp application; ``serve(...)`` runs it.
 
-Security: every request needs the session token - ``Authorization: Bearer <token>`` or the
-cookie ``pysched_ui`` (HttpOnly, SameSite=Strict) that ``GET /?token=<token>`` sets before
-redirecting to ``/``; 401 otherwise (JSON for ``/api/*``, a short text page for the rest). Every
-response carries ``Cache-Control: no-store``, ``X-Content-Type-Options: nosniff`` and a
-``Content-Security-Policy`` allowing only this origin (no inline script or style), plus
+Security: a request must name this server in its ``Host`` header - ``127.0.0.1:PORT``,
+``localhost:PORT``, ``[::1]:PORT``, the address it listens on or the one the connection reached,
+or a name given to ``make_app(hosts=...)`` (``--allow-host``) - or it gets a 421 before anything
+else is looked at: a page on another site cannot reach the UI by pointing its own name at
+127.0.0.1 (DNS rebinding). Then every request needs the session token - ``Authorization: Bearer
+<token>`` or the cookie ``pysched_ui`` (HttpOnly, SameSite=Strict) that ``GET /?token=<token>``
+sets before redirecting to ``/``; 401 otherwise (JSON for ``/api/*``, a short text page for the
+rest). Every response carries ``Cache-Control: no-store``, ``X-Content-Type-Options: nosniff``
+and a ``Content-Security-Policy`` allowing only this origin (no inline script or style), plus
 ``Referrer-Policy: no-referrer`` and ``X-Frame-Options: DENY``. POST and PUT need
 ``Content-Type: application/json`` (415 otherwise; a DELETE only when it has a body), bodies are
-at most 16 MiB (413), and a body that is not JSON, or YAML in it that does not parse, is a 400
-``{"errors": [{"field", "message"}]}`` - the shape of every error answer of the API.
+at most ``Limits.max_request_bytes`` (16 MiB by default; 413), and a body that is not JSON, or
+YAML in it that does not parse, is a 400 ``{"errors": [{"field", "message"}]}`` - the shape of
+every error answer of the API. A change that would make the scenario larger than its ``Limits``
+(pods, nodes, bytes) is a 400 naming the limit and the object, and changes nothing.
 
 Changes to the scenario are serialised (one at a time), checked off the event loop where they
 are heavy (YAML parsing, validation, node copies) and committed on it; a run or an explain works
 on a frozen copy in a worker thread (``asyncio.to_thread``), so the server keeps answering; one
-run at a time (409 while one is under way). Runs and errors are logged as ``key=value`` fields.
+run at a time (409 while one is under way). Memory kept besides the scenario is bounded: the runs
+(``runner.RunLog``: ``max_runs``, fewer when large), the explanations (``EXPLAIN_CACHE`` and
+``EXPLAIN_CACHE_BYTES``) and the exports of runs (``EXPORTS_KEPT``). Runs and errors are logged
+as ``key=value`` fields.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ import re
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,19 +44,23 @@ import orjson
 from aiohttp import web
 
 from pysched.ui import runner as runmod
+from pysched.ui.limits import Limits
 from pysched.ui.scenario import FieldError, Scenario, ScenarioError, ScenarioState, parse_config
 from pysched.util import gctune
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.ui.server")
 
-MAX_BODY = 16 * 1024 * 1024
+MAX_BODY = Limits().max_request_bytes     # the default request body limit
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 COOKIE = "pysched_ui"
 STATIC_DIR = Path(__file__).with_name("static")
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'"
 SECURITY_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff", "Content-Security-Policy": CSP,
                     "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
 EXPLAIN_CACHE = 32          # explanations kept (run, pod), least recently used dropped
+EXPLAIN_CACHE_BYTES = 64 * 1024 * 1024     # ... and while they add up to more than this
+EXPORTS_KEPT = 2            # runs' scenario YAML texts kept (GET /api/export?run=)
 CONTENT_TYPES = {".html": "text/html", ".js": "text/javascript", ".mjs": "text/javascript", ".css": "text/css",
                  ".json": "application/json", ".map": "application/json", ".svg": "image/svg+xml",
                  ".png": "image/png", ".ico": "image/x-icon", ".woff2": "font/woff2", ".txt": "text/plain"}
@@ -68,11 +81,13 @@ class ApiError(Exception):
 
 
 class UIState:
-    def __init__(self, scenario: Scenario, token: str, static_dir: Path):
+    def __init__(self, scenario: Scenario, token: str, static_dir: Path, hosts: frozenset[str]):
         self.scenario = scenario
         self.token = token
         self.static_dir = static_dir
-        self.runs = runmod.RunLog()
+        self.hosts = hosts                   # Host names served besides loopback and the socket's own address
+        self.limits = scenario.limits
+        self.runs = runmod.RunLog(self.limits.max_runs, self.limits.max_scenario_bytes)
         self.running = False                 # a run (or a replay step's run) is under way
         self.changing = asyncio.Lock()       # scenario changes, one at a time
         self.replay: runmod.Replay | None = None
@@ -84,12 +99,16 @@ class UIState:
 STATE = web.AppKey("pysched_ui", UIState)
 
 
-def make_app(scenario: Scenario, *, token: str, static_dir: str | Path | None = None) -> web.Application:
-    """The application serving ``scenario``; ``token`` is the session secret every request needs."""
+def make_app(scenario: Scenario, *, token: str, static_dir: str | Path | None = None,
+             hosts: Iterable[str] = ()) -> web.Application:
+    """The application serving ``scenario`` (within ``scenario.limits``); ``token`` is the session
+    secret every request needs; ``hosts``: names a ``Host`` header may carry besides the loopback
+    ones and the address the connection reached (the port must be the one it reached)."""
     if not token:
         raise ValueError("a session token is required")
-    app = web.Application(client_max_size=MAX_BODY, middlewares=[_errors, _auth])
-    app[STATE] = UIState(scenario, token, Path(static_dir) if static_dir is not None else STATIC_DIR)
+    app = web.Application(client_max_size=scenario.limits.max_request_bytes, middlewares=[_errors, _host, _auth])
+    app[STATE] = UIState(scenario, token, Path(static_dir) if static_dir is not None else STATIC_DIR,
+                         frozenset(_host_name(h) for h in hosts))
     app.on_response_prepare.append(_security_headers)
     r = app.router
     r.add_get("/api/scenario", get_scenario)
@@ -114,18 +133,20 @@ def make_app(scenario: Scenario, *, token: str, static_dir: str | Path | None = 
 
 async def serve(scenario: Scenario, *, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
                 static_dir: str | Path | None = None, on_ready: Callable[[str], Any] | None = None,
-                stop: asyncio.Event | None = None, gc_tuning: bool = True) -> None:
+                stop: asyncio.Event | None = None, gc_tuning: bool = True, allow_hosts: Iterable[str] = ()) -> None:
     """Serve ``scenario`` until ``stop`` is set (or the task is cancelled). ``token``: the session
     secret (a random one by default); ``on_ready(url)`` is called with the address that logs a
     browser in (``http://HOST:PORT/?token=...``) once the port is bound (``port=0``: any free one).
-    ``gc_tuning``: ``tune_gc()`` first (this process serves the UI and nothing else)."""
+    ``gc_tuning``: ``tune_gc()`` first (this process serves the UI and nothing else).
+    ``allow_hosts``: more names the ``Host`` header may carry (``host`` itself always may)."""
     token = token or secrets.token_urlsafe(24)
     if gc_tuning:
         tune_gc()
     if host not in ("127.0.0.1", "::1", "localhost"):
         log.warning("serving the what-if UI beyond loopback: anyone who can reach the port and learns the token can "
                     "use it", extra=kv(host=host))
-    runner = web.AppRunner(make_app(scenario, token=token, static_dir=static_dir), access_log=None)
+    runner = web.AppRunner(make_app(scenario, token=token, static_dir=static_dir, hosts=(host, *allow_hosts)),
+                           access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
@@ -190,7 +211,7 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitab
         if exc.status < 400:
             raise
         if exc.status == 413:
-            message = f"request body too large: the limit is {MAX_BODY} bytes"
+            message = _too_large(request)
         else:
             message = exc.reason
         errors = [FieldError("", message)]
@@ -209,6 +230,68 @@ def _refused(request: web.Request, status: int, errors: list[FieldError]) -> Non
     first = errors[0] if errors else FieldError("", "")
     log.info("request refused", extra=kv(method=request.method, path=request.path, status=status,
                                          field=first.field, error=first.message, errors=len(errors)))
+
+
+def _too_large(request: web.Request, size: int | None = None) -> str:
+    limit = request.app[STATE].limits.max_request_bytes
+    what = f"request body of {size:,} bytes" if size is not None else "request body too large"
+    return f"{what}: the limit is {limit:,} bytes (pysched ui --max-request-bytes)"
+
+
+def _host_name(host: str) -> str:
+    """A host as a ``Host`` header names it, lower case, IPv6 without brackets."""
+    return host.strip().lower().removeprefix("[").removesuffix("]")
+
+
+def _split_host(header: str) -> tuple[str, int | None] | None:
+    """``name:port`` / ``[v6]:port`` / ``name`` -> (name, port or None); None when malformed."""
+    header = header.strip()
+    if header.startswith("["):
+        name, sep, rest = header[1:].partition("]")
+        if not sep or (rest and not rest.startswith(":")):
+            return None
+        port = rest[1:]
+    else:
+        name, _, port = header.partition(":")
+        if ":" in port:
+            return None
+    if not name:
+        return None
+    if not port:
+        return name.lower(), None
+    if not port.isdigit() or len(port) > 5:
+        return None
+    return name.lower(), int(port)
+
+
+def _host_problem(request: web.Request) -> str | None:
+    """Why the request's ``Host`` is not this server's address (None: it is)."""
+    header = request.headers.get("Host")
+    transport = request.transport
+    sock = transport.get_extra_info("sockname") if transport is not None else None
+    if not isinstance(sock, tuple) or len(sock) < 2:
+        return None          # not a TCP socket (a Unix socket in tests): nothing to compare with
+    local, port = str(sock[0]), int(sock[1])
+    parsed = _split_host(header) if header else None
+    if parsed is not None:
+        name, given_port = parsed
+        if (given_port or 80) == port and (name in LOOPBACK_HOSTS or name == _host_name(local)
+                                           or name in request.app[STATE].hosts):
+            return None
+    shown = "no Host header" if not header else f"Host {header[:100] + '...' if len(header) > 100 else header!r}"
+    return (f"{shown} is not this server's address: pysched ui answers only requests for 127.0.0.1:{port}, "
+            f"localhost:{port} or [::1]:{port} (or the address it listens on, or an --allow-host name); this "
+            "guards against DNS rebinding")
+
+
+@web.middleware
+async def _host(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    problem = _host_problem(request)
+    if problem is not None:
+        errors = [FieldError("Host", problem)]
+        _refused(request, 421, errors)
+        return _error_response(request, 421, errors)
+    return await handler(request)
 
 
 def _same(given: str, token: str) -> bool:
@@ -255,15 +338,16 @@ async def _auth(request: web.Request, handler: Callable[[web.Request], Awaitable
 
 async def _body(request: web.Request) -> dict:
     """The JSON object a POST/PUT/DELETE carries ({} for none)."""
-    if request.content_length is not None and request.content_length > MAX_BODY:
-        raise ApiError(413, f"request body of {request.content_length} bytes: the limit is {MAX_BODY} bytes")
+    limit = request.app[STATE].limits.max_request_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise ApiError(413, _too_large(request, request.content_length))
     has_body = request.body_exists
     if (request.method in ("POST", "PUT") or has_body) and request.content_type != "application/json":
         raise ApiError(415, f"Content-Type must be application/json, got {request.content_type or 'none'!r}")
     try:
         raw = await request.read()
     except web.HTTPRequestEntityTooLarge:
-        raise ApiError(413, f"request body too large: the limit is {MAX_BODY} bytes") from None
+        raise ApiError(413, _too_large(request)) from None
     if not raw.strip():
         return {}
     try:
@@ -299,7 +383,8 @@ def _run_id(request: web.Request, value: str | None, name: str = "id") -> runmod
         raise ApiError(400, f"expected a run id (an integer), got {value!r}", name) from None
     r = st.runs.get(rid)
     if r is None:
-        raise ApiError(404, f"no run {rid} (the last {runmod.MAX_RUNS} runs are kept)", name)
+        raise ApiError(404, f"no run {rid} (the last {st.runs.limit} runs are kept, fewer of a large scenario; "
+                            "the oldest go first)", name)
     return r
 
 
@@ -452,8 +537,9 @@ async def _explain(st: UIState, r: runmod.Run, pod: str) -> bytes:
     payload = await asyncio.to_thread(orjson.dumps, view)
     if r.id in st.runs.runs:
         st.explained[(r.id, pod)] = payload
-        while len(st.explained) > EXPLAIN_CACHE:
-            st.explained.popitem(last=False)
+        total = sum(len(v) for v in st.explained.values())
+        while st.explained and (len(st.explained) > EXPLAIN_CACHE or total > EXPLAIN_CACHE_BYTES):
+            total -= len(st.explained.popitem(last=False)[1])
     log.info("pod explained", extra=kv(run=r.id, pod=pod, nodes=len(view["nodes"]), bytes=len(payload),
                                        duration_ms=round((time.perf_counter() - t0) * 1000)))
     return payload
@@ -476,6 +562,10 @@ async def get_export(request: web.Request) -> web.Response:
         text = st.exports.get(r.id)
         if text is None and which != "config":
             text = st.exports[r.id] = await asyncio.to_thread(r.state.export_yaml)
+            while len(st.exports) > EXPORTS_KEPT:
+                st.exports.popitem(last=False)
+        elif text is not None:
+            st.exports.move_to_end(r.id)
         name = f"run-{r.id}"
     else:
         sc = st.scenario

@@ -8,7 +8,9 @@ unchanged) and lets a test decide per request to
 
 * ``REFUSE`` - answer with a canned error without forwarding (the write never happened), or
 * ``LIE`` - forward it, then answer with the canned error whatever the API server said (the write
-  happened; the client is told it did not: what a timeout after a successful write looks like).
+  happened; the client is told it did not: what a timeout after a successful write looks like), or
+* ``DELAY`` - hold it for the seconds given in place of the canned answer, then forward it (a
+  write that reaches the API server late: a slow connection, a request queued behind others).
 
 It serves TLS with a certificate from the control plane's CA, so a client trusts it exactly as it
 trusts the API server; only the kubeconfig's server address changes.
@@ -28,7 +30,7 @@ from aiohttp import web
 
 from pysched_dev.devcluster import ControlPlane, free_port, write_kubeconfig
 
-PASS, REFUSE, LIE = "pass", "refuse", "lie"
+PASS, REFUSE, LIE, DELAY = "pass", "refuse", "lie", "delay"
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "upgrade",
               "proxy-authenticate", "proxy-authorization", "te", "trailer", "host"}
 
@@ -42,9 +44,10 @@ def etcd_unavailable(name: str) -> tuple[int, dict]:
 
 
 class FaultProxy:
-    """``decide(method, path) -> (action, (status, body) | None)``; runs in a thread of its own."""
+    """``decide(method, path) -> (action, (status, body) | seconds | None)``; runs in a thread of its own."""
 
-    def __init__(self, cp: ControlPlane, decide: Callable[[str, str], tuple[str, tuple[int, dict] | None]]):
+    def __init__(self, cp: ControlPlane,
+                 decide: Callable[[str, str], tuple[str, tuple[int, dict] | float | None]]):
         self.cp = cp
         self.decide = decide
         self.port = free_port()
@@ -111,6 +114,8 @@ class FaultProxy:
         if action == REFUSE:
             return _canned(canned)
         body = await request.read()
+        if action == DELAY:
+            await asyncio.sleep(float(canned or 0))
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         url = f"{self.cp.url}{request.rel_url}"
         async with self._session.request(request.method, url, data=body or None, headers=headers,
@@ -130,7 +135,7 @@ class FaultProxy:
             return resp
 
 
-def _canned(canned: tuple[int, dict] | None) -> web.Response:
+def _canned(canned) -> web.Response:
     status, body = canned or (500, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                                     "message": "injected", "code": 500})
     return web.Response(status=status, body=json.dumps(body).encode(), content_type="application/json")

@@ -101,6 +101,18 @@ class Metrics:
             "API writes this replica did not send because it could not prove it leads at that moment "
             "(the leader lease was not fresh, lost, or being handed over), by what was written.",
             ["kind"], registry=r)
+        self.bind_retries = Counter(
+            "pysched_bind_retries_total",
+            "Binds sent again on the same node after a failure, the pod's reservation kept, because a plugin "
+            "admitted it as part of a whole (a gang, CycleState.bind_until_bound): a member is never abandoned "
+            "once its group is admitted.", ["profile"], registry=r)
+        self.pod_status_writes = Counter(
+            "pysched_pod_status_writes_total",
+            "Pod status patches of failed scheduling attempts (the PodScheduled condition, nominatedNodeName, the "
+            "explain annotations), by result: written, coalesced (merged into a patch still waiting for the same "
+            "pod), superseded (dropped because the pod was about to be bound), retried (answered with no HTTP "
+            "answer, 429 or 5xx: sent again later), failed (given up), fenced (not sent: not the leader).",
+            ["result"], registry=r)
         self.bind_conflicts = Counter(
             "pysched_bind_conflicts_total",
             "Binds answered 409 Conflict or 404 Not Found, by where the pod turned out to be: already_bound "

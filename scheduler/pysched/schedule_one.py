@@ -35,6 +35,7 @@ from pysched.backend.cache.cache import SchedulerCache
 from pysched.backend.queue.scheduling_queue import ACTIVE, QueuedPodInfo, SchedulingQueue
 from pysched.client.events import EventRecorder
 from pysched.client.fence import NotLeaderError, WriteFence
+from pysched.client.statuswriter import PodStatusWriter
 from pysched.extender.wire import ExtenderError
 from pysched.framework.cycle_state import TRACE_KEY, CycleState
 from pysched.framework.interface import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE, NodeBatch
@@ -62,6 +63,12 @@ PLUGIN_METRICS_SAMPLE_PERCENT = 10
 MIN_BINDS_OUTSTANDING = 8
 MAX_BINDS_OUTSTANDING = 1000
 LAST_RESULTS_LIMIT = 1000   # pods whose last outcome ``Scheduler.last_results`` keeps
+BIND_RETRY_BASE = 0.2       # seconds before a pod admitted with its group binds again (doubling)
+BIND_RETRY_MAX = 5.0
+
+# What ``_write_failed`` found: the bind took effect, the pod is out of our hands (bound elsewhere,
+# deleted, or back in the queue), or it is still pending and its bind is to be sent again.
+BOUND_NOW, ENDED, RETRY_BIND = "bound", "ended", "retry"
 
 
 def num_feasible_nodes_to_find(percentage: int | None, global_pct: int, num_all: int) -> int:
@@ -140,6 +147,8 @@ class Scheduler:
         self.binding_pods: dict[str, asyncio.Task] = {}   # uid -> its binding cycle
         self._in_async_cycle: set[str] = set()           # uids in a scheduling cycle that awaits (extenders)
         self.api_tasks: set[asyncio.Task] = set()
+        # Failed attempts' status patches: coalesced per pod, behind the binds, never after a bind.
+        self.status_writer = PodStatusWriter(client, self._spawn_api_task) if client is not None else None
         self.explain_all = explain_all
         self.traces: dict[str, dict] = {}
         self._explained: dict[str, str] = {}       # uid -> explanation annotation last written
@@ -652,23 +661,40 @@ class Scheduler:
                                      Status(Code.ERROR, f"node {host!r} was deleted before the pod could be bound"),
                                      start)
                 return
-            if self.fence is not None and not self.fence.allows():
-                raise NotLeaderError(self.fence.closed_reason or "the leader lease is not fresh")
             step = "Bind"
-            self._binds_outstanding += 1
-            try:
-                st = await self.bind_with_extenders(fwk, state, assumed, host)
-                if st is not None and st.is_skip():
-                    st = await fwk.run_bind(state, assumed, host)
-            finally:
-                self._binds_outstanding -= 1
-                if self._bind_room is not None and self._binds_outstanding < self.max_binds_outstanding:
-                    self._bind_room.set()
-                self.under_way.set()
-            if st is not None and not st.is_success():
+            tries = 0
+            while True:
+                if self.status_writer is not None:
+                    # A failed attempt's PodScheduled=False must not land after this binding.
+                    await self.status_writer.settle(assumed.uid)
+                if self.fence is not None and not self.fence.allows():
+                    raise NotLeaderError(self.fence.closed_reason or "the leader lease is not fresh")
+                st = await self._bind_once(fwk, state, assumed, host)
+                if st is None or st.is_success():
+                    break
                 if isinstance(st.error, NotLeaderError):
                     raise st.error
-                if not await self._write_failed(fwk, state, qpi, assumed, host, st, start, step):
+                outcome = await self._write_failed(fwk, state, qpi, assumed, host, st, start, step,
+                                                   retry_in_place=state.binds_until_bound())
+                if outcome == BOUND_NOW:
+                    break
+                if outcome == ENDED:
+                    return
+                # Admitted with its group: the reservation stays, the same bind goes out again.
+                tries += 1
+                delay = min(BIND_RETRY_MAX, BIND_RETRY_BASE * 2 ** (tries - 1))
+                METRICS.bind_retries.labels(fwk.profile_name).inc()
+                log.warning("bind failed; binding again: the pod was admitted with its group", extra=kv(
+                    pod=assumed.key, node=host, tries=tries, retry_in=delay, error=st.message()))
+                await asyncio.sleep(delay)
+                if assumed.uid not in self.queue:   # deleted meanwhile
+                    fwk.run_unreserve(state, assumed, host)
+                    self._forget(assumed)
+                    return
+                if host not in self.cache.nodes:
+                    self._binding_failed(fwk, state, qpi, assumed, host,
+                                         Status(Code.ERROR, f"node {host!r} was deleted before the pod could be "
+                                                            "bound"), start)
                     return
         except NotLeaderError as exc:
             # The write fence refused (lease not fresh, lost, or handing over): nothing was sent.
@@ -702,6 +728,20 @@ class Scheduler:
         if trace is not None:
             self._publish_explanation(assumed, trace.to_dict())
 
+    async def _bind_once(self, fwk: Framework, state: CycleState, assumed: PodInfo, host: str) -> Status | None:
+        """One bind: a binder extender if one is interested, else the Bind plugins."""
+        self._binds_outstanding += 1
+        try:
+            st = await self.bind_with_extenders(fwk, state, assumed, host)
+            if st is not None and st.is_skip():
+                st = await fwk.run_bind(state, assumed, host)
+            return st
+        finally:
+            self._binds_outstanding -= 1
+            if self._bind_room is not None and self._binds_outstanding < self.max_binds_outstanding:
+                self._bind_room.set()
+            self.under_way.set()
+
     def _fenced_out(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
                     host: str, exc: NotLeaderError) -> None:
         fwk.run_unreserve(state, assumed, host)
@@ -714,14 +754,16 @@ class Scheduler:
                         extra=kv(pod=assumed.key, node=host, reason=exc.message))
 
     async def _write_failed(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
-                            host: str, st: Status, start: float, step: str) -> bool:
+                            host: str, st: Status, start: float, step: str, *, retry_in_place: bool = False) -> str:
         """A write of the binding cycle failed (PreBind, Bind - a plugin or a binder extender - or
         the cycle crashed): whatever the error said (a 409 during an etcd outage is not "already
-        bound"), find out where the pod is and act on that. Returns True when the pod turned out
-        bound to ``host`` by this Bind (the write took effect; the caller finishes as a success)."""
+        bound"), find out where the pod is and act on that. Returns BOUND_NOW when the pod turned
+        out bound to ``host`` by this Bind (the write took effect; the caller finishes as a
+        success), RETRY_BIND when it is still pending and ``retry_in_place`` (its bind is sent
+        again, its reservation kept), else ENDED."""
         if st.is_rejected() and st.plugin:
             self._binding_failed(fwk, state, qpi, assumed, host, st, start)   # a plugin's verdict
-            return False
+            return ENDED
         where = await locate(assumed, cache=self.cache, queue=self.queue, client=self.client)
         took_effect = where.state == BOUND and where.node == host and step == "Bind"
         status_code = getattr(st.error, "status", None)
@@ -733,17 +775,19 @@ class Scheduler:
                     found=where.state, found_node=where.node or None, source=where.source)
         if took_effect:
             log.info("bind reported an error but took effect; the pod is bound", extra=fields)
-            return True
+            return BOUND_NOW
         if where.state in (BOUND, GONE):
             fwk.run_unreserve(state, assumed, host)
             self._forget(assumed)
             log.info("bind failed and the pod is no longer pending; not retrying", extra=fields)
             self.queue.done(assumed.uid)
-            return False
+            return ENDED
+        if retry_in_place and step == "Bind":
+            return RETRY_BIND
         # Still pending (or the API server could not say): retry it after an error backoff.
         log.warning("bind failed; will retry", extra=fields)
         self._binding_failed(fwk, state, qpi, assumed, host, st, start, rejected_ok=False)
-        return False
+        return ENDED
 
     def _binding_failed(self, fwk: Framework, state: CycleState, qpi: QueuedPodInfo, assumed: PodInfo,
                         host: str, st: Status, start: float, *, rejected_ok: bool = True) -> None:
@@ -854,20 +898,9 @@ class Scheduler:
         return True
 
     def _patch_soon(self, pod: PodInfo, patch: dict) -> None:
-        """Send a pods/status patch in the background (tracked in ``api_tasks``)."""
-        task = asyncio.get_running_loop().create_task(self._send_patch(pod, patch))
-        self.api_tasks.add(task)
-        task.add_done_callback(self.api_tasks.discard)
-
-    async def _send_patch(self, pod: PodInfo, patch: dict) -> None:
-        try:
-            await self.client.patch_pod_status(pod.namespace, pod.name, patch)
-        except NotLeaderError:
-            METRICS.fenced_writes.labels("pod_status").inc()
-        except Exception as exc:  # noqa: BLE001
-            if getattr(exc, "status", None) == 404:
-                return
-            log.warning("error updating pod condition", extra=kv(pod=pod.key, error=str(exc)))
+        """Send a pods/status patch in the background (``statuswriter``: coalesced per pod)."""
+        if self.status_writer is not None:
+            self.status_writer.queue(pod.uid, pod.namespace, pod.name, patch)
 
     def _store_trace(self, pod: PodInfo, trace: CycleTrace) -> dict:
         """Keep the cycle's trace for /debug/explain (bounded, oldest out first)."""

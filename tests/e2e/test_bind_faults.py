@@ -1,4 +1,5 @@
-"""Binds that fail mid-burst never lose a pod or bind one twice, judged by the API server's audit log.
+"""Binds that fail mid-burst never lose a pod or bind one twice, judged by the API server's audit log;
+gangs whose binds fail end whole; a failed attempt's condition never lands after the pod's binding.
 
 kube-apiserver answers a binding it could not write during an etcd outage with ``409 Operation
 cannot be fulfilled on pods/binding ...: rpc error: code = Unavailable``; a 409 is therefore not
@@ -19,18 +20,33 @@ import pytest
 from pysched.metrics import METRICS
 from pysched.podrecovery import ASSUMED_UNBOUND, PodRecovery
 from pysched_dev.devcluster import ControlPlane
-from pysched_dev.faultproxy import LIE, PASS, REFUSE, FaultProxy, etcd_unavailable
+from pysched_dev.faultproxy import DELAY, LIE, PASS, REFUSE, FaultProxy, etcd_unavailable
 from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod
 
 from .auditkit import audit_policy, audited_plane, successful_binds
 from .conftest import SchedulerProcess, scheduler_config, wait_for
 from .inprocess import in_process_app
+from .podgroup_kit import LABEL, create_podgroup, install_crd, podgroup
+from .preemption_kit import force_delete
 from .test_scheduling import assert_no_overcommit
 
 pytestmark = pytest.mark.e2e
 
 BIND_AUDIT = audit_policy(("", ["pods/binding"]), verbs=("create",))
 BINDING = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding$")
+POD_STATUS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/status$")
+GPU = "nvidia.com/gpu"
+
+
+def too_many_requests(name: str) -> tuple[int, dict]:
+    return 429, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                 "message": "Too many requests, please try again later.", "reason": "TooManyRequests",
+                 "details": {"name": name, "kind": "pods/binding", "retryAfterSeconds": 1}, "code": 429}
+
+
+def internal_error(name: str) -> tuple[int, dict]:
+    return 500, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                 "message": f'Internal error occurred: binding "{name}"', "reason": "InternalError", "code": 500}
 
 
 @pytest.fixture
@@ -182,3 +198,115 @@ async def test_the_safety_net_asks_the_api_before_forgetting_an_assumed_pod(cont
         assert METRICS.pods_recovered.labels(ASSUMED_UNBOUND).value == before + 1
     finally:
         await app.shutdown()
+
+
+@pytest.mark.parametrize("compatible", [False, True], ids=["pysched", "schedulerPluginsCompatible"])
+async def test_gangs_whose_binds_fail_end_whole(control_plane, admin, tmp_path, compatible):
+    """Ten gangs of four onto room for six. The last member's binds of every gang fail - 429, then
+    500, then etcd's 409, then they go through - while its siblings bind: a member allowed with
+    its group is bound again on its node until it is, so no gang ends part bound, in either mode,
+    and no pod is bound twice. (Released instead, the member went back to the queue and other
+    gangs took its room: gangs ended 3 of 4 bound.)"""
+    cp = control_plane
+    gangs, size, nodes = 10, 4, 6
+    faults = (too_many_requests, internal_error, etcd_unavailable)
+    flaky = {f"g{g}-{size - 1}" for g in range(gangs)}
+    seen: collections.Counter = collections.Counter()
+
+    def decide(method: str, path: str):
+        m = BINDING.match(path)
+        if method != "POST" or m is None or m.group(2) not in flaky:
+            return PASS, None
+        name = m.group(2)
+        seen[name] += 1
+        if seen[name] <= len(faults):
+            return REFUSE, faults[seen[name] - 1](name)
+        return PASS, None
+
+    await install_crd(admin)
+    proxy = FaultProxy(cp, decide).start()
+    profile: dict = {"schedulerName": "pysched", "plugins": {
+        "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+        "multiPoint": {"enabled": [{"name": "Coscheduling"}]}},
+        "pluginConfig": [{"name": "Coscheduling", "args": {"schedulerPluginsCompatible": compatible}}]}
+    sched = SchedulerProcess(cp, tmp_path, scheduler_config(profiles=[profile]), kubeconfig=proxy.kubeconfig())
+    try:
+        await create_nodes(admin, [make_node(f"n{i}", cpu="64", memory="256Gi", extended={GPU: str(size)})
+                                   for i in range(nodes)])
+        names = [f"g{g}" for g in range(gangs)]
+        await asyncio.gather(*(create_podgroup(admin, podgroup(g, "default", size, scheduleTimeoutSeconds=10))
+                               for g in names))
+        sched.start()
+        await sched.wait_log("caches synced", 60)
+        await create_pods(admin, [make_pod(f"{g}-{i}", labels={LABEL: g}, cpu="100m", extended={GPU: "1"})
+                                  for g in names for i in range(size)])
+
+        last: dict = {"bound": -1, "since": time.monotonic()}
+
+        async def settled():
+            bound = {p["metadata"]["name"] for p in await list_pods(admin, "default") if p["spec"].get("nodeName")}
+            now = time.monotonic()
+            if len(bound) != last["bound"]:
+                last.update(bound=len(bound), since=now)
+                return None
+            busy = (await sched.metric("scheduler_cache_size", type="assumed_pods")
+                    or await sched.metric("pysched_podgroups_waiting"))
+            return bound if not busy and now - last["since"] >= 5 else None
+        bound = await wait_for(settled, 150, interval=0.5, what="the scheduler settled")
+        per_gang = {g: sum(1 for i in range(size) if f"{g}-{i}" in bound) for g in names}
+        partial = {g: n for g, n in per_gang.items() if 0 < n < size}
+        assert not partial, f"gangs left part bound: {partial}"
+        assert sorted(per_gang.values()).count(size) == nodes, per_gang
+        retried = {n for n in flaky if n in bound}
+        assert retried and all(seen[n] == len(faults) + 1 for n in retried), dict(seen)
+        per_pod = successful_binds(cp)
+        assert set(per_pod) == bound and all(c == 1 for c in per_pod.values()), per_pod
+        assert await sched.metric("pysched_bind_retries_total", profile="pysched") >= len(faults) * len(retried)
+        await assert_no_overcommit(admin)
+    finally:
+        sched.close()
+        proxy.stop()
+
+
+async def test_a_failed_attempts_condition_never_lands_after_the_binding(control_plane, admin, tmp_path):
+    """The pod fails (no room) and its PodScheduled=False patch reaches the API server 3 s late;
+    room appears at once and the next attempt binds it. The binding waits for the patch already
+    sent, so the pod ends bound with PodScheduled=True, as kube-scheduler leaves it (it writes the
+    condition before retrying). Sent in the background with no such wait, the False landed after
+    the binding and stayed."""
+    cp = control_plane
+    delay = 3.0
+    patched: list[str] = []
+
+    def decide(method: str, path: str):
+        m = POD_STATUS.match(path)
+        if method == "PATCH" and m is not None and m.group(2) == "p":
+            patched.append(m.group(2))
+            return DELAY, delay
+        return PASS, None
+
+    proxy = FaultProxy(cp, decide).start()
+    sched = SchedulerProcess(cp, tmp_path, scheduler_config(), kubeconfig=proxy.kubeconfig())
+    try:
+        await create_nodes(admin, [make_node("n0", cpu="1", memory="8Gi")])
+        await create_pods(admin, [make_pod("hog", cpu="1", node_name="n0")])
+        sched.start()
+        await sched.wait_log("caches synced", 60)
+        await create_pods(admin, [make_pod("p", cpu="1")])
+
+        async def patch_sent():
+            return bool(patched)
+        await wait_for(patch_sent, 30, interval=0.05, what="p's failed attempt's status patch sent")
+        await force_delete(admin, "default", "hog")     # room: the next attempt binds at once
+
+        async def bound():
+            pods = {q["metadata"]["name"]: q for q in await list_pods(admin, "default")}
+            return pods["p"] if pods["p"]["spec"].get("nodeName") else None
+        await wait_for(bound, 30, interval=0.05, what="p bound")
+        await asyncio.sleep(delay + 1)                  # whatever was sent has landed
+        pod = next(q for q in await list_pods(admin, "default") if q["metadata"]["name"] == "p")
+        cond = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+        assert cond["status"] == "True", cond
+    finally:
+        sched.close()
+        proxy.stop()

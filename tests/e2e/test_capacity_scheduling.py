@@ -173,3 +173,52 @@ async def _failed_message(admin, ns: str, name: str) -> str | None:
     events, _ = await admin.list_all(f"/api/v1/namespaces/{ns}/events",
                                      {"fieldSelector": f"involvedObject.name={name},reason=FailedScheduling"})
     return events[0].get("message") if events else None
+
+
+async def test_a_gang_inside_its_quota_reclaims_with_the_documented_plugin_order(admin, scheduler_factory):
+    """Team f (min = max = 6 CPU) submits a PodGroup of 3 x 2 CPU while team g borrows 2 CPU of
+    the 8 (it holds 4 with a min of 2). The third member fits nowhere: CapacityScheduling reclaims
+    g's borrowed pod and the gang binds whole - with ``postFilter: [Coscheduling,
+    CapacityScheduling]`` as the docs and the kustomize component list them. (There, Coscheduling's
+    PostFilter released the two waiting members first and its preemption gate then saw 0 of 3:
+    the reclaim was vetoed on every retry and the gang never ran.)"""
+    await install_crd(admin)
+    await install_quota_crd(admin)
+    await create_nodes(admin, [make_node(f"n{i}", cpu="4", memory="64Gi") for i in range(2)])
+    await create_quota(admin, "f", {"cpu": "6"}, {"cpu": "6"})
+    await create_quota(admin, "g", {"cpu": "2"}, {"cpu": "8"})
+    assert quota_config()["profiles"][0]["plugins"]["postFilter"]["enabled"][0] == {"name": "Coscheduling"}
+    sched = scheduler_factory(quota_config()).start()
+    await sched.wait_log("caches synced", 60)
+
+    async def on_nodes(ns: str) -> list[str]:
+        return sorted(p["metadata"]["name"] for p in await list_pods(admin, ns)
+                      if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp"))
+
+    async def kubelet():
+        while True:
+            for ns in ("f", "g"):
+                await finish_terminating(admin, ns)
+            await asyncio.sleep(0.1)
+
+    watcher = asyncio.create_task(kubelet())
+    try:
+        await create_pods(admin, [make_pod(f"g{i}", namespace="g", cpu="2", memory="1Gi") for i in range(2)])
+
+        async def g_runs():
+            return len(await on_nodes("g")) == 2
+        await wait_for(g_runs, 60, what="team g holds 4 CPU")
+        await create_podgroup(admin, podgroup("job", "f", 3))
+        await create_pods(admin, [make_pod(f"m{i}", namespace="f", cpu="2", memory="1Gi", labels={LABEL: "job"})
+                                  for i in range(3)])
+
+        async def gang_whole():
+            return await on_nodes("f") == ["m0", "m1", "m2"]
+        await wait_for(gang_whole, 60, what="the gang of f bound whole")
+        assert len(await on_nodes("g")) == 1          # exactly g's borrowed 2 CPU reclaimed
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    assert await sched.metric("pysched_quota_preemption_victims_total", quota="g/g-quota", reason="reclaim") == 1
+    assert sched.terminate() == 0, sched.log()[-3000:]

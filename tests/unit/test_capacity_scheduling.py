@@ -208,10 +208,42 @@ def test_a_gang_inside_a_quota_is_admitted_whole_or_not_at_all():
     for m in members:
         sim.observe_pending(m)
     outs = [sim.schedule(m) for m in members]
-    # two fit under the total min (6 + 2 = 8), the third does not: the whole gang is released
+    # Two fit under the total min (6 + 2 = 8), the third does not. b is within its min and a
+    # borrows: the third reclaims one of a's GPUs, while the two members keep waiting at Permit -
+    # with Coscheduling listed first at postFilter too, whose release of the waiting members runs
+    # only when no preemption could complete the group (issue 50: it released them, its gate then
+    # counted 0 of 3 members and vetoed the reclaim, and the gang never ran).
     assert [o.code for o in outs] == ["Waiting", "Waiting", "Unschedulable"]
+    assert outs[2].nominated_node and len(outs[2].victims) == 1 and outs[2].victims[0].startswith("a/")
+    assert plugin(sim).usage.of("b").get(GPU, 0) == 2             # the waiting members hold their GPUs
+    victim = next(p for p in sim.cache.pods.values() if p.key == outs[2].victims[0])
+    sim.remove_pod(victim.uid)
+    assert sim.schedule(members[2]).code == "Scheduled"           # the group is complete: all three go
+    assert plugin(sim).usage.of("b").get(GPU, 0) == 3
+
+
+def test_a_gang_inside_a_quota_that_cannot_reclaim_is_released_whole():
+    """a holds only its min: nothing to reclaim, so Coscheduling's PostFilter releases the waiting
+    members and nothing of the gang stays charged."""
+    plugins = {"queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+               "multiPoint": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}]},
+               "postFilter": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}],
+                              "disabled": [{"name": "*"}]}}
+    sim = sim_with(TEAMS, nodes=2, plugins=plugins)              # 8 GPUs
+    for i in range(6):
+        assert sim.schedule(gpu_pod(f"a{i}", "a", priority=1000)).code == "Scheduled"
+    assert sim.add_object({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                           "metadata": {"name": "job", "namespace": "a", "creationTimestamp": "2026-01-01T00:00:00Z",
+                                        "resourceVersion": "1"}, "spec": {"minMember": 3}})
+    members = [gpu_pod(f"m{i}", "a", labels={"scheduling.x-k8s.io/pod-group": "job"}, priority=1000)
+               for i in range(3)]
+    for m in members:
+        sim.observe_pending(m)
+    outs = [sim.schedule(m) for m in members]
+    assert [o.code for o in outs] == ["Waiting", "Waiting", "Unschedulable"]
+    assert not outs[2].victims
     assert all(node is None for node, _ in sim.settled.values())
-    assert plugin(sim).usage.of("b").get(GPU, 0) == 0             # nothing of the gang still charged
+    assert plugin(sim).usage.of("a").get(GPU, 0) == 6             # nothing of the gang still charged
 
 
 def test_upstream_quota_arithmetic():

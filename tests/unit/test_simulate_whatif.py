@@ -103,7 +103,7 @@ def test_statefulset_ordinals_and_claims(tmp_path):
     assert new["spec"]["storageClassName"] == "std" and new["metadata"]["labels"] == {"app": "db"}
     assert simulation.sim.objects.get("statefulsets", "shop/db") is not None
     assert [p.node is not None for p in res.placements] == [False, True, True]   # class "old" does not exist
-    assert "storageclass" in res.placements[0].message.lower()
+    assert "pod has unbound immediate persistentvolumeclaims" in res.placements[0].message.lower()
     assert any("OrderedReady" in n for n in prepare(args_for(tmp_path, [*nodes3(), sc], [ss]))[3]["notes"])
 
 

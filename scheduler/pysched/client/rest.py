@@ -55,6 +55,12 @@ class TokenBucket:
         self.tokens -= 1.0
         return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
 
+    def available(self) -> float:
+        """The tokens in the bucket now (negative: owed to callers already waiting), none taken."""
+        if self.rate <= 0:
+            return self.capacity
+        return min(self.capacity, self.tokens + (self.clock() - self.last) * self.rate)
+
     def refund(self) -> None:
         """Give back a token taken by ``reserve`` that will not be used."""
         if self.rate > 0:
@@ -196,9 +202,11 @@ class KubeClient:
         await self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding",
                            body=body, timeout=timeout, decode=False)
 
-    async def patch_pod_status(self, namespace: str, name: str, patch: dict) -> Any:
+    async def patch_pod_status(self, namespace: str, name: str, patch: dict, *, rate_limit: bool = True) -> Any:
+        """``rate_limit=False``: the caller took the limiter's token itself (``statuswriter``)."""
         return await self.request("PATCH", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status",
-                                  body=patch, content_type="application/strategic-merge-patch+json")
+                                  body=patch, content_type="application/strategic-merge-patch+json",
+                                  rate_limit=rate_limit)
 
     async def delete_pod(self, namespace: str, name: str, uid: str | None = None) -> Any:
         """A graceful delete with the pod's own grace period. With ``uid``, only that pod: a pod

@@ -63,7 +63,7 @@ from pysched.framework.types import FrameworkError
 #: The plugin API's own version (docs/api.md, "Stability"): a minor bump adds, a major one may remove
 #: what was deprecated for at least one minor release. ``tests/unit/test_api_surface.py`` holds the
 #: recorded surface of ``pysched.framework`` and ``pysched.testing`` to this version.
-PLUGIN_API_VERSION = "1.1"
+PLUGIN_API_VERSION = "1.2"
 
 __all__ = [
     "PLUGIN_API_VERSION",

@@ -15,7 +15,7 @@ TRACE_KEY = "pysched/trace"
 
 class CycleState:
     __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins", "record_plugin_metrics",
-                 "pods_to_activate")
+                 "pods_to_activate", "_bind_until_bound")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
@@ -23,6 +23,7 @@ class CycleState:
         self.skip_score_plugins: set[str] = set()
         self.record_plugin_metrics = False
         self.pods_to_activate: set[str] = set()
+        self._bind_until_bound = False
 
     def read(self, key: str) -> Any:
         try:
@@ -50,10 +51,22 @@ class CycleState:
         if trace is not None:
             trace.notes.setdefault(plugin, {}).update(notes)
 
+    def bind_until_bound(self) -> None:
+        """Asked by a plugin at Reserve or Permit when the pod is admitted as part of a whole (a
+        gang): once Permit allows it, a failed bind is not a failed attempt - the binding cycle
+        keeps the pod's reservation and binds it again on the same node, backing off, until it is
+        bound or deleted, the node goes, or this replica stops leading. (Plugin API 1.2.)"""
+        self._bind_until_bound = True
+
+    def binds_until_bound(self) -> bool:
+        """Whether a plugin asked for ``bind_until_bound`` in this cycle."""
+        return self._bind_until_bound
+
     def clone(self) -> CycleState:
         c = CycleState()
         c._data = dict(self._data)
         c.skip_filter_plugins = set(self.skip_filter_plugins)
         c.skip_score_plugins = set(self.skip_score_plugins)
         c.record_plugin_metrics = self.record_plugin_metrics
+        c._bind_until_bound = self._bind_until_bound
         return c

@@ -214,7 +214,14 @@ class Framework:
         self.queue_sort: list[QueueSortPlugin] = _of(QueueSortPlugin, ordered["queueSort"])
         self.pre_filter: list[PreFilterPlugin] = _of(PreFilterPlugin, ordered["preFilter"])
         self.filter: list[FilterPlugin] = _of(FilterPlugin, ordered["filter"])
-        self.post_filter: list[PostFilterPlugin] = _of(PostFilterPlugin, ordered["postFilter"])
+        # A PreemptionGate's own PostFilter (Coscheduling's release of the waiting members) runs
+        # after the others: the gate judges a preemption by the state before that PostFilter
+        # changes it, so ``postFilter: [Coscheduling, CapacityScheduling]`` reclaims for a gang as
+        # ``[CapacityScheduling, Coscheduling]`` does. Otherwise the configured order.
+        post_filter = _of(PostFilterPlugin, ordered["postFilter"])
+        self.post_filter: list[PostFilterPlugin] = (
+            [p for p in post_filter if not isinstance(p, PreemptionGate)]
+            + [p for p in post_filter if isinstance(p, PreemptionGate)])
         self.pre_score: list[PreScorePlugin] = _of(PreScorePlugin, ordered["preScore"])
         self.score: list[ScorePlugin] = _of(ScorePlugin, ordered["score"])
         self.reserve: list[ReservePlugin] = _of(ReservePlugin, ordered["reserve"])

@@ -4,9 +4,11 @@ A pod labelled ``scheduling.x-k8s.io/pod-group: <name>`` belongs to PodGroup ``<
 (``scheduling.x-k8s.io/v1alpha1``) in its namespace. A group is placed all or nothing:
 
 * QueueSort: priority, then the group's time (the PodGroup's creationTimestamp, or its last
-  failure, so a group that keeps failing goes behind newer ones), then the group key, then the pod
-  name - a group's members leave the queue one after the other (upstream breaks the tie on the pod
-  name alone, which interleaves groups created in the same second). Non-members sort by priority
+  failure, so a group that keeps failing goes behind newer ones), then the group key, then the
+  largest member first (extended resources, CPU, memory: a 3-CPU driver before its 1-CPU workers,
+  which spread first could leave it no node), then the pod name - a group's members leave the
+  queue one after the other (upstream breaks the tie on the pod name alone, which interleaves
+  groups created in the same second and orders members by name). Non-members sort by priority
   and queue time, as PrioritySort. Enable it in place of PrioritySort (``queueSort: enabled:
   [Coscheduling], disabled: ["*"]``), as scheduler-plugins' sample configuration does.
 * PreFilter: a member is rejected early (UnschedulableAndUnresolvable, as upstream, so it never
@@ -18,7 +20,10 @@ A pod labelled ``scheduling.x-k8s.io/pod-group: <name>`` belongs to PodGroup ``<
   hold live reservations (assumed or bound in this generation), then allows every waiting member
   at once. Each member waits ``scheduleTimeoutSeconds`` (else ``permitWaitingTimeSeconds``); the
   first waiter's timeout ends the attempt, and the first waiter wakes the siblings.
-* Unreserve (a timeout, a rejection, a failed PreBind or bind, a deleted node) fails the group:
+* Once Permit allows a member, its bind is retried on the same node until it is bound
+  (``CycleState.bind_until_bound``): a failed bind (a 5xx, a 409 while etcd is unavailable, the
+  client's rate limiter) never releases a group some of whose members are already bound.
+* Unreserve (a timeout, a rejection, a failed PreBind, a deleted node) fails the group:
   its generation moves on and every waiting member is rejected (their reservations go). PreBind
   fails a member allowed in an older generation, so siblings allowed but not yet bound do not bind
   without their group.
@@ -31,7 +36,11 @@ A pod labelled ``scheduling.x-k8s.io/pod-group: <name>`` belongs to PodGroup ``<
   PostFilter's rejection and only when ``podGroupBackoffSeconds`` is set, no retry when it ends,
   queue ties broken on the pod's name alone.
 * PreemptionGate: a member may preempt only when every other member its quorum needs is already
-  assumed, waiting or bound (DefaultPreemption asks before its dry runs).
+  assumed, waiting or bound (DefaultPreemption and CapacityScheduling ask before their dry runs).
+  The framework runs a gate's PostFilter after the other PostFilter plugins, whatever their
+  configured order: a preemption that can complete the group comes first, and the waiting members
+  are released only when none could (scheduler-plugins runs them in the listed order, so
+  ``[Coscheduling, CapacityScheduling]`` there releases the waiting members, then reclaims).
 
 Reads: PodGroups from the object store; the group's pods from the engine's pod events
 (``PodWatcher``); reservations from its own Reserve/Unreserve. Metrics: groups waiting, admitted,
@@ -144,6 +153,18 @@ def _epoch(ts: str | None) -> float:
         return float(calendar.timegm(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")))
     except ValueError:
         return 0.0
+
+
+_BASE_RESOURCES = frozenset(("cpu", "memory", "ephemeral-storage", "pods"))
+
+
+def _largest_first(pod: PodInfo) -> tuple[int, int, int]:
+    """A member's place within its group: larger members first (extended resources such as GPUs,
+    then CPU, then memory), as first-fit-decreasing packs - small members spread first can leave
+    a large one room nowhere, and a group retried in the same order would fail the same way."""
+    req = pod.requests
+    extended = sum(v for r, v in req.items() if r not in _BASE_RESOURCES and not r.startswith("hugepages-"))
+    return (-extended, -req.get("cpu", 0), -req.get("memory", 0))
 
 
 def group_key(pod: PodInfo) -> str:
@@ -310,7 +331,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         pod: PodInfo = qpi.pod
         name = pod.labels.get(POD_GROUP_LABEL)
         if not name:
-            return (-pod.priority, qpi.timestamp + self._mono_to_epoch, "", "")
+            return (-pod.priority, qpi.timestamp + self._mono_to_epoch, "", (), "")
         key = f"{pod.namespace}/{name}"
         g = self.groups.get(key)
         when = g.failed_at if g is not None and g.failed_at else 0.0
@@ -318,8 +339,8 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
             pg = self.podgroup(key)
             when = pg.created if pg is not None and pg.created else pod.created
         if self.args.scheduler_plugins_compatible:
-            return (-pod.priority, when, "", f"{pod.namespace}/{pod.name}")   # upstream: ties on the pod alone
-        return (-pod.priority, when, key, pod.name)
+            return (-pod.priority, when, "", (), f"{pod.namespace}/{pod.name}")   # upstream: ties on the pod alone
+        return (-pod.priority, when, key, _largest_first(pod), pod.name)
 
     # -- PreFilter -------------------------------------------------------------------------------
 
@@ -449,6 +470,9 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
             self._fail_group(g, f"a member's node {gone} was deleted", retry=True)
             return Status(Code.UNSCHEDULABLE, f"PodGroup {key} was released: a member was assumed on node {gone}, "
                                               "which was deleted"), 0.0
+        # Once allowed, a member is bound even if its bind fails for a while: a gang half bound
+        # and half released is what all-or-nothing must never leave behind.
+        state.bind_until_bound()
         placed = g.placed()
         if placed >= pg.min_member:
             for uid in g.waiting:
@@ -505,11 +529,16 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         if pg is None:
             return ""   # its Permit will reject it; preemption follows DefaultPreemption's own rules
         g = self.groups.get(key) or Group(key)   # a question: it creates no group
-        others = g.placed() - (1 if g.reserved.get(pod.uid) == g.generation or pod.uid in g.bound else 0)
+        others = self._others_placed(g, pod)
         if others + 1 >= pg.min_member:
             return ""
         return (f"not eligible: PodGroup {key} has {others} of minMember {pg.min_member} members assumed or bound; "
                 "a gang member preempts only to complete its group")
+
+    @staticmethod
+    def _others_placed(g: Group, pod: PodInfo) -> int:
+        """The group's members other than ``pod`` holding a live reservation (assumed or bound)."""
+        return g.placed() - (1 if g.reserved.get(pod.uid) == g.generation or pod.uid in g.bound else 0)
 
     # -- requeueing ------------------------------------------------------------------------------
 

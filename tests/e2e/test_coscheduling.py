@@ -244,3 +244,56 @@ async def test_scheduler_started_without_the_crd_schedules_groups_once_installed
         return got if bound_count(got) == 3 else None
     await wait_for(whole, 45, what="the group scheduled once its CRD and PodGroup appeared")
     assert sched.terminate() == 0, sched.log()[-3000:]   # the PodGroup informer stops with the scheduler
+
+
+
+async def test_a_storm_of_failed_gang_attempts_starves_no_bind_and_leaves_no_gang_part_bound(admin, scheduler_factory):
+    """schedulerPluginsCompatible (no group backoff) with a client limited to qps 20, burst 40
+    (kube-scheduler's default is 50/100): three 4-GPU jobs on 6 GPUs. One runs; the other two grab and release the
+    GPUs left, each release requeueing the other, thousands of failed attempts a minute. Every
+    failed attempt wants a PodScheduled=False patch: sent as they came, they ran the client's rate
+    limiter thousands of tokens into debt, and binds behind them failed ("client rate limiter: a
+    token is 30s away"), leaving gangs part bound. Patches are coalesced per pod and wait for spare
+    tokens: when the running job ends mid-storm, a waiting job binds whole at once, no request fails
+    on the rate limiter, and the patches written are far fewer than the failed attempts."""
+    await install_crd(admin)
+    await create_nodes(admin, [gpu_node(f"gpu{i}", 2) for i in range(3)])          # 6 GPUs
+    jobs = ("job-a", "job-b", "job-c")
+    for job in jobs:
+        await create_podgroup(admin, podgroup(job, "default", 4, scheduleTimeoutSeconds=2))
+    cfg = gang_config(schedulerPluginsCompatible=True)
+    cfg["clientConnection"] = {"qps": 20, "burst": 40}
+    sched = scheduler_factory(cfg).start()
+    await sched.wait_log("caches synced", 60)
+    await create_pods(admin, [gpu_member(f"{job}-{i}", job) for job in jobs for i in range(4)])
+
+    async def one_whole():
+        got = await placements(admin)
+        whole = [g for g, m in got.items() if bound_count(m) == 4]
+        return whole[0] if len(whole) == 1 else None
+    winner = await wait_for(one_whole, 60, what="one job with all four members bound")
+    await asyncio.sleep(15)                                # the other two storm meanwhile
+    storm = await _failed_attempts(sched)
+    for i in range(4):                                     # the running job ends
+        await force_delete(admin, "default", f"{winner}-{i}")
+
+    async def next_whole():
+        got = await placements(admin)
+        whole = [g for g, m in got.items() if g != winner and bound_count(m) == 4]
+        return whole[0] if len(whole) == 1 else None
+    await wait_for(next_whole, 30, what="a waiting job bound whole once the first one ended")
+    await asyncio.sleep(5)
+    got = await placements(admin)
+    partial = {g: bound_count(m) for g, m in got.items() if 0 < bound_count(m) < 4}
+    assert not partial, f"jobs left part bound: {partial}"
+    failed = await _failed_attempts(sched)
+    written = await metric(sched, "pysched_pod_status_writes_total", result="written")
+    coalesced = await metric(sched, "pysched_pod_status_writes_total", result="coalesced")
+    print(f"failed attempts {failed:.0f} ({storm:.0f} in the first 15 s of storm), status patches "
+          f"written {written:.0f}, coalesced {coalesced:.0f}")
+    assert storm >= 1000, f"no storm to weather: {storm:.0f} failed attempts"
+    limited = [ln for ln in sched.log().splitlines() if "client rate limiter" in ln]
+    assert not limited, limited[:3]
+    assert await metric(sched, "pysched_pod_status_writes_total", result="failed") == 0
+    assert written < failed / 10, (written, failed)
+    assert sched.terminate() == 0, sched.log()[-3000:]

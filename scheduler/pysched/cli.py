@@ -197,8 +197,10 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--body-timeout", type=_positive_float, default=30.0, metavar="SECONDS",
                      help="answer 408 and close when a request body takes longer than this (default: 30)")
     ext.add_argument("--max-connections", type=_positive_int, default=128, metavar="N",
-                     help="connections held at once; at the cap the oldest one with no request being handled "
-                          "is closed to make room (default: 128)")
+                     help="connections served at once, a quarter of them at most from one client address "
+                          "(default: 128); past that a connection waits, unread, for a slot (at most "
+                          "--header-timeout, then 503): an idle or slow one is closed to make room, one "
+                          "that has sent a complete request never")
 
     from pysched.tools.exitcodes import SIMULATE_EXIT_HELP
     sim = sub.add_parser("simulate", help="schedule pods onto a cluster snapshot without an API server",

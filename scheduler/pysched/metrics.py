@@ -123,8 +123,9 @@ class Metrics:
         self.http_connections_shed = Counter(
             "pysched_http_connections_shed_total",
             "Connections to a pysched HTTP server (secure port, extender) closed by its connection cap: evicted "
-            "(the oldest connection with no request being handled, closed to make room) or refused (every "
-            "connection was busy), by server.", ["server", "reason"], registry=r)
+            "(a connection holding no request - idle, slow or silent - closed to make room) or refused (answered "
+            "503: it waited for a slot longer than the header timeout, the waiting line was full, or too many TLS "
+            "handshakes were under way), by server.", ["server", "reason"], registry=r)
         self.http_requests_rejected = Counter(
             "pysched_http_requests_rejected_total",
             "Malformed requests a pysched HTTP server refused before routing them (too many or too long "

@@ -477,3 +477,113 @@ async def test_slow_clients_are_cut_off(ext):
                 assert r.status == 200 and (await r.json())["NodeNames"] == ["n1"]
     finally:
         await slow.stop()
+
+
+# -- many connections at once ---------------------------------------------------------------------
+
+async def test_a_burst_of_1000_requests_from_one_client_is_answered_in_full(ext):
+    """kube-scheduler under a burst: 1,000 concurrent /filter calls from 127.0.0.1, each on a
+    connection of its own - 30 times the per-client share of 32 connections. The connections past
+    the share wait for a slot and are served in turn: every call is answered 200 with its result,
+    none is reset; once with the connections kept alive, once closed after each answer."""
+    app, _, server, problems = ext
+    body = orjson.dumps({"Pod": small_pod(), "NodeNames": ["n1", "n2"]})
+    peak = 0
+
+    async def sample():
+        nonlocal peak
+        while True:
+            peak = max(peak, server.guard.queued)
+            await asyncio.sleep(0.005)
+
+    sampler = asyncio.create_task(sample())
+    try:
+        for force_close in (False, True):
+            connector = aiohttp.TCPConnector(limit=0, force_close=force_close)
+            async with aiohttp.ClientSession(base_url=f"http://127.0.0.1:{server.port}", connector=connector) as s:
+                async def one():
+                    async with s.post("/filter", data=body) as r:
+                        return r.status, await r.read()
+
+                # liveness bound only: the burst takes a few seconds
+                results = await asyncio.wait_for(
+                    asyncio.gather(*(one() for _ in range(1000)), return_exceptions=True), 120)
+            failed = [r for r in results if isinstance(r, BaseException)]
+            assert not failed, (force_close, len(failed), failed[:3])
+            wrong = [r for r in results if r[0] != 200 or orjson.loads(r[1])["NodeNames"] != ["n1"]]
+            assert not wrong, (force_close, len(wrong), wrong[:3])
+    finally:
+        sampler.cancel()
+    assert peak > 0, "the burst never went past the per-client share: it tests nothing"
+    assert server.guard.queued == 0
+    assert not problems.records, problems.text()
+
+
+class Warnings(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record):
+        self.records.append(record)
+
+
+async def test_a_connection_closed_under_a_request_is_one_quiet_warning(ext, monkeypatch):
+    """The server closes connections whose request head it has read - before their body is read,
+    or before the answer is written - and clients hang up mid-body: no error, no traceback, and
+    one warning line for the client per log interval, however many."""
+    app, s, server, problems = ext
+    warnings = Warnings()
+    logging.getLogger("pysched").addHandler(warnings)
+    read_body = ExtenderServer._body
+    run_filters = ExtenderServer._run_filters
+
+    async def closed_before_the_body(self, request):
+        request.protocol.force_close()
+        return await read_body(self, request)
+
+    def closed_before_the_answer(self, *args):
+        result = run_filters(self, *args)
+        for proto in list(server._runner.server._connections):   # noqa: SLF001
+            if proto.transport is not None:
+                proto.transport.close()   # closing: the answer cannot be written
+        return result
+
+    async def request(head: bytes, body: bytes, hang_up: bool = False) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        try:
+            writer.write(head + body)
+            await writer.drain()
+            if hang_up:
+                await asyncio.sleep(0.05)
+                return b""
+            return await asyncio.wait_for(reader.read(), 30)   # liveness bound: returns at EOF
+        finally:
+            writer.close()
+
+    valid = orjson.dumps({"Pod": small_pod(), "NodeNames": ["n1"]})
+    head = b"POST /filter HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+    try:
+        monkeypatch.setattr(ExtenderServer, "_body", closed_before_the_body)
+        for _ in range(20):
+            assert await request(head % len(valid), valid[:10]) == b""
+        monkeypatch.setattr(ExtenderServer, "_body", read_body)
+        monkeypatch.setattr(ExtenderServer, "_run_filters", closed_before_the_answer)
+        for _ in range(20):
+            assert await request(head % len(valid), valid) == b""
+        monkeypatch.undo()
+        for _ in range(20):
+            await request(head % len(valid), valid[:10], hang_up=True)
+        await asyncio.sleep(0.5)
+    finally:
+        logging.getLogger("pysched").removeHandler(warnings)
+    assert not problems.records, problems.text()
+    closed = [r for r in warnings.records if r.getMessage().startswith("connection closed")]
+    assert len(closed) == 1 and closed[0].levelno == logging.WARNING, [r.getMessage() for r in warnings.records]
+    assert not any(r.exc_info for r in warnings.records)
+    # every one of them was noted - the 20 closed before the body, the 20 before the answer - and
+    # all but the first held back for the interval
+    _, suppressed = server.guard.quiet._last["127.0.0.1", "closed"]   # noqa: SLF001
+    assert suppressed >= 39, suppressed
+    status, res = await post(s, "filter", {"Pod": small_pod(), "NodeNames": ["n1", "n2"]})
+    assert status == 200 and res["NodeNames"] == ["n1"]

@@ -28,59 +28,168 @@ class Transport:
         return (self.ip, 40000) if name == "peername" else None
 
 
-class Handler:
-    """Stands in for aiohttp's RequestHandler: the guard only calls force_close on it."""
+class Conn:
+    """Stands in for the guard's ``_Connection``: what the guard asks of a connection (is a request
+    of it in hand? was it answered before? did it send anything?) and what it does to one."""
 
     def __init__(self, name):
         self.name = name
-        self.closed = False
+        self.handler = self
+        self.client = ""
+        self.since = self.queued_at = 0.0
+        self.heard = False          # sent part of a request head
+        self.request = False        # a complete request is queued, handled or being answered
+        self.answered = False       # kept alive after an answer
+        self.state = "new"
 
-    def force_close(self):
-        self.closed = True
+    def admit(self):
+        self.state = "served"
+
+    def hold(self):
+        self.state = "waiting"
+
+    def idle(self):
+        return self.state == "served" and not self.request
+
+    def served(self):
+        return self.answered
+
+    def evict(self):
+        self.state = "evicted"
+
+    def refuse(self, guard):
+        self.state = "refused"
+
+    def close(self):
+        self.state = "closed"
 
     def __repr__(self):
-        return self.name
+        return f"{self.name}:{self.state}"
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def guard_with(name, **kw):
+    clock = Clock()
+    return ConnectionGuard(name, clock=clock, **kw), clock
 
 
 def connect(guard, name, ip):
-    h = Handler(name)
+    c = Conn(name)
     assert guard.accept()
-    guard.created(h)
-    guard.made(h, Transport(ip))
-    return h
+    guard.created(c)
+    guard.made(c, Transport(ip))
+    return c
 
 
-def test_a_client_over_its_share_evicts_its_own_oldest_idle_connection():
-    guard = ConnectionGuard("t-share", max_connections=8, max_per_client=2)
+def shed(name, reason):
+    return METRICS.http_connections_shed.labels(name, reason).value
+
+
+def test_a_burst_from_one_client_waits_for_slots_and_is_served_in_turn():
+    """Past its share a client's connections wait, unread; none that holds a request is closed,
+    and a fresh one is not taken for idle before it could send: the waiting ones get slots as
+    connections are answered, first come first served."""
+    guard, clock = guard_with("t-burst", max_connections=8, max_per_client=2)
+    c1, c2 = connect(guard, "c1", "10.0.0.9"), connect(guard, "c2", "10.0.0.9")
+    waiting = [connect(guard, f"w{i}", "10.0.0.9") for i in range(4)]
+    assert [c.state for c in (c1, c2)] == ["served", "served"]
+    assert all(w.state == "waiting" for w in waiting) and guard.queued == 4
+    clock.now = 0.5                     # c1 and c2 have not been read yet: within the grace
+    guard.pump()
+    assert guard.queued == 4 and c1.state == c2.state == "served"
+    c1.request = c2.request = True      # their requests arrive, and take as long as they take
+    clock.now = 60.0
+    guard.pump()
+    assert c1.state == c2.state == "served"
+    assert guard.queued == 0 and all(w.state == "refused" for w in waiting)   # waited queue_timeout
+    evicted = shed("t-burst", "evicted")
+    more = [connect(guard, f"m{i}", "10.0.0.9") for i in range(3)]
+    c2.request, c2.answered = False, True   # answered, kept alive: closed for the next in line
+    guard.pump()
+    assert c2.state == "evicted" and [m.state for m in more] == ["served", "waiting", "waiting"]
+    assert shed("t-burst", "evicted") == evicted + 1
+    guard.lost(c2)
+    guard.lost(c1)                      # c1 answered with Connection: close
+    guard.pump()
+    assert [m.state for m in more] == ["served", "served", "waiting"]
+    assert guard.connections == 2 and guard.queued == 1
+
+
+def test_a_slow_or_silent_connection_makes_room_for_its_own_client_after_a_grace():
+    guard, clock = guard_with("t-share", max_connections=8, max_per_client=2)
     legit = connect(guard, "legit", "10.0.0.1")
-    a1, a2 = connect(guard, "a1", "10.0.0.9"), connect(guard, "a2", "10.0.0.9")
-    guard._busy.add(a1)   # noqa: SLF001 - a1 is in a handler: it must not be evicted
-    a3 = connect(guard, "a3", "10.0.0.9")
-    assert a2.closed and not a1.closed and not legit.closed and not a3.closed
-    assert guard.connections == 3
+    slow, silent = connect(guard, "slow", "10.0.0.9"), connect(guard, "silent", "10.0.0.9")
+    slow.heard = True                   # part of a request head, never the rest
+    a, b = connect(guard, "a", "10.0.0.9"), connect(guard, "b", "10.0.0.9")
+    assert a.state == b.state == "waiting"
+    clock.now = guard.stall_grace
+    guard.pump()
+    assert slow.state == "evicted" and a.state == "served" and b.state == "waiting"
+    clock.now = guard.silent_grace
+    guard.pump()
+    assert silent.state == "evicted" and b.state == "served"
+    assert legit.state == "served" and guard.connections == 3
 
 
 def test_at_the_global_cap_the_oldest_idle_connection_of_anyone_goes():
-    guard = ConnectionGuard("t-cap", max_connections=3, max_per_client=3)
+    guard, clock = guard_with("t-cap", max_connections=3, max_per_client=3)
     old = connect(guard, "old", "10.0.0.1")
     busy = connect(guard, "busy", "10.0.0.2")
-    guard._busy.add(busy)   # noqa: SLF001
+    busy.request = True
+    clock.now = 1.5
     young = connect(guard, "young", "10.0.0.3")
-    before = METRICS.http_connections_shed.labels("t-cap", "evicted").value
+    clock.now = 2.0
+    before = shed("t-cap", "evicted")
     new = connect(guard, "new", "10.0.0.4")
-    assert old.closed and not busy.closed and not young.closed and not new.closed
-    assert METRICS.http_connections_shed.labels("t-cap", "evicted").value == before + 1
+    assert old.state == "evicted" and new.state == "served"
+    assert busy.state == young.state == "served"
+    assert shed("t-cap", "evicted") == before + 1
     guard.lost(old)   # the eviction's connection_lost arrives later: nothing is counted twice
     assert guard.connections == 3
 
 
-def test_a_newcomer_is_refused_only_when_every_connection_is_busy():
-    guard = ConnectionGuard("t-busy", max_connections=2)
-    for h in (connect(guard, "x", "10.0.0.1"), connect(guard, "y", "10.0.0.2")):
-        guard._busy.add(h)   # noqa: SLF001
+def test_a_newcomer_waits_when_every_connection_is_busy():
+    """Not refused: it is served when a slot frees. Refused at accept only past the TLS handshakes."""
+    guard, clock = guard_with("t-busy", max_connections=2)
+    for c in (connect(guard, "x", "10.0.0.1"), connect(guard, "y", "10.0.0.2")):
+        c.request = True
+    clock.now = 5.0
+    z = connect(guard, "z", "10.0.0.3")
+    assert z.state == "waiting"
+    guard.lost(next(iter(guard._live)))   # noqa: SLF001
+    guard.pump()
+    assert z.state == "served"
+    for i in range(guard.max_pending):
+        guard.created(Conn(f"tls{i}"))
     assert not guard.accept()
-    guard._busy.clear()   # noqa: SLF001
-    assert guard.accept()
+
+
+def test_a_flood_from_one_address_waits_behind_its_own_connections():
+    guard, _ = guard_with("t-flood", max_connections=8, max_per_client=2)
+    flood = [connect(guard, f"f{i}", "10.0.0.9") for i in range(6)]
+    legit = connect(guard, "legit", "10.0.0.1")
+    assert legit.state == "served"
+    assert [f.state for f in flood] == ["served"] * 2 + ["waiting"] * 4
+
+
+def test_the_waiting_line_is_bounded_and_the_longest_client_line_is_shed():
+    guard, _ = guard_with("t-queue", max_connections=2, max_per_client=1, max_queued=3)
+    connect(guard, "a0", "10.0.0.1").request = True
+    connect(guard, "b0", "10.0.0.2").request = True
+    a = [connect(guard, f"a{i}", "10.0.0.1") for i in range(1, 4)]
+    assert [x.state for x in a] == ["waiting"] * 3
+    before = shed("t-queue", "refused")
+    a4 = connect(guard, "a4", "10.0.0.1")           # its own line is the longest: refused
+    b1 = connect(guard, "b1", "10.0.0.2")           # another client: the newest of the longest line goes
+    assert a4.state == "refused" and b1.state == "waiting" and a[2].state == "refused"
+    assert guard.queued == 3 and shed("t-queue", "refused") == before + 2
 
 
 def test_the_body_budget_lets_one_request_through_and_holds_the_rest():
@@ -122,6 +231,26 @@ def test_malformed_requests_log_one_line_per_client_per_interval_without_a_trace
         except RuntimeError as exc:
             guard.quiet.exception("Error handling request", exc_info=exc)
         assert "level=error" in stream.getvalue().splitlines()[-1] and "Traceback" in stream.getvalue()
+    finally:
+        logger.removeHandler(handler)
+
+
+class Request:
+    def __init__(self, remote):
+        self.remote = remote
+
+
+def test_connections_closed_under_a_request_log_one_line_per_client_per_interval():
+    logger, handler, stream = records_of("pysched.test.closed")
+    try:
+        guard = ConnectionGuard("t-closed", logger=logger, log_interval=3600)
+        for _ in range(50):
+            guard.closed_under(Request("10.0.0.9"), "reading the request body", RuntimeError("Connection closed."))
+        guard.closed_under(Request("10.0.0.7"), "writing the response", ConnectionResetError("Connection lost"))
+        lines = stream.getvalue().splitlines()
+        assert len(lines) == 2, lines
+        assert all("level=warning" in ln and "connection closed while" in ln for ln in lines)
+        assert "client=10.0.0.9" in lines[0] and "Traceback" not in stream.getvalue()
     finally:
         logger.removeHandler(handler)
 

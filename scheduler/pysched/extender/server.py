@@ -31,12 +31,15 @@ each Pod and Node field our plugins read (``objectshape``) - gets HTTP 400 namin
 (``ExtenderArgs.Pod.spec.containers[0].resources.requests: expected an object, got list``); one
 over ``--max-body-bytes`` gets 413; one that does not arrive within ``--body-timeout`` gets 408
 and the connection is closed, as is a connection that has not delivered a request's headers
-within ``--header-timeout`` of opening or of the previous response (slowloris). HTTP 500 means a
-bug of ours, logged with its traceback. Semantic failures come back in ``Error``; prioritize and
-preempt, whose answers have no ``Error``, answer a plugin's Error status with 422. Answers are
-computed in memory from the informer cache - no API call per request except bind's GET and
-POST - so they arrive well within kube-scheduler's default 5 s ``httpTimeout``. ``/healthz``,
-``/readyz`` and ``/metrics`` are served on the same port.
+within ``--header-timeout`` of opening or of the previous response (slowloris). Connections past
+``--max-connections`` (or past a quarter of it from one client) wait unread for a slot and are
+served in turn (``ConnectionGuard``): a burst of requests is answered, not reset. A connection
+closed while its body is read or its answer written is one warning line per client per minute,
+no traceback. HTTP 500 means a bug of ours, logged with its traceback. Semantic failures come
+back in ``Error``; prioritize and preempt, whose answers have no ``Error``, answer a plugin's
+Error status with 422. Answers are computed in memory from the informer cache - no API call per
+request except bind's GET and POST - so they arrive well within kube-scheduler's default 5 s
+``httpTimeout``. ``/healthz``, ``/readyz`` and ``/metrics`` are served on the same port.
 """
 
 from __future__ import annotations
@@ -155,7 +158,7 @@ class ExtenderServer:
                  bind_scheduler_names: list[str] | None = None, bind_auth: DelegatedAuth | None,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS):
         """``bind_auth``: who may call bind/preempt (None: anyone - --insecure-allow-unauthenticated-bind);
-        ``max_connections``: connections held at once (``ConnectionGuard``)."""
+        ``max_connections``: connections served at once (``ConnectionGuard``; more wait for a slot)."""
         self.app = app
         self.bind_auth = bind_auth
         self.profile = profile or app.cfg.profiles[0].scheduler_name
@@ -174,8 +177,9 @@ class ExtenderServer:
         self.port = 0
         # Memory under hostile clients: connections x header budget, and request bodies being
         # read at once (two maximal bodies; a single one is always let through).
+        # A connection past the caps waits for a slot (unread) for at most the header timeout.
         self.guard = ConnectionGuard("extender", max_connections=max_connections, body_budget=2 * max_body,
-                                     logger=log)
+                                     queue_timeout=header_timeout, logger=log)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -299,8 +303,17 @@ class ExtenderServer:
                         extra=kv(peer=request.remote, received=size, timeout=self.body_timeout))
             raise BodyTimeout(f"request body not received within {self.body_timeout:g}s") from None
         except (ConnectionError, ClientPayloadError) as exc:
-            log.debug("client went away while sending its body", extra=kv(peer=request.remote, error=str(exc)))
+            self.guard.closed_under(request, "reading the request body", exc)
             raise ClientGone("client closed the connection") from None
+        except RuntimeError as exc:
+            # aiohttp's "Connection closed.": the body is read from a connection this server has
+            # closed already (shutting down, or a 408 answered). Not a bug of ours: one quiet line.
+            if request.transport is not None:
+                raise
+            self.guard.closed_under(request, "reading the request body", exc)
+            raise ClientGone("connection closed") from None
+        except web.RequestPayloadError as exc:
+            raise BadRequest(f"request body cannot be read: {exc}") from None
         raw = b"".join(chunks)
         if not raw:
             raise BadRequest("request body is empty; expected a JSON object")

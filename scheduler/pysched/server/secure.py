@@ -18,8 +18,10 @@ anonymous callers. With a client CA known, the TLS handshake requests (not requi
 certificate. ``--insecure-disable-auth`` (lab only, warned at start-up) serves everyone.
 
 Hostile clients cannot exhaust its memory or flood its log (``connguard``): at most 64
-connections (the oldest idle one is closed to make room), 64 header fields of 8 KiB each, 10 s
-to send a request head; malformed requests are logged once per client per minute, no traceback.
+connections served (16 per client address; past that a connection waits unread for a slot, and
+an idle or slow one - never one with a complete request - is closed to make room), 64 header
+fields of 8 KiB each, 10 s to send a request head; malformed requests are logged once per client
+per minute, no traceback.
 """
 
 from __future__ import annotations
@@ -98,7 +100,8 @@ class SecureServer:
         self.auth = auth
         self._runner: web.AppRunner | None = None
         self.bound_port = 0
-        self.guard = ConnectionGuard("secure", max_connections=MAX_CONNECTIONS, logger=log)
+        self.guard = ConnectionGuard("secure", max_connections=MAX_CONNECTIONS, queue_timeout=HEADER_TIMEOUT,
+                                     logger=log)
 
     def _ssl(self) -> ssl.SSLContext:
         cert, key = self.cert_file, self.key_file

@@ -17,7 +17,7 @@ GO_IMAGE ?=
 PYTEST_ARGS ?=
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install docs control-plane kwok helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-smoke soak image image-push clean
+.PHONY: all venv install docs control-plane kwok helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-smoke soak image image-push clean
 
 all: test
 
@@ -97,6 +97,13 @@ dev-cluster: install control-plane kwok
 
 bench: install control-plane cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m bench.run $(BENCH_ARGS)
+
+# How often a gang that cannot run is retried, pysched beside scheduler-plugins (bench/gang_retries.py;
+# docs/compatibility.md). The scheduler-plugins-1.35 row needs SCHEDULER_PLUGINS_SOURCE: a checkout of
+# scheduler-plugins master (no release for Kubernetes 1.35 is on the Go module proxy).
+bench-gang-retries: install control-plane scheduler-plugins
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m bench.gang_retries --repeats 3 --results-md bench/GANG_RETRIES.md \
+		$(if $(SCHEDULER_PLUGINS_SOURCE),,--schedulers pysched,pysched-compatible,scheduler-plugins)
 
 # The soak (bench/soak.py): pysched on a living cluster of 1,000 KWOK nodes for SOAK_MINUTES under churn
 # (Deployments rescaled, Jobs, node failures, leader handovers), sampled every minute; writes

@@ -18,6 +18,15 @@
 # NodeResourceTopology, whose dependencies the proxy does not serve. The controller is upstream's
 # own main package (sigs.k8s.io/scheduler-plugins/cmd/controller), built unchanged in that module.
 #
+# SCHEDULER_PLUGINS_KUBERNETES=1.35.4 builds the same release against another Kubernetes patch or
+# minor release's libraries (its replace lines for k8s.io/kubernetes and the staging modules moved
+# to that version; cached apart): the kube-scheduler framework's queue and backoff are that
+# release's, the plugins scheduler-plugins' (docs/compatibility.md: the gang retry measurements).
+#
+# SCHEDULER_PLUGINS_SOURCE=DIR builds a checkout of scheduler-plugins instead of the release (its
+# own go.mod's replace lines; for a version the proxy does not serve, such as master on Kubernetes
+# 1.35), cached under its commit.
+#
 # Usage: scheduler-plugins.sh             -> prints the kube-scheduler's path (the controller is
 #                                            `controller` in the same directory unless overridden)
 #        scheduler-plugins.sh controller  -> prints the controller's path
@@ -25,9 +34,22 @@
 set -euo pipefail
 
 SP_VERSION="${SCHEDULER_PLUGINS_VERSION:-0.34.7}"
-SUBSTITUTES="${SCHEDULER_PLUGINS_SUBSTITUTES:-k8s.io/csi-translation-lib@v0.34.8}"
+K8S_VERSION="${SCHEDULER_PLUGINS_KUBERNETES:-}"
+if [[ -n "$K8S_VERSION" ]]; then
+  SUBSTITUTES="${SCHEDULER_PLUGINS_SUBSTITUTES:-}"
+else
+  SUBSTITUTES="${SCHEDULER_PLUGINS_SUBSTITUTES:-k8s.io/csi-translation-lib@v0.34.8}"
+fi
 CACHE_ROOT="${PYSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pysched}"
-BIN_DIR="$CACHE_ROOT/bin/scheduler-plugins-v${SP_VERSION}"
+SRC="${SCHEDULER_PLUGINS_SOURCE:-}"
+SP_LABEL="v${SP_VERSION}"
+if [[ -n "$SRC" ]]; then
+  [[ -f "$SRC/go.mod" ]] || { echo "scheduler-plugins: SCHEDULER_PLUGINS_SOURCE=$SRC has no go.mod" >&2; exit 1; }
+  SRC="$(cd "$SRC" && pwd)"
+  SP_LABEL="src-$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || basename "$SRC")"
+  SUBSTITUTES="${SCHEDULER_PLUGINS_SUBSTITUTES:-}"
+fi
+BIN_DIR="$CACHE_ROOT/bin/scheduler-plugins-${SP_LABEL}${K8S_VERSION:+-k8s-v$K8S_VERSION}"
 log() { echo "scheduler-plugins: $*" >&2; }
 
 case "${1:-}" in
@@ -51,22 +73,39 @@ if [[ ! -x "$BIN_DIR/controller" ]]; then missing+=(controller); fi
 if (( ${#missing[@]} )); then
   command -v go >/dev/null || { log "go toolchain not found and ${missing[*]} not cached in $BIN_DIR"; exit 1; }
   mkdir -p "$BIN_DIR"
-  log "building ${missing[*]} of sigs.k8s.io/scheduler-plugins v${SP_VERSION} from the Go module proxy into $BIN_DIR (first run only; several minutes)"
+  log "building ${missing[*]} of sigs.k8s.io/scheduler-plugins ${SP_LABEL} from the Go module proxy into $BIN_DIR (first run only; several minutes)"
   tmp="$(mktemp -d "$BIN_DIR/.build.XXXXXX")"
   trap 'rm -rf "$tmp"' EXIT
-  upstream_mod="$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/scheduler-plugins@v${SP_VERSION}" \
-    | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+  if [[ -n "$SRC" ]]; then
+    upstream_mod="$SRC/go.mod"
+  else
+    upstream_mod="$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/scheduler-plugins@v${SP_VERSION}" \
+      | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')"
+  fi
   [[ -f "$upstream_mod" ]] || { log "could not download sigs.k8s.io/scheduler-plugins@v${SP_VERSION}"; exit 1; }
   {
     echo "module pysched.local/scheduler-plugins-build"
     echo
     grep -E '^go ' "$upstream_mod"
     echo
-    echo "require sigs.k8s.io/scheduler-plugins v${SP_VERSION}"
+    if [[ -n "$SRC" ]]; then
+      echo "require sigs.k8s.io/scheduler-plugins v0.0.0"
+      echo "replace sigs.k8s.io/scheduler-plugins => $SRC"
+    else
+      echo "require sigs.k8s.io/scheduler-plugins v${SP_VERSION}"
+    fi
     echo
     # every replace line of the release (single lines and the replace block), as it builds them
     awk '/^replace \($/ {b=1; print; next} b && /^\)$/ {b=0; print; next} b || /^replace [^(]/ {print}' "$upstream_mod"
   } > "$tmp/go.mod"
+  if [[ -n "$K8S_VERSION" ]]; then
+    # k8s.io/kubernetes at K8S_VERSION, its staging modules at v0.MINOR.PATCH (those the release
+    # pins to another line, such as legacy-cloud-providers, are left alone)
+    sp_k8s="$(sed -n 's/^[[:space:]]*k8s.io\/kubernetes => k8s.io\/kubernetes v1\.\([0-9.]*\)$/\1/p' "$tmp/go.mod")"
+    sed -i -e "s#k8s.io/kubernetes => k8s.io/kubernetes v1\.${sp_k8s}\$#k8s.io/kubernetes => k8s.io/kubernetes v${K8S_VERSION}#" \
+      -e "s#^\([[:space:]]*\(replace \)\{0,1\}k8s.io/[a-z0-9-]* => k8s.io/[a-z0-9-]*\) v0\.${sp_k8s}\$#\1 v0.${K8S_VERSION#1.}#" \
+      "$tmp/go.mod"
+  fi
   # staging modules of the release's Kubernetes the proxy does not serve here: a neighbouring
   # patch release of the same minor (the staging libraries change little between patches)
   for pin in $SUBSTITUTES; do
@@ -110,7 +149,8 @@ package main
 
 import _ "sigs.k8s.io/scheduler-plugins/cmd/controller"
 GO
-  (cd "$tmp" && GOFLAGS=-mod=mod go mod tidy >&2)
+  # a checkout's tests may import what the proxy does not serve (NodeResourceTopology's): -e
+  (cd "$tmp" && GOFLAGS=-mod=mod go mod tidy ${SRC:+-e} >&2)
   for bin in "${missing[@]}"; do
     case "$bin" in
       kube-scheduler) pkg=. ;;

@@ -312,9 +312,9 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         for ``podGroupBackoffSeconds``, and not at all when that is 0; pysched also backs off after
         a timeout or a failed bind, and with 0 uses the pod backoff's shape - 1 s doubling per
         consecutive failure up to 10 s - because a group retried with no pause re-grabs and
-        releases its partial capacity in a tight loop (scheduler-plugins#429: two 4-GPU jobs on 6
-        GPUs made 41,889 attempts in 12 s without it, `tests/e2e/test_coscheduling.py`).
-        ``schedulerPluginsCompatible: true`` gives upstream's rule."""
+        releases its partial capacity in a tight loop (scheduler-plugins#429; in pysched's engine,
+        two 4-GPU jobs on 6 GPUs made about 40,000 failed attempts in 12 s without it and 15 with
+        it, ``bench/GANG_RETRIES.md``). ``schedulerPluginsCompatible: true`` gives upstream's rule."""
         pg = self.podgroup(g.key)
         if pg is None or len(g.members) < pg.min_member:
             return 0.0

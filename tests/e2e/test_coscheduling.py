@@ -297,3 +297,27 @@ async def test_a_storm_of_failed_gang_attempts_starves_no_bind_and_leaves_no_gan
     assert await metric(sched, "pysched_pod_status_writes_total", result="failed") == 0
     assert written < failed / 10, (written, failed)
     assert sched.terminate() == 0, sched.log()[-3000:]
+
+
+@pytest.mark.parametrize("compatible", [False, True], ids=["pysched", "schedulerPluginsCompatible"])
+async def test_a_gang_with_one_large_member_is_placed_whole(admin, scheduler_factory, compatible):
+    """One 3-CPU driver whose name sorts last and three 1-CPU workers on two 3-CPU nodes: only the
+    driver alone on a node fits. Tried by name, the workers spread over both nodes first and the
+    driver fits nowhere, after every backoff again (0 bound after 85 s); pysched tries the largest
+    member first. scheduler-plugins' name order (compatible mode) gets there by its retries."""
+    await install_crd(admin)
+    await create_nodes(admin, [make_node(f"n{i}", cpu="3", memory="16Gi") for i in range(2)])
+    await create_podgroup(admin, podgroup("spark", "default", 4, scheduleTimeoutSeconds=3))
+    sched = scheduler_factory(gang_config(schedulerPluginsCompatible=compatible)).start()
+    await sched.wait_log("caches synced", 60)
+    pods = [make_pod(f"a-worker-{i}", labels={LABEL: "spark"}, cpu="1", memory="1Gi") for i in range(3)]
+    pods.append(make_pod("z-driver", labels={LABEL: "spark"}, cpu="3", memory="1Gi"))
+    await create_pods(admin, pods)
+
+    async def whole():
+        got = (await placements(admin)).get("spark", {})
+        return got if bound_count(got) == 4 else None
+    got = await wait_for(whole, 60, what="the gang bound whole")
+    workers = {got[f"a-worker-{i}"] for i in range(3)}
+    assert len(workers) == 1 and got["z-driver"] not in workers, got
+    assert sched.terminate() == 0, sched.log()[-3000:]

@@ -341,7 +341,8 @@ def test_capacityscheduling_coscheduling_component_is_both_with_one_configuratio
     assert _without_coscheduling(_without_capacityscheduling(comp_cfg, ("Coscheduling",))) == _config(base), \
         "capacityscheduling-coscheduling/configmap-patch.yaml drifted from manifests/configmap.yaml"
     fwk = _framework(comp_cfg)
-    assert [p.name for p in fwk.post_filter] == ["Coscheduling", "CapacityScheduling"]
+    # configured [Coscheduling, CapacityScheduling]; a PreemptionGate's PostFilter runs last
+    assert [p.name for p in fwk.post_filter] == ["CapacityScheduling", "Coscheduling"]
     assert [p.name for p in fwk.queue_sort] == ["Coscheduling"]
     assert {"Coscheduling", "CapacityScheduling"} <= {p.name for p in fwk.reserve}
     # Listed beside one of the two it includes, its CRD and RBAC would be added twice: refused.

@@ -192,22 +192,28 @@ def test_the_oldest_quota_of_a_namespace_applies():
     assert sim.schedule(gpu_pod("p", "a", gpus=3)).code == "Scheduled"
 
 
-def test_a_gang_inside_a_quota_is_admitted_whole_or_not_at_all():
+def gang_in_quota(ns: str, nodes: int):
+    """a holds 6 GPUs (its min is 4); then a PodGroup of 3 one-GPU members in ``ns``, scheduled in
+    turn with ``postFilter: [Coscheduling, CapacityScheduling]`` as the docs list them."""
     plugins = {"queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
                "multiPoint": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}]},
                "postFilter": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}],
                               "disabled": [{"name": "*"}]}}
-    sim = sim_with(TEAMS, nodes=3, plugins=plugins)
+    sim = sim_with(TEAMS, nodes=nodes, plugins=plugins)
     for i in range(6):
         assert sim.schedule(gpu_pod(f"a{i}", "a", priority=1000)).code == "Scheduled"
     assert sim.add_object({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-                           "metadata": {"name": "job", "namespace": "b", "creationTimestamp": "2026-01-01T00:00:00Z",
+                           "metadata": {"name": "job", "namespace": ns, "creationTimestamp": "2026-01-01T00:00:00Z",
                                         "resourceVersion": "1"}, "spec": {"minMember": 3}})
-    members = [gpu_pod(f"m{i}", "b", labels={"scheduling.x-k8s.io/pod-group": "job"}, priority=1000)
+    members = [gpu_pod(f"m{i}", ns, labels={"scheduling.x-k8s.io/pod-group": "job"}, priority=1000)
                for i in range(3)]
     for m in members:
         sim.observe_pending(m)
-    outs = [sim.schedule(m) for m in members]
+    return sim, members, [sim.schedule(m) for m in members]
+
+
+def test_a_gang_inside_a_quota_reclaims_for_its_last_member():
+    sim, members, outs = gang_in_quota("b", nodes=3)
     # Two fit under the total min (6 + 2 = 8), the third does not. b is within its min and a
     # borrows: the third reclaims one of a's GPUs, while the two members keep waiting at Permit -
     # with Coscheduling listed first at postFilter too, whose release of the waiting members runs
@@ -223,23 +229,10 @@ def test_a_gang_inside_a_quota_is_admitted_whole_or_not_at_all():
 
 
 def test_a_gang_inside_a_quota_that_cannot_reclaim_is_released_whole():
-    """a holds only its min: nothing to reclaim, so Coscheduling's PostFilter releases the waiting
-    members and nothing of the gang stays charged."""
-    plugins = {"queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
-               "multiPoint": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}]},
-               "postFilter": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}],
-                              "disabled": [{"name": "*"}]}}
-    sim = sim_with(TEAMS, nodes=2, plugins=plugins)              # 8 GPUs
-    for i in range(6):
-        assert sim.schedule(gpu_pod(f"a{i}", "a", priority=1000)).code == "Scheduled"
-    assert sim.add_object({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-                           "metadata": {"name": "job", "namespace": "a", "creationTimestamp": "2026-01-01T00:00:00Z",
-                                        "resourceVersion": "1"}, "spec": {"minMember": 3}})
-    members = [gpu_pod(f"m{i}", "a", labels={"scheduling.x-k8s.io/pod-group": "job"}, priority=1000)
-               for i in range(3)]
-    for m in members:
-        sim.observe_pending(m)
-    outs = [sim.schedule(m) for m in members]
+    """a's own gang, a at 6 of its max 8 on 8 GPUs: the third member passes a's max, and a has no
+    lower-priority pod to evict, so Coscheduling's PostFilter releases the waiting members and
+    nothing of the gang stays charged."""
+    sim, _, outs = gang_in_quota("a", nodes=2)
     assert [o.code for o in outs] == ["Waiting", "Waiting", "Unschedulable"]
     assert not outs[2].victims
     assert all(node is None for node, _ in sim.settled.values())

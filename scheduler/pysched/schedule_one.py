@@ -654,16 +654,21 @@ class Scheduler:
                     raise st.error
                 await self._write_failed(fwk, state, qpi, assumed, host, st, start, step)
                 return
-            if host not in self.cache.nodes:
-                # The node went away while the pod waited in PreBind/Permit: the API would still
-                # accept the binding (PodGC cleans up later); retry the pod elsewhere instead.
-                self._binding_failed(fwk, state, qpi, assumed, host,
-                                     Status(Code.ERROR, f"node {host!r} was deleted before the pod could be bound"),
-                                     start)
-                return
             step = "Bind"
             tries = 0
             while True:
+                if tries and assumed.uid not in self.queue:   # deleted while its bind waited to go again
+                    fwk.run_unreserve(state, assumed, host)
+                    self._forget(assumed)
+                    return
+                if host not in self.cache.nodes:
+                    # The node went away while the pod waited in PreBind/Permit (or to bind again):
+                    # the API would still accept the binding (PodGC cleans up later); retry the pod
+                    # elsewhere instead.
+                    self._binding_failed(fwk, state, qpi, assumed, host,
+                                         Status(Code.ERROR, f"node {host!r} was deleted before the pod could be "
+                                                            "bound"), start)
+                    return
                 if self.status_writer is not None:
                     # A failed attempt's PodScheduled=False must not land after this binding.
                     await self.status_writer.settle(assumed.uid)
@@ -687,15 +692,6 @@ class Scheduler:
                 log.warning("bind failed; binding again: the pod was admitted with its group", extra=kv(
                     pod=assumed.key, node=host, tries=tries, retry_in=delay, error=st.message()))
                 await asyncio.sleep(delay)
-                if assumed.uid not in self.queue:   # deleted meanwhile
-                    fwk.run_unreserve(state, assumed, host)
-                    self._forget(assumed)
-                    return
-                if host not in self.cache.nodes:
-                    self._binding_failed(fwk, state, qpi, assumed, host,
-                                         Status(Code.ERROR, f"node {host!r} was deleted before the pod could be "
-                                                            "bound"), start)
-                    return
         except NotLeaderError as exc:
             # The write fence refused (lease not fresh, lost, or handing over): nothing was sent.
             # The pod goes back to the queue quietly - no event, no condition: those are writes too.

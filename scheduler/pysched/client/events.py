@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable
 
 from pysched.client.eventseries import SERIES_WINDOW, EventBacklog, PendingEvent, event_name, isomorphic_key, now_micro
-from pysched.client.rest import ApiError, KubeClient
+from pysched.client.rest import ApiError, KubeClient, retryable
 from pysched.metrics import METRICS
 from pysched.util.eventloop import cancel_and_wait
 from pysched.util.logs import kv
@@ -74,11 +74,7 @@ def _error_code(exc: BaseException) -> str:
 
 
 def _retryable(exc: BaseException, *, recreating: bool) -> bool:
-    if not isinstance(exc, ApiError) or exc.status == 0:
-        return True  # no answer from the server: transport errors, timeouts, client-side refusals
-    if exc.status == 429 or exc.status >= 500:
-        return True
-    return exc.status == 409 and recreating
+    return retryable(exc) or (isinstance(exc, ApiError) and exc.status == 409 and recreating)
 
 
 class EventRecorder:

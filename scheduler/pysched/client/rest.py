@@ -81,6 +81,15 @@ class TokenBucket:
         return False
 
 
+def retryable(exc: BaseException) -> bool:
+    """Whether a failed write is worth sending again, as client-go retries: there was no answer from
+    the server (a transport error, a timeout, a refusal of this client's own such as its rate
+    limiter's), or the answer was 429 or a 5xx."""
+    if not isinstance(exc, ApiError) or exc.status == 0:
+        return True
+    return exc.status == 429 or exc.status >= 500
+
+
 def _dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
 

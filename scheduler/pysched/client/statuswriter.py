@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pysched.client.fence import NotLeaderError
+from pysched.client.rest import retryable
 from pysched.metrics import METRICS
 from pysched.util.logs import kv
 
@@ -72,13 +73,6 @@ def merge_patch(older: dict[str, Any], newer: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _retryable(exc: BaseException) -> bool:
-    status = getattr(exc, "status", None)
-    if status is None or status == 0:
-        return isinstance(exc, (OSError, TimeoutError, asyncio.TimeoutError)) or status == 0
-    return status == 429 or status >= 500
-
-
 class PodStatusWriter:
     """``spawn``: runs a sender coroutine as a tracked background task (the scheduler's API tasks,
     drained at shutdown and cancelled when leadership is lost); returns False when it cannot."""
@@ -89,7 +83,8 @@ class PodStatusWriter:
         self.client = client
         self.spawn = spawn
         self.workers = max(1, workers)
-        limiter = getattr(client, "limiter", None)
+        limiter = getattr(client, "limiter", None)    # the client's TokenBucket; none or rate 0: unlimited
+        self.limiter = limiter if limiter is not None and limiter.rate > 0 else None
         burst = limiter.capacity if limiter is not None else 0.0
         self.reserve = reserve if reserve is not None else max(1.0, burst / 4)
         self.max_defer = max_defer
@@ -155,8 +150,8 @@ class PodStatusWriter:
                 if uid not in self.pending or uid in self.taking or uid in self.in_flight:
                     continue   # settled, or taken by another sender meanwhile
                 entry = self.pending.pop(uid)
-                limiter = getattr(self.client, "limiter", None)
-                if limiter is not None and limiter.rate > 0:
+                limiter = self.limiter
+                if limiter is not None:
                     self.taking[uid] = entry   # settle() may still empty it while it waits
                     try:
                         await limiter.acquire()
@@ -173,8 +168,8 @@ class PodStatusWriter:
     async def _room(self) -> None:
         """Wait until the limiter has a token to spare beyond ``reserve`` (the binds'), at most
         ``max_defer`` seconds."""
-        limiter = getattr(self.client, "limiter", None)
-        if limiter is None or limiter.rate <= 0:
+        limiter = self.limiter
+        if limiter is None:
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.max_defer
@@ -208,7 +203,7 @@ class PodStatusWriter:
         if status == 404:
             return   # the pod is gone
         entry.tries += 1
-        if _retryable(exc) and entry.tries < MAX_TRIES:
+        if retryable(exc) and entry.tries < MAX_TRIES:
             METRICS.pod_status_writes.labels("retried").inc()
             delay = min(RETRY_MAX, self.retry_base * 2 ** (entry.tries - 1))
             self.retrying[entry.uid] = entry

@@ -529,16 +529,11 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         if pg is None:
             return ""   # its Permit will reject it; preemption follows DefaultPreemption's own rules
         g = self.groups.get(key) or Group(key)   # a question: it creates no group
-        others = self._others_placed(g, pod)
+        others = g.placed() - (1 if g.reserved.get(pod.uid) == g.generation or pod.uid in g.bound else 0)
         if others + 1 >= pg.min_member:
             return ""
         return (f"not eligible: PodGroup {key} has {others} of minMember {pg.min_member} members assumed or bound; "
                 "a gang member preempts only to complete its group")
-
-    @staticmethod
-    def _others_placed(g: Group, pod: PodInfo) -> int:
-        """The group's members other than ``pod`` holding a live reservation (assumed or bound)."""
-        return g.placed() - (1 if g.reserved.get(pod.uid) == g.generation or pod.uid in g.bound else 0)
 
     # -- requeueing ------------------------------------------------------------------------------
 

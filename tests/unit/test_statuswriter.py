@@ -58,6 +58,16 @@ def condition(msg: str) -> dict:
     return {"status": {"conditions": [{"type": "PodScheduled", "status": "False", "message": msg}]}}
 
 
+async def one_write_held(msg: str):
+    """A writer whose first write (``condition(msg)`` for pod u1) is in flight and held there."""
+    client = FakeClient()
+    w, tasks = writer_for(client)
+    client.hold.clear()
+    w.queue("u1", "default", "p", condition(msg))
+    await until(lambda: client.in_call == 1)
+    return client, w, tasks
+
+
 def test_merge_takes_the_newer_value_and_keeps_the_rest():
     older = {"status": {"conditions": [1], "nominatedNodeName": "a"}, "metadata": {"annotations": {"x": "1"}}}
     newer = {"status": {"conditions": [2]}, "metadata": {"annotations": {"y": "2"}}}
@@ -67,11 +77,7 @@ def test_merge_takes_the_newer_value_and_keeps_the_rest():
 
 def test_a_storm_of_failures_costs_one_write_in_flight_and_one_waiting():
     async def main():
-        client = FakeClient()
-        w, tasks = writer_for(client)
-        client.hold.clear()
-        w.queue("u1", "default", "p", condition("attempt 0"))
-        await until(lambda: client.in_call == 1)
+        client, w, tasks = await one_write_held("attempt 0")
         for i in range(1, 100):
             w.queue("u1", "default", "p", condition(f"attempt {i}"))
         await asyncio.sleep(0.01)
@@ -84,11 +90,7 @@ def test_a_storm_of_failures_costs_one_write_in_flight_and_one_waiting():
 
 def test_settle_drops_the_waiting_condition_and_waits_for_the_one_sent():
     async def main():
-        client = FakeClient()
-        w, tasks = writer_for(client)
-        client.hold.clear()
-        w.queue("u1", "default", "p", condition("first"))
-        await until(lambda: client.in_call == 1)
+        client, w, tasks = await one_write_held("first")
         w.queue("u1", "default", "p", condition("second"))
         w.queue("u1", "default", "p", {"metadata": {"annotations": {"explain": "x"}}})
         settling = asyncio.create_task(w.settle("u1"))

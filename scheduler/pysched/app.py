@@ -35,12 +35,12 @@ from pysched.client.rest import KubeClient
 from pysched.controllers.elasticquota import ElasticQuotaController
 from pysched.controllers.podgroup import PodGroupController
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
-from pysched.framework.registry import Registry
 from pysched.loadmetrics import LoadCollector
 from pysched.metrics import METRICS
 from pysched.podrecovery import DEFAULT_INTERVAL as DEFAULT_RECOVERY_INTERVAL
 from pysched.podrecovery import PodRecovery
 from pysched.profile import build_frameworks, build_queue, default_registry, waiting_room
+from pysched.runtime.registry import Registry
 from pysched.schedule_one import Scheduler, max_binds_for
 from pysched.server import listener
 from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewError

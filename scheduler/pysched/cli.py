@@ -296,7 +296,7 @@ def cmd_run(args) -> int:
     from pysched.util import gctune
     gctune.configure()
     from pysched.client.auth import CredentialsError, load
-    from pysched.framework.registry import RegistryError
+    from pysched.runtime.registry import RegistryError
 
     try:
         cfg = load_config(args.config)

@@ -30,7 +30,7 @@ from pysched.client.objectstore import resource_version
 from pysched.framework.interface import ClusterEvent, ClusterEventWithHint
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.framework.podinfo import PodInfo
-from pysched.framework.types import EXTENDER_NAME
+from pysched.framework.status import EXTENDER_NAME
 from pysched.metrics import METRICS
 from pysched.util.logs import kv
 

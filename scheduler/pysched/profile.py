@@ -15,9 +15,10 @@ from pysched.backend.queue.scheduling_queue import SchedulingQueue
 from pysched.client.objectstore import ObjectStore
 from pysched.framework.handle import APIClient, EventRecorder, Handle, SnapshotView
 from pysched.framework.loadmetrics import LoadMetrics
-from pysched.framework.registry import Registry, build_registry
-from pysched.framework.runtime import Framework
 from pysched.plugins import IN_TREE
+from pysched.runtime.framework import Framework
+from pysched.runtime.plugin_metrics import PrometheusPluginMetrics
+from pysched.runtime.registry import Registry, build_registry
 
 
 def default_registry(plugin_modules: Iterable[str] = ()) -> Registry:
@@ -38,7 +39,8 @@ def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache: Snapsho
     for prof in cfg.profiles:
         handle = Handle(snapshot=cache, objects=objects, client=client, recorder=recorder,
                         profile_name=prof.scheduler_name, waiting_pods=waiting, bind_timeout=bind_timeout,
-                        ignored_extended_resources=ignored, load=load, feature_gates=feature_gates)
+                        ignored_extended_resources=ignored, load=load, feature_gates=feature_gates,
+                        metrics=PrometheusPluginMetrics(prof.scheduler_name))
         out[prof.scheduler_name] = Framework(prof, registry, handle)
     return out
 

@@ -40,18 +40,19 @@ from pysched.extender.wire import ExtenderError
 from pysched.framework.cycle_state import TRACE_KEY, CycleState
 from pysched.framework.interface import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE, NodeBatch
 from pysched.framework.podinfo import PodInfo
-from pysched.framework.runtime import CycleTrace, Framework
-from pysched.framework.status import Code, Status
-from pysched.framework.types import (
+from pysched.framework.status import (
     EXTENDER_NAME,
+    Code,
     Diagnosis,
     FitError,
     FrameworkError,
     NoNodesAvailable,
+    Status,
     truncate_message,
 )
 from pysched.metrics import METRICS
 from pysched.podlocation import BOUND, GONE, locate
+from pysched.runtime.framework import CycleTrace, Framework
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.schedule_one")

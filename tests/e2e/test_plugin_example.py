@@ -37,7 +37,7 @@ EVENTS = "/apis/events.k8s.io/v1/namespaces/default/events"
 # Prints how the venv sees the example: where its module is imported from and its entry points.
 _PROBE = """
 import importlib.metadata as md, json
-from pysched.framework.registry import build_registry
+from pysched.runtime.registry import build_registry
 import pysched_example_plugins as pkg
 eps = sorted(f"{e.group}:{e.name}={e.value}" for e in md.distribution("pysched-plugin-example").entry_points)
 print(json.dumps({"file": pkg.__file__, "eps": eps, "registered": build_registry()["TeamNodes"].__module__}))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-import pysched.framework.quotametrics  # noqa: F401  (registers the ElasticQuota gauges' collector)
 import pysched.metrics  # noqa: F401  (registers the families)
+import pysched.runtime.plugin_metrics  # noqa: F401  (registers the ElasticQuota gauges' collector)
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "dashboards" / "pysched.json"
 # Series Prometheus itself adds to every scrape target, not exported by the target.

@@ -13,10 +13,9 @@ from pysched.framework.interface import (
     ScorePlugin,
     scores_each,
 )
-from pysched.framework.registry import Registry
-from pysched.framework.status import Code, Status
-from pysched.framework.types import Diagnosis, FitError, truncate_message
+from pysched.framework.status import Code, Diagnosis, FitError, Status, truncate_message
 from pysched.profile import default_registry
+from pysched.runtime.registry import Registry
 from pysched.tools.offline import OfflineScheduler
 
 from .conftest import node, pod
@@ -203,7 +202,7 @@ def test_a_broken_entry_point_fails_only_the_profiles_that_use_it(monkeypatch, c
     profile that enables it, naming the entry point; profiles without it still build."""
     from importlib.metadata import EntryPoint
 
-    from pysched.framework import registry as regmod
+    from pysched.runtime import registry as regmod
     broken = EntryPoint("Gone", "no_such_pysched_plugin_pkg.mod:Gone", regmod.ENTRY_POINT_GROUP)
     monkeypatch.setattr(regmod, "entry_points", lambda group: [broken] if group == regmod.ENTRY_POINT_GROUP else [])
     with caplog.at_level("WARNING", logger="pysched.registry"):

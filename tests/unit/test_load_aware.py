@@ -14,13 +14,13 @@ from pysched.apis.config.types import ConfigError
 from pysched.apis.core.quantity import QuantityError
 from pysched.framework import CycleState, PodInfo
 from pysched.framework.loadmetrics import MetricProviderArgs, MetricSeries
-from pysched.framework.runtime import CycleTrace
 from pysched.loadmetrics.collector import LoadCollector
 from pysched.loadmetrics.sources import SourceError, node_of, parse_node_metrics, parse_vector
 from pysched.loadmetrics.static import StaticLoad, check_metrics, load_metrics_file
 from pysched.plugins.loadaware.load_variation_risk_balancing import LoadVariationRiskBalancing
 from pysched.plugins.loadaware.metric_score import MetricScore
 from pysched.plugins.loadaware.target_load_packing import TargetLoadPacking, target_load_score
+from pysched.runtime.framework import CycleTrace
 from pysched.testing import PluginTester
 from pysched_dev.testkit import make_node, make_pod
 

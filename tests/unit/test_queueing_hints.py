@@ -250,7 +250,7 @@ def test_an_event_during_the_attempt_requeues_the_pod_when_it_fails():
     sim.add_node(node("n2", labels={ZONE: "c"}))          # an event that cannot help
     fwk = sim.frameworks["pysched"]
     from pysched.framework.cycle_state import CycleState
-    from pysched.framework.types import FitError
+    from pysched.framework.status import FitError
     try:
         sim.scheduler.schedule_pod(fwk, CycleState(), qpi.pod, None)
     except FitError as exc:

@@ -71,8 +71,8 @@ def test_chunked_filtering_matches_whole_evaluation(pattern):
     """Filtering in chunks until enough nodes are feasible keeps the feasible set and rotation."""
     from pysched.framework.cycle_state import CycleState
     from pysched.framework.podinfo import PodInfo
-    from pysched.framework.runtime import CycleTrace
-    from pysched.framework.types import FitError
+    from pysched.framework.status import FitError
+    from pysched.runtime.framework import CycleTrace
 
     n = 1200
     feasible = {"alternate": lambda i: i % 2 == 0, "every5th": lambda i: i % 5 == 0, "tail": lambda i: i >= n - 300,

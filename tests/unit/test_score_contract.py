@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from pysched.framework import ScorePlugin
-from pysched.framework.runtime import integral_scores
-from pysched.framework.types import FrameworkError
+from pysched.framework.status import FrameworkError
+from pysched.runtime.framework import integral_scores
 from pysched.testing import PluginTester, make_node, make_pod
 
 

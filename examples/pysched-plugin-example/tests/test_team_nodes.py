@@ -185,6 +185,6 @@ def test_a_rejected_pod_is_requeued_only_by_a_node_it_may_use():
 
 
 def test_installed_package_registers_the_plugin_through_its_entry_point():
-    from pysched.framework.registry import build_registry
+    from pysched.runtime.registry import build_registry
 
     assert build_registry()["TeamNodes"] is TeamNodes

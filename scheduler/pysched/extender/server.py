@@ -64,8 +64,7 @@ from pysched.framework.cycle_state import CycleState
 from pysched.framework.interface import MAX_EXTENDER_PRIORITY, MAX_NODE_SCORE, NodeBatch
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.framework.podinfo import PodInfo
-from pysched.framework.status import Code
-from pysched.framework.types import Diagnosis, FrameworkError
+from pysched.framework.status import Code, Diagnosis, FrameworkError
 from pysched.metrics import METRICS
 from pysched.podlocation import BOUND, lookup
 from pysched.server.connguard import DEFAULT_MAX_CONNECTIONS, ConnectionGuard
@@ -579,7 +578,7 @@ async def serve(args) -> int:
 def main(args) -> int:
     from pysched.apis.config import ConfigError
     from pysched.client.auth import CredentialsError
-    from pysched.framework.registry import RegistryError
+    from pysched.runtime.registry import RegistryError
     try:
         return eventloop.run(serve(args))
     except (ConfigError, RegistryError, CredentialsError, ValueError, ssl.SSLError, OSError) as exc:

@@ -1,25 +1,26 @@
-"""Metrics of pod groups (gang scheduling) for the plugins that hold gangs at Permit.
-
-Plugins import only the framework; this module is their way to the process's Prometheus metrics
-(``pysched_podgroups_waiting``, ``pysched_podgroups_admitted_total``,
-``pysched_podgroups_timed_out_total``), labelled by profile.
-"""
+"""Deprecated (plugin API 1.3): record through ``Handle.metrics`` (``podgroups_waiting``,
+``podgroup_admitted``, ``podgroup_timed_out``). Each call warns; the module goes away in 2.0."""
 
 from __future__ import annotations
 
-from pysched.metrics import METRICS
+import warnings
+
+from pysched.runtime.plugin_metrics import PrometheusPluginMetrics
+
+
+def _metrics(profile: str, replacement: str) -> PrometheusPluginMetrics:
+    warnings.warn(f"pysched.framework.groupmetrics is deprecated: use handle.metrics.{replacement}()",
+                  DeprecationWarning, stacklevel=3)
+    return PrometheusPluginMetrics(profile)
 
 
 def set_waiting(profile: str, groups: int) -> None:
-    """How many groups have members waiting at Permit now."""
-    METRICS.podgroups_waiting.labels(profile).set(groups)
+    _metrics(profile, "podgroups_waiting").podgroups_waiting(groups)
 
 
 def admitted(profile: str) -> None:
-    """A group reached its quorum: its waiting members were allowed together."""
-    METRICS.podgroups_admitted.labels(profile).inc()
+    _metrics(profile, "podgroup_admitted").podgroup_admitted()
 
 
 def timed_out(profile: str) -> None:
-    """A group's Permit wait expired before quorum: its waiting members were rejected together."""
-    METRICS.podgroups_timed_out.labels(profile).inc()
+    _metrics(profile, "podgroup_timed_out").podgroup_timed_out()

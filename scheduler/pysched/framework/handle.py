@@ -188,6 +188,60 @@ class EventRecorder(Protocol):
                note: str, related: PodInfo | None = None) -> None: ...
 
 
+class QuotaSource(Protocol):
+    """A plugin whose quotas are exported as gauges (``PluginMetrics.export_quotas``): ``quotas()``
+    maps a namespace to its quota (``key``, ``min``, ``max``), ``usage.of(namespace)`` what is charged."""
+
+    def quotas(self) -> Mapping[str, Any]: ...
+
+    @property
+    def usage(self) -> Any: ...
+
+
+class PluginMetrics(Protocol):
+    """What plugins record in the process's metrics (``Handle.metrics``); the engine labels each
+    sample with the profile. Offline and in ``PluginTester`` the calls still go somewhere harmless."""
+
+    def podgroups_waiting(self, groups: int) -> None:
+        """How many groups have members waiting at Permit now (``pysched_podgroups_waiting``)."""
+        ...
+
+    def podgroup_admitted(self) -> None:
+        """A group reached its quorum: its waiting members were allowed together."""
+        ...
+
+    def podgroup_timed_out(self) -> None:
+        """A group's Permit wait expired before quorum: its waiting members were rejected together."""
+        ...
+
+    def export_quotas(self, source: QuotaSource) -> None:
+        """Export ``source``'s quotas as ``pysched_quota_used``/``_min``/``_max`` while it lives."""
+        ...
+
+    def quota_victim(self, quota: str, reason: str) -> None:
+        """A preemption chose a pod of ``quota`` as a victim: ``reclaim`` or ``priority``."""
+        ...
+
+
+class NoMetrics:
+    """``PluginMetrics`` that records nothing: a Handle's default."""
+
+    def podgroups_waiting(self, groups: int) -> None:
+        pass
+
+    def podgroup_admitted(self) -> None:
+        pass
+
+    def podgroup_timed_out(self) -> None:
+        pass
+
+    def export_quotas(self, source: QuotaSource) -> None:
+        pass
+
+    def quota_victim(self, quota: str, reason: str) -> None:
+        pass
+
+
 @dataclass
 class Handle:
     snapshot: SnapshotView
@@ -211,6 +265,8 @@ class Handle:
     load: LoadMetrics | None = None
     # pysched's feature gates that are on (``framework.features``): behaviours beyond upstream's.
     feature_gates: frozenset[str] = frozenset()
+    # What plugins record in the process's metrics (the engine's Prometheus metrics for this profile).
+    metrics: PluginMetrics = field(default_factory=NoMetrics)
 
     def node_info(self, name: str) -> NodeInfo | None:
         return self.snapshot.nodes.get(name)

@@ -26,7 +26,7 @@ import numpy.typing as npt
 from typing_extensions import TypeVar
 
 from pysched.apis.core.model import Taint
-from pysched.framework.status import Code, Status
+from pysched.framework.status import Code, FrameworkError, Status
 
 if TYPE_CHECKING:
     from pysched.framework.cycle_state import CycleState
@@ -336,7 +336,6 @@ class FilterResult:
     def each(cls, nodes: NodeBatch, check: Callable[[NodeInfo], Status | None]) -> FilterResult:
         """Per-node logic as a batch result: ``check(node)`` returns None to pass, or the
         rejecting Status. An Error status aborts the cycle (raises FrameworkError)."""
-        from pysched.framework.types import FrameworkError
 
         passed = np.ones(len(nodes), dtype=bool)
         groups: dict[tuple[Code, str], list[int]] = {}

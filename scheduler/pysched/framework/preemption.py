@@ -41,8 +41,7 @@ from pysched.framework.handle import Handle
 from pysched.framework.interface import PostFilterResult
 from pysched.framework.nodeinfo import NodeInfo
 from pysched.framework.podinfo import PodInfo
-from pysched.framework.status import Code, Status
-from pysched.framework.types import Diagnosis, FitError
+from pysched.framework.status import Code, Diagnosis, FitError, Status
 from pysched.metrics import METRICS
 from pysched.util.logs import kv
 

@@ -4,7 +4,7 @@
 with a docstring saying what it checks and what it reads; code shared between plugins is in
 ``helper``. A plugin module imports only ``pysched.framework`` and ``pysched.plugins.helper``.
 Out-of-tree plugins register through the ``pysched.plugins`` entry point group or
-``--plugin-module`` (see ``pysched.framework.registry``); nothing here needs to change for them.
+``--plugin-module`` (see ``pysched.runtime.registry``); nothing here needs to change for them.
 
 Upstream semantics (kube-scheduler 1.35): SchedulingGates, PrioritySort, NodeUnschedulable,
 NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions,

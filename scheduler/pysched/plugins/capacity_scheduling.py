@@ -31,7 +31,7 @@ so a ``min`` that does not name memory makes every pod requesting memory count a
 present ``max`` that does not name it refuses such pods (``helper.elasticquota``).
 
 Reads: ElasticQuotas from the object store; pods from the engine's pod events (``PodWatcher``).
-Metrics (``framework.quotametrics``): ``pysched_quota_used``/``_min``/``_max`` per quota and resource,
+Metrics (``Handle.metrics``): ``pysched_quota_used``/``_min``/``_max`` per quota and resource,
 ``pysched_quota_preemption_victims_total``.
 """
 
@@ -60,11 +60,10 @@ from pysched.framework import (
     PreFilterResult,
     ReservePlugin,
     Status,
-    quotametrics,
 )
 from pysched.framework.api import format_resource
 from pysched.framework.preemption import PDB, Evaluator, importance, split_by_pdb
-from pysched.framework.types import Diagnosis
+from pysched.framework.status import Diagnosis
 from pysched.plugins.helper.elasticquota import (
     UNLIMITED,
     QuotaSpec,
@@ -150,7 +149,7 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
         self._dry_run = False
         # Called with a namespace whose usage changed (the ElasticQuota status controller's queue).
         self.on_usage_change: Callable[[str], None] | None = None
-        quotametrics.register(self)
+        self.handle.metrics.export_quotas(self)
 
     # -- quotas and usage ------------------------------------------------------------------------
 
@@ -357,7 +356,7 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
                 self._changed(victim.namespace)
             q = quotas.get(victim.namespace)
             if q is not None:
-                quotametrics.victim(q.key, "reclaim" if victim.namespace != pod.namespace else "priority")
+                self.handle.metrics.quota_victim(q.key, "reclaim" if victim.namespace != pod.namespace else "priority")
         if len(counted) > 10_000:
             still = self.handle.snapshot.pods
             self._counted = {u for u in counted if u in still}

@@ -44,7 +44,7 @@ A pod labelled ``scheduling.x-k8s.io/pod-group: <name>`` belongs to PodGroup ``<
 
 Reads: PodGroups from the object store; the group's pods from the engine's pod events
 (``PodWatcher``); reservations from its own Reserve/Unreserve. Metrics: groups waiting, admitted,
-timed out (``framework.groupmetrics``).
+timed out (``Handle.metrics``).
 """
 
 from __future__ import annotations
@@ -79,7 +79,6 @@ from pysched.framework import (
     ReservePlugin,
     Status,
     arg,
-    groupmetrics,
 )
 from pysched.framework.api import format_resource, resource_value
 
@@ -270,7 +269,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
             self._waiting_groups.add(g.key)
         else:
             self._waiting_groups.discard(g.key)
-        groupmetrics.set_waiting(self.handle.profile_name, len(self._waiting_groups))
+        self.handle.metrics.podgroups_waiting(len(self._waiting_groups))
 
     def _fail_group(self, g: Group, reason: str, *, timed_out: bool = False, from_post_filter: bool = False,
                     retry: bool = False) -> None:
@@ -289,7 +288,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         g.capacity_ok_until = 0.0
         g.failed_at = time.time()
         if timed_out:
-            groupmetrics.timed_out(self.handle.profile_name)
+            self.handle.metrics.podgroup_timed_out()
         now = self.clock()
         seconds = self.group_backoff(g, from_post_filter) if g.backoff_until <= now else 0.0
         if seconds > 0:
@@ -481,7 +480,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
                     wp.allow(self.name)
             if g.admitted_generation != g.generation and (g.waiting or placed == pg.min_member):
                 g.admitted_generation = g.generation
-                groupmetrics.admitted(self.handle.profile_name)
+                self.handle.metrics.podgroup_admitted()
             g.waiting.clear()
             g.deadline = 0.0
             g.failed_at = 0.0

@@ -41,8 +41,7 @@ from pysched.framework import (
 from pysched.framework.api import ConfigError
 from pysched.framework.interface import OverlayBatch
 from pysched.framework.preemption import NO_VICTIMS, PDB, Evaluator, importance, split_by_pdb
-from pysched.framework.status import Code
-from pysched.framework.types import Diagnosis
+from pysched.framework.status import Code, Diagnosis
 
 NAME = "DefaultPreemption"
 # Shared by every node without lower-priority pods (read-only: only counted into the message).

@@ -28,8 +28,9 @@ from pysched.framework.interface import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterRe
 from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.nodeinfo import NodeSpec
 from pysched.framework.podinfo import PodInfo
-from pysched.framework.runtime import integral_scores
 from pysched.framework.status import Code, Status
+from pysched.runtime.framework import integral_scores
+from pysched.runtime.plugin_metrics import PrometheusPluginMetrics
 from pysched.testing.objects import PAUSE_IMAGE, make_node, make_pod
 
 UAU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -58,7 +59,8 @@ class PluginTester(Generic[PluginT]):
         for p in pods:
             self.cache.upsert_pod(PodInfo.from_dict(p))
         self.handle = Handle(snapshot=self.cache, objects=self.objects,
-                             ignored_extended_resources=frozenset(ignored_extended_resources), load=load)
+                             ignored_extended_resources=frozenset(ignored_extended_resources), load=load,
+                             metrics=PrometheusPluginMetrics(""))
         a = load_args(plugin_cls.Args, args, "args") if plugin_cls.Args is not None else None
         self.plugin: PluginT = plugin_cls(a, self.handle)
         self.status: Status | None = None

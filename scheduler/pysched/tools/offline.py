@@ -31,11 +31,10 @@ from pysched.framework.cycle_state import TRACE_KEY, CycleState
 from pysched.framework.interface import NodeBatch
 from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.podinfo import PodInfo
-from pysched.framework.registry import Registry
-from pysched.framework.runtime import CycleTrace, Framework
-from pysched.framework.status import Code, Status
-from pysched.framework.types import Diagnosis, FitError, FrameworkError, NoNodesAvailable
+from pysched.framework.status import Code, Diagnosis, FitError, FrameworkError, NoNodesAvailable, Status
 from pysched.profile import build_frameworks, build_queue, default_registry, waiting_room
+from pysched.runtime.framework import CycleTrace, Framework
+from pysched.runtime.registry import Registry
 from pysched.schedule_one import Scheduler, ScheduleResult, rejected_on
 
 _DIGITS = re.compile(r"(\d+)")

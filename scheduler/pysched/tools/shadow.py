@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.types import FitError, FrameworkError, NoNodesAvailable
+from pysched.framework.status import FitError, FrameworkError, NoNodesAvailable
 from pysched.metrics import METRICS
 from pysched.util.logs import kv
 

@@ -55,8 +55,8 @@ from pysched.apis import config as configmod
 from pysched.apis.core import defaults as apidefaults
 from pysched.apis.core.quantity import format_resource
 from pysched.framework.loadmetrics import LoadMetrics
-from pysched.framework.registry import RegistryError
 from pysched.profile import default_registry
+from pysched.runtime.registry import RegistryError
 from pysched.tools.exitcodes import EXIT_ALL_PLACED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_UNSCHEDULABLE
 from pysched.tools.offline import OfflineScheduler, Outcome, natural_key
 from pysched.tools.snapshot import Snapshot, SnapshotError, load_pods, load_snapshot, validate_pod

@@ -30,7 +30,7 @@ from pysched.apis import config as configmod
 from pysched.apis.core import defaults as apidefaults
 from pysched.apis.core.quantity import QuantityError, resource_value
 from pysched.apis.core.resources import pod_requests
-from pysched.framework.registry import RegistryError
+from pysched.runtime.registry import RegistryError
 from pysched.tools.offline import natural_key
 from pysched.tools.simulate import Placement, Simulation, SimulationResult
 from pysched.ui.scenario import (

@@ -48,7 +48,7 @@ from pysched.apis.core import defaults as apidefaults
 from pysched.apis.core.names import dns1123_subdomain_problem
 from pysched.apis.core.quantity import QuantityError, resource_value
 from pysched.apis.core.resources import pod_requests
-from pysched.framework.registry import RegistryError
+from pysched.runtime.registry import RegistryError
 from pysched.tools import snapshot as snapmod
 from pysched.tools import whatif
 from pysched.tools.report_data import NO_ZONE, capacity_type_of, instance_type_of

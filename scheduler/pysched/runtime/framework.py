@@ -55,8 +55,7 @@ from pysched.framework.interface import (
     WaitingPod,
 )
 from pysched.framework.podinfo import PodInfo
-from pysched.framework.status import Code, Status
-from pysched.framework.types import Diagnosis, FrameworkError
+from pysched.framework.status import Code, Diagnosis, FrameworkError, Status
 from pysched.util.goduration import go_duration
 from pysched.util.logs import kv
 

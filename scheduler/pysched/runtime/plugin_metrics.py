@@ -1,0 +1,94 @@
+"""What plugins record in the process's Prometheus metrics: ``Handle.metrics`` as the engine fills it.
+
+Pod groups (gang scheduling, for the plugins that hold gangs at Permit):
+``pysched_podgroups_waiting``, ``pysched_podgroups_admitted_total``,
+``pysched_podgroups_timed_out_total``, labelled by profile.
+
+ElasticQuotas (for the plugins that enforce them, CapacityScheduling): ``pysched_quota_used``,
+``pysched_quota_min`` and ``pysched_quota_max`` (gauges, labels ``quota`` = ``namespace/name`` and
+``resource``; cpu in cores, the rest in units) are read from the registered plugins when Prometheus
+scrapes, so keeping them costs the scheduling cycle nothing. ``used`` is what the scheduler charges
+the quota: pods on a node and not terminated, and pods it has assumed. A ``max`` that is unlimited
+is not exported. ``quota_victim`` counts ``pysched_quota_preemption_victims_total{quota,reason}``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from pysched.framework.handle import PluginMetrics, QuotaSource
+from pysched.metrics import METRICS
+
+UNLIMITED = 2**63 - 1
+_sources: dict[int, weakref.ref[QuotaSource]] = {}    # newest last: a quota is read from its newest plugin
+
+
+def _value(resource: str, amount: int) -> float:
+    return amount / 1000.0 if resource == "cpu" else float(amount)
+
+
+class QuotaCollector(Collector):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        used = GaugeMetricFamily("pysched_quota_used", "Resources charged to an ElasticQuota by the scheduler: "
+                                 "requests of its namespace's pods on a node (or assumed) and not terminated "
+                                 "(cpu in cores).", labels=["quota", "resource"])
+        lo = GaugeMetricFamily("pysched_quota_min", "An ElasticQuota's spec.min: its guaranteed resources "
+                               "(cpu in cores).", labels=["quota", "resource"])
+        hi = GaugeMetricFamily("pysched_quota_max", "An ElasticQuota's spec.max: the most its namespace may "
+                               "use, borrowing included (cpu in cores).", labels=["quota", "resource"])
+        seen: set[str] = set()
+        for ref in reversed(list(_sources.values())):
+            source = ref()
+            if source is None:
+                continue
+            for ns, q in sorted(source.quotas().items()):
+                if q.key in seen:
+                    continue
+                seen.add(q.key)
+                amounts = source.usage.of(ns)
+                for r in sorted(set(q.min) | {k for k, v in q.max.items() if v != UNLIMITED} | set(amounts)):
+                    used.add_metric([q.key, r], _value(r, amounts.get(r, 0)))
+                for r, v in sorted(q.min.items()):
+                    lo.add_metric([q.key, r], _value(r, v))
+                for r, v in sorted(q.max.items()):
+                    if v != UNLIMITED:
+                        hi.add_metric([q.key, r], _value(r, v))
+        yield used
+        yield lo
+        yield hi
+
+
+_COLLECTOR = QuotaCollector()
+METRICS.registry.register(_COLLECTOR)
+
+
+def register(source: QuotaSource) -> None:
+    """Export ``source``'s quotas (it has ``quotas()`` and ``usage.of(namespace)``) while it lives."""
+    key = id(source)
+    _sources[key] = weakref.ref(source, lambda _ref: _sources.pop(key, None))
+
+
+class PrometheusPluginMetrics(PluginMetrics):
+    """``Handle.metrics`` for one profile: its samples are labelled with the profile's name."""
+
+    def __init__(self, profile: str) -> None:
+        self.profile = profile
+
+    def podgroups_waiting(self, groups: int) -> None:
+        METRICS.podgroups_waiting.labels(self.profile).set(groups)
+
+    def podgroup_admitted(self) -> None:
+        METRICS.podgroups_admitted.labels(self.profile).inc()
+
+    def podgroup_timed_out(self) -> None:
+        METRICS.podgroups_timed_out.labels(self.profile).inc()
+
+    def export_quotas(self, source: QuotaSource) -> None:
+        register(source)
+
+    def quota_victim(self, quota: str, reason: str) -> None:
+        METRICS.quota_preemption_victims.labels(quota, reason).inc()

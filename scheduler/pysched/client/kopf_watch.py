@@ -87,6 +87,7 @@ class KopfWatch:
         registry = kopf.OperatorRegistry()
         creds = self.creds
         main_loop = self._main_loop
+        assert main_loop is not None, "start() records the loop before the thread runs"
         specs = self.specs
         ready = self._ready
 

@@ -411,7 +411,7 @@ class _GatedServer:
 
     def handler(self):
         handler = self._server()
-        handler._manager = self   # noqa: SLF001 - so connection_made/lost come here first
+        handler._manager = self  # type: ignore[assignment]  # noqa: SLF001 - so connection_made/lost come here first
         return handler
 
     def connection_made(self, handler, transport) -> None:

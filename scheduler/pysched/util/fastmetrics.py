@@ -23,29 +23,32 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import REGISTRY, CollectorRegistry
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
+C = TypeVar("C")   # a family's child: CounterChild or HistogramChild
+
 DEFAULT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 
 
-class _Family:
+class _Family(Generic[C]):
     """What Counter and Histogram share: name, help, label names, children by label values."""
 
     def __init__(self, name: str, documentation: str, labelnames: Sequence[str], registry: CollectorRegistry | None):
         self.name = name
         self.documentation = documentation
         self.labelnames = tuple(labelnames)
-        self._children: dict[tuple[str, ...], object] = {}   # by label values as strings: what is exported
-        self._by_values: dict[tuple, object] = {}             # by the values as passed to labels()
+        self._children: dict[tuple[str, ...], C] = {}   # by label values as strings: what is exported
+        self._by_values: dict[tuple, C] = {}             # by the values as passed to labels()
         if not self.labelnames:
             self._children[()] = self._new_child()
         if registry is not None:
             registry.register(self)
 
-    def _new_child(self):  # pragma: no cover - overridden
+    def _new_child(self) -> C:  # pragma: no cover - overridden
         raise NotImplementedError
 
     def describe(self) -> list[Metric]:  # pragma: no cover - overridden
@@ -54,7 +57,7 @@ class _Family:
     def collect(self) -> list[Metric]:  # pragma: no cover - overridden
         raise NotImplementedError
 
-    def labels(self, *values: object):
+    def labels(self, *values: object) -> C:
         try:
             child = self._by_values.get(values)   # the values exactly as passed before: one lookup
         except TypeError:                          # unhashable values: only the converted key below
@@ -67,7 +70,7 @@ class _Family:
                 self._by_values[values] = child
         return child
 
-    def _child_for(self, values: tuple) -> object:
+    def _child_for(self, values: tuple) -> C:
         if not self.labelnames:
             raise ValueError(f"{self.name}: no label names were given, so labels() cannot be used")
         if len(values) != len(self.labelnames):
@@ -79,7 +82,7 @@ class _Family:
             child = self._children[key] = self._new_child()
         return child
 
-    def _unlabelled(self):
+    def _unlabelled(self) -> C:
         if self.labelnames:
             raise ValueError(f"{self.name}: has label names ({', '.join(self.labelnames)}); use labels() first")
         return self._children[()]
@@ -97,7 +100,7 @@ class CounterChild:
         self.value += amount
 
 
-class Counter(_Family):
+class Counter(_Family[CounterChild]):
     """A monotonically increasing count; exported as ``<name>_total``."""
 
     def __init__(self, name: str, documentation: str, labelnames: Iterable[str] = (),
@@ -134,7 +137,7 @@ class HistogramChild:
         self.sum += amount
 
 
-class Histogram(_Family):
+class Histogram(_Family[HistogramChild]):
     """Observations counted into cumulative ``le`` buckets, with ``_sum`` and ``_count``."""
 
     def __init__(self, name: str, documentation: str, labelnames: Iterable[str] = (),

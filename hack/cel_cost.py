@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent / "scheduler")]
 
-from pysched.plugins.helper.dra.cel import CelDevice, Selector, SelectorError, prefetch  # noqa: E402
-from pysched.plugins.helper.dra.cel_builtin import BuiltinEngine  # noqa: E402
-from pysched.plugins.helper.dra.cel_go import GoEngine  # noqa: E402
+from pysched.plugins.dynamic_resources.cel import CelDevice, Selector, SelectorError, prefetch  # noqa: E402
+from pysched.plugins.dynamic_resources.cel_builtin import BuiltinEngine  # noqa: E402
+from pysched.plugins.dynamic_resources.cel_go import GoEngine  # noqa: E402
 
 D = 'device.attributes["gpu.example.com"]'
 SELECTORS = {

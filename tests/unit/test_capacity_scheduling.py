@@ -11,7 +11,7 @@ import pytest
 
 from pysched.apis import config as configmod
 from pysched.metrics import METRICS
-from pysched.plugins.helper.elasticquota import UNLIMITED, QuotaSpec, countable, exceeds, exceeds_named
+from pysched.plugins.capacity_scheduling.elasticquota import UNLIMITED, QuotaSpec, countable, exceeds, exceeds_named
 from pysched.tools.offline import OfflineScheduler
 
 from .conftest import node, pod

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from pysched.client.objectstore import ObjectStore
-from pysched.plugins.helper.dra.allocated import AllocatedDevices, Unavailable, claim_devices
+from pysched.plugins.dynamic_resources.allocated import AllocatedDevices, Unavailable, claim_devices
 
 
 def claim(name: str, devices: list[tuple[str, str, str, bool]], rv: int, ns: str = "default") -> dict:

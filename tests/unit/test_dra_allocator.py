@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pysched.plugins.helper.dra.allocator import (
+from pysched.plugins.dynamic_resources.allocator import (
     AllocationError,
     Allocator,
     InvalidPools,

@@ -13,10 +13,10 @@ import shutil
 
 import pytest
 
-from pysched.plugins.helper.dra import cel
-from pysched.plugins.helper.dra.cel import CelDevice, Selector, SelectorError, device_variable, prefetch
-from pysched.plugins.helper.dra.cel_builtin import BuiltinEngine
-from pysched.plugins.helper.dra.cel_go import GoEngine
+from pysched.plugins.dynamic_resources import cel
+from pysched.plugins.dynamic_resources.cel import CelDevice, Selector, SelectorError, device_variable, prefetch
+from pysched.plugins.dynamic_resources.cel_builtin import BuiltinEngine
+from pysched.plugins.dynamic_resources.cel_go import GoEngine
 
 GPU = {
     "name": "gpu-0",
@@ -211,8 +211,8 @@ def test_the_engine_is_chosen_from_the_environment(monkeypatch, tmp_path):
 def test_the_cel_library_loads_without_its_command_line_tool():
     import subprocess
     import sys
-    code = ("import sys; from pysched.plugins.helper.dra.cel import Selector, CelDevice; "
-            "from pysched.plugins.helper.dra.cel_builtin import BuiltinEngine; "
+    code = ("import sys; from pysched.plugins.dynamic_resources.cel import Selector, CelDevice; "
+            "from pysched.plugins.dynamic_resources.cel_builtin import BuiltinEngine; "
             "assert 'cel' not in sys.modules; "
             "assert CelDevice('d', {}).matches(Selector('device.driver == \"d\"', BuiltinEngine())); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('typer', 'rich', 'prompt_toolkit')))")

@@ -2,12 +2,13 @@
 
 Read bottom-up: ``util`` and ``metrics`` know nothing of scheduling; ``apis`` (configuration and
 object model) builds on ``util``; ``framework`` (the plugin API) on ``apis``; ``backend`` (cache,
-queue) and ``client`` (API I/O) below the engine; in-tree ``plugins`` see only the framework and
-their helpers; ``loadmetrics`` (metric sources) fills the framework's series from beside the
-engine; ``controllers`` (PodGroup status) sit beside ``server`` on ``client``; ``tools`` never
-reach for the live app, nor does the what-if web UI (``ui``) built on them; only the process entry
-points (``cli``, ``app``, ``extender.server``) may import everything. Nothing in the wheel imports
-the dev harness. Every import counts, ``TYPE_CHECKING`` ones included.
+queue) and ``client`` (API I/O) below the engine; in-tree ``plugins`` see only the framework, the
+helpers they share and their own package (never another plugin's); ``loadmetrics`` (metric
+sources) fills the framework's series from beside the engine; ``controllers`` (PodGroup status) sit
+beside ``server`` on ``client``; ``tools`` never reach for the live app, nor does the what-if web UI
+(``ui``) built on them; only the process entry points (``cli``, ``app``, ``extender.server``) may
+import everything. Nothing in the wheel imports the dev harness. Every import counts,
+``TYPE_CHECKING`` ones included.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ ALLOWED = {
     "pysched.framework": {"pysched.framework", "pysched.apis"} | BASE,
     # the engine that runs the plugin API (upstream's framework/runtime)
     "pysched.runtime": {"pysched.runtime", "pysched.framework", "pysched.apis"} | BASE,
+    # a plugin also sees its own package (allowed_for): pysched.plugins.<name>.*, never another plugin's
     "pysched.plugins": {"pysched.framework", "pysched.plugins.helper"},
     "pysched.backend": {"pysched.backend", "pysched.framework", "pysched.apis"} | BASE,
     "pysched.client": {"pysched.client", "pysched.apis"} | BASE,
@@ -100,6 +102,22 @@ def rule_for(mod: str) -> set[str] | None:
     return None if best is None else ALLOWED[best]
 
 
+def allowed_for(mod: str) -> set[str] | None:
+    """What ``mod`` may import: its layer's rule, narrowed for the plugins. A plugin sees the framework,
+    the shared helpers and its own package ``pysched.plugins.<name>`` (its private helpers; for a
+    one-module plugin, itself) - never another plugin, nor another plugin's private helpers."""
+    allowed = rule_for(mod)
+    if allowed is None:
+        return None
+    if mod == "pysched.plugins":
+        allowed = ALLOWED["pysched.plugins"] | {"pysched.plugins"}   # the registry list imports the plugins
+    elif within(mod, "pysched.plugins.helper"):
+        allowed = {"pysched.framework", "pysched.plugins.helper"}     # shared by plugins: none of their code
+    elif within(mod, "pysched.plugins"):
+        allowed = ALLOWED["pysched.plugins"] | {".".join(mod.split(".")[:3])}   # a plugin: + its own package
+    return allowed | DEPRECATED_ALIASES.get(mod, set())
+
+
 MODULES = sorted((module_name(p), p) for p in ROOT.rglob("*.py"))
 
 
@@ -110,15 +128,8 @@ def test_no_upward_imports(mod, path):
     assert not outside, f"{mod} imports the dev harness or tests: {sorted(outside)}"
     if mod in ENTRY_POINTS:
         return
-    allowed = rule_for(mod)
+    allowed = allowed_for(mod)
     assert allowed is not None, f"{mod}: no layer rule; add it to ALLOWED in {__file__}"
-    if within(mod, "pysched.plugins") and mod != "pysched.plugins" and not within(mod, "pysched.plugins.helper"):
-        allowed = ALLOWED["pysched.plugins"]      # a plugin: framework and helper only
-    elif mod == "pysched.plugins":
-        allowed = ALLOWED["pysched.plugins"] | {"pysched.plugins"}   # the registry list imports the plugins
-    elif within(mod, "pysched.plugins.helper"):
-        allowed = {"pysched.framework", "pysched.plugins.helper"}
-    allowed = allowed | DEPRECATED_ALIASES.get(mod, set())
     bad = sorted(i for i in own if i != "pysched" and not any(within(i, a) for a in allowed))
     assert not bad, f"{mod} imports {bad}; its layer allows only {sorted(allowed)}"
 
@@ -130,6 +141,24 @@ def test_the_rule_catches_an_upward_import(tmp_path):
     assert not any(within("pysched.backend.cache.cache", a) for a in rule_for("pysched.plugins.gpu") or ())
     assert not any(within("pysched.framework", a) or within("pysched.plugins", a)
                    for a in rule_for("pysched.controllers.podgroup") or ())
+
+
+def test_a_plugin_sees_its_own_package_and_no_other_plugins():
+    """A plugin package's modules import each other; no plugin reaches into another plugin's package,
+    and the shared helpers import no plugin."""
+    def may(mod: str, imported: str) -> bool:
+        return any(within(imported, a) for a in allowed_for(mod) or ())
+    assert may("pysched.plugins.dynamic_resources.dynamic_resources", "pysched.plugins.dynamic_resources.allocator")
+    assert may("pysched.plugins.dynamic_resources.allocator", "pysched.plugins.dynamic_resources.cel")
+    assert may("pysched.plugins.dynamic_resources", "pysched.plugins.dynamic_resources.dynamic_resources")
+    assert may("pysched.plugins.loadaware.metric_score", "pysched.plugins.loadaware.load")
+    assert may("pysched.plugins.node_affinity", "pysched.plugins.helper.nodeselect")
+    assert not may("pysched.plugins.capacity_scheduling.capacity_scheduling", "pysched.plugins.dynamic_resources.cel")
+    assert not may("pysched.plugins.coscheduling.coscheduling", "pysched.plugins.capacity_scheduling")
+    assert not may("pysched.plugins.node_affinity", "pysched.plugins.loadaware.load")
+    assert not may("pysched.plugins.node_affinity", "pysched.plugins.taint_toleration")
+    assert not may("pysched.plugins.helper.normalize", "pysched.plugins.dynamic_resources.allocator")
+    assert not may("pysched.plugins.dynamic_resources.allocator", "pysched.backend.cache")
 
 
 def runtime_imports(path: Path, known: set[str]) -> set[str]:

@@ -60,7 +60,7 @@ def test_target_load_packing_scores_measured_use_plus_the_pods_prediction():
 
 
 def test_prediction_limit_request_default():
-    from pysched.plugins.helper.load import pod_cpu_prediction
+    from pysched.plugins.loadaware.load import pod_cpu_prediction
     pod = PodInfo.from_dict(make_pod("p", cpu="100m", limits_only={"cpu": "2"}), keep_raw=True)
     assert pod_cpu_prediction(pod, 1000, 1.5) == 2000
     assert pod_cpu_prediction(PodInfo.from_dict(make_pod("q", cpu="300m"), keep_raw=True), 1000, 1.5) == 450
@@ -68,7 +68,7 @@ def test_prediction_limit_request_default():
 
 
 def test_prediction_sums_containers_and_reads_each_quantity_as_written():
-    from pysched.plugins.helper.load import pod_cpu_prediction
+    from pysched.plugins.loadaware.load import pod_cpu_prediction
     raw = make_pod("p", cpu="100m")
     base = raw["spec"]["containers"][0]
     raw["spec"]["containers"] = [
@@ -533,7 +533,7 @@ def test_no_usable_load_anywhere_skips_the_per_node_work_with_the_same_outcome(m
 
 
 def test_slot_values_know_the_oldest_and_newest_sample_over_the_nodes_not_the_spare_slots():
-    from pysched.plugins.helper.load import SlotValues
+    from pysched.plugins.loadaware.load import SlotValues
     t, load = make_tester(TargetLoadPacking, {"a": {"cpu": 1}, "b": {"cpu": 2}, "c": {"cpu": 3}})
     nodes = t.nodes()
     assert nodes.slot_count > 3                                # the table keeps spare slots

@@ -1,8 +1,11 @@
 """The plugin set: kube-scheduler's in-tree plugins re-implemented in Python, and scheduler-plugins'.
 
 ``IN_TREE`` is the registry's starting point (name -> class). Each plugin lives in its own module
-with a docstring saying what it checks and what it reads; code shared between plugins is in
-``helper``. A plugin module imports only ``pysched.framework`` and ``pysched.plugins.helper``.
+with a docstring saying what it checks and what it reads. A plugin with private helpers is a
+package of its own, as in scheduler-plugins: ``dynamic_resources`` (allocator and CEL),
+``capacity_scheduling`` (quota bookkeeping), ``coscheduling``, ``loadaware`` (three scores and
+their metrics reading). Code two or more plugins share is in ``helper``. A plugin imports only
+``pysched.framework``, ``pysched.plugins.helper`` and its own package - never another plugin's.
 Out-of-tree plugins register through the ``pysched.plugins`` entry point group or
 ``--plugin-module`` (see ``pysched.runtime.registry``); nothing here needs to change for them.
 

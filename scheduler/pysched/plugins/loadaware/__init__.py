@@ -3,6 +3,6 @@ the snapshot a background collector keeps (``pysched.loadmetrics``), never fetch
 
 TargetLoadPacking and LoadVariationRiskBalancing follow scheduler-plugins' Trimaran; MetricScore
 scores on any PromQL expression. All three are opt-in and share the fallback policy of
-``plugins.helper.load``.
+``load``.
 """
 

@@ -10,7 +10,7 @@ standard deviation S (both from Prometheus, over ``window``) and the pod's reque
     score = (1 - (mu + sigma) / 2) * 100
 
 and the node's score is the lower of the cpu and memory scores, rounded half away from zero. When
-a node's figures are missing, stale or the source is down, ``fallback`` applies (``helper.load``);
+a node's figures are missing, stale or the source is down, ``fallback`` applies (``load``);
 ``Requests`` takes M as the requested amount and S as 0. Needs a Prometheus provider (the window is
 a PromQL subquery). Reads: four series (``Handle.load``), the nodes' allocatable and requested
 cpu and memory, the pod's requests.
@@ -35,7 +35,7 @@ from pysched.framework import (
     arg,
 )
 from pysched.framework.api import ConfigError
-from pysched.plugins.helper.load import (
+from pysched.plugins.loadaware.load import (
     FALLBACK_SCORE,
     NODE_CPU_UTILISATION,
     NODE_MEMORY_UTILISATION,

@@ -31,7 +31,7 @@ from pysched.framework import (
 )
 from pysched.framework.api import ConfigError
 from pysched.framework.loadmetrics import SCALAR
-from pysched.plugins.helper.load import (
+from pysched.plugins.loadaware.load import (
     FALLBACK_SCORE,
     NEUTRAL_SCORE,
     REASON_OF,

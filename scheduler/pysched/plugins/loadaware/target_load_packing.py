@@ -16,7 +16,7 @@ reserves, and pods seen bound by anyone (predicted from their requests: the limi
 schedulers place are not kept), count on their node for ``pendingLoadSeconds`` (60) before the
 sample the cycle reads - a burst of pods therefore spreads instead of all landing on the one
 node that looked idle at the last scrape. When a node's sample is missing, stale or the source is
-down, ``fallback`` applies (``helper.load``); ``Requests`` uses requested CPU in place of use.
+down, ``fallback`` applies (``load``); ``Requests`` uses requested CPU in place of use.
 Reads: the metric series (``Handle.load``), the nodes' allocatable and requested CPU.
 """
 
@@ -45,7 +45,7 @@ from pysched.framework import (
 )
 from pysched.framework.api import ConfigError, resource_value
 from pysched.framework.loadmetrics import MILLICORES, PERCENT
-from pysched.plugins.helper.load import (
+from pysched.plugins.loadaware.load import (
     FALLBACK_SCORE,
     NEUTRAL_SCORE,
     NODE_CPU_UTILISATION,

@@ -34,7 +34,7 @@ from types import ModuleType
 from typing import Any
 
 from pysched.framework.api import QuantityError, parse_quantity
-from pysched.plugins.helper.dra.celerrors import SelectorError
+from pysched.plugins.dynamic_resources.celerrors import SelectorError
 
 QUANTITY = "__quantity__"
 VERSION = "__semver__"

@@ -2,7 +2,7 @@
 
 Each namespace may have an ElasticQuota (``scheduling.x-k8s.io/v1alpha1``): ``spec.min`` is what
 its pods are guaranteed, ``spec.max`` what they may never exceed. Between the two a namespace
-borrows what the other quotas' ``min`` leaves unused. Arithmetic: ``helper.elasticquota``.
+borrows what the other quotas' ``min`` leaves unused. Arithmetic: ``elasticquota``.
 
 * Usage (``Usage``): the requests of every pod on a node and not terminated - bound by anyone, or
   assumed here (Reserve adds, Unreserve takes back) - per namespace. A pod a preemption chose as
@@ -28,7 +28,7 @@ A quota governs the resources it names: one naming only GPUs leaves cpu and memo
 total-min rule covers the resources some quota's ``min`` names. ``schedulerPluginsCompatible:
 true`` gives upstream's arithmetic instead: cpu, memory and ephemeral-storage are always compared,
 so a ``min`` that does not name memory makes every pod requesting memory count as over it, and a
-present ``max`` that does not name it refuses such pods (``helper.elasticquota``).
+present ``max`` that does not name it refuses such pods (``elasticquota``).
 
 Reads: ElasticQuotas from the object store; pods from the engine's pod events (``PodWatcher``).
 Metrics (``Handle.metrics``): ``pysched_quota_used``/``_min``/``_max`` per quota and resource,
@@ -64,7 +64,7 @@ from pysched.framework import (
 from pysched.framework.api import format_resource
 from pysched.framework.preemption import PDB, Evaluator, importance, split_by_pdb
 from pysched.framework.status import Diagnosis
-from pysched.plugins.helper.elasticquota import (
+from pysched.plugins.capacity_scheduling.elasticquota import (
     UNLIMITED,
     QuotaSpec,
     Usage,

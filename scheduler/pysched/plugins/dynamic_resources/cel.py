@@ -31,9 +31,9 @@ from typing import Any
 
 import orjson
 
-from pysched.plugins.helper.dra.cel_builtin import BuiltinEngine, device_variable
-from pysched.plugins.helper.dra.cel_go import GoEngine
-from pysched.plugins.helper.dra.celerrors import SelectorError
+from pysched.plugins.dynamic_resources.cel_builtin import BuiltinEngine, device_variable
+from pysched.plugins.dynamic_resources.cel_go import GoEngine
+from pysched.plugins.dynamic_resources.celerrors import SelectorError
 
 __all__ = ["CelDevice", "Selector", "SelectorError", "compile_selector", "device_variable", "engine", "prefetch"]
 

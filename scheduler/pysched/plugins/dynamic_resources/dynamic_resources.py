@@ -13,7 +13,7 @@ does with its default feature gates:
 * PreFilter checks each claim: one allocated already must be usable on the node (its
   ``status.allocation.nodeSelector``); one being allocated for another pod right now makes this pod
   wait (``is in the process of being allocated``); every DeviceClass a request names must exist.
-  For the unallocated claims it prepares the allocator (``plugins.helper.dra.allocator``) with the
+  For the unallocated claims it prepares the allocator (``allocator``) with the
   devices already taken: those in the allocation of every claim in the cluster (admin-access
   results excepted) and those Reserve has promised and the watch has not shown yet.
 * Filter, per node: the allocator must find devices for all unallocated claims together
@@ -90,8 +90,8 @@ from pysched.framework import (
 )
 from pysched.framework.api import ApiError, ConfigError, NodeSelector, ObjectError, parse_duration, parse_node_selector
 from pysched.framework.handle import APIClient
-from pysched.plugins.helper.dra.allocated import CLAIMS, AllocatedDevices, Unavailable, claim_devices
-from pysched.plugins.helper.dra.allocator import (
+from pysched.plugins.dynamic_resources.allocated import CLAIMS, AllocatedDevices, Unavailable, claim_devices
+from pysched.plugins.dynamic_resources.allocator import (
     AllocationError,
     AllocationTimeout,
     Allocator,

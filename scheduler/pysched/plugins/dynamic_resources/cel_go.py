@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from pysched.plugins.helper.dra.celerrors import SelectorError
+from pysched.plugins.dynamic_resources.celerrors import SelectorError
 
 log = logging.getLogger("pysched.plugins.dra.cel")
 

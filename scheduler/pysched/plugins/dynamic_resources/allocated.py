@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from pysched.plugins.helper.dra.allocator import DeviceID
+from pysched.plugins.dynamic_resources.allocator import DeviceID
 
 CLAIMS = "resourceclaims"
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pysched.framework.api import NodeSelector, ObjectError, parse_node_selector
-from pysched.plugins.helper.dra.cel import CelDevice, SelectorError, compile_selector, prefetch
+from pysched.plugins.dynamic_resources.cel import CelDevice, SelectorError, compile_selector, prefetch
 
 MAX_RESULTS = 32          # AllocationResultsMaxSize
 FROM_CLASS, FROM_CLAIM = "FromClass", "FromClaim"

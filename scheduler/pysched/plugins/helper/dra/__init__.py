@@ -1,1 +1,0 @@
-"""Dynamic Resource Allocation helpers: the device-selector CEL environment and the allocator."""

@@ -50,7 +50,8 @@ from pysched.framework.interface import (
                                          PreFilterPlugin,
                                          PreFilterResult,
                                          PreScorePlugin,
-                                         QueueingHint,
+                                         QueuedPod,
+    QueueingHint,
                                          QueueSortPlugin,
                                          ReservePlugin,
                                          ScorePlugin,
@@ -75,7 +76,7 @@ __all__ = [
     "PermitPlugin", "Plugin", "PodEventHint", "PodInfo", "PodMatcher", "PodVolume", "PodWatcher",
     "PostBindPlugin", "PreemptionGate", "PluginMetrics", "PostFilterPlugin", "PostFilterResult",
     "PreBindPlugin", "QuotaSource", "PreEnqueuePlugin", "PreFilterPlugin", "PreFilterResult",
-    "PreScorePlugin", "QueueSortPlugin", "QueueingHint", "ReservePlugin", "ScorePlugin", "Status",
+    "PreScorePlugin", "QueuedPod", "QueueSortPlugin", "QueueingHint", "ReservePlugin", "ScorePlugin", "Status",
     "WaitingPod", "arg", "decode_args", "encode_args", "groupmetrics", "quotametrics", "scores_each",
 ]
 

@@ -15,6 +15,7 @@ explanations (a batch of one node) and the extender server.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -26,7 +27,7 @@ import numpy.typing as npt
 from typing_extensions import TypeVar
 
 from pysched.apis.core.model import Taint
-from pysched.framework.status import Code, FrameworkError, Status
+from pysched.framework.status import Code, Diagnosis, FrameworkError, Status
 
 if TYPE_CHECKING:
     from pysched.framework.cycle_state import CycleState
@@ -492,6 +493,18 @@ class PreEnqueuePlugin(Plugin[ArgsT]):
         raise NotImplementedError
 
 
+class QueuedPod(Protocol):
+    """What a QueueSort plugin reads of a queued pod: the pod and when it was (re)queued."""
+
+    @property
+    def pod(self) -> PodInfo: ...
+
+    @property
+    def timestamp(self) -> float:
+        """Monotonic seconds when the pod last entered the active queue."""
+        ...
+
+
 class QueueSortPlugin(Plugin[ArgsT]):
     """QueueSort: the order of the active queue. Exactly one per scheduler (every profile shares it).
 
@@ -500,7 +513,7 @@ class QueueSortPlugin(Plugin[ArgsT]):
     cluster. Cost: per heap operation - a tuple from the pod's fields.
     """
 
-    def sort_key(self, qpi: Any) -> tuple[Any, ...]:
+    def sort_key(self, qpi: QueuedPod) -> tuple[Any, ...]:
         """Key for the activeQ heap: smaller pops first."""
         raise NotImplementedError
 
@@ -582,7 +595,7 @@ class PostFilterPlugin(Plugin[ArgsT]):
     """
 
     def post_filter(self, state: CycleState, pod: PodInfo,
-                    diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
+                    diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
         raise NotImplementedError
 
 
@@ -732,9 +745,9 @@ class WaitingPod:
 
     Either may come before the binding cycle starts waiting (``future`` not created yet): an
     allow empties ``pending``, a rejection is kept in ``rejection``, and the wait ends at once."""
-    pod: Any
+    pod: PodInfo
     pending: set[str] = field(default_factory=set)
-    future: Any = None
+    future: asyncio.Future[Status | None] | None = None
     rejection: Status | None = None
     timeouts: dict[str, float] = field(default_factory=dict)   # plugin -> the wait it asked for, s
 

@@ -84,7 +84,7 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs], EnqueueExtensio
     # -- PostFilter -------------------------------------------------------------------------------
 
     def post_filter(self, state: CycleState, pod: PodInfo,
-                    diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
+                    diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
         return self._prefixed(*self.evaluator.preempt(state, pod, diagnosis))
 
     async def post_filter_async(self, state: CycleState, pod: PodInfo,

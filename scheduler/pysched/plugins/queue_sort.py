@@ -6,14 +6,12 @@ time it was (re)added to the queue, exactly as kube-scheduler's PrioritySort ``L
 
 from __future__ import annotations
 
-from typing import Any
-
-from pysched.framework import QueueSortPlugin
+from pysched.framework import QueuedPod, QueueSortPlugin
 
 
 class PrioritySort(QueueSortPlugin):
     name = "PrioritySort"
 
-    def sort_key(self, qpi: Any) -> tuple[int, float]:
+    def sort_key(self, qpi: QueuedPod) -> tuple[int, float]:
         """``qpi`` is the queue's QueuedPodInfo (``pod``: PodInfo, ``timestamp``: seconds)."""
         return (-qpi.pod.priority, qpi.timestamp)

@@ -316,7 +316,7 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
     # -- PostFilter (preemption) -----------------------------------------------------------------
 
     def post_filter(self, state: CycleState, pod: PodInfo,
-                    diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
+                    diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
         self._state = state
         try:
             result, st = self.evaluator.preempt(state, pod, diagnosis)

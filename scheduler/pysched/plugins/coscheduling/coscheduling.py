@@ -63,6 +63,7 @@ from pysched.framework import (
     ClusterEventWithHint,
     Code,
     CycleState,
+    Diagnosis,
     EnqueueExtensions,
     Handle,
     NodeBatch,
@@ -75,6 +76,7 @@ from pysched.framework import (
     PreemptionGate,
     PreFilterPlugin,
     PreFilterResult,
+    QueuedPod,
     QueueSortPlugin,
     ReservePlugin,
     Status,
@@ -326,7 +328,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
 
     # -- QueueSort -------------------------------------------------------------------------------
 
-    def sort_key(self, qpi: Any) -> tuple[Any, ...]:
+    def sort_key(self, qpi: QueuedPod) -> tuple[Any, ...]:
         pod: PodInfo = qpi.pod
         name = pod.labels.get(POD_GROUP_LABEL)
         if not name:
@@ -398,7 +400,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
     # -- PostFilter ------------------------------------------------------------------------------
 
     def post_filter(self, state: CycleState, pod: PodInfo,
-                    diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
+                    diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
         key = group_key(pod)
         if not key:
             return None, Status(Code.UNSCHEDULABLE)

@@ -70,6 +70,7 @@ from pysched.framework import (
     ClusterEventWithHint,
     Code,
     CycleState,
+    Diagnosis,
     EnqueueExtensions,
     FilterPlugin,
     FilterResult,
@@ -371,7 +372,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
     # -- PostFilter --------------------------------------------------------------------------------
 
     def post_filter(self, state: CycleState, pod: PodInfo,
-                    diagnosis: Any) -> tuple[PostFilterResult | None, Status | None]:
+                    diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
         if state.get(RAN) is None:
             # PreFilter stopped before ours: upstream finds no cycle state, and its error ends the
             # PostFilter loop (no preemption is tried) with the message "not found".

@@ -11,10 +11,11 @@ Gang workloads (``Workload.gang_size``) also install the PodGroup CRD and one Po
 before the measured pods; pysched runs its Coscheduling profile, kube-scheduler (no Coscheduling
 plugin) schedules the same pods without gang semantics as a reference (``bench.gangs``).
 
-Results go to ``--out`` (``results.json``: the pinning, the machine and every run; a PNG chart
-per workload) and are printed as tables, one per mode (``bench.report``); ``--results-md`` also
-writes them with the method, the machine and the other load as Markdown. Exit 1 when a run failed,
-a placement violated a constraint, or a pysched gang was left partial.
+Results go to ``--out`` (``results.json.gz``: the pinning, the machine and every run, gzipped as
+``bench/runs`` keeps them, ``bench.rawdata``; a PNG chart per workload) and are printed as tables,
+one per mode (``bench.report``); ``--results-md`` also writes them with the method, the machine
+and the other load as Markdown. Exit 1 when a run failed, a placement violated a constraint, or a
+pysched gang was left partial.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import gzip
 import json
 import os
 import shlex
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from pysched_dev.devcluster import ControlPlaneError, binaries_dir
 
-from . import aggregate, charts, living, plan, report
+from . import aggregate, charts, living, plan, rawdata, report
 from .machine import machine_info
 from .pinning import Pinning, pin_driver
 from .pinning import plan as pin_plan
@@ -79,7 +79,7 @@ async def main_async(args, pinning: Pinning, meta: dict) -> list[dict]:
             print(f"  run failed: {exc}", file=sys.stderr, flush=True)
         results.append(d)
         print(_line(d), flush=True)
-        (out / "results.json").write_text(json.dumps({**meta, "runs": results}, indent=1))
+        rawdata.write_gz(out / "results.json.gz", json.dumps({**meta, "runs": results}, indent=1))
     return results
 
 
@@ -131,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", default="", help="directory for py-spy profiles of pysched (raw collapsed stacks, "
                    "sampled only while it holds the GIL: its on-CPU Python time, not its waits)")
     p.add_argument("--report-from", default="",
-                   help="run nothing: write the report (stdout, --results-md, charts) from these results.json "
-                        "files (comma-separated; e.g. several make bench invocations on one machine)")
+                   help="run nothing: write the report (stdout, --results-md, charts) from these results.json.gz "
+                        "(or plain results.json) files (comma-separated; e.g. several make bench invocations "
+                        "on one machine)")
     args = p.parse_args(argv)
     if args.report_from:
         return report_from([Path(x) for x in args.report_from.split(",") if x], args)
@@ -157,13 +158,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def load_results(path: Path) -> dict:
-    """A run's results.json, or the same gzipped (``.json.gz``: how ``bench/runs`` keeps them)."""
-    data = path.read_bytes()
-    return json.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+    """A run's results, gzipped (``results.json.gz``, as ``bench.run`` writes them and ``bench/runs``
+    keeps them) or plain (``results.json``, as it wrote them before)."""
+    return json.loads(rawdata.read_text(path))
 
 
 def report_from(paths: list[Path], args) -> int:
-    """The report of earlier runs, from their results.json files. Each file's repeats are numbered on
+    """The report of earlier runs, from their results files. Each file's repeats are numbered on
     from the previous file's (each series starts at repeat 0), so two series of the same cells are
     one longer series whose runs still pair up by repeat."""
     metas = [load_results(p) for p in paths]

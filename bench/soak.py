@@ -18,7 +18,8 @@ Churn, until ``--minutes`` are up:
 * a leader handover every ``--handover-every`` seconds: the leading replica is stopped (SIGTERM: it
   releases the Lease) and started again as the standby, as a rolling update of pysched would.
 
-Every ``--sample-every`` seconds a line of ``samples.jsonl``: each process's RSS, open descriptors
+Every ``--sample-every`` seconds a line of ``samples.jsonl`` (gzipped into ``samples.jsonl.gz`` when
+the run is over; ``summary.json`` stays plain): each process's RSS, open descriptors
 and threads (``/proc``), pysched's asyncio tasks, queue lengths and Event backlog (its /metrics),
 the scheduling latency p50/p99 of the interval per scheduler
 (``scheduler_pod_scheduling_sli_duration_seconds``), the cluster's pod counts, and what happened.
@@ -52,7 +53,7 @@ from pysched_dev.devcluster import free_port
 from pysched_dev.livecluster import LivingCluster, kwok_node
 from pysched_dev.testkit import PAUSE_IMAGE, create_nodes, ensure_namespace
 
-from . import living, procstat, prom, soakcheck, soakreport
+from . import living, procstat, prom, rawdata, soakcheck, soakreport
 from .process import REPO, BenchError, Process
 from .scrape import ALLOW_PATHS, fetch_text
 
@@ -284,6 +285,7 @@ class Soak:
         summary = {"plan": asdict(p), "command": p.command(), "verdicts": verdicts, "end_checks": end_checks,
                    "happened": self.happened, "machine": {"cpus": os.cpu_count()}}
         (self.rundir / "summary.json").write_text(json.dumps(summary, indent=1))
+        rawdata.compress(self.samples)      # samples.jsonl.gz, as bench/runs keeps raw samples
         return summary
 
     def replicas_for(self, pool: str, n: int) -> int:

@@ -1,6 +1,6 @@
 """The soak's verdicts, from its per-minute samples (``bench.soak`` writes them; this module only reads).
 
-A sample (one JSON line of ``samples.jsonl``) is::
+A sample (one JSON line of ``samples.jsonl``, gzipped into ``samples.jsonl.gz`` when the run is over) is::
 
     {"n": 7, "minute": 7.005, "t": 420.3,
      "pysched": [{"slot": "a", "incarnation": 1, "pid": 123, "leader": true, "rss_mib": 181.2,
@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .rawdata import read_text
+
 MAX_DRIFT_PCT = 5.0
 MIN_POINTS = 5
 MIN_DRIFT_MINUTES = 20
@@ -64,7 +66,8 @@ class Tenure:
 
 
 def read_samples(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The samples of ``samples.jsonl``, plain or gzipped (``samples.jsonl.gz``; ``bench.rawdata``)."""
+    return [json.loads(line) for line in read_text(path).splitlines() if line.strip()]
 
 
 def _fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float, float] | None:

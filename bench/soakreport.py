@@ -1,4 +1,4 @@
-"""``SOAK.md`` and its charts from a soak's run directory (``samples.jsonl``, ``summary.json``).
+"""``SOAK.md`` and its charts from a soak's run directory (``samples.jsonl[.gz]``, ``summary.json``).
 
 One chart per series over the run's minutes: each pysched process's RSS (standby dotted, leader
 solid) beside kube-scheduler's, open descriptors, asyncio tasks and Python allocator blocks, the
@@ -14,7 +14,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from . import soakcheck
+from . import rawdata, soakcheck
 
 
 def _series(samples: list[dict[str, Any]]) -> dict[tuple[str, int], list[tuple[int, dict[str, Any]]]]:
@@ -226,8 +226,8 @@ def write(rundirs: list[Path], md: Path, charts_dir: Path, warmup: float | None 
     md, charts_dir = md.resolve(), charts_dir.resolve()      # chart links relative to the page
     runs = []
     for i, rundir in enumerate(rundirs):
-        summary = json.loads((rundir / "summary.json").read_text())
-        samples = soakcheck.read_samples(rundir / "samples.jsonl")
+        summary = json.loads(rawdata.read_text(rundir / "summary.json"))
+        samples = soakcheck.read_samples(rundir / "samples.jsonl")      # or samples.jsonl.gz beside it
         runs.append((summary, samples, charts(samples, charts_dir, stem="soak" if i == 0 else f"soak{i + 1}")))
     text, ok = markdown(runs, md, warmup)
     md.write_text(text)

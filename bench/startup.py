@@ -39,6 +39,7 @@ from pysched.client.rest import KubeClient
 from pysched_dev.devcluster import ControlPlane
 from pysched_dev.testkit import create_nodes, create_pods, ensure_namespace
 
+from . import rawdata
 from .pinning import pin_driver, plan
 from .process import Process
 from .schedulers import KUBE, PYSCHED, SCHEDULER_NAMES, start_scheduler
@@ -193,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schedulers", default=f"{PYSCHED},{KUBE}")
     ap.add_argument("--qps", type=float, default=5000.0)
     ap.add_argument("--py-spy", type=Path, default=None, help="record each pysched start here")
-    ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here, gzipped when the "
+                    "name ends in .gz (as bench/runs/startup keeps them)")
     args = ap.parse_args(argv)
     kinds = [k.strip() for k in args.schedulers.split(",") if k.strip()]
     for k in kinds:
@@ -204,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     result = asyncio.run(measure(args.nodes, args.init, args.backlog, args.repeats, kinds, args.qps, args.py_spy))
     print(json.dumps(result["summary"], indent=2))
     if args.out:
-        args.out.write_text(json.dumps(result, indent=2))
+        rawdata.write_text(args.out, json.dumps(result, indent=2))
     return 0
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.run import load_results
+
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,7 +33,7 @@ def test_bench_smoke_run(control_plane, tmp_path):
     proc = bench("--modes", "drain,steady,burst", "--repeats", "2", "--schedulers", "pysched,kube-scheduler",
                  "--out", str(out), "--results-md", str(md))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    doc = json.loads((out / "results.json").read_text())
+    doc = load_results(out / "results.json.gz")
     runs = doc["runs"]
     # ABBA: per mode, repeat 0 in the given order, repeat 1 reversed.
     order = [(r["mode"], r["repeat"], r["scheduler"]) for r in runs]
@@ -74,7 +76,7 @@ def test_bench_catches_the_null_binders_violations(control_plane, tmp_path):
     out = tmp_path / "bench"
     proc = bench("--modes", "burst", "--repeats", "1", "--schedulers", "null-binder", "--out", str(out))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]   # its violations are expected
-    (r,) = json.loads((out / "results.json").read_text())["runs"]
+    (r,) = load_results(out / "results.json.gz")["runs"]
     assert r["scheduler"] == "null-binder" and r["error"] == ""
     assert r["summary"]["bound"] == 16
     assert r["violations"], "the checker should catch the null binder's blind placements"
@@ -86,7 +88,7 @@ def test_bench_compares_pysched_profiles_on_the_same_machine_load(control_plane,
     proc = bench("--modes", "drain", "--repeats", "2", "--schedulers", "pysched",
                  "--pysched-profile", "default,loadaware", "--load-metrics", "all", "--out", str(out))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    runs = json.loads((out / "results.json").read_text())["runs"]
+    runs = load_results(out / "results.json.gz")["runs"]
     assert [(r["repeat"], r["profile"]) for r in runs] == [(0, "default"), (0, "loadaware"),
                                                            (1, "loadaware"), (1, "default")]
     for r in runs:
@@ -108,7 +110,7 @@ def test_bench_on_a_living_cluster(tmp_path):
     proc = bench("--modes", "drain", "--repeats", "1", "--schedulers", "pysched,kube-scheduler",
                  "--cluster", "bare,living", "--out", str(out), "--results-md", str(md))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    runs = json.loads((out / "results.json").read_text())["runs"]
+    runs = load_results(out / "results.json.gz")["runs"]
     assert sorted((r["workload"], r["scheduler"]) for r in runs) == [
         ("Smoke/GPUSpotMix", "kube-scheduler"), ("Smoke/GPUSpotMix", "pysched"),
         ("Smoke/GPUSpotMix+living", "kube-scheduler"), ("Smoke/GPUSpotMix+living", "pysched")]

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from bench.soakcheck import read_samples
+
 from .conftest import REPO
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +33,8 @@ def test_a_short_soak_churns_samples_and_checks_every_placement(tmp_path):
     assert ends["all_placed"]["ok"], ends["all_placed"]
     assert ends["placed_exactly_once"]["ok"] and ends["placed_exactly_once"]["bindings"] > 20, ends
     assert ends["within_allocatable"]["ok"] and ends["within_allocatable"]["nodes_checked"] == 40, ends
-    samples = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert not (out / "samples.jsonl").exists()                 # gzipped when the run is over
+    samples = read_samples(out / "samples.jsonl.gz")
     assert len(samples) >= 8
     happened = " ".join(h for s in samples for h in s["happened"])
     assert "failed" in happened and "back" in happened and "started as the standby" in happened, happened

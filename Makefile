@@ -15,6 +15,9 @@ DOCKER ?= docker
 BASE_IMAGE ?=
 GO_IMAGE ?=
 PYTEST_ARGS ?=
+# make test's parallel pytest workers (pytest-xdist). The suite mostly waits on API servers and
+# scheduler processes: on a 2-core machine 4 workers keep both cores busy (docs/testing.md).
+PYTEST_WORKERS ?= 4
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
 .PHONY: all venv install docs control-plane kwok helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-smoke soak image image-push clean
@@ -78,15 +81,18 @@ docs: install
 test: install lint docs control-plane kwok helm scheduler-plugins kueue prometheus cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_SCHEDULER_PLUGINS="$$(./hack/scheduler-plugins.sh)" PYSCHED_KUEUE="$$(./hack/kueue.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
-		$(PY) -m pytest $(PYTEST_ARGS)
+		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
-unit: install cel-helper
-	PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m pytest tests/unit $(PYTEST_ARGS)
+# The unit tier and the policy plugins' own tests, without building anything in Go: the cases
+# that compare with kube-scheduler's own CEL (cmd/pysched-cel) run when it is already built
+# (PYSCHED_CEL_HELPER or pysched-cel on PATH) and are skipped otherwise; make test always runs them.
+unit: install
+	$(PY) -m pytest -n 2 tests/unit plugins/tests $(PYTEST_ARGS)
 
 e2e: install control-plane kwok helm scheduler-plugins kueue prometheus cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_SCHEDULER_PLUGINS="$$(./hack/scheduler-plugins.sh)" PYSCHED_KUEUE="$$(./hack/kueue.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
-		$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal tests/e2e $(PYTEST_ARGS)
 
 demo: install control-plane kwok cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m pysched_dev.demo

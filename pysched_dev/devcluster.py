@@ -90,8 +90,9 @@ def free_port() -> int:
     """
     low = _ephemeral_ports()[0]
     if low - 1 > _LOWEST_PORT:
+        first, last = _port_slice(_LOWEST_PORT, low - 1)
         for _ in range(200):
-            port = random.randint(_LOWEST_PORT, low - 1)
+            port = random.randint(first, last)
             if _bindable(port):
                 return port
     with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
@@ -101,6 +102,21 @@ def free_port() -> int:
 
 #: Ports below this are left to well-known and registered services.
 _LOWEST_PORT = 20000
+#: ``"i/n"``: this process (and what it starts) takes ports only from the i-th of n equal slices of
+#: the range, so n parallel test workers never pick the same port (tests/e2e/conftest.py sets it).
+PORT_SLICE_ENV = "PYSCHED_PORT_SLICE"
+
+
+def _port_slice(first: int, last: int) -> tuple[int, int]:
+    spec = os.environ.get(PORT_SLICE_ENV, "")
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        return first, last
+    if not 0 <= i < n:
+        return first, last
+    width = (last - first + 1) // n
+    return first + i * width, first + (i + 1) * width - 1
 
 
 def _ephemeral_ports() -> tuple[int, int]:

@@ -1,8 +1,10 @@
 """End-to-end fixtures: a real etcd + kube-apiserver per test, and the scheduler as a subprocess.
 
 Every test gets its own control plane (random loopback ports, a temp dir, processes killed at
-the end), so tests cannot see each other's nodes. The scheduler runs as ``python -m pysched``
-exactly as deployed, so killing it with SIGKILL is a real crash.
+the end), so tests cannot see each other's nodes; ``cppool`` starts it while the test before runs
+and stops it after. The scheduler runs as ``python -m pysched`` exactly as deployed, so killing it
+with SIGKILL is a real crash. Under pytest-xdist each worker takes its ports from its own slice of
+the range (``PYSCHED_PORT_SLICE``), so parallel workers never pick the same port.
 """
 
 from __future__ import annotations
@@ -21,19 +23,58 @@ import yaml
 
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
-from pysched_dev.devcluster import ControlPlane, free_port
+from pysched_dev.devcluster import PORT_SLICE_ENV, ControlPlane, free_port
+
+from . import durations
+from .cppool import ControlPlanePool
 
 REPO = Path(__file__).resolve().parents[2]
+_POOL = ControlPlanePool()
+_next_item: list[pytest.Item | None] = [None]
+
+
+def pytest_configure(config):
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if worker.startswith("gw") and count.isdigit():
+        os.environ[PORT_SLICE_ENV] = f"{int(worker[2:])}/{int(count)}"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    _next_item[0] = nextitem
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    """While this test runs, start the control plane the next one will ask for."""
+    nxt = _next_item[0]
+    if nxt is not None and "control_plane" in getattr(nxt, "fixturenames", ()):
+        _POOL.warm()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Longest end-to-end tests first (``durations``), the fast ones (unit tests, the policy
+    plugins' own) last, where they fill the gaps a parallel run leaves."""
+    table = durations.load()
+
+    def rank(item):
+        if "e2e" not in Path(str(item.fspath)).parts:
+            return 0.0
+        return table.get(item.nodeid, durations.DEFAULT_S)
+    items.sort(key=rank, reverse=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _POOL.close()
 
 
 @pytest.fixture
 def control_plane():
-    cp = ControlPlane()
-    cp.start()
+    cp = _POOL.take()
     try:
         yield cp
     finally:
-        cp.stop()
+        _POOL.give_back(cp)
 
 
 @pytest.fixture

@@ -125,6 +125,10 @@ async def test_two_teams_borrow_and_reclaim_exactly_their_guarantee(admin, sched
             return now if len(now["b"]) == 4 and len(now["a"]) == 4 else None
         now = await wait_for(settled, 90, what="b holds its 4 GPUs and a keeps 4")
         assert sorted(now["b"]) == ["b0", "b1", "b2", "b3"]
+
+        async def watched_all():   # the watcher polls: let it see the deletions settled() saw
+            return len(deleted) >= 4
+        await wait_for(watched_all, 10, what="the watcher records the 4 victims")
         assert len(deleted) == 4 and all(d.startswith("a/") for d in deleted), deleted
         await wait_for(lambda: status_used("b", "4"), 30, what="b's status.used reads 4 GPUs")
         await wait_for(lambda: status_used("a", "4"), 30, what="a's status.used back to 4 GPUs")

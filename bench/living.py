@@ -26,7 +26,8 @@ import time
 from typing import Any
 
 from pysched.client.rest import KubeClient
-from pysched_dev.livecluster import KWOK_LABEL, KWOK_MANAGED, node_ready
+from pysched_dev.livecluster import KWOK_LABEL, KWOK_MANAGED
+from pysched_dev.testkit import node_ready
 
 from . import prom
 from .process import BenchError

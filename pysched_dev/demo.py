@@ -26,7 +26,7 @@ from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import ApiError, KubeClient
 from pysched_dev.devcluster import REPO_ROOT
 from pysched_dev.livecluster import UNREACHABLE_TAINT, LivingCluster, sample_nodes, wait_nodes_ready
-from pysched_dev.testkit import PAUSE_IMAGE, create_nodes, list_pods
+from pysched_dev.testkit import PAUSE_IMAGE, create_nodes, list_pods, poll_until
 
 COSCHEDULING = REPO_ROOT / "manifests" / "components" / "coscheduling"
 PG_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -106,13 +106,8 @@ def placement(pods: list[dict[str, Any]]) -> str:
 
 
 async def wait_until(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = await check()
-        if found:
-            return found
-        await asyncio.sleep(0.25)
-    raise RuntimeError(f"demo: {what} did not happen within {timeout:.0f} s")
+    return await poll_until(check, timeout, fail=lambda _: RuntimeError(
+        f"demo: {what} did not happen within {timeout:.0f} s"))
 
 
 async def run_demo(lc: LivingCluster) -> int:

@@ -45,6 +45,7 @@ from pysched_dev.devcluster import (
     wait_http,
     write_kubeconfig,
 )
+from pysched_dev.testkit import node_ready
 
 KWOK_SCRIPT = REPO_ROOT / "hack" / "kwok.sh"
 KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
@@ -261,11 +262,6 @@ async def wait_nodes_ready(client: KubeClient, names: list[str], timeout: float 
             await asyncio.sleep(0.2)
     if pending:
         raise ControlPlaneError(f"nodes not Ready after {timeout}s: {sorted(pending)}")
-
-
-def node_ready(node: dict[str, Any]) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or ())
 
 
 ZONE = "topology.kubernetes.io/zone"

@@ -1,19 +1,26 @@
-"""Creating Node and Pod objects on a real API server, shared by the demo, tests and bench.
+"""Creating Node and Pod objects on a real API server, and waiting for what follows, shared by
+the demo, tests and bench.
 
 The builders themselves (``make_node``, ``make_pod``) are ``pysched.testing.objects``, shipped
-for plugin authors; they are re-exported here.
+for plugin authors; they are re-exported here. ``poll_until`` is the one waiter: the tests'
+``wait_for``, the demo's and the bench's waits are it with their own messages.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, TypeVar
 
 from pysched.client.rest import ApiError, KubeClient
 from pysched.testing.objects import PAUSE_IMAGE, make_node, make_pod
 
 __all__ = ["CUSTOM_SCORES", "PAUSE_IMAGE", "create_node", "create_nodes", "create_pods", "custom_scores_profile",
-           "ensure_namespace", "list_pods", "make_node", "make_pod", "pod_scheduled_condition"]
+           "ensure_namespace", "list_pods", "make_node", "make_pod", "node_ready", "pod_scheduled_condition",
+           "poll_until"]
+
+T = TypeVar("T")
 
 # pysched's own scores are opt-in (the default profile is exactly kube-scheduler's): the demo,
 # the bench and the tests that exercise them enable them as the shipped ConfigMap does.
@@ -80,3 +87,23 @@ def pod_scheduled_condition(pod: dict) -> dict | None:
         if c.get("type") == "PodScheduled":
             return c
     return None
+
+
+async def poll_until(check: Callable[[], Awaitable[T]], timeout: float, *, interval: float = 0.25,
+                     fail: Callable[[T | None], BaseException]) -> T:
+    """Await ``check()`` every ``interval`` seconds until it returns something truthy, and return
+    that; after ``timeout`` seconds raise ``fail(last answer)``. A liveness bound, not a speed check."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    raise fail(last)
+
+
+def node_ready(node: dict[str, Any]) -> bool:
+    """The Node's Ready condition is True."""
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or ())

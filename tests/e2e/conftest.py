@@ -24,6 +24,7 @@ import yaml
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
 from pysched_dev.devcluster import PORT_SLICE_ENV, ControlPlane, free_port
+from pysched_dev.testkit import poll_until
 
 from . import durations
 from .cppool import ControlPlanePool
@@ -258,11 +259,5 @@ def _scheduler_factory(cp: ControlPlane, tmp_path: Path):
 
 async def wait_for(predicate, timeout: float = 60.0, interval: float = 0.25, what: str = "condition"):
     """Poll an async predicate until it returns a truthy value (a liveness timeout, not a speed check)."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = await predicate()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last={last!r}")
+    return await poll_until(predicate, timeout, interval=interval, fail=lambda last: AssertionError(
+        f"timed out after {timeout}s waiting for {what}; last={last!r}"))

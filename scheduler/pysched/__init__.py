@@ -5,8 +5,8 @@ The engine follows kube-scheduler's tree and vocabulary: the configuration and o
 (``framework``), the cache with assume/forget and the scheduling queue with activeQ/backoffQ
 (``backend``), the scheduling and binding cycles (``schedule_one``), the API client, informers,
 Events and leader election (``client``), extenders (``extender``), the secure port (``server``),
-the in-tree plugins (``plugins``) and the tools (``tools``: simulate, shadow). ``profile`` builds
-a framework per profile for the live app, simulate and the extender alike.
+the in-tree plugins (``plugins``), shadow mode (``shadow``) and the tools (``tools``: simulate).
+``profile`` builds a framework per profile for the live app, simulate and the extender alike.
 """
 
 __version__ = "0.2.0"

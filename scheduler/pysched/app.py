@@ -45,7 +45,7 @@ from pysched.schedule_one import Scheduler, max_binds_for
 from pysched.server import listener
 from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewError
 from pysched.server.delegated_auth import build as build_auth
-from pysched.tools.shadow import ShadowRecorder
+from pysched.shadow import ShadowRecorder
 from pysched.util import gctune, memtrim
 from pysched.util.eventloop import cancel_and_wait
 from pysched.util.logs import kv, process_uptime

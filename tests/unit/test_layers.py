@@ -47,11 +47,13 @@ ENGINE = {"pysched.framework", "pysched.runtime", "pysched.backend", "pysched.cl
           "pysched.extender.client",
           "pysched.extender.wire", "pysched.explanation", "pysched.eventhandlers", "pysched.schedule_one",
           "pysched.profile", "pysched.plugins", "pysched.loadmetrics", "pysched.podlocation",
-          "pysched.podrecovery"} | BASE
+          "pysched.podrecovery", "pysched.shadow"} | BASE
 ALLOWED.update({
     "pysched.explanation": {"pysched.explanation"} | BASE,
     "pysched.eventhandlers": ENGINE,
     "pysched.schedule_one": ENGINE,
+    # shadow mode's predictions, run by the live process in place of binding
+    "pysched.shadow": ENGINE,
     "pysched.podlocation": BASE,
     "pysched.podrecovery": {"pysched.podlocation"} | BASE,
     "pysched.profile": ENGINE,

@@ -3,8 +3,8 @@
 from pysched.backend.queue.scheduling_queue import QueuedPodInfo
 from pysched.framework.podinfo import PodInfo
 from pysched.metrics import METRICS
+from pysched.shadow import Prediction, ShadowRecorder, classify
 from pysched.tools.offline import OfflineScheduler
-from pysched.tools.shadow import Prediction, ShadowRecorder, classify
 
 from .conftest import node, pod
 

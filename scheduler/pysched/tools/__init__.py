@@ -1,2 +1,3 @@
-"""Tools built on the engine without the live app: the offline engine (``offline``), ``pysched
-simulate`` (``simulate``, ``snapshot``, ``report``) and shadow mode (``shadow``)."""
+"""Tools built on the engine without the live app: the offline engine (``offline``) and ``pysched
+simulate`` (``simulate``, ``snapshot``, ``report``). Shadow mode runs in the live process
+(``pysched.shadow``)."""

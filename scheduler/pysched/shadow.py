@@ -37,7 +37,7 @@ from pysched.framework.status import FitError, FrameworkError, NoNodesAvailable
 from pysched.metrics import METRICS
 from pysched.util.logs import kv
 
-log = logging.getLogger("pysched.tools.shadow")
+log = logging.getLogger("pysched.tools.shadow")   # the name its log lines have always had
 RESULTS = ("same_node", "equivalent_node", "feasible_node", "infeasible_node", "unschedulable_here")
 AGREE = ("same_node", "equivalent_node")
 

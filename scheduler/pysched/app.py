@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pysched.apis.config import SchedulerConfig
 from pysched.backend.cache.cache import SchedulerCache
@@ -35,6 +35,7 @@ from pysched.client.rest import KubeClient
 from pysched.controllers.elasticquota import ElasticQuotaController
 from pysched.controllers.podgroup import PodGroupController
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
+from pysched.framework import QuotaStatusSource
 from pysched.loadmetrics import LoadCollector
 from pysched.metrics import METRICS
 from pysched.podrecovery import DEFAULT_INTERVAL as DEFAULT_RECOVERY_INTERVAL
@@ -228,14 +229,12 @@ class SchedulerApp:
             self.podgroups = PodGroupController(self.podgroup_client, creds, mode=options.podgroup_controller)
         # ElasticQuota status, written by the leader only, from CapacityScheduling's usage.
         self.elasticquotas: ElasticQuotaController | None = None
-        quota_plugin: Any = next((pl for fw in self.frameworks.values() for pl in fw.plugins.values()
-                                  if pl.name == "CapacityScheduling" and hasattr(pl, "usage")), None)
-        if quota_plugin is not None and options.elasticquota_controller == "auto" and options.kopf and not shadow:
-            bound_used = quota_plugin.usage.bound_used
+        quota_source = next((pl for fw in self.frameworks.values() for pl in fw.plugins.values()
+                             if isinstance(pl, QuotaStatusSource)), None)
+        if quota_source is not None and options.elasticquota_controller == "auto" and options.kopf and not shadow:
             self.elasticquota_client = KubeClient(creds, qps=20, burst=50, max_connections=4, fence=self.fence)
-            self.elasticquotas = ElasticQuotaController(self.elasticquota_client, creds,
-                                                        lambda ns: dict(bound_used.get(ns) or {}))
-            quota_plugin.on_usage_change = self.elasticquotas.usage_changed
+            self.elasticquotas = ElasticQuotaController(self.elasticquota_client, creds, quota_source.bound_used)
+            quota_source.watch_usage(self.elasticquotas.usage_changed)
         self.tasks: list[asyncio.Task] = []
         self._informers_spawned = False
         self.stopping = asyncio.Event()

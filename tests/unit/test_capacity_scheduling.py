@@ -405,6 +405,28 @@ def test_status_only_updates_of_a_quota_do_not_requeue_pods():
     assert hints["Update"](None, old, quota("a", {GPU: "5"}, {GPU: "8"}))
 
 
+def test_the_plugin_is_the_status_controllers_quota_source():
+    """CapacityScheduling declares ``QuotaStatusSource``: the namespaces whose usage changed go to
+    the watcher, and ``bound_used`` counts bound pods only, in a copy the controller may keep."""
+    from pysched.framework import QuotaStatusSource
+    from pysched.framework.podinfo import PodInfo
+    sim = sim_with(TEAMS, nodes=1)
+    cs = plugin(sim)
+    assert isinstance(cs, QuotaStatusSource)
+    changed: list[str] = []
+    cs.watch_usage(changed.append)
+    cs.pod_seen(PodInfo.from_dict(bound("r", "a", "n0", gpus=2)))
+    assert changed == ["a"]
+    used = cs.bound_used("a")
+    assert used[GPU] == 2 and cs.bound_used("b") == {}
+    used[GPU] = 99
+    assert cs.bound_used("a")[GPU] == 2
+    assert sim.schedule(gpu_pod("p", "b", gpus=1)).code == "Scheduled"   # Reserve charges b: heard too
+    assert "b" in changed
+    cs.pod_gone(next(iter(cs.usage.pods)))
+    assert changed[-1] == "a" and cs.bound_used("a").get(GPU, 0) == 0
+
+
 def test_the_status_controller_index_follows_quotas_and_queues_only_quota_namespaces():
     from pysched.controllers.elasticquota import ElasticQuotaIndex
     changed = []

@@ -739,6 +739,29 @@ class PreemptionGate:
         raise NotImplementedError
 
 
+class QuotaStatusSource:
+    """A plugin whose quota usage the scheduler publishes as ElasticQuota ``status.used``
+    (CapacityScheduling). When a profile enables one, the scheduler process runs its ElasticQuota
+    status controller on it (``--elasticquota-controller auto``; never in shadow mode, nor offline);
+    with several, the first of the first profile that has one.
+
+    When: ``watch_usage`` once, while the process is assembled, before any informer runs; from then
+    on the plugin calls that callback with each namespace whose usage changed (on the event loop,
+    from ``pod_seen``/``pod_gone``, Reserve/Unreserve or a preemption). ``bound_used`` is read when
+    the controller, on the leader only, reconciles a namespace's quotas. Must: answer from memory,
+    without I/O; return a dict the caller may keep (a copy, not the plugin's own)."""
+
+    def bound_used(self, namespace: str) -> dict[str, int]:
+        """What the namespace's bound pods (on a node, not terminated) request, by resource, in the
+        scheduler's units (``format_resource`` writes them back as quantities)."""
+        raise NotImplementedError
+
+    def watch_usage(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(namespace)`` whenever that namespace's usage changes (one callback: a
+        later call replaces the earlier one)."""
+        raise NotImplementedError
+
+
 @dataclass
 class WaitingPod:
     """A pod held at Permit. Plugins call ``allow(plugin)`` or ``reject(plugin, msg)``.

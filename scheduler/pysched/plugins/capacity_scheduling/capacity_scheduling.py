@@ -58,6 +58,7 @@ from pysched.framework import (
     PostFilterResult,
     PreFilterPlugin,
     PreFilterResult,
+    QuotaStatusSource,
     ReservePlugin,
     Status,
 )
@@ -127,7 +128,7 @@ class _Overlay:
 
 
 class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlugin[CapacitySchedulingArgs],
-                         ReservePlugin[CapacitySchedulingArgs], EnqueueExtensions, PodWatcher):
+                         ReservePlugin[CapacitySchedulingArgs], EnqueueExtensions, PodWatcher, QuotaStatusSource):
     name = NAME
     object_kinds = (ELASTICQUOTAS,)
     args: CapacitySchedulingArgs
@@ -147,7 +148,7 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
         self.rng = random.Random()
         self._state: CycleState | None = None
         self._dry_run = False
-        # Called with a namespace whose usage changed (the ElasticQuota status controller's queue).
+        # Called with a namespace whose usage changed (``watch_usage``: the ElasticQuota status controller's queue).
         self.on_usage_change: Callable[[str], None] | None = None
         self.handle.metrics.export_quotas(self)
 
@@ -184,6 +185,14 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
 
     def quota_of(self, namespace: str) -> QuotaSpec | None:
         return self.quotas().get(namespace)
+
+    # -- QuotaStatusSource: what the ElasticQuota status controller publishes --------------------
+
+    def bound_used(self, namespace: str) -> dict[str, int]:
+        return dict(self.usage.bound_used.get(namespace) or {})
+
+    def watch_usage(self, callback: Callable[[str], None]) -> None:
+        self.on_usage_change = callback
 
     def _changed(self, namespace: str) -> None:
         if namespace and self.on_usage_change is not None:

@@ -6,9 +6,12 @@ queue) and ``client`` (API I/O) below the engine; in-tree ``plugins`` see only t
 helpers they share and their own package (never another plugin's); ``loadmetrics`` (metric
 sources) fills the framework's series from beside the engine; ``controllers`` (PodGroup status) sit
 beside ``server`` on ``client``; ``tools`` never reach for the live app, nor does the what-if web UI
-(``ui``) built on them; only the process entry points (``cli``, ``app``, ``extender.server``) may
-import everything. Nothing in the wheel imports the dev harness. Every import counts,
-``TYPE_CHECKING`` ones included.
+(``ui``) built on them. The scheduler process (``app``) builds on the engine, the controllers and
+the secure port, and the extender's server (``extender.server``) serves a profile without knowing
+the process around it: neither imports a tool, the other, or the command line. Only the command
+line - ``cli``, ``__main__`` and the process entry points it hands commands to (``cmd``) - may
+import everything; the package itself (``pysched``) imports nothing. Nothing in the wheel imports
+the dev harness. Every import counts, ``TYPE_CHECKING`` ones included.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ ALLOWED = {
     "pysched.server": {"pysched.server", "pysched.client", "pysched.apis"} | BASE,
     # in-process controllers (PodGroup status): API I/O and the object model, never the framework or plugins
     "pysched.controllers": {"pysched.controllers", "pysched.client", "pysched.apis"} | BASE,
+    "pysched.extender": BASE,   # the package's own __init__ (a module under it without a rule: this one)
     "pysched.extender.wire": {"pysched.extender.wire", "pysched.apis"} | BASE,
     "pysched.extender.client": {"pysched.extender.wire", "pysched.framework", "pysched.client", "pysched.apis"} | BASE,
     # the testing kit: PluginTester on the framework and the cache; ProfileHarness drives the offline
@@ -58,6 +62,11 @@ ALLOWED.update({
     "pysched.podrecovery": {"pysched.podlocation"} | BASE,
     "pysched.profile": ENGINE,
     "pysched.tools": ENGINE | {"pysched.tools"},
+    # the scheduler process: the engine, the status controllers and the secure port
+    "pysched.app": ENGINE | {"pysched.controllers", "pysched.server"},
+    # the extender's HTTP server over one profile (the process around it is pysched.cmd.extender)
+    "pysched.extender.server": {"pysched.extender.server", "pysched.extender.wire", "pysched.framework",
+                                "pysched.client", "pysched.server", "pysched.podlocation", "pysched.apis"} | BASE,
     # the what-if web UI (pysched ui): the offline tools and what they build on, never the live app
     "pysched.ui": {"pysched.ui", "pysched.tools", "pysched.framework", "pysched.runtime", "pysched.apis",
                    "pysched.util"},
@@ -66,8 +75,9 @@ ALLOWED.update({
 DEPRECATED_ALIASES = {"pysched.framework.registry": {"pysched.runtime.registry"},
                       "pysched.framework.groupmetrics": {"pysched.runtime.plugin_metrics"},
                       "pysched.framework.quotametrics": {"pysched.runtime"}}
-ENTRY_POINTS = {"pysched", "pysched.__main__", "pysched.cli", "pysched.app", "pysched.extender.server",
-                "pysched.extender"}
+# The command line: the only modules that may import every layer (a module under one of them too).
+ENTRY_POINTS = {"pysched.__main__", "pysched.cli", "pysched.cmd"}
+ROOT_PACKAGE = "pysched"   # its __init__: the version and the docstring, nothing imported
 
 
 def module_name(path: Path) -> str:
@@ -104,10 +114,16 @@ def rule_for(mod: str) -> set[str] | None:
     return None if best is None else ALLOWED[best]
 
 
+def is_entry_point(mod: str) -> bool:
+    return any(within(mod, e) for e in ENTRY_POINTS)
+
+
 def allowed_for(mod: str) -> set[str] | None:
     """What ``mod`` may import: its layer's rule, narrowed for the plugins. A plugin sees the framework,
     the shared helpers and its own package ``pysched.plugins.<name>`` (its private helpers; for a
     one-module plugin, itself) - never another plugin, nor another plugin's private helpers."""
+    if mod == ROOT_PACKAGE:
+        return set()
     allowed = rule_for(mod)
     if allowed is None:
         return None
@@ -123,26 +139,60 @@ def allowed_for(mod: str) -> set[str] | None:
 MODULES = sorted((module_name(p), p) for p in ROOT.rglob("*.py"))
 
 
+def upward_imports(mod: str, path: Path) -> list[str]:
+    """The pysched modules that ``path`` (module ``mod``) imports and its layer does not allow."""
+    if is_entry_point(mod):
+        return []
+    allowed = allowed_for(mod)
+    assert allowed is not None, f"{mod}: no layer rule; add it to ALLOWED in {__file__}"
+    return sorted(i for i in imports(path)
+                  if within(i, "pysched") and i != "pysched" and not any(within(i, a) for a in allowed))
+
+
 @pytest.mark.parametrize("mod,path", MODULES, ids=[m for m, _ in MODULES])
 def test_no_upward_imports(mod, path):
     own = {i for i in imports(path) if within(i, "pysched") or i.split(".")[0] in ("pysched_dev", "tests", "bench")}
     outside = {i for i in own if not within(i, "pysched")}
     assert not outside, f"{mod} imports the dev harness or tests: {sorted(outside)}"
-    if mod in ENTRY_POINTS:
-        return
-    allowed = allowed_for(mod)
-    assert allowed is not None, f"{mod}: no layer rule; add it to ALLOWED in {__file__}"
-    bad = sorted(i for i in own if i != "pysched" and not any(within(i, a) for a in allowed))
-    assert not bad, f"{mod} imports {bad}; its layer allows only {sorted(allowed)}"
+    bad = upward_imports(mod, path)
+    assert not bad, f"{mod} imports {bad}; its layer allows only {sorted(allowed_for(mod) or ())}"
 
 
 def test_the_rule_catches_an_upward_import(tmp_path):
-    """The check itself can fail: a framework module importing the live app is refused."""
+    """The check itself can fail: a framework module importing the live app is refused, and so is
+    the process importing the command line or a tool, or the extender's server importing the app."""
     allowed = rule_for("pysched.runtime.framework")
     assert not any(within("pysched.app", a) for a in allowed)
     assert not any(within("pysched.backend.cache.cache", a) for a in rule_for("pysched.plugins.gpu") or ())
     assert not any(within("pysched.framework", a) or within("pysched.plugins", a)
                    for a in rule_for("pysched.controllers.podgroup") or ())
+    for process in ("pysched.app", "pysched.extender.server"):
+        assert not is_entry_point(process)
+        for upper in ("pysched.cli", "pysched.cmd", "pysched.tools", "pysched.ui", "pysched.testing"):
+            assert not any(within(upper, a) for a in allowed_for(process) or ()), (process, upper)
+    assert not any(within("pysched.app", a) for a in allowed_for("pysched.extender.server") or ())
+    assert not any(within("pysched.extender.server", a) for a in allowed_for("pysched.app") or ())
+    assert allowed_for("pysched") == set()
+
+
+def test_an_upward_import_of_the_process_is_caught(tmp_path):
+    """Planted files: the imports that used to run back up the layers - the app importing a tool,
+    the extender's server importing the app - fail the check, as would the app reaching for the
+    command line; the command line's entry points may import them all."""
+    pkg = tmp_path / "pysched"
+    for sub in ("extender", "cmd"):
+        (pkg / sub).mkdir(parents=True)
+    (pkg / "app.py").write_text("from pysched.tools.shadow import ShadowRecorder\nimport pysched.cmd.scheduler\n"
+                                "from pysched.profile import build_queue\n")
+    (pkg / "extender" / "server.py").write_text("from pysched.framework import NodeBatch\n"
+                                                "from pysched.app import Options, SchedulerApp\n")
+    (pkg / "cmd" / "extender.py").write_text("from pysched.app import Options, SchedulerApp\n"
+                                             "from pysched.extender.server import ExtenderServer\n")
+    (pkg / "__init__.py").write_text("from pysched.app import SchedulerApp\n")
+    assert upward_imports("pysched.app", pkg / "app.py") == ["pysched.cmd.scheduler", "pysched.tools.shadow"]
+    assert upward_imports("pysched.extender.server", pkg / "extender" / "server.py") == ["pysched.app"]
+    assert upward_imports("pysched.cmd.extender", pkg / "cmd" / "extender.py") == []
+    assert upward_imports("pysched", pkg / "__init__.py") == ["pysched.app"]
 
 
 def test_a_plugin_sees_its_own_package_and_no_other_plugins():

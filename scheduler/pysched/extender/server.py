@@ -40,15 +40,16 @@ back in ``Error``; prioritize and preempt, whose answers have no ``Error``, answ
 Error status with 422. Answers are computed in memory from the informer cache - no API call per
 request except bind's GET and POST - so they arrive well within kube-scheduler's default 5 s
 ``httpTimeout``. ``/healthz``, ``/readyz`` and ``/metrics`` are served on the same port.
+
+This module is the server; the process around it (configuration, informers, signals, exit codes)
+is ``pysched.cmd.extender``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import ssl
-import sys
 import time
 from contextlib import contextmanager
 from urllib.parse import quote
@@ -75,7 +76,6 @@ from pysched.server.delegated_auth import (
     unauthorized_response,
     user_from_peercert,
 )
-from pysched.util import eventloop
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.extender.server")
@@ -526,61 +526,3 @@ def server_ssl(cert: str | None, key: str | None, client_ca: str | None) -> ssl.
         ctx.load_verify_locations(client_ca)
         ctx.verify_mode = ssl.CERT_REQUIRED
     return ctx
-
-
-async def serve(args) -> int:
-    from pysched.apis import config as configmod
-    from pysched.app import Options, SchedulerApp
-    from pysched.client.auth import load
-    from pysched.profile import default_registry
-    from pysched.server.delegated_auth import AuthOptions
-    from pysched.server.delegated_auth import build as build_auth
-
-    cfg = configmod.load_file(args.config) if args.config else configmod.default_config()
-    registry = default_registry(args.plugin_module)
-    creds = load(args.kubeconfig or cfg.client_connection.kubeconfig or None)
-    app = SchedulerApp(cfg, Options(kubeconfig=args.kubeconfig, serve=False, leader_elect=False), creds, registry)
-    ctx = server_ssl(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
-    bind_auth = None
-    if args.insecure_allow_unauthenticated_bind:
-        log.warning("--insecure-allow-unauthenticated-bind: anyone who can reach the port can bind pods and "
-                    "plan preemptions through this extender (lab use only)")
-    else:
-        bind_auth = await build_auth(AuthOptions(authentication_kubeconfig=args.authentication_kubeconfig,
-                                                 authorization_kubeconfig=args.authorization_kubeconfig,
-                                                 skip_lookup=True, always_allow_paths=[]), creds)
-        if ctx is None:
-            log.warning("bind and preempt accept bearer tokens over plain HTTP; serve HTTPS "
-                        "(--tls-cert-file/--tls-private-key-file) so tokens are not sent in the clear")
-    server = ExtenderServer(app, args.profile, max_body=args.max_body_bytes, header_timeout=args.header_timeout,
-                            body_timeout=args.body_timeout, bind_scheduler_names=args.bind_scheduler_name or None,
-                            bind_auth=bind_auth, max_connections=args.max_connections)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, app.request_stop)
-        except (NotImplementedError, RuntimeError):
-            pass
-    try:
-        # A signal while the informers still wait for a first LIST (API server unreachable) ends
-        # the start-up too.
-        if await app.until_stopped(app.start_informers()):
-            await server.start(args.address, args.port, ctx)
-            await app.stopping.wait()
-    finally:
-        await server.stop()
-        await app.shutdown()
-        if bind_auth is not None:
-            await bind_auth.close()
-    return 0
-
-
-def main(args) -> int:
-    from pysched.apis.config import ConfigError
-    from pysched.client.auth import CredentialsError
-    from pysched.runtime.registry import RegistryError
-    try:
-        return eventloop.run(serve(args))
-    except (ConfigError, RegistryError, CredentialsError, ValueError, ssl.SSLError, OSError) as exc:
-        print(f"pysched extender: {exc}", file=sys.stderr)
-        return 2

@@ -17,34 +17,30 @@ import signal
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pysched.apis.config import SchedulerConfig
+from pysched.assembly.clients import Clients
+from pysched.assembly.options import Mode, Options
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.client.auth import Credentials
 from pysched.client.events import DEFAULT_LIMIT, EventRecorder
-from pysched.client.events import WORKERS as EVENT_WORKERS
-from pysched.client.fence import WriteFence
-from pysched.client.leaderelection import LeaderElector
 from pysched.client.objectstore import KINDS as OBJECT_KINDS
 from pysched.client.objectstore import OPTIONAL, ObjectStore, api_path, store_key
 from pysched.client.prefetch import INFORMER_LISTS, INFORMER_PAGE_SIZE, ListPrefetch
 from pysched.client.reflector import Reflector, name_key, uid_key
-from pysched.client.rest import KubeClient
 from pysched.controllers.elasticquota import ElasticQuotaController
 from pysched.controllers.podgroup import PodGroupController
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
 from pysched.framework import QuotaStatusSource
 from pysched.loadmetrics import LoadCollector
 from pysched.metrics import METRICS
-from pysched.podrecovery import DEFAULT_INTERVAL as DEFAULT_RECOVERY_INTERVAL
 from pysched.podrecovery import PodRecovery
 from pysched.profile import build_frameworks, build_queue, default_registry, waiting_room
 from pysched.runtime.registry import Registry
 from pysched.schedule_one import Scheduler, max_binds_for
 from pysched.server import listener
-from pysched.server.delegated_auth import AuthOptions, DelegatedAuth, ReviewError
+from pysched.server.delegated_auth import DelegatedAuth, ReviewError
 from pysched.server.delegated_auth import build as build_auth
 from pysched.shadow import ShadowRecorder
 from pysched.util import gctune, memtrim
@@ -63,37 +59,6 @@ LEADER_HEALTH_SLACK = 20.0
 # The secure port, bound at start, is served once the scheduler is under way, or this many seconds
 # after start-up began.
 SERVE_BY_S = 5.0
-
-
-@dataclass
-class Options:
-    """Command-line settings that are not part of KubeSchedulerConfiguration."""
-    kubeconfig: str | None = None
-    plugin_modules: list[str] = field(default_factory=list)
-    resync_period: float = 0.0
-    seed: int | None = None
-    leader_elect: bool | None = None  # None: from the config file
-    secure_port: int = 10259
-    bind_address: str = "0.0.0.0"
-    cert_dir: str | None = None
-    tls_cert_file: str | None = None
-    tls_private_key_file: str | None = None
-    identity: str | None = None
-    serve: bool = True
-    explain_all: bool = False
-    shadow: bool = False
-    shadow_scheduler_names: list[str] = field(default_factory=lambda: ["default-scheduler"])
-    kopf: bool = True   # False: no PodGroup status controller (its kopf thread), whatever --podgroup-controller says
-    podgroup_controller: str = "auto"   # auto | on | off (controllers.podgroup)
-    elasticquota_controller: str = "auto"   # auto | off (controllers.elasticquota)
-    auth: AuthOptions = field(default_factory=AuthOptions)  # the secure port's delegated authn/authz
-    event_backlog_limit: int | None = None  # None: events.DEFAULT_LIMIT
-    # A low-volume kind the API server refuses to list - an optional CRD (PodGroups) not installed,
-    # a kind RBAC does not allow - is LISTed again this often, and watched once it can be.
-    optional_crd_poll_seconds: float = 10.0
-    # The safety net's period (``podrecovery``): a pending pod held nowhere is put back within two.
-    pod_recovery_interval: float = DEFAULT_RECOVERY_INTERVAL
-    feature_gates: frozenset[str] = frozenset()   # pysched's own gates that are on (framework.features)
 
 
 def log_profile(fwk) -> None:
@@ -120,33 +85,15 @@ class SchedulerApp:
         self.options = options
         self.creds = creds
         self.registry = registry if registry is not None else default_registry(options.plugin_modules)
+        self.mode = mode = Mode.of(options)
+        self.clients = Clients(cfg, options, creds, mode, on_lease_lost=self._on_lease_lost,
+                               on_new_leader=self._on_new_leader)
+        self.client, self.fence, self.elector = self.clients.client, self.clients.fence, self.clients.elector
+        self.leader_elect = self.elector is not None
+        bind_timeout = self.clients.bind_timeout
         cc = cfg.client_connection
-        shadow = options.shadow
-        le = cfg.leader_election
-        leader_elect = le.leader_elect if options.leader_elect is None else options.leader_elect
-        # A shadow never binds, so it must not hold (or wait for) the Lease.
-        self.leader_elect = leader_elect and not shadow
-        self.elector: LeaderElector | None = None
-        bind_timeout: float | None = None
-        if self.leader_elect:
-            # Its own client and rate limiter: lease renewals must never queue behind binds.
-            self.le_client = KubeClient(creds, qps=max(cc.qps, 5.0), burst=max(cc.burst, 10), max_connections=4,
-                                        timeout=le.renew_deadline / 2)
-            self.elector = LeaderElector(self.le_client, namespace=le.resource_namespace, name=le.resource_name,
-                                         identity=options.identity, lease_duration=le.lease_duration,
-                                         renew_deadline=le.renew_deadline, retry_period=le.retry_period,
-                                         on_stopped=self._on_lease_lost,
-                                         on_new_leader=lambda h: log.info("new leader elected", extra=kv(leader=h)))
-            self.fence = self.elector.fence
-            bind_timeout = max(1.0, le.lease_duration - le.renew_deadline)
-        else:
-            self.fence = WriteFence(lambda: True, description="process")  # open until shutdown
-        # Every write on the scheduler's behalf passes the fence right before it goes out.
-        self.client = KubeClient(creds, qps=cc.qps, burst=cc.burst, fence=self.fence)
-        self.event_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=EVENT_WORKERS,
-                                       fence=self.fence)
-        self.recorder = EventRecorder(self.event_client, limit=options.event_backlog_limit or DEFAULT_LIMIT)
-        self.cache = SchedulerCache(expect_rebinding=shadow)  # a shadow's assumptions are only predictions
+        self.recorder = EventRecorder(self.clients.event_client, limit=options.event_backlog_limit or DEFAULT_LIMIT)
+        self.cache = SchedulerCache(expect_rebinding=mode.shadow)  # a shadow's assumptions are only predictions
         self.objects = ObjectStore()
         # Load metrics for load-aware plugins, fetched in the background (read-only: every replica
         # keeps them, so a new leader scores on fresh data at once).
@@ -156,14 +103,7 @@ class SchedulerApp:
                                            load=self.load, feature_gates=options.feature_gates)
         for fwk in self.frameworks.values():
             log_profile(fwk)
-        # Which framework handles a pod, by schedulerName: our profiles, or in shadow mode the
-        # first profile standing in for each shadowed scheduler.
-        if shadow:
-            first = next(iter(self.frameworks.values()))
-            first.percentage_of_nodes_to_score = 100  # compare against every node, not a sample
-            routing = {name: first for name in options.shadow_scheduler_names}
-        else:
-            routing = self.frameworks
+        routing = mode.routing(self.frameworks)
         self.queue = build_queue(cfg, routing)
         self.cluster_events = ClusterEvents(self.queue, EventRegistry(self.frameworks.values()))
         self.objects.subscribe(self.cluster_events.object_event)
@@ -172,24 +112,25 @@ class SchedulerApp:
             from pysched.extender.client import HTTPExtender  # aiohttp's client: only with extenders
             self.extenders = [HTTPExtender(e, fence=self.fence) for e in cfg.extenders]
         self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=routing,
-                                   recorder=None if shadow else self.recorder, client=None if shadow else self.client,
+                                   recorder=self.recorder if mode.writes else None,
+                                   client=self.client if mode.writes else None,
                                    percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
-                                   extenders=[] if shadow else self.extenders, seed=options.seed,
+                                   extenders=self.extenders if mode.writes else [], seed=options.seed,
                                    fence=self.fence, explain_all=options.explain_all,
                                    max_binds_outstanding=max_binds_for(cc.qps, bind_timeout or self.client.timeout,
                                                                          self.client.max_connections),
                                    on_cluster_event=self.cluster_events.move)
         self.recorder.defer_while(self.scheduler.backlogged)   # binds first while there is a backlog
         # Shadow mode never binds, patches or records: only predictions, metrics, logs and /debug/explain.
-        self.shadow = ShadowRecorder(self.scheduler) if shadow else None
+        self.shadow = ShadowRecorder(self.scheduler) if mode.shadow else None
         self.handlers = EventHandlers(self.cache, self.queue, set(routing), self.cluster_events,
                                       keep_node_raw=any(not e.node_cache_capable for e in self.extenders),
                                       observer=self.shadow,
                                       waiting_pods=waiting_room(self.frameworks))
-        self.recovery = None if shadow else PodRecovery(
+        self.recovery = PodRecovery(
             pending=self.handlers.pending, cache=self.cache, queue=self.queue, working=self.scheduler.working,
             client=self.client, interval=options.pod_recovery_interval,
-            on_recovered=lambda pod: self.cluster_events.move("Pod", {"Delete"}, pod, None))
+            on_recovered=lambda pod: self.cluster_events.move("Pod", {"Delete"}, pod, None)) if mode.writes else None
         node_path, node_params = INFORMER_LISTS["nodes"]
         self.node_reflector = Reflector(self.client, name="nodes", path=node_path, params=node_params,
                                         on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
@@ -203,13 +144,11 @@ class SchedulerApp:
                                        prefetched=prefetch.take("pods") if prefetch is not None else None,
                                        batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE)
         # The low-volume kinds the plugins read (``client.objectstore``), each LISTed and WATCHed
-        # into the store the same way. Their client has a rate limiter (and connections) of its own:
-        # sixteen LISTs and WATCHes at start-up must not queue the binds behind them.
-        self.informer_client = KubeClient(creds, qps=cc.qps, burst=cc.burst, max_connections=4)
+        # into the store the same way, on the informers' own client (``Clients.informer_client``).
         self.object_reflectors = [self._object_reflector(plural) for plural in self.object_kinds]
         # The pods that failed, for a kubelet's rejection of a pod we bound: the pod informer cannot
         # tell (a pod leaving its field selector arrives as a DELETED carrying its state before).
-        self.failed_reflector = Reflector(self.informer_client, name="failed-pods", path=pod_path,
+        self.failed_reflector = Reflector(self.clients.informer_client, name="failed-pods", path=pod_path,
                                           params={"fieldSelector": "status.phase=Failed"},
                                           on_upsert=self._on_failed_pod, on_delete=lambda key, obj: None,
                                           key=uid_key, page_size=INFORMER_PAGE_SIZE)
@@ -224,15 +163,15 @@ class SchedulerApp:
         # ``auto``: only when a profile schedules PodGroups (Coscheduling reads them); ``on``: always.
         wanted = options.podgroup_controller == "on" or (options.podgroup_controller == "auto"
                                                          and "podgroups" in self.object_kinds)
-        if wanted and options.kopf and not shadow:
-            self.podgroup_client = KubeClient(creds, qps=20, burst=50, max_connections=4, fence=self.fence)
+        if wanted and options.kopf and mode.writes:
+            self.podgroup_client = self.clients.controller_client()
             self.podgroups = PodGroupController(self.podgroup_client, creds, mode=options.podgroup_controller)
         # ElasticQuota status, written by the leader only, from CapacityScheduling's usage.
         self.elasticquotas: ElasticQuotaController | None = None
         quota_source = next((pl for fw in self.frameworks.values() for pl in fw.plugins.values()
                              if isinstance(pl, QuotaStatusSource)), None)
-        if quota_source is not None and options.elasticquota_controller == "auto" and options.kopf and not shadow:
-            self.elasticquota_client = KubeClient(creds, qps=20, burst=50, max_connections=4, fence=self.fence)
+        if quota_source is not None and options.elasticquota_controller == "auto" and options.kopf and mode.writes:
+            self.elasticquota_client = self.clients.controller_client()
             self.elasticquotas = ElasticQuotaController(self.elasticquota_client, creds, quota_source.bound_used)
             quota_source.watch_usage(self.elasticquotas.usage_changed)
         self.tasks: list[asyncio.Task] = []
@@ -255,7 +194,7 @@ class SchedulerApp:
 
     def _object_reflector(self, plural: str) -> Reflector:
         on_upsert, on_delete = self.objects.informer_handlers(plural)
-        return Reflector(self.informer_client, name=plural, path=api_path(plural), on_upsert=on_upsert,
+        return Reflector(self.clients.informer_client, name=plural, path=api_path(plural), on_upsert=on_upsert,
                          on_delete=on_delete,
                          key=functools.partial(store_key, plural), resync_period=self.options.resync_period,
                          batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE,
@@ -461,6 +400,9 @@ class SchedulerApp:
     def explain(self, pod_key: str) -> dict | None:
         return self.scheduler.explanation(pod_key)
 
+    def _on_new_leader(self, holder: str) -> None:
+        log.info("new leader elected", extra=kv(leader=holder))
+
     def _on_lease_lost(self) -> None:
         self.fence.close("leader election lost")
         if self.podgroups is not None:
@@ -515,8 +457,4 @@ class SchedulerApp:
             await self.auth.close()
         for e in self.extenders:
             await e.close()
-        await self.client.close()
-        await self.informer_client.close()
-        await self.event_client.close()
-        if self.elector is not None:
-            await self.le_client.close()
+        await self.clients.close()

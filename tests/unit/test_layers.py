@@ -6,9 +6,10 @@ queue) and ``client`` (API I/O) below the engine; in-tree ``plugins`` see only t
 helpers they share and their own package (never another plugin's); ``loadmetrics`` (metric
 sources) fills the framework's series from beside the engine; ``controllers`` (PodGroup status) sit
 beside ``server`` on ``client``; ``tools`` never reach for the live app, nor does the what-if web UI
-(``ui``) built on them. The scheduler process (``app``) builds on the engine, the controllers and
-the secure port, and the extender's server (``extender.server``) serves a profile without knowing
-the process around it: neither imports a tool, the other, or the command line. Only the command
+(``ui``) built on them. The scheduler process (``app``) is assembled by its builders (``assembly``)
+from the engine, the controllers and the secure port, and the extender's server (``extender.server``)
+serves a profile without knowing the process around it: none of them imports a tool, the app (nor
+the app the extender's server), or the command line. Only the command
 line - ``cli``, ``__main__`` and the process entry points it hands commands to (``cmd``) - may
 import everything; the package itself (``pysched``) imports nothing. Nothing in the wheel imports
 the dev harness. Every import counts, ``TYPE_CHECKING`` ones included.
@@ -62,8 +63,10 @@ ALLOWED.update({
     "pysched.podrecovery": {"pysched.podlocation"} | BASE,
     "pysched.profile": ENGINE,
     "pysched.tools": ENGINE | {"pysched.tools"},
-    # the scheduler process: the engine, the status controllers and the secure port
-    "pysched.app": ENGINE | {"pysched.controllers", "pysched.server"},
+    # the scheduler process's builders, one per concern: the engine, the status controllers, the secure port
+    "pysched.assembly": ENGINE | {"pysched.assembly", "pysched.controllers", "pysched.server"},
+    # the scheduler process: its builders and its lifecycle
+    "pysched.app": ENGINE | {"pysched.assembly", "pysched.controllers", "pysched.server"},
     # the extender's HTTP server over one profile (the process around it is pysched.cmd.extender)
     "pysched.extender.server": {"pysched.extender.server", "pysched.extender.wire", "pysched.framework",
                                 "pysched.client", "pysched.server", "pysched.podlocation", "pysched.apis"} | BASE,
@@ -172,6 +175,7 @@ def test_the_rule_catches_an_upward_import(tmp_path):
             assert not any(within(upper, a) for a in allowed_for(process) or ()), (process, upper)
     assert not any(within("pysched.app", a) for a in allowed_for("pysched.extender.server") or ())
     assert not any(within("pysched.extender.server", a) for a in allowed_for("pysched.app") or ())
+    assert not any(within("pysched.app", a) for a in allowed_for("pysched.assembly.clients") or ())
     assert allowed_for("pysched") == set()
 
 

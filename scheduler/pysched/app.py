@@ -1,4 +1,4 @@
-"""The scheduler process: wires configuration, clients, informers, cache, queue and the loop.
+"""The scheduler process: assembled from its builders (``pysched.assembly``), with its lifecycle.
 
 Start-up order, as kube-scheduler's: build every profile's framework (bad configuration fails
 here, before any API call) -> start the Node and Pod informers, and one for each low-volume kind
@@ -6,12 +6,15 @@ the plugins read, and wait until all have listed (so pods bound by anyone before
 counted) -> (with leader election) wait for the
 Lease -> run the scheduling loop and the PodGroup and ElasticQuota status controllers. Followers keep
 their informers warm and never bind or write PodGroup or ElasticQuota status.
+
+What is built, in this order: the API clients, the write fence and the elector (``Clients``); the
+frameworks, queue, Scheduler and event handlers (``Profiles``); the informers (``Informers``); the
+status controllers; the secure port. ``Mode`` holds every difference shadow mode makes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import signal
 import socket
@@ -21,28 +24,20 @@ from typing import TYPE_CHECKING
 
 from pysched.apis.config import SchedulerConfig
 from pysched.assembly.clients import Clients
+from pysched.assembly.informers import Informers
 from pysched.assembly.options import Mode, Options
-from pysched.backend.cache.cache import SchedulerCache
+from pysched.assembly.profiles import Profiles
 from pysched.client.auth import Credentials
-from pysched.client.events import DEFAULT_LIMIT, EventRecorder
-from pysched.client.objectstore import KINDS as OBJECT_KINDS
-from pysched.client.objectstore import OPTIONAL, ObjectStore, api_path, store_key
-from pysched.client.prefetch import INFORMER_LISTS, INFORMER_PAGE_SIZE, ListPrefetch
-from pysched.client.reflector import Reflector, name_key, uid_key
+from pysched.client.prefetch import ListPrefetch
 from pysched.controllers.elasticquota import ElasticQuotaController
 from pysched.controllers.podgroup import PodGroupController
-from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
 from pysched.framework import QuotaStatusSource
-from pysched.loadmetrics import LoadCollector
 from pysched.metrics import METRICS
-from pysched.podrecovery import PodRecovery
-from pysched.profile import build_frameworks, build_queue, default_registry, waiting_room
+from pysched.profile import default_registry
 from pysched.runtime.registry import Registry
-from pysched.schedule_one import Scheduler, max_binds_for
 from pysched.server import listener
 from pysched.server.delegated_auth import DelegatedAuth, ReviewError
 from pysched.server.delegated_auth import build as build_auth
-from pysched.shadow import ShadowRecorder
 from pysched.util import gctune, memtrim
 from pysched.util.eventloop import cancel_and_wait
 from pysched.util.logs import kv, process_uptime
@@ -61,98 +56,29 @@ LEADER_HEALTH_SLACK = 20.0
 SERVE_BY_S = 5.0
 
 
-def log_profile(fwk) -> None:
-    """At start-up, what a profile runs: its plugins in order, the score weights, and where each
-    out-of-tree plugin came from; a warning for each ``pluginConfig`` of a plugin it does not enable."""
-    out_of_tree = {name: type(pl).__module__ for name, pl in fwk.plugins.items()
-                   if not type(pl).__module__.startswith("pysched.plugins")}
-    fields = {"profile": fwk.profile_name, "plugins": ",".join(fwk.plugins),
-              "scores": ",".join(f"{n}={w}" for n, w in fwk.weights.items())}
-    if out_of_tree:
-        fields["out_of_tree"] = ",".join(f"{n}:{m}" for n, m in out_of_tree.items())
-    log.info("profile", extra=kv(**fields))
-    for where, name in fwk.ignored_plugin_config:
-        log.warning("pluginConfig for a plugin this profile does not enable: its args are ignored", extra=kv(
-            profile=fwk.profile_name, plugin=name, field=where))
-
-
 class SchedulerApp:
     def __init__(self, cfg: SchedulerConfig, options: Options, creds: Credentials,
                  registry: Registry | None = None, prefetch: ListPrefetch | None = None):
-        """``prefetch``: the informers' first LISTs, already sent (``client.prefetch``; the CLI
-        starts it before importing this module)."""
+        """``prefetch``: the informers' first LISTs, already sent (``client.prefetch``; the command
+        line starts it before importing this module)."""
         self.cfg = cfg
         self.options = options
         self.creds = creds
         self.registry = registry if registry is not None else default_registry(options.plugin_modules)
-        self.mode = mode = Mode.of(options)
-        self.clients = Clients(cfg, options, creds, mode, on_lease_lost=self._on_lease_lost,
+        self.mode = Mode.of(options)
+        self.clients = Clients(cfg, options, creds, self.mode, on_lease_lost=self._on_lease_lost,
                                on_new_leader=self._on_new_leader)
+        self.profiles = Profiles(cfg, options, self.registry, self.clients, self.mode)
+        self.informers = Informers(options, self.clients, self.profiles, prefetch)
+        # The parts the lifecycle, the extender's server and the tests reach for.
         self.client, self.fence, self.elector = self.clients.client, self.clients.fence, self.clients.elector
         self.leader_elect = self.elector is not None
-        bind_timeout = self.clients.bind_timeout
-        cc = cfg.client_connection
-        self.recorder = EventRecorder(self.clients.event_client, limit=options.event_backlog_limit or DEFAULT_LIMIT)
-        self.cache = SchedulerCache(expect_rebinding=mode.shadow)  # a shadow's assumptions are only predictions
-        self.objects = ObjectStore()
-        # Load metrics for load-aware plugins, fetched in the background (read-only: every replica
-        # keeps them, so a new leader scores on fresh data at once).
-        self.load = LoadCollector(self.client)
-        self.frameworks = build_frameworks(cfg, self.registry, cache=self.cache, client=self.client,
-                                           recorder=self.recorder, objects=self.objects, bind_timeout=bind_timeout,
-                                           load=self.load, feature_gates=options.feature_gates)
-        for fwk in self.frameworks.values():
-            log_profile(fwk)
-        routing = mode.routing(self.frameworks)
-        self.queue = build_queue(cfg, routing)
-        self.cluster_events = ClusterEvents(self.queue, EventRegistry(self.frameworks.values()))
-        self.objects.subscribe(self.cluster_events.object_event)
-        self.extenders = []
-        if cfg.extenders:
-            from pysched.extender.client import HTTPExtender  # aiohttp's client: only with extenders
-            self.extenders = [HTTPExtender(e, fence=self.fence) for e in cfg.extenders]
-        self.scheduler = Scheduler(cache=self.cache, queue=self.queue, frameworks=routing,
-                                   recorder=self.recorder if mode.writes else None,
-                                   client=self.client if mode.writes else None,
-                                   percentage_of_nodes_to_score=cfg.percentage_of_nodes_to_score,
-                                   extenders=self.extenders if mode.writes else [], seed=options.seed,
-                                   fence=self.fence, explain_all=options.explain_all,
-                                   max_binds_outstanding=max_binds_for(cc.qps, bind_timeout or self.client.timeout,
-                                                                         self.client.max_connections),
-                                   on_cluster_event=self.cluster_events.move)
-        self.recorder.defer_while(self.scheduler.backlogged)   # binds first while there is a backlog
-        # Shadow mode never binds, patches or records: only predictions, metrics, logs and /debug/explain.
-        self.shadow = ShadowRecorder(self.scheduler) if mode.shadow else None
-        self.handlers = EventHandlers(self.cache, self.queue, set(routing), self.cluster_events,
-                                      keep_node_raw=any(not e.node_cache_capable for e in self.extenders),
-                                      observer=self.shadow,
-                                      waiting_pods=waiting_room(self.frameworks))
-        self.recovery = PodRecovery(
-            pending=self.handlers.pending, cache=self.cache, queue=self.queue, working=self.scheduler.working,
-            client=self.client, interval=options.pod_recovery_interval,
-            on_recovered=lambda pod: self.cluster_events.move("Pod", {"Delete"}, pod, None)) if mode.writes else None
-        node_path, node_params = INFORMER_LISTS["nodes"]
-        self.node_reflector = Reflector(self.client, name="nodes", path=node_path, params=node_params,
-                                        on_upsert=self.handlers.node_upsert, on_delete=self.handlers.node_delete,
-                                        key=name_key, resync_period=options.resync_period,
-                                        prefetched=prefetch.take("nodes") if prefetch is not None else None,
-                                        batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE)
-        pod_path, pod_params = INFORMER_LISTS["pods"]
-        self.pod_reflector = Reflector(self.client, name="pods", path=pod_path, params=pod_params,
-                                       on_upsert=self.handlers.pod_upsert, on_delete=self.handlers.pod_delete,
-                                       key=uid_key, resync_period=options.resync_period,
-                                       prefetched=prefetch.take("pods") if prefetch is not None else None,
-                                       batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE)
-        # The low-volume kinds the plugins read (``client.objectstore``), each LISTed and WATCHed
-        # into the store the same way, on the informers' own client (``Clients.informer_client``).
-        self.object_reflectors = [self._object_reflector(plural) for plural in self.object_kinds]
-        # The pods that failed, for a kubelet's rejection of a pod we bound: the pod informer cannot
-        # tell (a pod leaving its field selector arrives as a DELETED carrying its state before).
-        self.failed_reflector = Reflector(self.clients.informer_client, name="failed-pods", path=pod_path,
-                                          params={"fieldSelector": "status.phase=Failed"},
-                                          on_upsert=self._on_failed_pod, on_delete=lambda key, obj: None,
-                                          key=uid_key, page_size=INFORMER_PAGE_SIZE)
-        self._failed_seen: set[str] = set()
+        p = self.profiles
+        self.recorder, self.cache, self.objects, self.load = p.recorder, p.cache, p.objects, p.load
+        self.frameworks, self.queue, self.cluster_events, self.extenders = (p.frameworks, p.queue,
+                                                                             p.cluster_events, p.extenders)
+        self.scheduler, self.shadow, self.handlers, self.recovery = p.scheduler, p.shadow, p.handlers, p.recovery
+        self.synced = self.informers.synced
         self.informer_tasks: list[asyncio.Task] = []
         self.server: SecureServer | None = None
         self.listeners: list[socket.socket] = []   # the secure port, bound at start (``server.listener``)
@@ -162,49 +88,22 @@ class SchedulerApp:
         self.podgroups: PodGroupController | None = None
         # ``auto``: only when a profile schedules PodGroups (Coscheduling reads them); ``on``: always.
         wanted = options.podgroup_controller == "on" or (options.podgroup_controller == "auto"
-                                                         and "podgroups" in self.object_kinds)
-        if wanted and options.kopf and mode.writes:
+                                                         and "podgroups" in self.profiles.object_kinds)
+        if wanted and options.kopf and self.mode.writes:
             self.podgroup_client = self.clients.controller_client()
             self.podgroups = PodGroupController(self.podgroup_client, creds, mode=options.podgroup_controller)
         # ElasticQuota status, written by the leader only, from CapacityScheduling's usage.
         self.elasticquotas: ElasticQuotaController | None = None
         quota_source = next((pl for fw in self.frameworks.values() for pl in fw.plugins.values()
                              if isinstance(pl, QuotaStatusSource)), None)
-        if quota_source is not None and options.elasticquota_controller == "auto" and options.kopf and mode.writes:
+        if quota_source is not None and options.elasticquota_controller == "auto" and options.kopf and self.mode.writes:
             self.elasticquota_client = self.clients.controller_client()
             self.elasticquotas = ElasticQuotaController(self.elasticquota_client, creds, quota_source.bound_used)
             quota_source.watch_usage(self.elasticquotas.usage_changed)
         self.tasks: list[asyncio.Task] = []
         self._informers_spawned = False
         self.stopping = asyncio.Event()
-        self.synced = asyncio.Event()
         self.exit_code = 0
-
-    def _on_failed_pod(self, obj: dict) -> None:
-        """A pod that failed after our LIST of failed pods (those before are not news), once."""
-        if not self.failed_reflector.synced.is_set():
-            return
-        uid = (obj.get("metadata") or {}).get("uid") or ""
-        if uid in self._failed_seen:
-            return
-        if len(self._failed_seen) > 50000:
-            self._failed_seen.clear()
-        self._failed_seen.add(uid)
-        self.handlers.note_kubelet_rejection(obj)
-
-    def _object_reflector(self, plural: str) -> Reflector:
-        on_upsert, on_delete = self.objects.informer_handlers(plural)
-        return Reflector(self.clients.informer_client, name=plural, path=api_path(plural), on_upsert=on_upsert,
-                         on_delete=on_delete,
-                         key=functools.partial(store_key, plural), resync_period=self.options.resync_period,
-                         batch=self.cluster_events.batch, page_size=INFORMER_PAGE_SIZE,
-                         refused_retry=max(0.1, self.options.optional_crd_poll_seconds),
-                         quiet_statuses=frozenset({404}) if plural in OPTIONAL else frozenset())
-
-    async def wait_synced(self) -> None:
-        await self.node_reflector.synced.wait()
-        await self.pod_reflector.synced.wait()
-        self.synced.set()
 
     def _spawn(self, coro, name: str) -> asyncio.Task:
         t = asyncio.create_task(coro, name=name)
@@ -221,8 +120,7 @@ class SchedulerApp:
             return
         self._informers_spawned = True
         self.recorder.start()
-        self.informer_tasks = [self._spawn(r.run(), f"{r.name}-informer") for r in (
-            self.node_reflector, self.pod_reflector, *self.object_reflectors, self.failed_reflector)]
+        self.informer_tasks = [self._spawn(r.run(), f"{r.name}-informer") for r in self.informers.reflectors]
         self._spawn(self.queue.run_flush_loop(), "queue-flush")
         self._spawn(self._cache_metrics_loop(), "cache-metrics")
         if self.load:
@@ -233,7 +131,7 @@ class SchedulerApp:
     async def finish_start(self) -> None:
         """Wait for every informer's LIST."""
         self.spawn_informers()
-        await asyncio.gather(self.wait_synced(), *(r.synced.wait() for r in self.object_reflectors))
+        await self.informers.wait_synced()
         # Pods were queued as they were listed, some before the objects a QueueSort reads (PodGroups
         # for Coscheduling's order by group): order them again now that everything is known.
         self.queue.resort()
@@ -242,18 +140,11 @@ class SchedulerApp:
                                             cpu_s=round(time.process_time(), 2), nodes=len(self.cache.nodes),
                                             pods=len(self.cache.pods), pending=len(self.queue)))
 
-    @property
-    def object_kinds(self) -> list[str]:
-        """The low-volume kinds to list and watch: every required one, and the optional ones
-        (CRDs such as PodGroups) only when an enabled plugin reads them (``Plugin.object_kinds``),
-        so a scheduler without gang scheduling needs neither the CRD nor RBAC for it."""
-        wanted = {k for fw in self.frameworks.values() for pl in fw.plugins.values() for k in pl.object_kinds}
-        return [k for k in OBJECT_KINDS if k not in OPTIONAL or k in wanted]
-
     async def _cache_metrics_loop(self) -> None:
         trims = memtrim.TrimSchedule(TRIM_EVERY_S, time.monotonic())
+        nodes, pods = self.informers.node_reflector, self.informers.pod_reflector
         while True:
-            if trims.due(self.node_reflector.lists + self.pod_reflector.lists, time.monotonic()):
+            if trims.due(nodes.lists + pods.lists, time.monotonic()):
                 memtrim.trim()
             METRICS.python_heap_blocks.set(sys.getallocatedblocks())
             METRICS.cache_size.labels("nodes").set(len(self.cache.nodes))

@@ -181,7 +181,7 @@ def test_plugin_config_for_a_plugin_not_enabled_is_reported():
 def test_startup_log_lists_each_profile_and_warns_of_ignored_plugin_config(caplog):
     import logging
 
-    from pysched.app import log_profile
+    from pysched.assembly.profiles import log_profile
 
     fw = frameworks({"profiles": [{"schedulerName": "a", "plugins": {"multiPoint": {"enabled": [
         {"name": "GPU", "weight": 4}]}}, "pluginConfig": [{"name": "AZSpread", "args": {}}]}]})["a"]

@@ -528,7 +528,7 @@ def test_podgroups_are_listed_and_watched_only_when_a_profile_reads_them():
 
     def kinds(cfg):
         app = SchedulerApp(cfg, Options(serve=False, kopf=False), creds)
-        return app.object_kinds, [r.name for r in app.object_reflectors]
+        return app.profiles.object_kinds, [r.name for r in app.informers.object_reflectors]
 
     plain, plain_watches = kinds(configmod.default_config())
     gang, gang_watches = kinds(config())

@@ -187,9 +187,10 @@ def test_a_pod_that_fails_after_the_first_listing_is_counted_once_as_a_kubelet_r
                 "status": {"phase": "Failed", "reason": "OutOfcpu", "message": "Pod was rejected"}}
     counted = METRICS.kubelet_rejections.labels("OutOfcpu")
     before = counted.value
-    app._on_failed_pod(failed("old"))               # the first LIST: failed before we started
-    app.failed_reflector.synced.set()
-    app._on_failed_pod(failed("new"))
-    app._on_failed_pod(failed("new"))               # delivered again
+    informers = app.informers
+    informers.on_failed_pod(failed("old"))          # the first LIST: failed before we started
+    informers.failed_reflector.synced.set()
+    informers.on_failed_pod(failed("new"))
+    informers.on_failed_pod(failed("new"))          # delivered again
     assert counted.value == before + 1
-    assert app.failed_reflector.params == {"fieldSelector": "status.phase=Failed"}
+    assert informers.failed_reflector.params == {"fieldSelector": "status.phase=Failed"}

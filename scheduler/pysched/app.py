@@ -1,4 +1,4 @@
-"""The scheduler process: assembled from its builders (``pysched.assembly``), with its lifecycle.
+"""The scheduler process: assembled from its builders (``pysched.assembly``), and its lifecycle.
 
 Start-up order, as kube-scheduler's: build every profile's framework (bad configuration fails
 here, before any API call) -> start the Node and Pod informers, and one for each low-volume kind
@@ -7,9 +7,11 @@ counted) -> (with leader election) wait for the
 Lease -> run the scheduling loop and the PodGroup and ElasticQuota status controllers. Followers keep
 their informers warm and never bind or write PodGroup or ElasticQuota status.
 
-What is built, in this order: the API clients, the write fence and the elector (``Clients``); the
-frameworks, queue, Scheduler and event handlers (``Profiles``); the informers (``Informers``); the
-status controllers; the secure port. ``Mode`` holds every difference shadow mode makes.
+Built in this order, each builder from the earlier ones: the API clients, the write fence and the
+elector (``Clients``); the frameworks, the queue, the Scheduler and the event handlers
+(``Profiles``); the informers (``Informers``); the status controllers (``Controllers``); the
+secure port (``SecureServing``). ``Mode`` holds every difference shadow mode makes. What stays
+here is the lifecycle: run, readiness and health, the lost Lease, shutdown.
 """
 
 from __future__ import annotations
@@ -17,33 +19,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-import socket
 import sys
 import time
-from typing import TYPE_CHECKING
 
 from pysched.apis.config import SchedulerConfig
 from pysched.assembly.clients import Clients
+from pysched.assembly.controllers import Controllers
 from pysched.assembly.informers import Informers
 from pysched.assembly.options import Mode, Options
 from pysched.assembly.profiles import Profiles
+from pysched.assembly.servers import SecureServing
 from pysched.client.auth import Credentials
 from pysched.client.prefetch import ListPrefetch
-from pysched.controllers.elasticquota import ElasticQuotaController
-from pysched.controllers.podgroup import PodGroupController
-from pysched.framework import QuotaStatusSource
 from pysched.metrics import METRICS
 from pysched.profile import default_registry
 from pysched.runtime.registry import Registry
-from pysched.server import listener
-from pysched.server.delegated_auth import DelegatedAuth, ReviewError
-from pysched.server.delegated_auth import build as build_auth
+from pysched.server.delegated_auth import ReviewError
 from pysched.util import gctune, memtrim
 from pysched.util.eventloop import cancel_and_wait
 from pysched.util.logs import kv, process_uptime
-
-if TYPE_CHECKING:
-    from pysched.server.secure import SecureServer
 
 log = logging.getLogger("pysched.app")
 
@@ -70,6 +64,9 @@ class SchedulerApp:
                                on_new_leader=self._on_new_leader)
         self.profiles = Profiles(cfg, options, self.registry, self.clients, self.mode)
         self.informers = Informers(options, self.clients, self.profiles, prefetch)
+        self.controllers = Controllers(options, self.mode, self.clients, self.profiles.frameworks,
+                                       self.profiles.object_kinds)
+        self.serving = SecureServing(options, creds)
         # The parts the lifecycle, the extender's server and the tests reach for.
         self.client, self.fence, self.elector = self.clients.client, self.clients.fence, self.clients.elector
         self.leader_elect = self.elector is not None
@@ -80,26 +77,7 @@ class SchedulerApp:
         self.scheduler, self.shadow, self.handlers, self.recovery = p.scheduler, p.shadow, p.handlers, p.recovery
         self.synced = self.informers.synced
         self.informer_tasks: list[asyncio.Task] = []
-        self.server: SecureServer | None = None
-        self.listeners: list[socket.socket] = []   # the secure port, bound at start (``server.listener``)
-        self.auth: DelegatedAuth | None = None
         self._shutting_down = False
-        # PodGroup status, written by the leader only (its own client, behind the same fence).
-        self.podgroups: PodGroupController | None = None
-        # ``auto``: only when a profile schedules PodGroups (Coscheduling reads them); ``on``: always.
-        wanted = options.podgroup_controller == "on" or (options.podgroup_controller == "auto"
-                                                         and "podgroups" in self.profiles.object_kinds)
-        if wanted and options.kopf and self.mode.writes:
-            self.podgroup_client = self.clients.controller_client()
-            self.podgroups = PodGroupController(self.podgroup_client, creds, mode=options.podgroup_controller)
-        # ElasticQuota status, written by the leader only, from CapacityScheduling's usage.
-        self.elasticquotas: ElasticQuotaController | None = None
-        quota_source = next((pl for fw in self.frameworks.values() for pl in fw.plugins.values()
-                             if isinstance(pl, QuotaStatusSource)), None)
-        if quota_source is not None and options.elasticquota_controller == "auto" and options.kopf and self.mode.writes:
-            self.elasticquota_client = self.clients.controller_client()
-            self.elasticquotas = ElasticQuotaController(self.elasticquota_client, creds, quota_source.bound_used)
-            quota_source.watch_usage(self.elasticquotas.usage_changed)
         self.tasks: list[asyncio.Task] = []
         self._informers_spawned = False
         self.stopping = asyncio.Event()
@@ -166,7 +144,7 @@ class SchedulerApp:
             if self.options.serve:
                 # The port is bound now (in use: exit at once); it is served once under way.
                 try:
-                    self.listeners = listener.bind(self.options.bind_address, self.options.secure_port)
+                    self.serving.bind()
                 except OSError as exc:
                     self._cannot_serve(exc)
                     return self.exit_code
@@ -187,10 +165,7 @@ class SchedulerApp:
                 if self.stopping.is_set():
                     return self.exit_code
                 log.info("started leading; scheduling")
-            if self.podgroups is not None:
-                self.podgroups.start()   # leader (or the only replica): PodGroup status controller
-            if self.elasticquotas is not None:
-                self.elasticquotas.start()
+            self.controllers.start()   # leader (or the only replica): the status controllers
             scheduling = self.shadow.run() if self.shadow is not None else self.scheduler.run()
             sched = self._spawn(scheduling, "scheduling-loop")
             if self.recovery is not None:
@@ -259,16 +234,8 @@ class SchedulerApp:
         self.exit_code = 1
 
     async def start_server(self) -> None:
-        from pysched.server.secure import SecureServer
-        o = self.options
-        self.auth = await build_auth(o.auth, self.creds)
-        if self.stopping.is_set():
-            return   # shutting down: the port must not open now
-        self.server = SecureServer(address=o.bind_address, port=o.secure_port, cert_file=o.tls_cert_file,
-                                   key_file=o.tls_private_key_file, cert_dir=o.cert_dir, ready=self.ready,
-                                   healthy=self.healthy, configz=self.configz, explain=self.explain,
-                                   auth=self.auth, sockets=self.listeners)
-        await self.server.start()
+        await self.serving.start(ready=self.ready, healthy=self.healthy, configz=self.configz, explain=self.explain,
+                                 stopping=self.stopping)
 
     def ready(self) -> tuple[bool, str]:
         if self._shutting_down:
@@ -296,10 +263,7 @@ class SchedulerApp:
 
     def _on_lease_lost(self) -> None:
         self.fence.close("leader election lost")
-        if self.podgroups is not None:
-            self.podgroups.cancel()
-        if self.elasticquotas is not None:
-            self.elasticquotas.cancel()
+        self.controllers.cancel()
         if self._shutting_down:
             return
         log.error("leaderelection lost; exiting")
@@ -323,10 +287,7 @@ class SchedulerApp:
         self._shutting_down = True
         self.scheduler.stop()
         self.scheduler.abort_pending(keep_in_flight=True)
-        if self.podgroups is not None:
-            self.podgroups.cancel()
-        if self.elasticquotas is not None:
-            self.elasticquotas.cancel()
+        self.controllers.cancel()
         await self.scheduler.drain(timeout=float(self.frameworks_bind_timeout()))
         await self.recorder.stop(drain=EVENT_FLUSH_ON_SHUTDOWN)
         self.fence.close("shutting down")
@@ -334,18 +295,8 @@ class SchedulerApp:
             await self.elector.release()
         await cancel_and_wait(self.tasks)
         await self.recorder.stop(drain=0)
-        if self.podgroups is not None:
-            await self.podgroups.stop()
-            await self.podgroup_client.close()
-        if self.elasticquotas is not None:
-            await self.elasticquotas.stop()
-            await self.elasticquota_client.close()
-        if self.server is not None:
-            await self.server.stop()
-        for sock in self.listeners:
-            sock.close()   # no-op once the server has served (and closed) them
-        if self.auth is not None:
-            await self.auth.close()
+        await self.controllers.stop()
+        await self.serving.close()
         for e in self.extenders:
             await e.close()
         await self.clients.close()

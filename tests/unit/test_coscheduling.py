@@ -536,7 +536,7 @@ def test_podgroups_are_listed_and_watched_only_when_a_profile_reads_them():
     assert "podgroups" in gang and "podgroups" in gang_watches
     assert set(gang) - set(plain) == {"podgroups"}
     # --podgroup-controller=auto (the default) runs the status controller beside Coscheduling only
-    assert SchedulerApp(configmod.default_config(), Options(serve=False), creds).podgroups is None
-    assert SchedulerApp(config(), Options(serve=False), creds).podgroups is not None
+    assert SchedulerApp(configmod.default_config(), Options(serve=False), creds).controllers.podgroups is None
+    assert SchedulerApp(config(), Options(serve=False), creds).controllers.podgroups is not None
     assert SchedulerApp(configmod.default_config(), Options(serve=False, podgroup_controller="on"),
-                        creds).podgroups is not None
+                        creds).controllers.podgroups is not None

@@ -169,7 +169,7 @@ def test_the_rule_catches_an_upward_import(tmp_path):
     assert not any(within("pysched.backend.cache.cache", a) for a in rule_for("pysched.plugins.gpu") or ())
     assert not any(within("pysched.framework", a) or within("pysched.plugins", a)
                    for a in rule_for("pysched.controllers.podgroup") or ())
-    for process in ("pysched.app", "pysched.extender.server"):
+    for process in ("pysched.app", "pysched.assembly.profiles", "pysched.extender.server"):
         assert not is_entry_point(process)
         for upper in ("pysched.cli", "pysched.cmd", "pysched.tools", "pysched.ui", "pysched.testing"):
             assert not any(within(upper, a) for a in allowed_for(process) or ()), (process, upper)

@@ -7,32 +7,25 @@
 #
 # Prints the path of the binary on stdout (last line); progress goes to stderr.
 set -euo pipefail
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh" actionlint
 
 ACTIONLINT_VERSION="${ACTIONLINT_VERSION:-1.7.12}"
-CACHE_ROOT="${PYSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pysched}"
 BIN_DIR="$CACHE_ROOT/bin/actionlint-v${ACTIONLINT_VERSION}"
-log() { echo "actionlint: $*" >&2; }
 
-if [[ -n "${PYSCHED_ACTIONLINT:-}" ]]; then
-  [[ -x "$PYSCHED_ACTIONLINT" ]] || { log "PYSCHED_ACTIONLINT=$PYSCHED_ACTIONLINT is not an executable file"; exit 1; }
-  echo "$PYSCHED_ACTIONLINT"
-  exit 0
-fi
+use_override PYSCHED_ACTIONLINT
 
-if [[ ! -x "$BIN_DIR/actionlint" ]]; then
-  command -v go >/dev/null || { log "go toolchain not found and actionlint is not cached in $BIN_DIR"; exit 1; }
-  mkdir -p "$BIN_DIR"
-  log "building github.com/rhysd/actionlint v${ACTIONLINT_VERSION} from the Go module proxy into $BIN_DIR (first run only; a minute or so)"
-  tmp="$(mktemp -d "$BIN_DIR/.build.XXXXXX")"
-  trap 'rm -rf "$tmp"' EXIT
+build() {
   # `go install pkg@version` builds in module mode with actionlint's own go.mod and go.sum (no
   # replace lines there), so the dependency versions are exactly the release's; `actionlint
   # -version` reads the version from the module's build info.
-  GOFLAGS= CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath \
+  GOFLAGS= CGO_ENABLED=0 GOBIN="$1" go install -trimpath \
     -ldflags "-s -w" \
     "github.com/rhysd/actionlint/cmd/actionlint@v${ACTIONLINT_VERSION}"
-  mv "$tmp/actionlint" "$BIN_DIR/actionlint"
-  log "built $BIN_DIR/actionlint"
+}
+if [[ ! -x "$BIN_DIR/actionlint" ]]; then
+  go_build_into "$BIN_DIR" build \
+    "building github.com/rhysd/actionlint v${ACTIONLINT_VERSION} from the Go module proxy into $BIN_DIR (first run only; a minute or so)" actionlint
 fi
 
 echo "$BIN_DIR/actionlint"

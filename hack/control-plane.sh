@@ -12,12 +12,12 @@
 #
 # Prints the directory holding all five binaries on stdout (last line); progress goes to stderr.
 set -euo pipefail
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh" control-plane
 
 K8S_VERSION="${K8S_VERSION:-1.35.4}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
-CACHE_ROOT="${PYSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pysched}"
 BIN_DIR="$CACHE_ROOT/bin/k8s-v${K8S_VERSION}-etcd-v${ETCD_VERSION}"
-log() { echo "control-plane: $*" >&2; }
 
 mkdir -p "$BIN_DIR"
 
@@ -35,14 +35,15 @@ for b in kube-apiserver kube-scheduler kube-controller-manager kubectl; do
   [[ -x "$BIN_DIR/$b" ]] || need_k8s+=("$b")
 done
 
-command -v go >/dev/null || { [[ ${#need_k8s[@]} -eq 0 && -x "$BIN_DIR/etcd" ]] || { log "go toolchain not found and binaries are not cached in $BIN_DIR"; exit 1; }; }
 export GOFLAGS="${GOFLAGS:--mod=mod}"
 export CGO_ENABLED=0
 
-if [[ ${#need_k8s[@]} -gt 0 ]]; then
-  src="$CACHE_ROOT/src/k8s-v${K8S_VERSION}"
+# build_k8s TMP BINARY...: builds in a module of our own under $CACHE_ROOT/src that requires
+# k8s.io/kubernetes (its staging modules replaced by their published versions), into TMP
+build_k8s() {
+  local tmp="$1" src="$CACHE_ROOT/src/k8s-v${K8S_VERSION}" upstream_mod b
+  shift
   mkdir -p "$src"
-  log "building ${need_k8s[*]} v${K8S_VERSION} from the Go module proxy in $src (first run only; several minutes)"
   upstream_mod="$(cd "$src" && GOFLAGS= go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
   [[ -f "$upstream_mod" ]] || { log "could not download k8s.io/kubernetes@v${K8S_VERSION}"; exit 1; }
   {
@@ -72,17 +73,20 @@ import (
 )
 GO
   (cd "$src" && go mod tidy -e >&2 2>&1 || true)
-  for b in "${need_k8s[@]}"; do
-    (cd "$src" && go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION} -X k8s.io/client-go/pkg/version.gitVersion=v${K8S_VERSION}" -o "$BIN_DIR/$b.tmp" "k8s.io/kubernetes/cmd/$b")
-    mv "$BIN_DIR/$b.tmp" "$BIN_DIR/$b"
-    log "built $BIN_DIR/$b"
+  for b in "$@"; do
+    (cd "$src" && go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION} -X k8s.io/client-go/pkg/version.gitVersion=v${K8S_VERSION}" -o "$tmp/$b" "k8s.io/kubernetes/cmd/$b")
   done
+}
+if [[ ${#need_k8s[@]} -gt 0 ]]; then
+  go_build_into "$BIN_DIR" build_k8s \
+    "building ${need_k8s[*]} v${K8S_VERSION} from the Go module proxy in $CACHE_ROOT/src/k8s-v${K8S_VERSION} (first run only; several minutes)" \
+    "${need_k8s[@]}"
 fi
 
-if [[ ! -x "$BIN_DIR/etcd" ]]; then
-  src="$CACHE_ROOT/src/etcd-v${ETCD_VERSION}"
+# build_etcd TMP: the same for etcd's server module
+build_etcd() {
+  local src="$CACHE_ROOT/src/etcd-v${ETCD_VERSION}"
   mkdir -p "$src"
-  log "building etcd v${ETCD_VERSION} from the Go module proxy in $src"
   cat > "$src/go.mod" <<MOD
 module pysched.local/etcd
 
@@ -98,9 +102,11 @@ package tools
 import _ "go.etcd.io/etcd/server/v3"
 GO
   (cd "$src" && go mod tidy -e >&2 2>&1 || true)
-  (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$BIN_DIR/etcd.tmp" go.etcd.io/etcd/server/v3)
-  mv "$BIN_DIR/etcd.tmp" "$BIN_DIR/etcd"
-  log "built $BIN_DIR/etcd"
+  (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3)
+}
+if [[ ! -x "$BIN_DIR/etcd" ]]; then
+  go_build_into "$BIN_DIR" build_etcd \
+    "building etcd v${ETCD_VERSION} from the Go module proxy in $CACHE_ROOT/src/etcd-v${ETCD_VERSION}" etcd
 fi
 
 echo "$BIN_DIR"

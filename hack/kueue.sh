@@ -14,49 +14,42 @@
 #
 # Prints the path of the binary on stdout (last line); progress goes to stderr.
 set -euo pipefail
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh" kueue
 
 KUEUE_VERSION="${KUEUE_VERSION:-0.17.1}"
-CACHE_ROOT="${PYSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pysched}"
 BIN_DIR="$CACHE_ROOT/bin/kueue-v${KUEUE_VERSION}"
 MODULE="sigs.k8s.io/kueue"
-log() { echo "kueue: $*" >&2; }
 
-if [[ -n "${PYSCHED_KUEUE:-}" ]]; then
-  [[ -x "$PYSCHED_KUEUE" ]] || { log "PYSCHED_KUEUE=$PYSCHED_KUEUE is not an executable file"; exit 1; }
-  echo "$PYSCHED_KUEUE"
-  exit 0
+use_override PYSCHED_KUEUE
+
+build() {
+  # `go install pkg@version` builds in module mode with Kueue's own go.mod and go.sum (no replace
+  # lines there), so the dependency versions are exactly the release's. The version variables
+  # are the ones Kueue's Makefile sets; the manager logs them at start.
+  GOFLAGS= CGO_ENABLED=0 GOBIN="$1" go install -trimpath \
+    -ldflags "-s -w -X ${MODULE}/pkg/version.GitVersion=v${KUEUE_VERSION}" \
+    "${MODULE}/cmd/kueue@v${KUEUE_VERSION}"
+}
+copy_manifests() {
+  # the module's source (already in the module cache after the build): its CRDs and webhooks
+  local src
+  src="$(cd "$1" && GOFLAGS= go mod download -json "${MODULE}@v${KUEUE_VERSION}" \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+  [[ -d "$src/config/components/crd/bases" ]] || { log "could not download ${MODULE}@v${KUEUE_VERSION}"; exit 1; }
+  mkdir "$1/crds"
+  cp "$src"/config/components/crd/bases/*.yaml "$1/crds/"
+  cp "$src/config/components/webhook/manifests.yaml" "$1/webhook-manifests.yaml"
+  chmod -R u+w "$1/crds" "$1/webhook-manifests.yaml"   # the module cache is read-only
+  log "copied $(ls "$1/crds" | wc -l) CRDs"
+}
+# two builds, so that a failure to fetch the manifests keeps the binary built before it
+if [[ ! -x "$BIN_DIR/kueue" ]]; then
+  go_build_into "$BIN_DIR" build \
+    "building ${MODULE} v${KUEUE_VERSION} from the Go module proxy into $BIN_DIR (first run only; several minutes)" kueue
 fi
-
-if [[ ! -x "$BIN_DIR/kueue" || ! -d "$BIN_DIR/crds" || ! -f "$BIN_DIR/webhook-manifests.yaml" ]]; then
-  command -v go >/dev/null || { log "go toolchain not found and kueue is not cached in $BIN_DIR"; exit 1; }
-  mkdir -p "$BIN_DIR"
-  tmp="$(mktemp -d "$BIN_DIR/.build.XXXXXX")"
-  trap 'rm -rf "$tmp"' EXIT
-  if [[ ! -x "$BIN_DIR/kueue" ]]; then
-    log "building ${MODULE} v${KUEUE_VERSION} from the Go module proxy into $BIN_DIR (first run only; several minutes)"
-    # `go install pkg@version` builds in module mode with Kueue's own go.mod and go.sum (no replace
-    # lines there), so the dependency versions are exactly the release's. The version variables
-    # are the ones Kueue's Makefile sets; the manager logs them at start.
-    GOFLAGS= CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath \
-      -ldflags "-s -w -X ${MODULE}/pkg/version.GitVersion=v${KUEUE_VERSION}" \
-      "${MODULE}/cmd/kueue@v${KUEUE_VERSION}"
-    mv "$tmp/kueue" "$BIN_DIR/kueue"
-    log "built $BIN_DIR/kueue"
-  fi
-  if [[ ! -d "$BIN_DIR/crds" || ! -f "$BIN_DIR/webhook-manifests.yaml" ]]; then
-    # the module's source (already in the module cache after the build): its CRDs and webhooks
-    src="$(cd "$tmp" && GOFLAGS= go mod download -json "${MODULE}@v${KUEUE_VERSION}" \
-      | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
-    [[ -d "$src/config/components/crd/bases" ]] || { log "could not download ${MODULE}@v${KUEUE_VERSION}"; exit 1; }
-    mkdir "$tmp/crds"
-    cp "$src"/config/components/crd/bases/*.yaml "$tmp/crds/"
-    cp "$src/config/components/webhook/manifests.yaml" "$tmp/webhook-manifests.yaml"
-    chmod -R u+w "$tmp/crds" "$tmp/webhook-manifests.yaml"   # the module cache is read-only
-    mv "$tmp/webhook-manifests.yaml" "$BIN_DIR/webhook-manifests.yaml"
-    rm -rf "$BIN_DIR/crds"
-    mv "$tmp/crds" "$BIN_DIR/crds"
-    log "copied $(ls "$BIN_DIR/crds" | wc -l) CRDs into $BIN_DIR/crds"
-  fi
+if [[ ! -d "$BIN_DIR/crds" || ! -f "$BIN_DIR/webhook-manifests.yaml" ]]; then
+  go_build_into "$BIN_DIR" copy_manifests "" webhook-manifests.yaml crds
 fi
 
 echo "$BIN_DIR/kueue"

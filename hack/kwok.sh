@@ -8,31 +8,24 @@
 #
 # Prints the path of the binary on stdout (last line); progress goes to stderr.
 set -euo pipefail
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh" kwok
 
 KWOK_VERSION="${KWOK_VERSION:-0.8.0}"
-CACHE_ROOT="${PYSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pysched}"
 BIN_DIR="$CACHE_ROOT/bin/kwok-v${KWOK_VERSION}"
-log() { echo "kwok: $*" >&2; }
 
-if [[ -n "${PYSCHED_KWOK:-}" ]]; then
-  [[ -x "$PYSCHED_KWOK" ]] || { log "PYSCHED_KWOK=$PYSCHED_KWOK is not an executable file"; exit 1; }
-  echo "$PYSCHED_KWOK"
-  exit 0
-fi
+use_override PYSCHED_KWOK
 
-if [[ ! -x "$BIN_DIR/kwok" ]]; then
-  command -v go >/dev/null || { log "go toolchain not found and kwok is not cached in $BIN_DIR"; exit 1; }
-  mkdir -p "$BIN_DIR"
-  log "building sigs.k8s.io/kwok v${KWOK_VERSION} from the Go module proxy into $BIN_DIR (first run only; a few minutes)"
-  tmp="$(mktemp -d "$BIN_DIR/.build.XXXXXX")"
-  trap 'rm -rf "$tmp"' EXIT
+build() {
   # `go install pkg@version` builds in module mode with kwok's own go.mod and go.sum (no replace
   # lines there), so the dependency versions are exactly the release's.
-  GOFLAGS= CGO_ENABLED=0 GOBIN="$tmp" go install -trimpath \
+  GOFLAGS= CGO_ENABLED=0 GOBIN="$1" go install -trimpath \
     -ldflags "-s -w" \
     "sigs.k8s.io/kwok/cmd/kwok@v${KWOK_VERSION}"
-  mv "$tmp/kwok" "$BIN_DIR/kwok"
-  log "built $BIN_DIR/kwok"
+}
+if [[ ! -x "$BIN_DIR/kwok" ]]; then
+  go_build_into "$BIN_DIR" build \
+    "building sigs.k8s.io/kwok v${KWOK_VERSION} from the Go module proxy into $BIN_DIR (first run only; a few minutes)" kwok
 fi
 
 echo "$BIN_DIR/kwok"

@@ -32,6 +32,8 @@
 #        scheduler-plugins.sh controller  -> prints the controller's path
 # The path is the last line on stdout; progress goes to stderr.
 set -euo pipefail
+# shellcheck source=lib.sh source-path=SCRIPTDIR
+source "$(dirname "$0")/lib.sh" scheduler-plugins
 
 SP_VERSION="${SCHEDULER_PLUGINS_VERSION:-0.34.7}"
 K8S_VERSION="${SCHEDULER_PLUGINS_KUBERNETES:-}"
@@ -40,17 +42,15 @@ if [[ -n "$K8S_VERSION" ]]; then
 else
   SUBSTITUTES="${SCHEDULER_PLUGINS_SUBSTITUTES:-k8s.io/csi-translation-lib@v0.34.8}"
 fi
-CACHE_ROOT="${PYSCHED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pysched}"
 SRC="${SCHEDULER_PLUGINS_SOURCE:-}"
 SP_LABEL="v${SP_VERSION}"
 if [[ -n "$SRC" ]]; then
-  [[ -f "$SRC/go.mod" ]] || { echo "scheduler-plugins: SCHEDULER_PLUGINS_SOURCE=$SRC has no go.mod" >&2; exit 1; }
+  [[ -f "$SRC/go.mod" ]] || { log "SCHEDULER_PLUGINS_SOURCE=$SRC has no go.mod"; exit 1; }
   SRC="$(cd "$SRC" && pwd)"
   SP_LABEL="src-$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || basename "$SRC")"
   SUBSTITUTES="${SCHEDULER_PLUGINS_SUBSTITUTES:-}"
 fi
 BIN_DIR="$CACHE_ROOT/bin/scheduler-plugins-${SP_LABEL}${K8S_VERSION:+-k8s-v$K8S_VERSION}"
-log() { echo "scheduler-plugins: $*" >&2; }
 
 case "${1:-}" in
   "") WANT=kube-scheduler; OVERRIDE=PYSCHED_SCHEDULER_PLUGINS ;;
@@ -58,11 +58,7 @@ case "${1:-}" in
   *) log "usage: $0 [controller]"; exit 2 ;;
 esac
 
-if [[ -n "${!OVERRIDE:-}" ]]; then
-  [[ -x "${!OVERRIDE}" ]] || { log "$OVERRIDE=${!OVERRIDE} is not an executable file"; exit 1; }
-  echo "${!OVERRIDE}"
-  exit 0
-fi
+use_override "$OVERRIDE"
 
 # what is missing from the cache: both binaries for the default call (so the controller is found
 # beside the scheduler), only the controller for `controller`
@@ -70,12 +66,10 @@ missing=()
 if [[ "$WANT" == kube-scheduler && ! -x "$BIN_DIR/kube-scheduler" ]]; then missing+=(kube-scheduler); fi
 if [[ ! -x "$BIN_DIR/controller" ]]; then missing+=(controller); fi
 
-if (( ${#missing[@]} )); then
-  command -v go >/dev/null || { log "go toolchain not found and ${missing[*]} not cached in $BIN_DIR"; exit 1; }
-  mkdir -p "$BIN_DIR"
-  log "building ${missing[*]} of sigs.k8s.io/scheduler-plugins ${SP_LABEL} from the Go module proxy into $BIN_DIR (first run only; several minutes)"
-  tmp="$(mktemp -d "$BIN_DIR/.build.XXXXXX")"
-  trap 'rm -rf "$tmp"' EXIT
+# build TMP BINARY...: the build module in TMP (a scratch directory), the binaries beside it
+build() {
+  local tmp="$1" upstream_mod sp_k8s pin bin pkg
+  shift
   if [[ -n "$SRC" ]]; then
     upstream_mod="$SRC/go.mod"
   else
@@ -151,15 +145,18 @@ import _ "sigs.k8s.io/scheduler-plugins/cmd/controller"
 GO
   # a checkout's tests may import what the proxy does not serve (NodeResourceTopology's): -e
   (cd "$tmp" && GOFLAGS=-mod=mod go mod tidy ${SRC:+-e} >&2)
-  for bin in "${missing[@]}"; do
+  for bin in "$@"; do
     case "$bin" in
       kube-scheduler) pkg=. ;;
       controller) pkg=sigs.k8s.io/scheduler-plugins/cmd/controller ;;
     esac
     (cd "$tmp" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin" "$pkg" >&2)
-    mv "$tmp/$bin" "$BIN_DIR/$bin"
-    log "built $BIN_DIR/$bin"
   done
+}
+if (( ${#missing[@]} )); then
+  go_build_into "$BIN_DIR" build \
+    "building ${missing[*]} of sigs.k8s.io/scheduler-plugins ${SP_LABEL} from the Go module proxy into $BIN_DIR (first run only; several minutes)" \
+    "${missing[@]}"
 fi
 
 echo "$BIN_DIR/$WANT"

@@ -65,12 +65,13 @@ cel-helper:
 	./hack/pysched-cel.sh
 
 # ruff (pycodestyle, pyflakes, isort, pyupgrade, bugbear) everywhere; mypy on the whole package and
-# the policy plugins, with the strict flags on the plugin API, the testing kit and every plugin package
-# (pyproject.toml [tool.mypy]); actionlint (hack/actionlint.sh, built from the Go module proxy) on the
+# the policy plugins (every function body checked, pyproject.toml [tool.mypy]), and mypy --strict on
+# the plugin API, the testing kit, every in-tree plugin package and the policy plugins; actionlint (hack/actionlint.sh, built from the Go module proxy) on the
 # GitHub workflows.
 lint: install
 	$(PY) -m ruff check scheduler plugins pysched_dev tests bench hack examples
 	$(PY) -m mypy -p pysched -p pysched_policy
+	$(PY) -m mypy --strict --follow-imports=silent -p pysched.framework -p pysched.plugins -p pysched.testing -p pysched_policy
 	MYPYPATH=scheduler $(PY) -m mypy --strict --follow-imports=silent examples/pysched-plugin-example/src/pysched_example_plugins
 	"$$(./hack/actionlint.sh)" -shellcheck= -pyflakes= .github/workflows/*.yml
 

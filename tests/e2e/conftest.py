@@ -55,14 +55,18 @@ def pytest_runtest_call(item):
 
 def pytest_collection_modifyitems(session, config, items):
     """Longest end-to-end tests first (``durations``), the fast ones (unit tests, the policy
-    plugins' own) last, where they fill the gaps a parallel run leaves."""
+    plugins' own) last, where they fill the gaps a parallel run leaves. Under xdist's worksteal
+    each worker starts with a contiguous slice of this order: the tests are dealt to the slices in
+    turn, so each begins with its share of the long ones."""
     table = durations.load()
 
     def rank(item):
         if "e2e" not in Path(str(item.fspath)).parts:
             return 0.0
         return table.get(item.nodeid, durations.DEFAULT_S)
-    items.sort(key=rank, reverse=True)
+    ordered = sorted(items, key=rank, reverse=True)
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    items[:] = durations.deal(ordered, workers)
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -16,7 +16,9 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TypeVar
 
+T = TypeVar("T")
 TABLE = Path(__file__).with_name("durations.json")
 DEFAULT_S = 3.0
 _LINE = re.compile(r"^([0-9.]+)s (?:setup|call|teardown) +(tests/e2e/\S.*)$")
@@ -27,6 +29,25 @@ def load() -> dict[str, float]:
         return json.loads(TABLE.read_text())
     except (OSError, ValueError):
         return {}
+
+
+def deal(ordered: list[T], workers: int) -> list[T]:
+    """``ordered`` dealt to ``workers`` slices in turn, the slices joined: the order xdist's worksteal
+    cuts back into the same slices (its first cut gives worker i ``remaining // (workers - i)``)."""
+    if workers <= 1:
+        return list(ordered)
+    sizes, left = [], len(ordered)
+    for i in range(workers):
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    slices: list[list[T]] = [[] for _ in range(workers)]
+    turn = 0
+    for item in ordered:
+        while len(slices[turn]) >= sizes[turn]:
+            turn = (turn + 1) % workers
+        slices[turn].append(item)
+        turn = (turn + 1) % workers
+    return [item for s in slices for item in s]
 
 
 def from_report(text: str) -> dict[str, float]:

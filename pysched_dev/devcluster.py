@@ -420,6 +420,9 @@ class ControlPlane:
             f"--service-account-key-file={p['sa.pub']}",
             f"--service-account-signing-key-file={p['sa.key']}",
             "--service-cluster-ip-range=10.0.0.0/24",
+            # It advertises 127.0.0.1, which kube-apiserver 1.37 refuses to publish as the kubernetes
+            # Service's endpoint (a loopback address); nothing here reaches it through that Service.
+            "--endpoint-reconciler-type=none",
             *([f"--disable-admission-plugins={','.join(self.disabled_admission_plugins)}"]
               if self.disabled_admission_plugins else []),
             "--profiling=false", "--v=0",

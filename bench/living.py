@@ -19,7 +19,6 @@ its victims, and the run would no longer be the workload it names.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 import time
@@ -27,7 +26,7 @@ from typing import Any
 
 from pysched.client.rest import KubeClient
 from pysched_dev.livecluster import KWOK_LABEL, KWOK_MANAGED
-from pysched_dev.testkit import node_ready
+from pysched_dev.testkit import node_ready, poll_until
 
 from . import prom
 from .process import BenchError
@@ -98,45 +97,49 @@ async def create_owned(client: KubeClient, pods: list[dict[str, Any]], phase: st
 
 
 async def wait_pods(client: KubeClient, phase: str, n: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    created = 0
+
+    async def all_created() -> bool:
+        nonlocal created
         items, _ = await client.list_all(f"/api/v1/namespaces/{NAMESPACE}/pods",
                                          {"labelSelector": f"{PHASE_LABEL}={phase}"})
-        if len(items) >= n:
-            return
-        if time.monotonic() > deadline:
-            raise BenchError(f"the controllers created {len(items)}/{n} {phase} pods within {timeout:.0f} s")
-        await asyncio.sleep(0.5)
+        created = len(items)
+        return created >= n
+
+    await poll_until(all_created, timeout, interval=0.5, fail=lambda _: BenchError(
+        f"the controllers created {created}/{n} {phase} pods within {timeout:.0f} s"))
 
 
 async def wait_running(client: KubeClient, phase: str, n: int, timeout: float) -> None:
     """Until ``n`` pods of ``phase`` are Running and Ready (KWOK has taken them through their stages):
     a living run's end sample then includes every status update that brought."""
-    deadline = time.monotonic() + timeout
-    while True:
+    ready = 0
+
+    async def all_ready() -> bool:
+        nonlocal ready
         items, _ = await client.list_all(f"/api/v1/namespaces/{NAMESPACE}/pods",
                                          {"labelSelector": f"{PHASE_LABEL}={phase}"})
         ready = sum(1 for p in items if any(c.get("type") == "Ready" and c.get("status") == "True"
                                              for c in (p.get("status") or {}).get("conditions") or ()))
-        if ready >= n:
-            return
-        if time.monotonic() > deadline:
-            raise BenchError(f"{ready}/{n} {phase} pods Running and Ready within {timeout:.0f} s")
-        await asyncio.sleep(0.5)
+        return ready >= n
+
+    await poll_until(all_ready, timeout, interval=0.5, fail=lambda _: BenchError(
+        f"{ready}/{n} {phase} pods Running and Ready within {timeout:.0f} s"))
 
 
 async def wait_nodes_ready(client: KubeClient, n: int, timeout: float = 300.0) -> None:
     """Until ``n`` nodes are Ready without the not-ready taint (KWOK + the node lifecycle controller)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    ready = 0
+
+    async def all_ready() -> bool:
+        nonlocal ready
         items, _ = await client.list_all("/api/v1/nodes")
         ready = sum(1 for x in items if node_ready(x) and not any(
             t.get("key") == "node.kubernetes.io/not-ready" for t in x["spec"].get("taints") or ()))
-        if ready >= n:
-            return
-        if time.monotonic() > deadline:
-            raise BenchError(f"{ready}/{n} KWOK nodes Ready within {timeout:.0f} s")
-        await asyncio.sleep(1.0)
+        return ready >= n
+
+    await poll_until(all_ready, timeout, interval=1.0, fail=lambda _: BenchError(
+        f"{ready}/{n} KWOK nodes Ready within {timeout:.0f} s"))
 
 
 def status_updates(samples: prom.Samples) -> float:

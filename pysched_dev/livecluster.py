@@ -26,8 +26,6 @@ it back. Everything stops at ``stop()`` and leaves no process behind.
 
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +43,7 @@ from pysched_dev.devcluster import (
     wait_http,
     write_kubeconfig,
 )
-from pysched_dev.testkit import node_ready
+from pysched_dev.testkit import node_ready, poll_until
 
 KWOK_SCRIPT = REPO_ROOT / "hack" / "kwok.sh"
 KWOK_STAGES = Path(__file__).with_name("kwok-stages.yaml")
@@ -248,8 +246,8 @@ def _insecure_context():
 async def wait_nodes_ready(client: KubeClient, names: list[str], timeout: float = 60.0) -> None:
     """Until every named Node is Ready and the not-ready taint is gone (KWOK + node lifecycle)."""
     pending = set(names)
-    deadline = time.monotonic() + timeout
-    while pending and time.monotonic() < deadline:
+
+    async def all_ready() -> bool:
         for name in list(pending):
             try:
                 node = await client.request("GET", f"/api/v1/nodes/{name}", rate_limit=False)
@@ -258,10 +256,10 @@ async def wait_nodes_ready(client: KubeClient, names: list[str], timeout: float 
             if node_ready(node) and not any(t.get("key") in (NOT_READY_TAINT, UNREACHABLE_TAINT)
                                             for t in node["spec"].get("taints") or ()):
                 pending.discard(name)
-        if pending:
-            await asyncio.sleep(0.2)
-    if pending:
-        raise ControlPlaneError(f"nodes not Ready after {timeout}s: {sorted(pending)}")
+        return not pending
+
+    await poll_until(all_ready, timeout, interval=0.2, fail=lambda _: ControlPlaneError(
+        f"nodes not Ready after {timeout}s: {sorted(pending)}"))
 
 
 ZONE = "topology.kubernetes.io/zone"

@@ -25,22 +25,20 @@ from pysched.client.reflector import Reflector, name_key, uid_key
 class Informers:
     def __init__(self, options: Options, clients: Clients, profiles: Profiles, prefetch: ListPrefetch | None):
         handlers = profiles.handlers
-        batch = profiles.cluster_events.batch
-        node_path, node_params = INFORMER_LISTS["nodes"]
-        self.node_reflector = Reflector(clients.client, name="nodes", path=node_path, params=node_params,
-                                        on_upsert=handlers.node_upsert, on_delete=handlers.node_delete,
-                                        key=name_key, resync_period=options.resync_period,
-                                        prefetched=prefetch.take("nodes") if prefetch is not None else None,
-                                        batch=batch, page_size=INFORMER_PAGE_SIZE)
-        pod_path, pod_params = INFORMER_LISTS["pods"]
-        self.pod_reflector = Reflector(clients.client, name="pods", path=pod_path, params=pod_params,
-                                       on_upsert=handlers.pod_upsert, on_delete=handlers.pod_delete,
-                                       key=uid_key, resync_period=options.resync_period,
-                                       prefetched=prefetch.take("pods") if prefetch is not None else None,
-                                       batch=batch, page_size=INFORMER_PAGE_SIZE)
+
+        def informer(kind: str, on_upsert, on_delete, key) -> Reflector:
+            """The node or pod informer, on the main client; its first LIST may have been answered."""
+            path, params = INFORMER_LISTS[kind]
+            return Reflector(clients.client, name=kind, path=path, params=params, on_upsert=on_upsert,
+                             on_delete=on_delete, key=key, resync_period=options.resync_period,
+                             prefetched=prefetch.take(kind) if prefetch is not None else None,
+                             batch=profiles.cluster_events.batch, page_size=INFORMER_PAGE_SIZE)
+
+        self.node_reflector = informer("nodes", handlers.node_upsert, handlers.node_delete, name_key)
+        self.pod_reflector = informer("pods", handlers.pod_upsert, handlers.pod_delete, uid_key)
         self.object_reflectors = [self._object_reflector(plural, options, clients, profiles)
                                   for plural in profiles.object_kinds]
-        self.failed_reflector = Reflector(clients.informer_client, name="failed-pods", path=pod_path,
+        self.failed_reflector = Reflector(clients.informer_client, name="failed-pods", path=INFORMER_LISTS["pods"][0],
                                           params={"fieldSelector": "status.phase=Failed"},
                                           on_upsert=self.on_failed_pod, on_delete=lambda key, obj: None,
                                           key=uid_key, page_size=INFORMER_PAGE_SIZE)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import sys
 import time
 
@@ -36,7 +35,7 @@ from pysched.profile import default_registry
 from pysched.runtime.registry import Registry
 from pysched.server.delegated_auth import ReviewError
 from pysched.util import gctune, memtrim
-from pysched.util.eventloop import cancel_and_wait
+from pysched.util.eventloop import cancel_and_wait, stop_on_signals
 from pysched.util.logs import kv, process_uptime
 
 log = logging.getLogger("pysched.app")
@@ -134,12 +133,7 @@ class SchedulerApp:
             await asyncio.sleep(1.0)
 
     async def run(self) -> int:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                loop.add_signal_handler(sig, self.request_stop)
-            except (NotImplementedError, RuntimeError):
-                pass
+        stop_on_signals(self.request_stop)
         try:
             if self.options.serve:
                 # The port is bound now (in use: exit at once); it is served once under way.

@@ -9,8 +9,6 @@ and exit code 2.
 
 from __future__ import annotations
 
-import asyncio
-import signal
 import ssl
 import sys
 
@@ -45,12 +43,7 @@ async def serve(args) -> int:
     server = ExtenderServer(app, args.profile, max_body=args.max_body_bytes, header_timeout=args.header_timeout,
                             body_timeout=args.body_timeout, bind_scheduler_names=args.bind_scheduler_name or None,
                             bind_auth=bind_auth, max_connections=args.max_connections)
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, app.request_stop)
-        except (NotImplementedError, RuntimeError):
-            pass
+    eventloop.stop_on_signals(app.request_stop)
     try:
         # A signal while the informers still wait for a first LIST (API server unreachable) ends
         # the start-up too.

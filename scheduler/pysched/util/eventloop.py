@@ -8,6 +8,9 @@ the binds and watch streams. ``PYSCHED_EVENT_LOOP=asyncio`` forces the standard 
 cancel: a task that swallowed it (Python 3.11's ``wait_for`` does so when the awaited thing
 finishes in the same step) is cancelled again, and the wait is bounded either way.
 
+``stop_on_signals``: SIGTERM and SIGINT call a process's stop (where the loop can take signal
+handlers).
+
 ``quiet_transport_errors``: the loop reports a connection that failed under a transport - a TLS
 stream cut as a peer or this process hangs up, typical when a replica exits after losing its lease -
 as one warning line, not an error with a traceback.
@@ -18,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import ssl
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from pysched.util.logs import kv
@@ -80,3 +84,14 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Task], grace: float = 10.0,
         log.error("tasks did not end after being cancelled; leaving them",
                   extra=kv(tasks=",".join(sorted(t.get_name() for t in pending)), grace=grace))
     return sorted(pending, key=lambda t: t.get_name())
+
+
+def stop_on_signals(stop: Callable[[], None]) -> None:
+    """Call ``stop`` on SIGTERM and SIGINT (the running loop's handlers; nothing where the loop
+    cannot take them: another thread's loop, or a platform without them)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop)
+        except (NotImplementedError, RuntimeError):
+            pass

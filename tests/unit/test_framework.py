@@ -5,9 +5,13 @@ import re
 import pytest
 
 from pysched.apis import config as configmod
+from pysched.apis.core.errors import ApiError
+from pysched.framework import CycleState, PodInfo
 from pysched.framework.interface import (
+    BindPlugin,
     FilterPlugin,
     FilterResult,
+    PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
     ScorePlugin,
@@ -217,3 +221,42 @@ def test_a_broken_entry_point_fails_only_the_profiles_that_use_it(monkeypatch, c
         with pytest.raises(configmod.ConfigError, match=rf"profiles\[0\]\.{re.escape(where)}: plugin 'Gone' could "
                                                         r"not be loaded: entry point Gone \(no_such_pysched_plugin"):
             OfflineScheduler(configmod.parse({**head, "profiles": [{"schedulerName": "x", **profile}]}), registry=reg)
+
+
+class _RaisingBinder(BindPlugin):
+    name = "RaisingBinder"
+    raises: BaseException = RuntimeError("boom")
+
+    async def bind(self, state, pod, node_name):
+        raise type(self).raises
+
+
+class _RaisingPreBind(PreBindPlugin):
+    name = "RaisingPreBind"
+
+    async def pre_bind(self, state, pod, node_name):
+        raise ApiError(409, "Conflict", "the claim changed")
+
+
+@pytest.mark.parametrize("raises,warned", [(RuntimeError("boom"), False), (ApiError(500, "InternalError"), True)])
+async def test_a_bind_plugin_that_raises_is_an_error_status_naming_it(raises, warned, monkeypatch, caplog):
+    monkeypatch.setattr(_RaisingBinder, "raises", raises)
+    s = offline({"bind": {"enabled": [{"name": "RaisingBinder"}], "disabled": [{"name": "*"}]}}, [_RaisingBinder])
+    fw = s.frameworks["pysched"]
+    with caplog.at_level("WARNING", logger="pysched.framework.runtime"):
+        st = await fw.run_bind(CycleState(), PodInfo.from_dict(pod("p")), "n1")
+    assert st is not None and st.code == Code.ERROR and st.plugin == "RaisingBinder"
+    assert st.error is raises
+    records = [r for r in caplog.records if r.name == "pysched.framework.runtime"]
+    if warned:   # an API answer: one warning line, no traceback
+        assert [r.getMessage() for r in records] == ["API request failed"] and records[0].exc_info is None
+    else:        # a bug in the plugin: logged with its traceback
+        assert records[0].getMessage() == "bind plugin failed plugin=RaisingBinder pod=default/p node=n1"
+        assert records[0].exc_info is not None
+
+
+async def test_a_prebind_plugin_that_raises_stops_the_binding_cycle_with_its_error():
+    s = offline({"preBind": {"enabled": [{"name": "RaisingPreBind"}]}}, [_RaisingPreBind])
+    st = await s.frameworks["pysched"].run_pre_bind(CycleState(), PodInfo.from_dict(pod("p")), "n1")
+    assert st is not None and st.code == Code.ERROR and st.plugin == "RaisingPreBind"
+    assert "the claim changed" in st.message()

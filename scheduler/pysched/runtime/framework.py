@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import numpy as np
@@ -845,15 +845,7 @@ class Framework:
         t0 = time.perf_counter()
         status = None
         for pl in self.pre_bind:
-            try:
-                st = await pl.pre_bind(state, pod, node)
-            except ApiError as exc:  # an API answer (or the write fence), not a bug in the plugin
-                if not exc.local:
-                    log.warning("API request failed", extra=kv(plugin=pl.name, pod=pod.key, node=node, error=str(exc)))
-                st = Status.as_error(exc, pl.name)
-            except Exception as exc:  # noqa: BLE001
-                log.exception("prebind plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
-                st = Status.as_error(exc, pl.name)
+            st = await _binding_call("prebind", pl, pl.pre_bind, state, pod, node)
             if st is not None and st.is_skip():
                 continue
             if st is not None and not st.is_success():
@@ -866,15 +858,7 @@ class Framework:
         t0 = time.perf_counter()
         status: Status | None = Status(Code.SKIP)
         for pl in self.bind:
-            try:
-                st = await pl.bind(state, pod, node)
-            except ApiError as exc:  # an API answer (or the write fence), not a bug in the plugin
-                if not exc.local:
-                    log.warning("API request failed", extra=kv(plugin=pl.name, pod=pod.key, node=node, error=str(exc)))
-                st = Status.as_error(exc, pl.name)
-            except Exception as exc:  # noqa: BLE001
-                log.exception("bind plugin failed plugin=%s pod=%s node=%s", pl.name, pod.key, node)
-                st = Status.as_error(exc, pl.name)
+            st = await _binding_call("bind", pl, pl.bind, state, pod, node)
             if st is not None and st.is_skip():
                 continue
             status = st.with_plugin(pl.name) if st is not None else None
@@ -892,6 +876,21 @@ class Framework:
     def queue_sort_key(self) -> Callable[[Any], tuple[Any, ...]]:
         pl = self.queue_sort[0]
         return pl.sort_key
+
+
+async def _binding_call(what: str, pl: Plugin, call: Callable[[CycleState, PodInfo, str], Awaitable[Status | None]],
+                        state: CycleState, pod: PodInfo, node: str) -> Status | None:
+    """``pl``'s PreBind or Bind ``call``, an exception turned into an Error status: an API answer
+    (or the write fence) is one warning line, anything else a plugin bug with its traceback."""
+    try:
+        return await call(state, pod, node)
+    except ApiError as exc:  # an API answer (or the write fence), not a bug in the plugin
+        if not exc.local:
+            log.warning("API request failed", extra=kv(plugin=pl.name, pod=pod.key, node=node, error=str(exc)))
+        return Status.as_error(exc, pl.name)
+    except Exception as exc:  # noqa: BLE001
+        log.exception("%s plugin failed plugin=%s pod=%s node=%s", what, pl.name, pod.key, node)
+        return Status.as_error(exc, pl.name)
 
 
 class _PostFilterFold:

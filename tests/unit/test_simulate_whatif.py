@@ -1,5 +1,6 @@
 """pysched simulate: workloads expanded into Pods, pending snapshot pods, --add-nodes, exit codes."""
 
+import copy
 import json
 from types import SimpleNamespace
 
@@ -29,7 +30,8 @@ def as_list(items):
 
 def workload(kind, name, replicas=None, labels=None, **spec):
     labels = labels or {"app": name}
-    body = {"template": {"metadata": {"labels": labels}, "spec": {"containers": CONTAINERS}}, **spec}
+    # a copy: a test that breaks one workload's containers must not break the next test's
+    body = {"template": {"metadata": {"labels": labels}, "spec": {"containers": copy.deepcopy(CONTAINERS)}}, **spec}
     if kind != "Job":
         body["selector"] = {"matchLabels": labels}
     if replicas is not None:

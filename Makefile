@@ -15,12 +15,14 @@ DOCKER ?= docker
 BASE_IMAGE ?=
 GO_IMAGE ?=
 PYTEST_ARGS ?=
+# The oldest Kubernetes release pysched follows (the newest, 1.37.2, is hack/control-plane.sh's default).
+OLDEST_K8S ?= 1.35.4
 # make test's parallel pytest workers (pytest-xdist). The suite mostly waits on API servers and
 # scheduler processes: on a 2-core machine 4 workers keep both cores busy (docs/testing.md).
 PYTEST_WORKERS ?= 4
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install docs control-plane kwok helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-smoke soak image image-push clean
+.PHONY: all venv install docs control-plane control-plane-oldest test-oldest kwok helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-smoke soak image image-push clean
 
 all: test
 
@@ -41,6 +43,10 @@ install: $(VENV)/.installed
 
 control-plane:
 	./hack/control-plane.sh
+
+# The oldest release pysched follows, for make test's second leg.
+control-plane-oldest:
+	K8S_VERSION=$(OLDEST_K8S) ./hack/control-plane.sh
 
 # KWOK plays the kubelets of the living cluster (pysched_dev.livecluster).
 kwok:
@@ -79,10 +85,19 @@ lint: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
-test: install lint docs control-plane kwok helm scheduler-plugins kueue prometheus cel-helper
+# Two legs: the whole suite against the newest release pysched follows (1.37.2: its control plane
+# and kube-scheduler as the oracle), then the tests marked oldest_release (the differential suites)
+# against the oldest (1.35.4), so both ends of the window stay checked.
+test: install lint docs control-plane control-plane-oldest kwok helm scheduler-plugins kueue prometheus cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_SCHEDULER_PLUGINS="$$(./hack/scheduler-plugins.sh)" PYSCHED_KUEUE="$$(./hack/kueue.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
 		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
+	$(MAKE) test-oldest
+
+# make test's second leg: the differential suites against Kubernetes 1.35.4.
+test-oldest: install control-plane-oldest cel-helper
+	PYSCHED_BIN_DIR="$$(K8S_VERSION=$(OLDEST_K8S) ./hack/control-plane.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
+		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal -m oldest_release tests/e2e $(PYTEST_ARGS)
 
 # The unit tier and the policy plugins' own tests, without building anything in Go: the cases
 # that compare with kube-scheduler's own CEL (cmd/pysched-cel) run when it is already built

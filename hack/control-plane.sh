@@ -15,8 +15,15 @@ set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 source "$(dirname "$0")/lib.sh" control-plane
 
-K8S_VERSION="${K8S_VERSION:-1.35.4}"
-ETCD_VERSION="${ETCD_VERSION:-3.6.16}"
+# The primary release is the newest pysched follows (1.37); `K8S_VERSION=1.35.4` gives the oldest
+# one's, for make test's second leg. etcd: the minor release kubeadm pins for that Kubernetes
+# (cmd/kubeadm/app/constants: 3.7.0 for 1.37; 3.6 for 1.35, at its latest patch).
+K8S_VERSION="${K8S_VERSION:-1.37.2}"
+case "$K8S_VERSION" in
+  1.35.*) default_etcd=3.6.16 ;;
+  *) default_etcd=3.7.0 ;;
+esac
+ETCD_VERSION="${ETCD_VERSION:-$default_etcd}"
 BIN_DIR="$CACHE_ROOT/bin/k8s-v${K8S_VERSION}-etcd-v${ETCD_VERSION}"
 
 mkdir -p "$BIN_DIR"

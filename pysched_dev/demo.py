@@ -24,7 +24,8 @@ from pysched.apis import config as configmod
 from pysched.app import Options, SchedulerApp
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import ApiError, KubeClient
-from pysched_dev.devcluster import REPO_ROOT
+from pysched.framework.features import default_gates
+from pysched_dev.devcluster import REPO_ROOT, binaries_version
 from pysched_dev.livecluster import UNREACHABLE_TAINT, LivingCluster, sample_nodes, wait_nodes_ready
 from pysched_dev.testkit import PAUSE_IMAGE, create_nodes, list_pods, poll_until
 
@@ -127,7 +128,9 @@ async def _demo(lc: LivingCluster, creds, admin: KubeClient) -> int:
     say(f"{len(nodes)} KWOK nodes Ready in zones a, b, c (on-demand and spot; kwok-c1 has a GPU and its taint)")
 
     cfg = configmod.parse(scheduler_config())
-    app = SchedulerApp(cfg, Options(kubeconfig=str(lc.kubeconfig), serve=False, seed=1), creds)
+    release = binaries_version()
+    app = SchedulerApp(cfg, Options(kubeconfig=str(lc.kubeconfig), serve=False, seed=1, kube_version=release,
+                                    feature_gates=default_gates(release)), creds)
     task = asyncio.create_task(app.run())
     try:
         for path, obj in workloads():

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import ipaddress
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -62,6 +64,17 @@ def scheduler_plugins_controller_binary() -> Path:
 def binaries_dir() -> Path:
     """Directory holding etcd, kube-apiserver and kube-scheduler (built on first use)."""
     return hack_output("PYSCHED_BIN_DIR", CONTROL_PLANE_SCRIPT)
+
+
+@functools.lru_cache(maxsize=4)
+def binaries_version(bin_dir: Path | None = None) -> tuple[int, int]:
+    """The Kubernetes release (major, minor) of the control-plane binaries (``kube-apiserver --version``)."""
+    out = subprocess.run([str((bin_dir or binaries_dir()) / "kube-apiserver"), "--version"], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    m = re.search(r"v(\d+)\.(\d+)", out)
+    if not m:
+        raise ControlPlaneError(f"kube-apiserver --version: no version in {out!r}")
+    return int(m.group(1)), int(m.group(2))
 
 
 def hack_output(env: str, script: Path, *args: str) -> Path:

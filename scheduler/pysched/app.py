@@ -17,6 +17,7 @@ here is the lifecycle: run, readiness and health, the lost Lease, shutdown.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import sys
 import time
@@ -61,14 +62,30 @@ class SchedulerApp:
         self.mode = Mode.of(options)
         self.clients = Clients(cfg, options, creds, self.mode, on_lease_lost=self._on_lease_lost,
                                on_new_leader=self._on_new_leader)
-        self.profiles = Profiles(cfg, options, self.registry, self.clients, self.mode)
-        self.informers = Informers(options, self.clients, self.profiles, prefetch)
-        self.controllers = Controllers(options, self.mode, self.clients, self.profiles.frameworks,
-                                       self.profiles.object_kinds)
+        self.prefetch = prefetch
         self.serving = SecureServing(options, creds)
         # The parts the lifecycle, the extender's server and the tests reach for.
         self.client, self.fence, self.elector = self.clients.client, self.clients.fence, self.clients.elector
         self.leader_elect = self.elector is not None
+        self._assemble(options)
+        # Set once the release to behave as is settled (``settle_release``; at once when it was given).
+        self.release_settled = asyncio.Event()
+        if not options.discover_release:
+            self.release_settled.set()
+        self._informers_spawned = False
+        self._shutting_down = False
+        self.tasks: list[asyncio.Task] = []
+        self.stopping = asyncio.Event()
+        self.exit_code = 0
+
+    def _assemble(self, options: Options) -> None:
+        """The parts that follow the kube-scheduler release (``options.kube_version`` and its gates):
+        frameworks, queue, scheduler, informers, status controllers."""
+        self.options = options
+        self.profiles = Profiles(self.cfg, options, self.registry, self.clients, self.mode)
+        self.informers = Informers(options, self.clients, self.profiles, self.prefetch)
+        self.controllers = Controllers(options, self.mode, self.clients, self.profiles.frameworks,
+                                       self.profiles.object_kinds)
         p = self.profiles
         self.recorder, self.cache, self.objects, self.load = p.recorder, p.cache, p.objects, p.load
         self.frameworks, self.queue, self.cluster_events, self.extenders = (p.frameworks, p.queue,
@@ -76,11 +93,34 @@ class SchedulerApp:
         self.scheduler, self.shadow, self.handlers, self.recovery = p.scheduler, p.shadow, p.handlers, p.recovery
         self.synced = self.informers.synced
         self.informer_tasks: list[asyncio.Task] = []
-        self._shutting_down = False
-        self.tasks: list[asyncio.Task] = []
-        self._informers_spawned = False
-        self.stopping = asyncio.Event()
-        self.exit_code = 0
+
+    async def settle_release(self) -> bool:
+        """Read the API server's version and behave as that kube-scheduler release (``cmd.release``,
+        ``apis.features.release``): the parts built for the provisional release are built again
+        when it differs. False (exit code 2, the reason logged) when the server is outside the
+        window and no ``--emulated-version`` was given, or the flags are refused at that release."""
+        from pysched.apis.features import FeatureGateError, ReleaseError, choose, parse_flag, resolve
+        from pysched.client.discovery import server_version
+        server = await server_version(self.creds, user_agent=self.client.user_agent, stop=self.stopping)
+        if server is None:
+            return False
+        o = self.options
+        try:
+            release = choose(server, o.emulated_version)
+            gates = resolve(release.version, parse_flag(o.feature_gate_flags))
+        except (ReleaseError, FeatureGateError) as exc:
+            log.error("cannot follow the API server's release", extra=kv(server=server, error=str(exc)))
+            self.exit_code = 2
+            return False
+        if release.warning:
+            log.warning(release.warning, extra=kv(server=server))
+        version = f"{release.version[0]}.{release.version[1]}"
+        log.info("following kube-scheduler", extra=kv(release=version, server=server, emulated=release.emulated,
+                                                      feature_gates=gates.describe() or None))
+        if (release.version, gates.enabled) != (o.kube_version, o.feature_gates):
+            self._assemble(dataclasses.replace(o, kube_version=release.version, feature_gates=gates.enabled))
+        self.release_settled.set()
+        return True
 
     def _spawn(self, coro, name: str) -> asyncio.Task:
         t = asyncio.create_task(coro, name=name)
@@ -142,9 +182,12 @@ class SchedulerApp:
                 except OSError as exc:
                     self._cannot_serve(exc)
                     return self.exit_code
-            self.spawn_informers()
             if self.options.serve:
                 self._spawn(self._serve(), "secure-server")
+            if not self.release_settled.is_set() and not (
+                    await self.until_stopped(self.settle_release()) and self.release_settled.is_set()):
+                return self.exit_code   # stopped while waiting for the API server, or its release refused
+            self.spawn_informers()
             if not await self.until_stopped(self.finish_start()):
                 return self.exit_code   # stopped while starting (e.g. the API server is unreachable)
             stop = asyncio.create_task(self.stopping.wait())
@@ -208,6 +251,7 @@ class SchedulerApp:
         (delegated authentication, the certificate) stops the process with exit code 1."""
         try:
             async with asyncio.timeout(SERVE_BY_S):
+                await self.release_settled.wait()   # the scheduler below is the one that will run
                 await self.scheduler.under_way.wait()
         except TimeoutError:
             pass   # still starting (an API server that does not answer): /healthz must answer anyway

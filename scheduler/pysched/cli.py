@@ -60,6 +60,16 @@ class _StringSlice(argparse.Action):
         setattr(namespace, f"_{self.dest}_set", True)
 
 
+def _release_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
+                   help="kube-scheduler's feature gates, with kube's names and rules (defaults: those of the "
+                        "release pysched follows), and pysched's own, off by default: "
+                        "PyschedExistingAntiAffinityDeleteHint (docs/compatibility.md, docs/queueing-hints.md)")
+    p.add_argument("--emulated-version", default=None, metavar="1.MINOR",
+                   help="behave as this kube-scheduler release (1.35, 1.36 or 1.37) instead of the API "
+                        "server's; needed against a server outside that window (docs/compatibility.md)")
+
+
 def _delegation_kubeconfigs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--authentication-kubeconfig", default=None, metavar="FILE",
                    help="kubeconfig with rights to create tokenreviews.authentication.k8s.io "
@@ -148,9 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resync-period", type=float, default=0.0,
                      help="seconds between deliberate informer re-lists (0, the default: re-list only when a "
                           "watch cannot resume, like client-go)")
-    run.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
-                     help="pysched's own behaviours beyond kube-scheduler's, off by default: "
-                          "PyschedExistingAntiAffinityDeleteHint (see docs/queueing-hints.md)")
+    _release_flags(run)
     run.add_argument("--pod-recovery-interval", type=_positive_float, default=30.0, metavar="SECONDS",
                      help="seconds between checks that every pending pod of ours is queued or being bound; one "
                           "held nowhere for two checks in a row is put back (pysched_pods_recovered_total)")
@@ -184,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--client-ca-file", help="require a client certificate from this CA (mTLS) on every verb; "
                                               "its holders may bind and preempt")
     _delegation_kubeconfigs(ext)
+    _release_flags(ext)
     ext.add_argument("--insecure-allow-unauthenticated-bind", action="store_true",
                      help="LAB ONLY: let anyone who reaches the port call bind and preempt")
     ext.add_argument("--profile", default=None, help="schedulerName of the profile to serve (default: the first)")

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pysched.apis.config import SchedulerConfig
+from pysched.apis.features import NEWEST
 from pysched.backend.queue.scheduling_queue import SchedulingQueue
 from pysched.client.objectstore import ObjectStore
+from pysched.framework.features import default_gates
 from pysched.framework.handle import APIClient, EventRecorder, Handle, SnapshotView
 from pysched.framework.loadmetrics import LoadMetrics
 from pysched.plugins import IN_TREE
@@ -29,9 +31,13 @@ def default_registry(plugin_modules: Iterable[str] = ()) -> Registry:
 def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache: SnapshotView, client: APIClient | None,
                      recorder: EventRecorder | None, objects: ObjectStore | None = None,
                      bind_timeout: float | None = None, load: LoadMetrics | None = None,
-                     feature_gates: frozenset[str] = frozenset()) -> dict[str, Framework]:
+                     feature_gates: frozenset[str] | None = None,
+                     kube_version: tuple[int, int] = NEWEST) -> dict[str, Framework]:
     """One framework per profile; all share the snapshot, the object store, the Permit waiting room
-    and the load metrics (``load``: the live collector; default none, so load-aware plugins fall back)."""
+    and the load metrics (``load``: the live collector; default none, so load-aware plugins fall back).
+    ``kube_version``: the kube-scheduler release to behave as, ``feature_gates`` the gates on
+    (default: that release's defaults)."""
+    gates = default_gates(kube_version) if feature_gates is None else feature_gates
     waiting: dict = {}
     out = {}
     objects = objects if objects is not None else ObjectStore()
@@ -39,7 +45,8 @@ def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache: Snapsho
     for prof in cfg.profiles:
         handle = Handle(snapshot=cache, objects=objects, client=client, recorder=recorder,
                         profile_name=prof.scheduler_name, waiting_pods=waiting, bind_timeout=bind_timeout,
-                        ignored_extended_resources=ignored, load=load, feature_gates=feature_gates,
+                        ignored_extended_resources=ignored, load=load, feature_gates=gates,
+                        kube_version=kube_version,
                         metrics=PrometheusPluginMetrics(prof.scheduler_name))
         out[prof.scheduler_name] = Framework(prof, registry, handle)
     return out

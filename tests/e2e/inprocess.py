@@ -8,9 +8,11 @@ import asyncio
 from pysched.apis import config as configmod
 from pysched.app import Options, SchedulerApp
 from pysched.client.auth import load_kubeconfig
+from pysched.framework.features import default_gates
 from pysched.framework.interface import PreBindPlugin
 from pysched.framework.status import Status
 from pysched.profile import default_registry
+from pysched_dev.devcluster import binaries_version
 
 
 class PauseBeforeBind(PreBindPlugin):
@@ -43,5 +45,7 @@ async def in_process_app(control_plane, cfg_raw: dict, *, pause: bool = False) -
         registry = default_registry()
         registry.register(PauseBeforeBind)
     cfg = configmod.parse(cfg_raw)
-    return SchedulerApp(cfg, Options(kubeconfig=str(control_plane.kubeconfig), serve=False, kopf=False, seed=1),
+    release = binaries_version(control_plane.bin)   # behave as the control plane's release, as `pysched run` does
+    return SchedulerApp(cfg, Options(kubeconfig=str(control_plane.kubeconfig), serve=False, kopf=False, seed=1,
+                                     kube_version=release, feature_gates=default_gates(release)),
                         load_kubeconfig(control_plane.kubeconfig), registry)

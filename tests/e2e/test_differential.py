@@ -8,7 +8,7 @@ import pytest
 
 from tests.differential import run_seed, summarize
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.oldest_release]
 
 
 @pytest.mark.parametrize("seed", [101, 202])

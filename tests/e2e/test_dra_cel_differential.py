@@ -17,7 +17,7 @@ import pytest
 
 from .dra_kit import CASE_LABEL, Case, Run, claim, dra_pod, exactly, run_cases
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.oldest_release]
 
 D = 'device.attributes["gpu.example.com"]'
 C = 'device.capacity["gpu.example.com"]'

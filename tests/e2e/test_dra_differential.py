@@ -22,7 +22,7 @@ import pytest
 
 from .dra_kit import CASES, Run, run_cases
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.oldest_release]
 
 # One run per scheduler for all the cases (a failed run is remembered too: its error is raised for
 # every case instead of running again).

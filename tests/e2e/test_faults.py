@@ -139,7 +139,7 @@ def test_write_config_to_prints_effective_defaults(tmp_path):
 
 @pytest.mark.parametrize("command", ["run", "extender"])
 def test_sigterm_while_the_api_server_is_unreachable_at_start_up(tmp_path, command):
-    """Informers retry their first LIST forever against a closed port; SIGTERM still ends the
+    """pysched retries its first request (the server's version) forever against a closed port; SIGTERM still ends the
     process, with exit code 0 (a requested stop, not a failure)."""
     kubeconfig = tmp_path / "unreachable.kubeconfig"
     kubeconfig.write_text(
@@ -157,7 +157,7 @@ def test_sigterm_while_the_api_server_is_unreachable_at_start_up(tmp_path, comma
         proc = subprocess.Popen(args, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while "list failed; retrying" not in log_path.read_text(errors="replace"):
+        while "failed; retrying" not in log_path.read_text(errors="replace"):   # /version or the first LIST
             assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text(errors="replace")
             time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)

@@ -32,7 +32,7 @@ from tests.differential import strip_postfilter
 
 from .conftest import REPO, scheduler_config, wait_for
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.oldest_release]
 
 HEAD = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 ONE_LINE = {**HEAD, "profiles": [{"schedulerName": "x"}]}

@@ -23,7 +23,7 @@ from .preemption_kit import (
     prio_pod,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.oldest_release]
 
 CLASSES = {"p1": 1, "p2": 2, "p5": 5, "p10": 10, "p20": 20, "p30": 30, "p100": 100}
 

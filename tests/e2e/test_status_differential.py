@@ -70,7 +70,7 @@ from .preemption_kit import force_delete
 from .scheduler_plugins_kit import pysched_controllers_starter, upstream_controller_starter
 from .test_capacity_scheduling import EQ_API, create_quota, install_quota_crd, quota_config
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.oldest_release]
 GPU = "nvidia.com/gpu"
 NODE = "n0"
 QUIET = 1.5           # seconds without a status change before a step's result is read

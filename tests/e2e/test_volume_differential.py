@@ -20,7 +20,7 @@ from pysched.tools.offline import OfflineScheduler
 from pysched_dev.testkit import create_node, create_pods, list_pods, make_node, make_pod
 from tests.differential import KUBE_PROFILE, _judge, strip_postfilter
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.oldest_release]
 EBS = "ebs.csi.aws.com"
 H = "kubernetes.io/hostname"
 NS = "default"

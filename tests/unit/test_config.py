@@ -208,7 +208,8 @@ def test_disable_and_reweight():
         "multiPoint": {"enabled": [{"name": "NodeResourcesFit", "weight": 7}],
                        "disabled": [{"name": "TaintToleration"}]},
         "score": {"disabled": [{"name": "NodeAffinity"}]}}}]})["a"]
-    assert [p.name for p in fw.filter] == ["NodeUnschedulable", "NodeName", "NodeAffinity", "NodePorts",
+    assert [p.name for p in fw.filter if p.name != "NodeDeclaredFeatures"] == [
+                                           "NodeName", "NodeUnschedulable", "NodeAffinity", "NodePorts",
                                            "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits",
                                            "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity",
                                            "DynamicResources"]

@@ -1,4 +1,5 @@
-"""The default profile is kube-scheduler 1.35's; pysched's own scores are opt-in; the arguments
+"""The default profile is kube-scheduler's of the release pysched follows (1.35, 1.36, 1.37); pysched's
+own scores are opt-in; the arguments
 kube-scheduler writes for plugins we do not act on are accepted with its validation; and
 ``--write-config-to`` writes plugins and args the way kube-scheduler does."""
 
@@ -37,10 +38,31 @@ def frameworks(raw: dict):
                             recorder=None)
 
 
-def test_default_multipoint_is_kube_schedulers_exactly():
-    everything = {n for n, _ in KUBE_1_35_MULTIPOINT} | set(CUSTOM_SCORES)
-    sets = merged_plugin_sets(Profile("x"), everything)
-    assert [(r.name, r.weight) for r in sets["multiPoint"].enabled] == KUBE_1_35_MULTIPOINT
+# v1.36.2: the same list, then NodeDeclaredFeatures (beta, on by default) appended by applyFeatureGates.
+KUBE_1_36_MULTIPOINT = KUBE_1_35_MULTIPOINT + [("NodeDeclaredFeatures", 0)]
+# v1.37.2: NodeName moved before NodeUnschedulable; NodeDeclaredFeatures GA.
+KUBE_1_37_MULTIPOINT = [("SchedulingGates", 0), ("PrioritySort", 0), ("NodeName", 0), ("NodeUnschedulable", 0),
+                        *KUBE_1_35_MULTIPOINT[4:], ("NodeDeclaredFeatures", 0)]
+
+
+@pytest.mark.parametrize("release,expected", [((1, 35), KUBE_1_35_MULTIPOINT), ((1, 36), KUBE_1_36_MULTIPOINT),
+                                              ((1, 37), KUBE_1_37_MULTIPOINT)])
+def test_default_multipoint_is_kube_schedulers_exactly(release, expected):
+    everything = {n for n, _ in KUBE_1_37_MULTIPOINT} | set(CUSTOM_SCORES)
+    sets = merged_plugin_sets(Profile("x"), everything, release)
+    assert [(r.name, r.weight) for r in sets["multiPoint"].enabled] == expected
+
+
+def test_default_multipoint_follows_the_gates():
+    """applyFeatureGates: an alpha gate turned on adds its plugin where upstream puts it."""
+    from pysched.apis.features import parse_flag, resolve
+    names = {"DeferredPodScheduling", "GangScheduling", "TopologyPlacementGenerator", "PodGroupPodsCount"}
+    everything = {n for n, _ in KUBE_1_37_MULTIPOINT} | names
+    gates = resolve((1, 37), parse_flag("InPlacePodVerticalScalingSchedulerPreemption=true,GenericWorkload=true,"
+                                        "TopologyAwareWorkloadScheduling=true")).enabled
+    got = [r.name for r in merged_plugin_sets(Profile("x"), everything, (1, 37), gates)["multiPoint"].enabled]
+    assert got.index("DeferredPodScheduling") == got.index("NodeResourcesFit") - 1
+    assert got[-4:] == ["NodeDeclaredFeatures", "GangScheduling", "TopologyPlacementGenerator", "PodGroupPodsCount"]
 
 
 def test_our_scores_are_opt_in():

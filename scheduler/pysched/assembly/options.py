@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pysched.apis.features import NEWEST
+from pysched.framework.features import default_gates
 from pysched.podrecovery import DEFAULT_INTERVAL as DEFAULT_RECOVERY_INTERVAL
 from pysched.server.delegated_auth import AuthOptions
 
@@ -41,7 +43,15 @@ class Options:
     optional_crd_poll_seconds: float = 10.0
     # The safety net's period (``podrecovery``): a pending pod held nowhere is put back within two.
     pod_recovery_interval: float = DEFAULT_RECOVERY_INTERVAL
-    feature_gates: frozenset[str] = frozenset()   # pysched's own gates that are on (framework.features)
+    # The kube-scheduler release pysched behaves as and the feature gates on (kube's and pysched's own;
+    # ``cmd.release`` settles both from the API server's version and the flags). Default: the newest.
+    kube_version: tuple[int, int] = NEWEST
+    feature_gates: frozenset[str] = field(default_factory=default_gates)
+    # Read the API server's version at start and follow its release (``SchedulerApp.settle_release``);
+    # kube_version/feature_gates above are then provisional. The flags it resolves the gates from:
+    discover_release: bool = False
+    emulated_version: str | None = None
+    feature_gate_flags: str = ""
 
 
 @dataclass(frozen=True)

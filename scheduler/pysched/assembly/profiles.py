@@ -72,7 +72,8 @@ class Profiles:
         self.frameworks = build_frameworks(cfg, registry, cache=self.cache, client=clients.client,
                                            recorder=self.recorder, objects=self.objects,
                                            bind_timeout=clients.bind_timeout, load=self.load,
-                                           feature_gates=options.feature_gates)
+                                           feature_gates=options.feature_gates,
+                                           kube_version=options.kube_version)
         for fwk in self.frameworks.values():
             log_profile(fwk)
         self.object_kinds = object_kinds(self.frameworks)

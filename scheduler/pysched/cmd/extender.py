@@ -9,25 +9,41 @@ and exit code 2.
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import sys
 
+from pysched import __version__
 from pysched.extender.server import ExtenderServer, log, server_ssl
 from pysched.util import eventloop
 
 
 async def serve(args) -> int:
     from pysched.apis import config as configmod
+    from pysched.apis.features import choose, parse_flag, resolve
     from pysched.app import Options, SchedulerApp
     from pysched.client.auth import load
+    from pysched.client.discovery import server_version
     from pysched.profile import default_registry
     from pysched.server.delegated_auth import AuthOptions
     from pysched.server.delegated_auth import build as build_auth
 
+    resolve(choose(None, args.emulated_version).version, parse_flag(args.feature_gates))   # the flags, before any call
     cfg = configmod.load_file(args.config) if args.config else configmod.default_config()
     registry = default_registry(args.plugin_module)
     creds = load(args.kubeconfig or cfg.client_connection.kubeconfig or None)
-    app = SchedulerApp(cfg, Options(kubeconfig=args.kubeconfig, serve=False, leader_elect=False), creds, registry)
+    # The release to behave as: the API server's (or --emulated-version), asked before anything is built.
+    stop = asyncio.Event()
+    eventloop.stop_on_signals(stop.set)
+    server_git_version = await server_version(creds, user_agent=f"pysched/{__version__}", stop=stop)
+    if server_git_version is None:
+        return 0
+    release = choose(server_git_version, args.emulated_version)
+    gates = resolve(release.version, parse_flag(args.feature_gates))
+    if release.warning:
+        log.warning(release.warning)
+    app = SchedulerApp(cfg, Options(kubeconfig=args.kubeconfig, serve=False, leader_elect=False,
+                                    kube_version=release.version, feature_gates=gates.enabled), creds, registry)
     ctx = server_ssl(args.tls_cert_file, args.tls_private_key_file, args.client_ca_file)
     bind_auth = None
     if args.insecure_allow_unauthenticated_bind:

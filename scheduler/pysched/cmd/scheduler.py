@@ -1,9 +1,12 @@
 """``pysched [run]``: the scheduler process, from the parsed command line.
 
-The configuration is checked first (every profile built once: a bad plugin or argument exits 2
-before any API call), the informers' first LISTs are sent while the rest of the scheduler is
-imported (``client.prefetch``), then ``SchedulerApp`` runs until it stops (``pysched.cli`` lists
-the exit codes). ``--write-config-to`` writes the effective configuration instead and exits.
+The flags and the configuration are checked first (``--feature-gates`` and ``--emulated-version``
+as kube's, every profile built once for the release they name or the newest pysched follows: a bad
+gate, plugin or argument exits 2 before any API call). The informers' first LISTs are sent while the rest of
+the scheduler is imported (``client.prefetch``), and ``SchedulerApp`` runs until it stops
+(``pysched.cli`` lists the exit codes); its first step reads the API server's version and settles
+the release pysched behaves as (``SchedulerApp.settle_release``: outside 1.35-1.37 without
+``--emulated-version``, exit 2). ``--write-config-to`` writes the effective configuration instead and exits.
 """
 
 from __future__ import annotations
@@ -36,9 +39,15 @@ def run(args) -> int:
     """``pysched [run]``: check the configuration, then run the scheduler until it stops; its exit code."""
     from pysched.util import gctune
     gctune.configure()
+    from pysched.apis.features import FeatureGateError, ReleaseError
     from pysched.client.auth import CredentialsError, load
+    from pysched.cmd.release import provisional
     from pysched.runtime.registry import RegistryError
-
+    try:
+        release, gates = provisional(args.emulated_version, args.feature_gates)
+    except (FeatureGateError, ReleaseError) as exc:
+        print(f"pysched: {'--feature-gates: ' if isinstance(exc, FeatureGateError) else ''}{exc}", file=sys.stderr)
+        return 2
     try:
         cfg = load_config(args.config)
         kubeconfig = args.kubeconfig or cfg.client_connection.kubeconfig or None
@@ -55,11 +64,11 @@ def run(args) -> int:
         from pysched.app import Options, SchedulerApp
         from pysched.backend.cache.cache import SchedulerCache
         from pysched.framework.args import dump_args
-        from pysched.framework.features import parse_feature_gates
         from pysched.profile import build_frameworks, default_registry
         registry = default_registry(args.plugin_module)
         # Build every profile once before the scheduler starts: bad plugins/args fail here.
-        fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None)
+        fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None,
+                               feature_gates=gates.enabled, kube_version=release.version)
         if args.write_config_to:
             args_out = {name: {pn: dump_args(fw.plugin_args[pn]) for pn in _plugin_config_order(fw)}
                         for name, fw in fws.items()}
@@ -74,7 +83,8 @@ def run(args) -> int:
         options = Options(kubeconfig=kubeconfig,
                           plugin_modules=args.plugin_module, resync_period=args.resync_period, seed=args.seed,
                           pod_recovery_interval=args.pod_recovery_interval,
-                          feature_gates=parse_feature_gates(args.feature_gates),
+                          feature_gates=gates.enabled, kube_version=release.version, discover_release=True,
+                          emulated_version=args.emulated_version, feature_gate_flags=args.feature_gates,
                           leader_elect=args.leader_elect, secure_port=args.secure_port,
                           bind_address=args.bind_address, cert_dir=args.cert_dir, serve=not args.no_serve,
                           tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,

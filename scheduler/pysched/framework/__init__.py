@@ -67,7 +67,7 @@ from pysched.framework.status import Code, Diagnosis, FrameworkError, Status
 #: The plugin API's own version (docs/api.md, "Stability"): a minor bump adds, a major one may remove
 #: what was deprecated for at least one minor release. ``tests/unit/test_api_surface.py`` holds the
 #: recorded surface of ``pysched.framework`` and ``pysched.testing`` to this version.
-PLUGIN_API_VERSION = "1.3"
+PLUGIN_API_VERSION = "1.4"
 
 __all__ = [
     "PLUGIN_API_VERSION", "MAX_NODE_SCORE", "MIN_NODE_SCORE", "READS_ANY", "READS_NONE", "READS_REQUESTS",

@@ -17,7 +17,9 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from pysched.apis.core.model import LabelSelector
+from pysched.apis.features import NEWEST
 from pysched.framework.affinity import AffinityTerm
+from pysched.framework.features import default_gates
 from pysched.framework.interface import NodeBatch, NodeColumns, WaitingPod
 from pysched.framework.loadmetrics import LoadMetrics
 from pysched.framework.matchers import PodMatcher
@@ -263,8 +265,10 @@ class Handle:
     # Node load from metric sources (``framework.loadmetrics``): the background collector live, a
     # metrics file offline; None when nothing provides it (load-aware plugins then fall back).
     load: LoadMetrics | None = None
-    # pysched's feature gates that are on (``framework.features``): behaviours beyond upstream's.
-    feature_gates: frozenset[str] = frozenset()
+    # The kube-scheduler release pysched behaves as, and the feature gates that are on (kube's names
+    # and pysched's own; ``framework.features``). Default: the newest release, its default gates.
+    kube_version: tuple[int, int] = NEWEST
+    feature_gates: frozenset[str] = field(default_factory=default_gates)
     # What plugins record in the process's metrics (the engine's Prometheus metrics for this profile).
     metrics: PluginMetrics = field(default_factory=NoMetrics)
 

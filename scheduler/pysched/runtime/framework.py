@@ -154,7 +154,7 @@ class Framework:
         self.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score
         self.handle = handle
         path = profile.path
-        sets = merged_plugin_sets(profile, set(registry))
+        sets = merged_plugin_sets(profile, set(registry), handle.kube_version, handle.feature_gates)
         self.plugin_sets = sets
 
         needed: dict[str, str] = {}

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from pysched.apis.config.types import DEFAULT_MULTIPOINT, EXTENSION_POINT_KEYS, PluginRef, PluginSet, Profile
+from collections.abc import Container
+
+from pysched.apis.config.types import EXTENSION_POINT_KEYS, PluginRef, PluginSet, Profile, default_multipoint
+from pysched.apis.features import NEWEST, defaults
 
 
-def merged_plugin_sets(profile: Profile, available: set[str]) -> dict[str, PluginSet]:
-    """Profile plugins with kube-scheduler's default MultiPoint merged in (``mergePlugins``)."""
-    default_mp = PluginSet(enabled=[PluginRef(n, w) for n, w in DEFAULT_MULTIPOINT if n in available])
+def merged_plugin_sets(profile: Profile, available: set[str], release: tuple[int, int] = NEWEST,
+                       gates: Container[str] | None = None) -> dict[str, PluginSet]:
+    """Profile plugins with kube-scheduler's default MultiPoint merged in (``mergePlugins``), the
+    default list being that of kube-scheduler ``release`` with ``gates`` (default: its default gates)."""
+    gates = defaults(release) if gates is None else gates
+    default_mp = PluginSet(enabled=[PluginRef(n, w) for n, w in default_multipoint(release, gates) if n in available])
     out: dict[str, PluginSet] = {}
     for ep in EXTENSION_POINT_KEYS:
         custom = profile.plugins.get(ep, PluginSet())

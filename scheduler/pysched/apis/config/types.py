@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -13,18 +14,15 @@ SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 EXTENSION_POINT_KEYS = ("preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore",
                         "score", "reserve", "permit", "preBind", "bind", "postBind", "multiPoint")
 
-# kube-scheduler 1.35's default MultiPoint list (``getDefaultPlugins`` and ``applyFeatureGates`` in
-# pkg/scheduler/apis/config/v1/default_plugins.go): plugins, order and weights exactly as upstream
-# with 1.35's default feature gates - DynamicResourceAllocation is GA (locked on), so
-# DynamicResources is inserted before DefaultPreemption with weight 2; NodeDeclaredFeatures and
-# GangScheduling are alpha (off), so their plugins are not added. Names missing from the registry
-# are skipped. pysched's own plugins (GPU, AZSpread, CapacityType, InstanceType) are not here:
-# a profile enables them explicitly.
-DEFAULT_MULTIPOINT: tuple[tuple[str, int], ...] = (
-    ("SchedulingGates", 0),
-    ("PrioritySort", 0),
-    ("NodeUnschedulable", 0),
-    ("NodeName", 0),
+# kube-scheduler's default MultiPoint list (``getDefaultPlugins`` and ``applyFeatureGates`` in
+# pkg/scheduler/apis/config/v1/default_plugins.go), per release: plugins, order and weights exactly
+# as upstream. 1.37 put NodeName before NodeUnschedulable. ``applyFeatureGates`` then adds
+# NodeDeclaredFeatures at the end (its gate: beta, on, in 1.36; GA in 1.37), DynamicResources before
+# DefaultPreemption with weight 2 (DynamicResourceAllocation: GA, locked on, since 1.34),
+# DeferredPodScheduling, GangScheduling, TopologyPlacementGenerator and PodGroupPodsCount when their
+# (alpha or opt-in) gates are on. Names missing from the registry are skipped. pysched's own plugins
+# (GPU, AZSpread, CapacityType, InstanceType) are not here: a profile enables them explicitly.
+_DEFAULT_MULTIPOINT_TAIL: tuple[tuple[str, int], ...] = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("NodePorts", 0),
@@ -35,12 +33,38 @@ DEFAULT_MULTIPOINT: tuple[tuple[str, int], ...] = (
     ("VolumeZone", 0),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
-    ("DynamicResources", 2),
     ("DefaultPreemption", 0),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
     ("DefaultBinder", 0),
 )
+
+
+def default_multipoint(release: tuple[int, int], gates: Container[str]) -> tuple[tuple[str, int], ...]:
+    """kube-scheduler ``release``'s default MultiPoint plugins and weights with ``gates`` on."""
+    head: tuple[tuple[str, int], ...] = (("SchedulingGates", 0), ("PrioritySort", 0))
+    if release >= (1, 37):
+        head += (("NodeName", 0), ("NodeUnschedulable", 0))
+    else:
+        head += (("NodeUnschedulable", 0), ("NodeName", 0))
+    out = list(head + _DEFAULT_MULTIPOINT_TAIL)
+    if "NodeDeclaredFeatures" in gates:
+        out.append(("NodeDeclaredFeatures", 0))
+    if "InPlacePodVerticalScalingSchedulerPreemption" in gates:   # before NodeResourcesFit (1.37)
+        out.insert(next(i for i, (n, _) in enumerate(out) if n == "NodeResourcesFit"), ("DeferredPodScheduling", 0))
+    if "DynamicResourceAllocation" in gates:
+        i = next(i for i, (n, _) in enumerate(out) if n == "DefaultPreemption")
+        out.insert(i, ("DynamicResources", 2))
+    if "GenericWorkload" in gates:
+        out.append(("GangScheduling", 0))
+    if "TopologyAwareWorkloadScheduling" in gates:
+        out += [("TopologyPlacementGenerator", 0), ("PodGroupPodsCount", 1)]
+    return tuple(out)
+
+
+# The default list of the oldest release pysched follows, with its default gates (kept for readers
+# of the 1.35 list; the engine asks ``default_multipoint``).
+DEFAULT_MULTIPOINT: tuple[tuple[str, int], ...] = default_multipoint((1, 35), ("DynamicResourceAllocation",))
 
 
 class ConfigError(ValueError):

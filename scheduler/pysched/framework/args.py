@@ -13,6 +13,12 @@ Field names are snake_case in Python and camelCase on the wire (``ignored_resour
 usual checks; rules that span fields go in the class's ``validate(self, path)``, called after
 decoding (nested classes first). ``encode_args`` gives the wire form back for
 ``--write-config-to``.
+
+Defaults and rules that depend on kube feature gates (kube's ``SetDefaults_*Args`` and
+``Validate*Args`` reading ``features.*``) go in the top-level class's optional
+``apply_feature_gates(self, path, gates)``: ``load_args`` calls it after ``validate`` with the gates
+the profile runs with (``Handle.feature_gates``), so a defaulted field is what ``--write-config-to``
+writes and a gated field is refused with the path that names it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any, TypeVar
 
 from pysched.apis.config.fields import read_bool, read_int, read_str
 from pysched.apis.config.types import ConfigError
+from pysched.framework.features import default_gates
 
 T = TypeVar("T")
 META_KEYS = ("apiVersion", "kind")
@@ -158,11 +165,17 @@ def _encode_value(v: Any) -> Any:
     return v
 
 
-def load_args(args_cls: Any, raw: Any, path: str) -> Any:
-    """A plugin's Args from its ``pluginConfig`` entry (None when absent: all defaults)."""
+def load_args(args_cls: Any, raw: Any, path: str, feature_gates: frozenset[str] | None = None) -> Any:
+    """A plugin's Args from its ``pluginConfig`` entry (None when absent: all defaults), then its
+    ``apply_feature_gates(path, gates)`` if it has one (``feature_gates``: the gates that are on;
+    None: the newest release's defaults, as ``Handle``'s)."""
     if not (dataclasses.is_dataclass(args_cls) and isinstance(args_cls, type)):
         raise TypeError(f"{path}: a plugin's Args must be a dataclass, got {args_cls!r}")
-    return decode_args(args_cls, raw, path)
+    args = decode_args(args_cls, raw, path)
+    gated = getattr(args, "apply_feature_gates", None)
+    if gated is not None:
+        gated(path, default_gates() if feature_gates is None else feature_gates)
+    return args
 
 
 def dump_args(args: Any) -> dict[str, Any]:

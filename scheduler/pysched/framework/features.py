@@ -35,6 +35,8 @@ DRA_RESOURCE_CLAIM_DEVICE_STATUS = "DRAResourceClaimDeviceStatus"
 DRA_EXTENDED_RESOURCE = "DRAExtendedResource"
 DRA_ADMIN_ACCESS = "DRAAdminAccess"
 DRA_PRIORITIZED_LIST = "DRAPrioritizedList"
+STORAGE_CAPACITY_SCORING = "StorageCapacityScoring"
+VOLUME_LIMIT_SCALING = "VolumeLimitScaling"
 
 
 def default_gates(release: tuple[int, int] = NEWEST) -> frozenset[str]:

@@ -182,7 +182,7 @@ class Framework:
             # the plugin later must not be the moment a typo in its args is found.
             cls, raw_args = registry[name], profile.plugin_config.get(name)
             if cls.Args is not None:
-                load_args(cls.Args, raw_args, f"{field}.args")
+                load_args(cls.Args, raw_args, f"{field}.args", handle.feature_gates)
             elif raw_args:
                 raise ConfigError(f"{field}.args: plugin {name} takes no arguments")
 
@@ -196,7 +196,7 @@ class Framework:
                      else f"{path}.pluginConfig[{name}].args")
             args = None
             if cls.Args is not None:
-                args = load_args(cls.Args, raw_args, apath)
+                args = load_args(cls.Args, raw_args, apath, handle.feature_gates)
             elif raw_args:
                 raise ConfigError(f"{apath}: plugin {name} takes no arguments")
             try:

@@ -23,6 +23,7 @@ from pysched.backend.cache.cache import SchedulerCache
 from pysched.client.objectstore import ObjectStore
 from pysched.framework.args import load_args
 from pysched.framework.cycle_state import CycleState
+from pysched.framework.features import default_gates
 from pysched.framework.handle import Handle
 from pysched.framework.interface import MAX_NODE_SCORE, MIN_NODE_SCORE, FilterResult, NodeBatch, Plugin
 from pysched.framework.loadmetrics import LoadMetrics
@@ -44,12 +45,15 @@ PluginT = TypeVar("PluginT", bound=Plugin[Any])
 
 class PluginTester(Generic[PluginT]):
     """One plugin instance (``plugin``, typed as the class given) over a snapshot of ``nodes`` and
-    ``pods`` (API dicts); ``args`` as a profile's ``pluginConfig`` gives them (camelCase)."""
+    ``pods`` (API dicts); ``args`` as a profile's ``pluginConfig`` gives them (camelCase).
+    ``kube_version`` and ``feature_gates``: the release and the gates the Handle carries (default:
+    the newest release; that release's default gates); the Args see the same gates."""
 
     def __init__(self, plugin_cls: type[PluginT], args: dict[str, Any] | None = None, *,
                  nodes: Iterable[dict[str, Any]] = (), pods: Iterable[dict[str, Any]] = (),
                  objects: Iterable[dict[str, Any]] = (),
-                 ignored_extended_resources: Iterable[str] = (), load: LoadMetrics | None = None):
+                 ignored_extended_resources: Iterable[str] = (), load: LoadMetrics | None = None,
+                 kube_version: tuple[int, int] | None = None, feature_gates: Iterable[str] | None = None):
         self.cache = SchedulerCache()
         self.objects = ObjectStore()
         for o in objects:
@@ -61,7 +65,12 @@ class PluginTester(Generic[PluginT]):
         self.handle = Handle(snapshot=self.cache, objects=self.objects,
                              ignored_extended_resources=frozenset(ignored_extended_resources), load=load,
                              metrics=PrometheusPluginMetrics(""))
-        a = load_args(plugin_cls.Args, args, "args") if plugin_cls.Args is not None else None
+        if kube_version is not None:
+            self.handle.kube_version = kube_version
+        self.handle.feature_gates = (default_gates(self.handle.kube_version) if feature_gates is None
+                                     else frozenset(feature_gates))
+        a = (load_args(plugin_cls.Args, args, "args", self.handle.feature_gates)
+             if plugin_cls.Args is not None else None)
         self.plugin: PluginT = plugin_cls(a, self.handle)
         self.status: Status | None = None
 

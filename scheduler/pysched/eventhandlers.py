@@ -154,6 +154,7 @@ OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persiste
                     "replicasets": "ReplicaSet", "statefulsets": "StatefulSet",
                     "replicationcontrollers": "ReplicationController", "csinodes": "CSINode",
                     "volumeattachments": "VolumeAttachment",
+                    "csidrivers": "CSIDriver", "csistoragecapacities": "CSIStorageCapacity",
                     "resourceclaims": "ResourceClaim", "deviceclasses": "DeviceClass",
                     "resourceslices": "ResourceSlice", "podgroups": "PodGroup",
                     "elasticquotas": "ElasticQuota"}

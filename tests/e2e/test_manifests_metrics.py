@@ -191,7 +191,11 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
         assert await allowed(admin, verb, "resourceclaims", subresource="status", **claims)
     for verb in ("create", "delete", "patch"):
         assert not await allowed(admin, verb, "resourceclaims", **claims), f"{verb} resourceclaims must not be granted"
-    assert not await allowed(admin, "list", "csidrivers", group="storage.k8s.io")   # read only under an alpha gate
+    # NodeVolumeLimits (VolumeLimitScaling) and VolumeBinding (storage capacity) read these, as
+    # kube's system:kube-scheduler does; nothing more on them
+    for res in ("csidrivers", "csistoragecapacities"):
+        assert await allowed(admin, "watch", res, group="storage.k8s.io"), f"watch {res} should be allowed"
+        assert not await allowed(admin, "update", res, group="storage.k8s.io"), f"update {res} must not be granted"
     sched.terminate()
 
 

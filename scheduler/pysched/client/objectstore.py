@@ -6,8 +6,9 @@
   constraints select "the pods of the same workload" from them (``helper.DefaultSelector``);
 * PersistentVolumeClaims, PersistentVolumes, StorageClasses - VolumeBinding, VolumeZone,
   VolumeRestrictions and NodeVolumeLimits;
-* CSINodes, VolumeAttachments - NodeVolumeLimits (per-driver attach limits; CSIDrivers are read
-  upstream only under the alpha VolumeLimitScaling gate, so they are not watched);
+* CSINodes, VolumeAttachments - NodeVolumeLimits (per-driver attach limits); CSIDrivers -
+  NodeVolumeLimits (VolumeLimitScaling) and VolumeBinding (which drivers track storage capacity);
+  CSIStorageCapacities - VolumeBinding (room to provision, capacity scoring);
 * ResourceClaims, DeviceClasses, ResourceSlices - DynamicResources (a pod waits until its claims
   exist; devices are allocated from the slices the DRA drivers publish).
 * PodDisruptionBudgets - DefaultPreemption prefers victims no budget protects.
@@ -29,14 +30,16 @@ from collections.abc import Callable
 from pysched.apis.core.model import LabelSelector, Requirement, parse_label_selector, selector_from_labels
 
 KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
+         "csidrivers", "csistoragecapacities",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
          "resourceclaims", "deviceclasses", "resourceslices", "poddisruptionbudgets", "podgroups", "elasticquotas")
 NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
-              "resourceclaims", "poddisruptionbudgets", "podgroups", "elasticquotas"}
+              "resourceclaims", "poddisruptionbudgets", "podgroups", "elasticquotas", "csistoragecapacities"}
 # API group and version of the kinds outside the core group.
 GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "storageclasses": ("storage.k8s.io", "v1"), "csinodes": ("storage.k8s.io", "v1"),
                   "volumeattachments": ("storage.k8s.io", "v1"),
+                  "csidrivers": ("storage.k8s.io", "v1"), "csistoragecapacities": ("storage.k8s.io", "v1"),
                   "resourceclaims": ("resource.k8s.io", "v1"), "deviceclasses": ("resource.k8s.io", "v1"),
                   "resourceslices": ("resource.k8s.io", "v1"), "poddisruptionbudgets": ("policy", "v1"),
                   "podgroups": ("scheduling.x-k8s.io", "v1alpha1"),
@@ -47,6 +50,7 @@ KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet"
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
                   "StorageClass": "storageclasses", "CSINode": "csinodes", "VolumeAttachment": "volumeattachments",
+                  "CSIDriver": "csidrivers", "CSIStorageCapacity": "csistoragecapacities",
                   "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses",
                   "ResourceSlice": "resourceslices", "PodDisruptionBudget": "poddisruptionbudgets",
                   "PodGroup": "podgroups", "ElasticQuota": "elasticquotas"}

@@ -227,8 +227,9 @@ def test_specific_point_overrides_multipoint_order_and_weight():
     fw = frameworks({"profiles": [{"schedulerName": "a", "plugins": {
         "score": {"enabled": [{"name": "NodeResourcesFit", "weight": 5},
                               {"name": "TaintToleration", "weight": 1}]}}}]})["a"]
-    assert [p.name for p in fw.score][:5] == ["NodeResourcesFit", "TaintToleration", "NodeAffinity",
-                                               "PodTopologySpread", "InterPodAffinity"]
+    # VolumeBinding scores (weight 1) wherever kube's expansion lists it: after NodeAffinity
+    assert [p.name for p in fw.score][:6] == ["NodeResourcesFit", "TaintToleration", "NodeAffinity",
+                                               "VolumeBinding", "PodTopologySpread", "InterPodAffinity"]
     assert (fw.weights["NodeResourcesFit"], fw.weights["TaintToleration"], fw.weights["NodeAffinity"]) == (5, 1, 2)
 
 

@@ -141,8 +141,16 @@ def test_write_config_to_lists_plugins_and_args_as_kube_does(tmp_path):
     names = [pc["name"] for pc in prof["pluginConfig"]]
     # The profile's own entries first, then the defaulted ones sorted by name (setDefaults_KubeSchedulerProfile).
     assert names[0] == "VolumeBinding" and names[1:] == sorted(names[1:])
+    # 1.37 (StorageCapacityScoring on): the shape defaulted as kube writes it
     assert prof["pluginConfig"][0]["args"] == {"apiVersion": "kubescheduler.config.k8s.io/v1",
-                                               "kind": "VolumeBindingArgs", "bindTimeoutSeconds": 30}
+                                               "kind": "VolumeBindingArgs", "bindTimeoutSeconds": 30,
+                                               "shape": [{"utilization": 0, "score": 10},
+                                                         {"utilization": 100, "score": 0}]}
+    # 1.35: no shape
+    old = subprocess.run([sys.executable, "-m", "pysched", "--config", str(f), "--write-config-to", "-",
+                          "--emulated-version", "1.35"], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert yaml.safe_load(old)["profiles"][0]["pluginConfig"][0]["args"] == {
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "VolumeBindingArgs", "bindTimeoutSeconds": 30}
     # What was written is read back to the same frameworks.
     again = tmp_path / "again.yaml"
     again.write_text(out)

@@ -198,7 +198,8 @@ def test_volume_binding_args():
     decoded = decode_args(VolumeBinding.Args, {"kind": "VolumeBindingArgs", "bindTimeoutSeconds": 30,
                                                "shape": [{"utilization": 0, "score": 0}]}, "args")
     assert decoded.bind_timeout_seconds == 30
-    with pytest.raises(ConfigError, match=r"args.bindTimeoutSeconds: must be >= 0, got -1"):
+    with pytest.raises(ConfigError, match=r"^args.bindTimeoutSeconds: Invalid value: -1: invalid BindTimeoutSeconds, "
+                                          r"should not be a negative value$"):
         decode_args(VolumeBinding.Args, {"bindTimeoutSeconds": -1}, "args")
 
 

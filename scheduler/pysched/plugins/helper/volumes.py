@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from pysched.framework import ClusterEvent, ClusterEventWithHint, PodInfo, PodVolume
+from pysched.framework.api import quantity_value
 
 
 def _meta(obj: dict[str, Any] | None) -> dict[str, Any]:
@@ -64,10 +65,41 @@ def pv_topology_hint(topology_labels: tuple[str, ...]) -> Any:
     return hint
 
 
+def capacity_limit(cap: dict[str, Any] | None) -> int | None:
+    """``volumeLimit``: a CSIStorageCapacity's ``maximumVolumeSize``, else its ``capacity`` (None: neither)."""
+    limit = (cap or {}).get("maximumVolumeSize")
+    if limit is None:
+        limit = (cap or {}).get("capacity")
+    return None if limit is None else quantity_value(limit)
+
+
+def storage_capacity_hint(pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """VolumeBinding's isSchedulableAfterCSIStorageCapacityChange: any CSIStorageCapacity added; an
+    update only when its volume limit appeared or grew."""
+    if old is None:
+        return True
+    after, before = capacity_limit(new), capacity_limit(old)
+    return after is not None and (before is None or after > before)
+
+
+def csi_driver_hint(pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """VolumeBinding's isSchedulableAfterCSIDriverChange: the pod has an in-line CSI volume of the
+    driver and the driver stopped tracking storage capacity. A pod whose object is not kept (only
+    pods this scheduler places are) is requeued when capacity tracking stops."""
+    def tracks(d: dict[str, Any] | None) -> bool:
+        return ((d or {}).get("spec") or {}).get("storageCapacity") is True
+    if not tracks(old) or tracks(new):
+        return False
+    if pod.raw is None:
+        return True
+    name = _meta(new).get("name")
+    return any((v.get("csi") or {}).get("driver") == name
+               for v in (pod.raw.get("spec") or {}).get("volumes") or () if isinstance(v, dict) and v.get("csi"))
+
+
 NODE_ADD_OR_LABEL = (ClusterEventWithHint(ClusterEvent("Node", "Add")),
                      ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")))
-# VolumeBinding's registrations (upstream's EventsToRegister; CSIDriver and CSIStorageCapacity are
-# not watched: pysched does not check storage capacity).
+# VolumeBinding's registrations (upstream's EventsToRegister).
 BINDING_EVENTS = (ClusterEventWithHint(ClusterEvent("StorageClass", "Add"), binding_storage_class_hint),
                   ClusterEventWithHint(ClusterEvent("StorageClass", "Update"), binding_storage_class_hint),
                   ClusterEventWithHint(ClusterEvent("PersistentVolumeClaim", "Add"), binding_pvc_hint),
@@ -76,7 +108,10 @@ BINDING_EVENTS = (ClusterEventWithHint(ClusterEvent("StorageClass", "Add"), bind
                   ClusterEventWithHint(ClusterEvent("PersistentVolume", "Update")),
                   *NODE_ADD_OR_LABEL,
                   ClusterEventWithHint(ClusterEvent("CSINode", "Add"), csinode_hint),
-                  ClusterEventWithHint(ClusterEvent("CSINode", "Update"), csinode_hint))
+                  ClusterEventWithHint(ClusterEvent("CSINode", "Update"), csinode_hint),
+                  ClusterEventWithHint(ClusterEvent("CSIDriver", "Update"), csi_driver_hint),
+                  ClusterEventWithHint(ClusterEvent("CSIStorageCapacity", "Add"), storage_capacity_hint),
+                  ClusterEventWithHint(ClusterEvent("CSIStorageCapacity", "Update"), storage_capacity_hint))
 
 
 def claim_class(pvc: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """VolumeBinding's storage capacity (Filter, all releases) and capacity scoring (StorageCapacityScoring:
-kube 1.37's default, with its ``shape`` defaulted and validated as kube does)."""
+kube 1.37's default, with its ``shape`` defaulted and validated as kube does), and NodeVolumeLimits'
+Portworx migration (always on from 1.36) and VolumeLimitScaling (1.37's default)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pysched.apis.config import ConfigError
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.framework import CycleState
 from pysched.framework.args import dump_args, load_args
-from pysched.framework.features import STORAGE_CAPACITY_SCORING, default_gates
+from pysched.framework.features import STORAGE_CAPACITY_SCORING, VOLUME_LIMIT_SCALING, default_gates
 from pysched.framework.podinfo import PodInfo
 from pysched.plugins.helper.shape import broken_linear
 from pysched.plugins.helper.volumes import csi_driver_hint, storage_capacity_hint
+from pysched.plugins.node_volume_limits import NodeVolumeLimits
 from pysched.plugins.volume_binding import (
     REASON_BIND_CONFLICT,
     REASON_NOT_ENOUGH_SPACE,
@@ -21,7 +23,7 @@ from pysched.plugins.volume_binding import (
     VolumeBindingArgs,
 )
 from pysched.profile import build_frameworks, default_registry
-from pysched.testing import UAU, PluginTester, ProfileHarness
+from pysched.testing import UAU, UNS, PluginTester, ProfileHarness
 
 from .conftest import node, pod
 
@@ -320,3 +322,78 @@ def test_capacity_and_driver_changes_reach_the_queue():
     assert moved == ["CSIStorageCapacityAdd"], "a CSIStorageCapacity Add reaches the queue"
     engine.add_object(csi_driver(capacity=False))
     assert moved == ["CSIStorageCapacityAdd", "CSIDriverAdd"]
+
+
+# -- NodeVolumeLimits ------------------------------------------------------------------------------
+
+PORTWORX_PV = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "px"},
+               "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                        "portworxVolume": {"volumeID": "px-1"}}}
+
+
+def px_csinode(annotated):
+    meta = {"name": "n1"}
+    if annotated:
+        meta["annotations"] = {"storage.alpha.kubernetes.io/migrated-plugins": "kubernetes.io/portworx-volume"}
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": meta,
+            "spec": {"drivers": [{"name": "pxd.portworx.com", "nodeID": "n1", "allocatable": {"count": 1}}]}}
+
+
+@pytest.mark.parametrize(("release", "annotated", "counted"), [
+    ((1, 35), False, False), ((1, 35), True, True), ((1, 36), False, True), ((1, 37), False, True)])
+def test_portworx_is_migrated_always_from_136_and_by_annotation_at_135(release, annotated, counted):
+    existing = pod("old", node_name="n1")
+    existing["spec"]["volumes"] = [{"name": "v", "portworxVolume": {"volumeID": "px-0"}}]
+    bound = {**claim("c"), "spec": {**claim("c")["spec"], "volumeName": "px"}}
+    hh = PluginTester(NodeVolumeLimits, nodes=[node("n1")], pods=[existing],
+                      objects=[px_csinode(annotated), PORTWORX_PV, bound], kube_version=release)
+    # the node's one Portworx slot is taken by the pod already there, when migration counts it
+    assert hh.filter(with_claims(pod("p"), "c"))["n1"] == ((UNS, ("node(s) exceed max volume count",))
+                                                            if counted else None)
+
+
+def nvl(objects, release=(1, 37), gates=None):
+    csinodes = [{"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "n1"},
+                 "spec": {"drivers": [{"name": DRIVER, "nodeID": "n1"}]}},
+                {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": "n2"},
+                 "spec": {"drivers": [{"name": "other.csi.example.com", "nodeID": "n2"}]}}]
+    csi = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-c"},
+           "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                    "csi": {"driver": DRIVER, "volumeHandle": "h"}}}
+    bound = {**claim("c"), "spec": {**claim("c")["spec"], "volumeName": "pv-c"}}
+    return PluginTester(NodeVolumeLimits, nodes=[node("n1"), node("n2"), node("n3")],
+                        objects=[*csinodes, csi, bound, *objects], kube_version=release, feature_gates=gates)
+
+
+MISSING = (UNS, (f"{DRIVER} CSI driver is not installed on the node",))
+
+
+def test_volume_limit_scaling_refuses_nodes_without_an_opted_in_driver():
+    opted = csi_driver(preventPodSchedulingIfMissing=True)
+    p = with_claims(pod("p"), "c")
+    # n2's CSINode lacks the driver, n3 has no CSINode
+    assert nvl([opted]).filter(p) == {"n1": None, "n2": MISSING, "n3": MISSING}
+    # not opted in, or no CSIDriver object: no check
+    assert nvl([csi_driver()]).filter(p) == {"n1": None, "n2": None, "n3": None}
+    assert nvl([]).filter(p) == {"n1": None, "n2": None, "n3": None}
+    # the gate off (1.35 and 1.36's default): no check
+    for release in ((1, 35), (1, 36)):
+        assert nvl([opted], release).filter(p) == {"n1": None, "n2": None, "n3": None}
+    assert nvl([opted], gates=default_gates() - {VOLUME_LIMIT_SCALING}).filter(p) == {"n1": None, "n2": None,
+                                                                                        "n3": None}
+
+
+def test_volume_limit_scaling_at_135_needs_no_opt_in():
+    """1.35's alpha: any CSIDriver object of the volume's driver must be on the node."""
+    on135 = default_gates((1, 35)) | {VOLUME_LIMIT_SCALING}
+    p = with_claims(pod("p"), "c")
+    assert nvl([csi_driver()], (1, 35), on135).filter(p) == {"n1": None, "n2": MISSING, "n3": MISSING}
+    assert nvl([], (1, 35), on135).filter(p) == {"n1": None, "n2": None, "n3": None}
+
+
+def test_driver_check_covers_claims_to_provision_and_skips_pods_without_new_volumes():
+    opted = csi_driver(preventPodSchedulingIfMissing=True)
+    hh = nvl([opted, storage_class(), claim("late")])
+    # an unbound claim counts against its class's provisioner
+    assert hh.filter(with_claims(pod("p"), "late")) == {"n1": None, "n2": MISSING, "n3": MISSING}
+    assert hh.filter(pod("plain")) == {"n1": None, "n2": None, "n3": None}

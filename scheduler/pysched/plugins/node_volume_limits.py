@@ -6,20 +6,27 @@ of the pods already on the node (bound or assumed, any scheduler's) plus the Vol
 to the node that no pod accounts for, plus the incoming pod's volumes not already on the node,
 must not exceed the count; otherwise ``node(s) exceed max volume count`` (Unschedulable).
 
-What counts as a volume of a driver, as kube-scheduler 1.35: a ``persistentVolumeClaim`` or
+What counts as a volume of a driver, as kube-scheduler 1.35-1.37: a ``persistentVolumeClaim`` or
 generic ``ephemeral`` volume (claim ``<pod>-<volume>``, which must be controlled by the pod) whose
 claim is bound to a PV with ``spec.csi`` (driver, volumeHandle) or with an in-tree source that is
-migrated to CSI (AWS EBS, GCE PD, Azure Disk, Cinder whenever the node has a CSINode; Portworx
-when the CSINode's ``storage.alpha.kubernetes.io/migrated-plugins`` annotation lists it), the
-handle translated as ``k8s.io/csi-translation-lib`` does; an unbound claim counts against its
-StorageClass's provisioner (translated when in-tree) as a volume of its own; in-line in-tree
-volumes of those plugins count too. CSI in-line volumes never count. A claim of the incoming pod
-that does not exist is UnschedulableAndUnresolvable (``looking up PVC ns/name: persistentvolumeclaim
-"name" not found``). Pods with no claim and no migratable in-line volume are skipped at PreFilter.
-Reads: CSINodes, VolumeAttachments, PVCs, PVs, StorageClasses from the ObjectStore; the pods on
-each node.
-"""
+migrated to CSI (AWS EBS, GCE PD, Azure Disk, Cinder whenever the node has a CSINode; Portworx too
+from 1.36, at 1.35 only when the CSINode's ``storage.alpha.kubernetes.io/migrated-plugins``
+annotation lists it), the handle translated as ``k8s.io/csi-translation-lib`` does; an unbound
+claim counts against its StorageClass's provisioner (translated when in-tree) as a volume of its
+own; in-line in-tree volumes of those plugins count too. CSI in-line volumes never count. A claim
+of the incoming pod that does not exist is UnschedulableAndUnresolvable (``looking up PVC ns/name:
+persistentvolumeclaim "name" not found``). Pods with no claim and no migratable in-line volume are
+skipped at PreFilter.
 
+With VolumeLimitScaling (on by default from 1.37), before the limits: a driver of the pod's new
+volumes that has a CSIDriver object with ``spec.preventPodSchedulingIfMissing: true`` (at 1.35, any
+CSIDriver object) and is not among the node's CSINode drivers (or the node has no CSINode) makes
+the node Unschedulable with ``<driver> CSI driver is not installed on the node``; the pod's first
+such driver is named (upstream's is the first of a Go map, in no defined order). Upstream
+registers no CSIDriver event: such a pod comes back on a CSINode added, or one whose driver
+limits rose. Reads: CSINodes, CSIDrivers, VolumeAttachments, PVCs, PVs, StorageClasses from the
+ObjectStore; the pods on each node.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -41,6 +48,7 @@ from pysched.framework import (
     PreFilterResult,
     Status,
 )
+from pysched.framework.features import VOLUME_LIMIT_SCALING
 from pysched.plugins.helper.volumes import (
     IN_TREE,
     PLUGIN_TO_DRIVER,
@@ -54,6 +62,9 @@ from pysched.plugins.helper.volumes import (
 )
 
 ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED = "node(s) exceed max volume count"
+# VolumeLimitScaling: the release from which a CSIDriver opts in (``preventPodSchedulingIfMissing``);
+# at 1.35 (alpha) any CSIDriver object did.
+OPT_IN_FROM = (1, 36)
 # Unbound claims count as volumes of their own: a handle no real volume can have.
 UNBOUND_PREFIX = "\x00unbound-"
 
@@ -91,12 +102,13 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         if not pod.pvc_names and not pod.volumes:
             return FilterResult.all_pass(len(nodes))
         store = self.handle.objects
+        scaling = VOLUME_LIMIT_SCALING in self.handle.feature_gates
         attachments: dict[str, dict[str, str]] | None = None
         # The pod's own volumes depend on the node only through which migrations are on there.
         own: dict[tuple[bool, bool], dict[str, str] | Status] = {}
 
         def pod_volumes(csinode: dict[str, Any] | None) -> dict[str, str] | Status:
-            key = (csinode is not None, migration_on(csinode, PORTWORX))
+            key = (csinode is not None, migration_on(csinode, PORTWORX, self.handle.kube_version))
             hit = own.get(key)
             if hit is None:
                 found: dict[str, str] = {}
@@ -118,6 +130,10 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
                 return volumes
             if not volumes:
                 return None
+            if scaling:
+                for driver in dict.fromkeys(volumes.values()):
+                    if not self._driver_installed(driver, csinode):
+                        return Status(Code.UNSCHEDULABLE, f"{driver} CSI driver is not installed on the node")
             new = dict(volumes)
             limits = volume_limits(csinode)
             if not limits:
@@ -149,6 +165,18 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
 
         return FilterResult.each(nodes, check)
 
+    def _driver_installed(self, driver: str, csinode: dict[str, Any] | None) -> bool:
+        """``checkCSIDriverOnNode`` (VolumeLimitScaling): a driver without a CSIDriver object may not
+        be a CSI driver at all and passes; one with it - from kube 1.36 only if it sets
+        ``spec.preventPodSchedulingIfMissing: true`` - must be among the node's CSINode drivers."""
+        obj = self.handle.objects.get("csidrivers", driver)
+        if obj is None:
+            return True
+        if (self.handle.kube_version >= OPT_IN_FROM
+                and (obj.get("spec") or {}).get("preventPodSchedulingIfMissing") is not True):
+            return True
+        return any(d.get("name") == driver for d in ((csinode or {}).get("spec") or {}).get("drivers") or ())
+
     # -- what a pod's volumes count against ------------------------------------------------------
 
     def _attachable(self, pod: PodInfo, csinode: dict[str, Any] | None, new_pod: bool,
@@ -159,7 +187,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
             if vol.source not in IN_TREE:
                 continue
             plugin, driver = IN_TREE[vol.source]
-            if not migration_on(csinode, plugin):
+            if not migration_on(csinode, plugin, self.handle.kube_version):
                 continue
             try:
                 handle = inline_volume_handle(vol)
@@ -196,7 +224,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         if source is None:
             return "", ""
         plugin, driver = IN_TREE[source]
-        if not migration_on(csinode, plugin):
+        if not migration_on(csinode, plugin, self.handle.kube_version):
             return "", ""
         try:
             return driver, pv_volume_handle(pv, source)
@@ -215,7 +243,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, EnqueueExtensions):
         provisioner = str(sc.get("provisioner") or "")
         driver = PLUGIN_TO_DRIVER.get(provisioner)
         if driver is not None:
-            if not migration_on(csinode, provisioner):
+            if not migration_on(csinode, provisioner, self.handle.kube_version):
                 return "", ""
             return driver, handle
         return provisioner, handle

@@ -1,8 +1,8 @@
 """Shared by the volume plugins (VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits):
 the cluster events that can make a pod with volumes schedulable and upstream's queueing hints for
 them, a claim's storage class, and the
-in-tree -> CSI migration rules of kube 1.35 (``k8s.io/csi-translation-lib``) that NodeVolumeLimits
-uses to count in-tree volumes against a CSI driver's attach limit."""
+in-tree -> CSI migration rules (``k8s.io/csi-translation-lib``, per kube release) that
+NodeVolumeLimits uses to count in-tree volumes against a CSI driver's attach limit."""
 
 from __future__ import annotations
 
@@ -145,23 +145,28 @@ IN_TREE: dict[str, tuple[str, str]] = {
     "portworxVolume": (PORTWORX, "pxd.portworx.com"),
 }
 PLUGIN_TO_DRIVER = dict(IN_TREE.values())
-# Plugins whose migration the scheduler treats as on whenever the node has a CSINode (1.35);
-# Portworx only when the CSINode's migrated-plugins annotation lists it; the others never.
+# Plugins whose migration the scheduler treats as on whenever the node has a CSINode; Portworx
+# too from kube 1.36 (the CSIMigrationPortworx gate removed), at 1.35 only when the CSINode's
+# migrated-plugins annotation lists it; the others never.
 ALWAYS_MIGRATED = frozenset(("kubernetes.io/aws-ebs", "kubernetes.io/gce-pd", "kubernetes.io/azure-disk",
                              "kubernetes.io/cinder"))
+PORTWORX_ALWAYS_MIGRATED_FROM = (1, 36)
 _EBS_ID = re.compile(r"vol-[^/]*")
 _BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
 _ZONE = "topology.kubernetes.io/zone"
 
 
-def migration_on(csinode: dict[str, Any] | None, plugin: str) -> bool:
-    """``isCSIMigrationOn``: whether volumes of in-tree ``plugin`` count against its CSI driver."""
+def migration_on(csinode: dict[str, Any] | None, plugin: str, kube_version: tuple[int, int]) -> bool:
+    """``isCSIMigrationOn`` of kube-scheduler ``kube_version``: whether volumes of in-tree ``plugin``
+    count against its CSI driver."""
     if csinode is None or not plugin:
         return False
     if plugin in ALWAYS_MIGRATED:
         return True
     if plugin != PORTWORX:
         return False
+    if kube_version >= PORTWORX_ALWAYS_MIGRATED_FROM:
+        return True
     ann = ((csinode.get("metadata") or {}).get("annotations") or {}).get(MIGRATED_PLUGINS_ANNOTATION) or ""
     return plugin in ann.split(",")
 

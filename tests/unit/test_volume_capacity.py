@@ -397,3 +397,25 @@ def test_driver_check_covers_claims_to_provision_and_skips_pods_without_new_volu
     # an unbound claim counts against its class's provisioner
     assert hh.filter(with_claims(pod("p"), "late")) == {"n1": None, "n2": MISSING, "n3": MISSING}
     assert hh.filter(pod("plain")) == {"n1": None, "n2": None, "n3": None}
+
+
+# -- simulate ------------------------------------------------------------------------------------
+
+def test_snapshots_carry_csi_drivers_and_storage_capacities(tmp_path):
+    import yaml
+
+    from pysched.tools.offline import OfflineScheduler
+    from pysched.tools.snapshot import load_snapshot
+
+    objects = [storage_class(), csi_driver(), claim("c", "5Gi"), capacity("c2", "p2", "10Gi")]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*nodes3(), *objects]}))
+    snap = load_snapshot(path)
+    assert snap.ignored == {} and [o["kind"] for o in snap.objects] == [o["kind"] for o in objects]
+    engine = OfflineScheduler()
+    for n in snap.nodes:
+        engine.add_node(n)
+    for o in snap.objects:
+        assert engine.add_object(o)
+    p = with_claims(pod("p", scheduler=engine.profile), "c")
+    assert [n for n in ("n1", "n2", "n3") if engine.filter_status(p, n) is None] == ["n2"]

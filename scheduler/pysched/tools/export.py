@@ -3,18 +3,19 @@
 A synchronous one-shot tool, written with pykube-ng: ``pykube.KubeConfig`` reads the kubeconfig
 (token, client certificate, CA, exec plugins, ``--context``), ``pykube.HTTPClient`` talks to the
 API server, pykube's built-in object kinds name the collections, ``pykube.object_factory`` the
-ones it does not know (StorageClass, CSINode, VolumeAttachment, ResourceClaim, DeviceClass,
-ResourceSlice, PriorityClass, PodGroup). Each collection is listed in pages
+ones it does not know (StorageClass, CSINode, VolumeAttachment, CSIDriver, CSIStorageCapacity,
+ResourceClaim, DeviceClass, ResourceSlice, PriorityClass, PodGroup). Each collection is listed in pages
 (``limit``/``continue``, 500 per page as kubectl) - pykube's own ``Query`` fetches a collection in
 one response, which on a large cluster is one very large body held three times over (raw bytes,
 text, decoded JSON).
 
 Listed: the kinds of ``snapshot.USED_KINDS`` (Nodes, Pods, Namespaces, Services, ReplicaSets,
 StatefulSets, ReplicationControllers, PVCs, PVs, StorageClasses, CSINodes, VolumeAttachments,
-ResourceClaims, DeviceClasses, ResourceSlices, PodDisruptionBudgets, PriorityClasses, Deployments
-- what ``simulate --scale deployment/...`` reads) and PodGroups and ElasticQuotas when their CRDs
-are served. A kind whose API group/version the server does not serve (PodGroup
-without the CRD, ResourceClaim before resource.k8s.io/v1) is skipped with a log line. Trimmed:
+CSIDrivers, CSIStorageCapacities, ResourceClaims, DeviceClasses, ResourceSlices,
+PodDisruptionBudgets, PriorityClasses, Deployments - what ``simulate --scale deployment/...``
+reads) and PodGroups and ElasticQuotas when their CRDs are served. A kind whose API
+group/version the server does not serve (PodGroup without the CRD, ResourceClaim before
+resource.k8s.io/v1) is skipped with a log line. Trimmed:
 ``metadata.managedFields`` and the ``kubectl.kubernetes.io/last-applied-configuration`` annotation
 (nothing schedules on them; they are most of an object's bytes). Pods that finished
 (Succeeded/Failed) are kept: simulate skips them.
@@ -52,7 +53,9 @@ KINDS = (Kind("v1", "Node"), Kind("v1", "Pod"), Kind("v1", "Namespace"), Kind("v
          Kind("apps/v1", "ReplicaSet"), Kind("apps/v1", "StatefulSet"), Kind("v1", "ReplicationController"),
          Kind("v1", "PersistentVolumeClaim"), Kind("v1", "PersistentVolume"),
          Kind("storage.k8s.io/v1", "StorageClass"), Kind("storage.k8s.io/v1", "CSINode"),
-         Kind("storage.k8s.io/v1", "VolumeAttachment"), Kind("resource.k8s.io/v1", "ResourceClaim", optional=True),
+         Kind("storage.k8s.io/v1", "VolumeAttachment"),
+         Kind("storage.k8s.io/v1", "CSIDriver"), Kind("storage.k8s.io/v1", "CSIStorageCapacity"),
+         Kind("resource.k8s.io/v1", "ResourceClaim", optional=True),
          Kind("resource.k8s.io/v1", "DeviceClass", optional=True),
          Kind("resource.k8s.io/v1", "ResourceSlice", optional=True),
          Kind("policy/v1", "PodDisruptionBudget"), Kind("scheduling.k8s.io/v1", "PriorityClass"),

@@ -2,8 +2,8 @@
 
 A snapshot is what ``kubectl get nodes,pods -A -o yaml`` prints (a ``List``), or any YAML stream of
 objects and ``*List``s; Namespaces, Services, workloads, PVCs/PVs/StorageClasses, CSINodes,
-VolumeAttachments, ResourceClaims, DeviceClasses, ResourceSlices, PodDisruptionBudgets,
-PriorityClasses, PodGroups, ElasticQuotas and Deployments (for ``--scale``) are used when present,
+VolumeAttachments, CSIDrivers, CSIStorageCapacities, ResourceClaims, DeviceClasses, ResourceSlices,
+PodDisruptionBudgets, PriorityClasses, PodGroups, ElasticQuotas and Deployments (for ``--scale``) are used when present,
 other kinds are counted and ignored. A pod file (``load_pods``) holds Pods, workloads, and the same
 supporting kinds (``SUPPORTING_KINDS``: a PodGroup, PriorityClass, PodDisruptionBudget or
 ElasticQuota that goes with the pods). Every Node and Pod is validated up front so that a bad file
@@ -33,6 +33,7 @@ TOLERATION_OPERATORS = ("", "Equal", "Exists", "Lt", "Gt")
 _INT64_RE = re.compile(r"0|-?[1-9][0-9]*")          # canonical decimal form, for fullmatch
 USED_KINDS = ("Namespace", "Service", "ReplicaSet", "StatefulSet", "ReplicationController",
               "PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment",
+              "CSIDriver", "CSIStorageCapacity",
               "ResourceClaim", "DeviceClass", "ResourceSlice", "PriorityClass", "PodDisruptionBudget", "PodGroup",
               "ElasticQuota", "Deployment")
 

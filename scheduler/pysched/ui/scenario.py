@@ -70,6 +70,7 @@ profiles:
 # Kinds kept as they are (workloads are expanded instead).
 OBJECT_KINDS = tuple(k for k in USED_KINDS if k not in WORKLOAD_KINDS)
 CLUSTER_SCOPED = frozenset({"Node", "Namespace", "PersistentVolume", "StorageClass", "CSINode", "VolumeAttachment",
+                            "CSIDriver",
                             "DeviceClass", "ResourceSlice", "PriorityClass"})
 MAX_CLONES = whatif.MAX_ADDED
 OWNER_KINDS = ("ReplicaSet", "StatefulSet", "ReplicationController", "Deployment", "Job", "DaemonSet")

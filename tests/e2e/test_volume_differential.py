@@ -1,4 +1,5 @@
-"""kube-scheduler 1.35 and pysched agree on volume restrictions, CSI attach limits and the DRA hold.
+"""kube-scheduler and pysched agree on volume restrictions, CSI attach limits, storage capacity,
+capacity scoring and the DRA hold, on the release the control plane runs (1.37 and 1.35).
 
 The same objects go to one API server; each scheduler runs alone with the recording extender of
 ``tests/differential.py`` (its feasible set, or its FailedScheduling message when no node fits),
@@ -6,22 +7,42 @@ and our engine also judges the pods offline on the objects read back. Cases: in-
 already mounted on a node (GCE PD, AWS EBS, iSCSI, RBD), a ReadWriteOncePod claim in use, CSI
 attach limits from CSINodes (bound CSI volumes, in-tree volumes migrated to CSI, unbound claims
 counted against their provisioner, VolumeAttachments), a claim whose StorageClass does not exist
-(an unbound Immediate claim to both, with word for word the same FailedScheduling message), and a
-pod whose ResourceClaim does not exist: both schedulers hold it - no attempt, no PodScheduled
-condition, no event.
-"""
+(an unbound Immediate claim to both, with word for word the same FailedScheduling message),
+claims to provision from a CSI driver that tracks storage capacity (CSIStorageCapacity per node:
+room on one node, on none), CSI drivers that ask for pods to stay off nodes without them
+(``preventPodSchedulingIfMissing``: VolumeLimitScaling, on from 1.37; the 1.35 API server drops the
+field), and a pod whose ResourceClaim does not exist: both schedulers hold it - no attempt, no
+PodScheduled condition, no event.
 
+From 1.37 (StorageCapacityScoring) each scheduler also places pods by VolumeBinding's score alone
+(identical nodes, one pod per StorageClass): by the capacity of CSIStorageCapacities for claims to
+provision and by the size of the PersistentVolumes for claims bound statically, with the default
+``shape`` and with one that packs; the node each chose is read from what its PreBind wrote (the
+claim's selected-node annotation, the volume's claimRef). And ``VolumeBindingArgs`` are defaulted
+and validated as that release's kube-scheduler does (``--write-config-to``).
+"""
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import pytest
+import yaml
 
 from pysched.apis import config as configmod
 from pysched.tools.offline import OfflineScheduler
+from pysched_dev.devcluster import KubeSchedulerProcess, binaries_dir
 from pysched_dev.testkit import create_node, create_pods, list_pods, make_node, make_pod
 from tests.differential import KUBE_PROFILE, _judge, strip_postfilter
 
+from .conftest import REPO, scheduler_config, wait_for
+
 pytestmark = [pytest.mark.e2e, pytest.mark.oldest_release]
 EBS = "ebs.csi.aws.com"
+CAP = "cap.csi.example.com"          # tracks storage capacity
+STRICT = "strict.csi.example.com"    # preventPodSchedulingIfMissing, on n2's CSINode
+ABSENT = "absent.csi.example.com"    # preventPodSchedulingIfMissing, on no node
 H = "kubernetes.io/hostname"
 NS = "default"
 
@@ -72,14 +93,46 @@ PENDING = [
     _pod("t-shared", claim("att-1")),                            # att-1 is on n1 already: not counted twice
     _pod("t-unbound", claim("late")),                            # an unbound claim counts against ebs on n1
     _pod("t-no-sc", claim("no-sc")),                             # its class does not exist: unbound immediate
+    _pod("t-cap", claim("cap-5")),                               # room for 5Gi on n1 only
+    _pod("t-cap-none", claim("cap-50")),                         # 50Gi: no room anywhere
+    _pod("t-strict", claim("strict")),                           # 1.37: only n2 has the driver
+    _pod("t-absent", claim("absent")),                           # 1.37: no node has the driver
 ]
 
 HELD = _pod("t-dra", claims=[{"name": "gpu", "resourceClaimName": "not-yet"}])
 
 
-def _csinode(name, count):
+def _csinode(name, count, *others):
     return {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": name},
-            "spec": {"drivers": [{"name": EBS, "nodeID": name, "allocatable": {"count": count}}]}}
+            "spec": {"drivers": [{"name": EBS, "nodeID": name, "allocatable": {"count": count}},
+                                 *({"name": d, "nodeID": name} for d in others)]}}
+
+
+def _csi_driver(name, **spec):
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name},
+            "spec": {"attachRequired": False, **spec}}
+
+
+def _capacity(name, cls, node, size):
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+            "metadata": {"name": name, "namespace": NS}, "storageClassName": cls,
+            "nodeTopology": {"matchLabels": {H: node}}, "capacity": size}
+
+
+def _wffc_class(name, provisioner):
+    return {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": name},
+            "provisioner": provisioner, "volumeBindingMode": "WaitForFirstConsumer"}
+
+
+def _unbound_claim(name, cls, size):
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}},
+                     "storageClassName": cls}}
+
+
+async def _release(admin) -> tuple[int, int]:
+    v = await admin.get("/version")
+    return int(v["major"]), int(str(v["minor"]).rstrip("+"))
 
 
 async def _post(admin, path, body):
@@ -107,9 +160,24 @@ async def _setup(admin):
         await create_node(admin, make_node(name))
     # n1 attaches at most 1 EBS volume, n2 3; n3 has no CSINode (no limit).
     await _post(admin, "/apis/storage.k8s.io/v1/csinodes", _csinode("n1", 1))
-    await _post(admin, "/apis/storage.k8s.io/v1/csinodes", _csinode("n2", 3))
+    await _post(admin, "/apis/storage.k8s.io/v1/csinodes", _csinode("n2", 3, STRICT))
     for name in ("att-1", "att-2", "att-3", "att-4", "va"):
         await _bound_claim(admin, name)
+    # Storage capacity: room for 10Gi on n1, 2Gi on n2, nothing published for n3.
+    await _post(admin, "/apis/storage.k8s.io/v1/csidrivers", _csi_driver(CAP, storageCapacity=True))
+    await _post(admin, "/apis/storage.k8s.io/v1/storageclasses", _wffc_class("cap", CAP))
+    await _post(admin, f"/apis/storage.k8s.io/v1/namespaces/{NS}/csistoragecapacities",
+                _capacity("cap-n1", "cap", "n1", "10Gi"))
+    await _post(admin, f"/apis/storage.k8s.io/v1/namespaces/{NS}/csistoragecapacities",
+                _capacity("cap-n2", "cap", "n2", "2Gi"))
+    for name, size in (("cap-5", "5Gi"), ("cap-50", "50Gi")):
+        await _post(admin, f"/api/v1/namespaces/{NS}/persistentvolumeclaims", _unbound_claim(name, "cap", size))
+    # Drivers that keep pods off nodes without them (the 1.35 API server drops the field).
+    for driver in (STRICT, ABSENT):
+        await _post(admin, "/apis/storage.k8s.io/v1/csidrivers",
+                    _csi_driver(driver, preventPodSchedulingIfMissing=True))
+    await _bound_claim(admin, "strict", driver=STRICT)
+    await _bound_claim(admin, "absent", driver=ABSENT)
     await _bound_claim(admin, "solo", driver="csi.example.com", modes=("ReadWriteOncePod",))
     # A volume attached to n2 that no pod accounts for still takes a slot.
     await _post(admin, "/apis/storage.k8s.io/v1/volumeattachments", {
@@ -151,7 +219,9 @@ async def _offline(admin, pods):
              "/api/v1/persistentvolumes": "PersistentVolume",
              "/apis/storage.k8s.io/v1/storageclasses": "StorageClass",
              "/apis/storage.k8s.io/v1/csinodes": "CSINode",
-             "/apis/storage.k8s.io/v1/volumeattachments": "VolumeAttachment"}
+             "/apis/storage.k8s.io/v1/volumeattachments": "VolumeAttachment",
+             "/apis/storage.k8s.io/v1/csidrivers": "CSIDriver",
+             "/apis/storage.k8s.io/v1/csistoragecapacities": "CSIStorageCapacity"}
     for path, kind in kinds.items():
         objs, _ = await admin.list_all(path)
         for o in objs:
@@ -201,3 +271,159 @@ async def test_volume_restrictions_limits_and_dra_hold_match_kube_scheduler(cont
                               "2 node(s) exceed max volume count.")
     assert kube["t-disk-only"] == ("0/3 nodes are available: 1 node(s) had no available disk, "
                                    "2 node(s) didn't match Pod's node affinity/selector.")
+    assert kube["t-cap"] == ["n1"]
+    assert kube["t-cap-none"] == "0/3 nodes are available: 3 node(s) did not have enough free storage."
+    if await _release(admin) >= (1, 37):
+        assert kube["t-strict"] == ["n2"]
+        assert kube["t-absent"] == f"0/3 nodes are available: 3 {ABSENT} CSI driver is not installed on the node."
+    else:
+        assert kube["t-strict"] == kube["t-absent"] == ["n1", "n2", "n3"]
+
+
+# -- capacity scoring (1.37) -------------------------------------------------------------------
+
+SCORE_PROFILES = {"vb-default": {}, "vb-packed": {"shape": [{"utilization": 0, "score": 0},
+                                                              {"utilization": 100, "score": 10}]}}
+# per case: the size each node offers (CSIStorageCapacity or PersistentVolume), the claim's request
+DYNAMIC = {"n1": "10Gi", "n2": "40Gi", "n3": "20Gi"}
+STATIC = {"n1": "4Gi", "n2": "16Gi", "n3": "8Gi"}
+
+
+async def _scoring_objects(admin, who: str) -> list[dict]:
+    """A StorageClass per (profile, kind) for ``who``'s pods, with its capacities or volumes; the pods."""
+    pods = []
+    for prof in SCORE_PROFILES:
+        dyn, local = f"{who}-{prof}-dyn", f"{who}-{prof}-local"
+        await _post(admin, "/apis/storage.k8s.io/v1/storageclasses", _wffc_class(dyn, CAP))
+        await _post(admin, "/apis/storage.k8s.io/v1/storageclasses", _wffc_class(local, "kubernetes.io/no-provisioner"))
+        for node, size in DYNAMIC.items():
+            await _post(admin, f"/apis/storage.k8s.io/v1/namespaces/{NS}/csistoragecapacities",
+                        _capacity(f"{dyn}-{node}", dyn, node, size))
+        for node, size in STATIC.items():
+            await _post(admin, "/api/v1/persistentvolumes", {
+                "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{local}-{node}"},
+                "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": local,
+                         "local": {"path": "/mnt/disk"},
+                         "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": H, "operator": "In", "values": [node]}]}]}}}})
+            # Available, as the PV controller (not running here) would mark it: kube binds no other
+            await admin.request("PATCH", f"/api/v1/persistentvolumes/{local}-{node}/status",
+                                body={"status": {"phase": "Available"}}, content_type="application/merge-patch+json",
+                                rate_limit=False)
+        for cls, size in ((dyn, "5Gi"), (local, "2Gi")):
+            await _post(admin, f"/api/v1/namespaces/{NS}/persistentvolumeclaims", _unbound_claim(cls, cls, size))
+            p = make_pod(cls, namespace=NS, scheduler=prof, cpu="10m", memory="10Mi", node_selector=None)
+            p["spec"]["volumes"] = [{"name": "data", **claim(cls)}]
+            pods.append(p)
+    return pods
+
+
+async def _chosen(admin, who: str) -> dict[str, str]:
+    """Claim -> the node ``who``'s PreBind chose: the selected-node annotation of a claim to
+    provision, the node of the volume whose claimRef names a claim bound statically."""
+    out = {}
+    claims, _ = await admin.list_all(f"/api/v1/namespaces/{NS}/persistentvolumeclaims")
+    for c in claims:
+        node = ((c["metadata"].get("annotations") or {}).get("volume.kubernetes.io/selected-node"))
+        if c["metadata"]["name"].startswith(who) and node:
+            out[c["metadata"]["name"]] = node
+    pvs, _ = await admin.list_all("/api/v1/persistentvolumes")
+    for pv in pvs:
+        ref = pv["spec"].get("claimRef") or {}
+        if ref.get("name", "").startswith(who):
+            out[ref["name"]] = pv["metadata"]["name"].rsplit("-", 1)[1]
+    return out
+
+
+def _score_config() -> dict:
+    return {"percentageOfNodesToScore": 100, "leaderElection": {"leaderElect": False},
+            "profiles": [{"schedulerName": prof, **({"pluginConfig": [{"name": "VolumeBinding", "args": args}]}
+                                                     if args else {})}
+                         for prof, args in SCORE_PROFILES.items()]}
+
+
+async def test_capacity_scoring_places_pods_as_kube_scheduler(control_plane, admin, scheduler_factory):
+    if await _release(admin) < (1, 37):
+        pytest.skip("StorageCapacityScoring is off before 1.37: VolumeBinding does not score")
+    for name in ("n1", "n2", "n3"):
+        await create_node(admin, make_node(name, cpu="64", memory="256Gi"))
+    await _post(admin, "/apis/storage.k8s.io/v1/csidrivers", _csi_driver(CAP, storageCapacity=True))
+    kube_pods = await _scoring_objects(admin, "kube")
+    kube = KubeSchedulerProcess(control_plane, _score_config()).start()
+    try:
+        await create_pods(admin, kube_pods)
+        theirs = await _wait_chosen(admin, "kube")
+    finally:
+        kube.stop()
+    for p in kube_pods:
+        await admin.request("DELETE", f"/api/v1/namespaces/{NS}/pods/{p['metadata']['name']}",
+                            params={"gracePeriodSeconds": "0"})
+    our_pods = await _scoring_objects(admin, "ours")
+    scheduler_factory({**scheduler_config(), **_score_config()}).start()
+    await create_pods(admin, our_pods)
+    mine = await _wait_chosen(admin, "ours")
+    assert {k.removeprefix("ours-"): v for k, v in mine.items()} == {k.removeprefix("kube-"): v
+                                                                      for k, v in theirs.items()}
+    # the cases do what they say (kube's own choices): the emptiest node by default, the fullest packed
+    assert theirs == {"kube-vb-default-dyn": "n2", "kube-vb-default-local": "n2",
+                      "kube-vb-packed-dyn": "n1", "kube-vb-packed-local": "n1"}
+
+
+async def _all_chosen(admin, who: str) -> dict[str, str] | None:
+    got = await _chosen(admin, who)
+    return got if len(got) == 2 * len(SCORE_PROFILES) else None
+
+
+async def _wait_chosen(admin, who: str) -> dict[str, str]:
+    try:
+        return await wait_for(lambda: _all_chosen(admin, who), 90, what=f"{who}'s PreBind on each claim")
+    except AssertionError as exc:
+        conds = {p["metadata"]["name"]: [(c.get("reason"), c.get("message")) for c in
+                                         (p.get("status") or {}).get("conditions") or ()]
+                 for p in await list_pods(admin, NS) if p["metadata"]["name"].startswith(who)}
+        raise AssertionError(f"{exc}; chosen so far {await _chosen(admin, who)}; pods {conds}") from None
+
+
+# -- VolumeBindingArgs, as that release's kube-scheduler writes and refuses them ----------------
+
+def _kube_release() -> str:
+    out = subprocess.run([str(binaries_dir() / "kube-scheduler"), "--version"], capture_output=True, text=True,
+                         timeout=60).stdout
+    return ".".join(out.split()[-1].lstrip("v").split(".")[:2])
+
+
+def _write(tmp_path, args: dict | None, who: str, release: str) -> tuple[int, dict | None, str]:
+    cfg = {"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
+           "profiles": [{"schedulerName": "x", **({"pluginConfig": [{"name": "VolumeBinding", "args": args}]}
+                                                  if args is not None else {})}]}
+    src, out = tmp_path / f"{who}-in.yaml", tmp_path / f"{who}-out.yaml"
+    src.write_text(yaml.safe_dump(cfg))
+    if who == "kube":
+        cmd = [str(binaries_dir() / "kube-scheduler"), "--master=https://127.0.0.1:1", f"--write-config-to={out}",
+               f"--config={src}"]
+    else:
+        cmd = [sys.executable, "-m", "pysched", "--config", str(src), "--write-config-to", str(out),
+               "--emulated-version", release]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=tmp_path if who == "kube" else REPO)
+    if proc.returncode:
+        return proc.returncode, None, proc.stderr
+    written = yaml.safe_load(out.read_text())["profiles"][0]["pluginConfig"]
+    return 0, next(pc["args"] for pc in written if pc["name"] == "VolumeBinding"), ""
+
+
+@pytest.mark.parametrize("args", [
+    None, {"bindTimeoutSeconds": 30}, {"shape": []}, {"shape": [{"utilization": 20, "score": 4}]},
+    {"shape": [{"utilization": 101, "score": 3}]}, {"shape": [{"utilization": 10, "score": 3}, {"utilization": 5}]},
+    {"shape": [{"utilization": 50, "score": 11}, {"utilization": 40, "score": -1}]}, {"bindTimeoutSeconds": -1},
+], ids=["defaults", "timeout", "empty-shape", "shape", "over-100", "unsorted", "three-errors", "negative-timeout"])
+def test_volume_binding_args_are_defaulted_and_validated_as_kube_does(tmp_path, args):
+    release = _kube_release()
+    kube_rc, kube_args, kube_err = _write(tmp_path, args, "kube", release)
+    rc, ours, err = _write(tmp_path, args, "ours", release)
+    assert (rc == 0) == (kube_rc == 0), (kube_err, err)
+    if kube_rc == 0:
+        assert ours == kube_args
+    else:
+        m = re.search(r'"command failed" err="(.*)"\s*$', kube_err, re.M)
+        assert m, kube_err
+        assert m.group(1).replace('\\"', '"') in err, (kube_err, err)

@@ -169,7 +169,7 @@ class ClusterEvents:
         # While a ``batch`` is open: the (resource, actions) of the events it coalesced, in order.
         self._batched: dict[tuple[str, frozenset[str]], None] | None = None
         if registry is not None:
-            queue.event_filter = lambda qpi, ev: registry.interested(qpi, *ev)
+            queue.event_filter = lambda qpi, ev: (ev[5] is None or ev[5](qpi)) and registry.interested(qpi, *ev[:5])
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -190,15 +190,18 @@ class ClusterEvents:
             for resource, actions in batched:
                 self._move(resource, set(actions), None, None, hints=False)
 
-    def move(self, resource: str, actions: set[str], old=None, new=None) -> None:
+    def move(self, resource: str, actions: set[str], old=None, new=None,
+             precheck: Callable[[QueuedPodInfo], bool] | None = None) -> None:
+        """``precheck``: only the waiting pods it accepts are considered (upstream's PreEnqueueCheck)."""
         if not actions:
             return
         if self._batched is not None:
             self._batched[(resource, frozenset(actions))] = None
             return
-        self._move(resource, actions, old, new, hints=True)
+        self._move(resource, actions, old, new, hints=True, precheck=precheck)
 
-    def _move(self, resource: str, actions: set[str], old, new, hints: bool) -> None:
+    def _move(self, resource: str, actions: set[str], old, new, hints: bool,
+              precheck: Callable[[QueuedPodInfo], bool] | None = None) -> None:
         queue = self.queue
         recording = bool(queue.counts[IN_FLIGHT])
         if not recording and not queue.has_unschedulable():
@@ -206,14 +209,16 @@ class ClusterEvents:
         label = "AssignedPod" if resource == "Pod" else resource
         event = f"{label}{'|'.join(sorted(actions))}"
         if recording:
-            queue.record_event(event, (resource, actions, old, new, hints))
+            queue.record_event(event, (resource, actions, old, new, hints, precheck))
         if not queue.has_unschedulable():
             return
         reg = self.registry
         if reg is None:
-            queue.move_all(event)
-        else:
+            queue.move_all(event, None if precheck is None else lambda qpi: precheck(qpi) and not qpi.gated)
+        elif precheck is None:
             queue.move_all(event, lambda qpi: reg.interested(qpi, resource, actions, old, new, hints))
+        else:
+            queue.move_all(event, lambda qpi: precheck(qpi) and reg.interested(qpi, resource, actions, old, new, hints))
 
     def object_event(self, plural: str, typ: str | None, old: dict | None, obj: dict) -> None:
         """An ObjectStore change (namespaces, PVCs, PVs, StorageClasses, CSINodes, ResourceClaims,
@@ -274,6 +279,13 @@ class EventHandlers:
 
     def _move(self, resource: str, actions: set[str], old=None, new=None) -> None:
         self.events.move(resource, actions, old, new)
+
+    def _nomination_gone(self, pod: PodInfo) -> None:
+        """A pending pod of ours lost its nominated node (deleted, or nominated elsewhere): to the
+        pods of lower or equal priority, which counted it as already on that node, it is an
+        assigned pod deleted (upstream's ``EventAssignedPodDelete`` with ``getLEPriorityPreCheck``)."""
+        priority = pod.priority
+        self.events.move("Pod", {"Delete"}, pod, None, precheck=lambda qpi: qpi.pod.priority <= priority)
 
     # -- pods ----------------------------------------------------------------------------------
 
@@ -338,6 +350,8 @@ class EventHandlers:
         if queued is not None:
             old_pod = queued.pod
             self.queue.update(pod)
+            if old_pod.nominated_node and old_pod.nominated_node != pod.nominated_node:
+                self._nomination_gone(old_pod)
             if explain_newly_requested(old_pod, pod):
                 where = self.queue.force_activate(uid)
                 log.info("explanation requested; re-evaluating the pod", extra=kv(pod=pod.key, queue=where))
@@ -364,6 +378,8 @@ class EventHandlers:
             self._gone(uid)
         if removed is not None:
             self._move("Pod", {"Delete"}, removed, None)
+        elif qpi is not None and qpi.pod.nominated_node:
+            self._nomination_gone(qpi.pod)
 
     def note_kubelet_rejection(self, obj: dict) -> None:
         """A pod that failed (``app``'s informer of failed pods): counted and logged when a kubelet

@@ -374,7 +374,8 @@ class PodTopologySpread(PreFilterPlugin[PodTopologySpreadArgs], FilterPlugin[Pod
     def schedulable_after_pod_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
         """A pod counts for the waiting pod's hard constraints only when bound in its namespace (1.37:
         or nominated to a node; or when it is the pod itself): added or deleted matching a
-        selector, or relabelled so that a selector's verdict flips; the pod's own new tolerations matter with ``nodeTaintsPolicy: Honor``."""
+        selector, or relabelled so that a selector's verdict flips; the pod's own new tolerations
+        matter with ``nodeTaintsPolicy: Honor``."""
         involved = _involved_1_37 if self.handle.kube_version >= (1, 37) else _involved
         if (new is not None and not involved(new, pod)) or (old is not None and not involved(old, pod)):
             return False

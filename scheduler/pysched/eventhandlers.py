@@ -46,11 +46,17 @@ def explain_newly_requested(old: PodInfo, new: PodInfo) -> bool:
     return explain.requested(new) and (old.annotations or {}).get(key) != (new.annotations or {}).get(key)
 
 
-def node_update_actions(old: NodeSpec, new: NodeSpec) -> set[str]:
+# kube-scheduler's feature gate under which a node's ``status.declaredFeatures`` is read, and its
+# changes are the cluster event UpdateNodeDeclaredFeature (alpha and off in 1.35, on from 1.36).
+NODE_DECLARED_FEATURES_GATE = "NodeDeclaredFeatures"
+
+
+def node_update_actions(old: NodeSpec, new: NodeSpec, *, declared_features: bool = False) -> set[str]:
     """``NodeSchedulingPropertiesChange`` over what pysched keeps of a node: allocatable, labels,
     taints, and ``spec.unschedulable`` turning false (an UpdateNodeTaint, as upstream; a node being
-    cordoned helps no pod). Conditions and annotations - upstream's other two - are not kept, and
-    no in-tree plugin registers them."""
+    cordoned helps no pod), and - with ``declared_features``, the NodeDeclaredFeatures gate -
+    ``status.declaredFeatures`` (UpdateNodeDeclaredFeature, the lists compared as sent). Conditions
+    and annotations - upstream's other two - are not kept, and no in-tree plugin registers them."""
     actions = set()
     if old.raw_alloc != new.raw_alloc:
         actions.add("UpdateNodeAllocatable")
@@ -58,6 +64,8 @@ def node_update_actions(old: NodeSpec, new: NodeSpec) -> set[str]:
         actions.add("UpdateNodeLabel")
     if old.taints != new.taints or (old.unschedulable and not new.unschedulable):
         actions.add("UpdateNodeTaint")
+    if declared_features and old.declared_features != new.declared_features:
+        actions.add("UpdateNodeDeclaredFeature")
     return actions
 
 
@@ -80,9 +88,13 @@ class EventRegistry:
     def __init__(self, frameworks) -> None:
         self.by_plugin: dict[str, list] = {}
         self.wildcard_plugins: set[str] = set()
+        # The kube feature gates on in any profile (they are the process's: every profile has the
+        # same): the ones that decide which node changes are cluster events.
+        self.feature_gates: frozenset[str] = frozenset()
         # Plugins that follow pods themselves (``PodWatcher``: Coscheduling's group members).
         self.pod_watchers: list = []
         for fwk in frameworks:
+            self.feature_gates |= getattr(getattr(fwk, "handle", None), "feature_gates", frozenset())
             for pl in getattr(fwk, "pod_watchers", ()):
                 if all(pl is not w for w in self.pod_watchers):
                     self.pod_watchers.append(pl)
@@ -411,7 +423,9 @@ class EventHandlers:
         if kind == "added":
             self._move("Node", {"Add"}, None, spec)
         elif kind == "updated" and old_spec is not None:
-            self._move("Node", node_update_actions(old_spec, spec), old_spec, spec)
+            reg = self.events.registry
+            declared = reg is not None and NODE_DECLARED_FEATURES_GATE in reg.feature_gates
+            self._move("Node", node_update_actions(old_spec, spec, declared_features=declared), old_spec, spec)
 
     def node_delete(self, key: str, obj: dict | None) -> None:
         old = self.cache.nodes.get(key)

@@ -248,7 +248,7 @@ class OfflineScheduler:
 
     def filter_status(self, pod: dict, node_name: str) -> Status | None:
         """Every filter on one node (scalar path), for checks and explanations."""
-        info = PodInfo.from_dict(pod)
+        info = PodInfo.from_dict(pod, keep_raw=True)   # as a pod to schedule: plugins may read its object
         fwk = self.frameworks.get(info.scheduler_name) or self.frameworks[self.profile]
         state = CycleState()
         table = self.cache.table

@@ -37,6 +37,7 @@ import pytest
 from pysched.apis import config as configmod
 from pysched.app import Options, SchedulerApp
 from pysched.client.auth import load_kubeconfig
+from pysched.framework.features import default_gates
 from pysched_dev.devcluster import ControlPlane, KubeSchedulerProcess, binaries_dir
 from pysched_dev.testkit import create_node, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
 
@@ -138,7 +139,7 @@ def _ours(control_plane) -> SchedulerApp:
     cfg = configmod.parse(scheduler_config(profiles=[{"schedulerName": OURS, "plugins": {"multiPoint": {
         "enabled": [{"name": "NodeDeclaredFeatures"}]}}}]))
     options = Options(kubeconfig=str(control_plane.kubeconfig), serve=False, kopf=False, seed=1,
-                      feature_gates=frozenset({"NodeDeclaredFeatures"}))
+                      kube_version=(1, 37), feature_gates=default_gates((1, 37)))
     return SchedulerApp(cfg, options, load_kubeconfig(control_plane.kubeconfig), None)
 
 

@@ -907,7 +907,8 @@ class _PostFilterFold:
     def add(self, plugin: str, r: PostFilterResult | None, st: Status | None) -> bool:
         """One plugin's answer; True when the loop must stop."""
         if st is None or st.is_success():
-            self.result, self.status = r, None
+            # A success may say what it did (1.37's preemption): it becomes the Diagnosis' PostFilterMsg.
+            self.result, self.status = r, (st if st is not None and st.message() else None)
             return True
         if st.code != Code.UNSCHEDULABLE:
             self.status = st.with_plugin(plugin)

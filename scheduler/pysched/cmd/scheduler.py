@@ -58,8 +58,11 @@ def run(args) -> int:
         from pysched.framework.features import parse_feature_gates
         from pysched.profile import build_frameworks, default_registry
         registry = default_registry(args.plugin_module)
-        # Build every profile once before the scheduler starts: bad plugins/args fail here.
-        fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None)
+        feature_gates = parse_feature_gates(args.feature_gates)
+        # Build every profile once before the scheduler starts: bad plugins/args fail here (with
+        # the feature gates the scheduler will run with: some args are allowed only under a gate).
+        fws = build_frameworks(cfg, registry, cache=SchedulerCache(), client=None, recorder=None,
+                               feature_gates=feature_gates)
         if args.write_config_to:
             args_out = {name: {pn: dump_args(fw.plugin_args[pn]) for pn in _plugin_config_order(fw)}
                         for name, fw in fws.items()}
@@ -74,7 +77,7 @@ def run(args) -> int:
         options = Options(kubeconfig=kubeconfig,
                           plugin_modules=args.plugin_module, resync_period=args.resync_period, seed=args.seed,
                           pod_recovery_interval=args.pod_recovery_interval,
-                          feature_gates=parse_feature_gates(args.feature_gates),
+                          feature_gates=feature_gates,
                           leader_elect=args.leader_elect, secure_port=args.secure_port,
                           bind_address=args.bind_address, cert_dir=args.cert_dir, serve=not args.no_serve,
                           tls_cert_file=args.tls_cert_file, tls_private_key_file=args.tls_private_key_file,

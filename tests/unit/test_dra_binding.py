@@ -324,3 +324,22 @@ def test_post_filter_deallocates_a_claim_whose_binding_failed():
     [(method, path, body)] = client.calls
     assert (method, path) == ("PUT", PATH + "/status")
     assert {"allocation", "reservedFor", "devices"}.isdisjoint(body["status"])
+
+
+def test_a_claims_own_timeout_is_judged_at_upstreams_poll_ticks_not_at_every_change():
+    """Upstream looks every 5 s; a claim whose allocationTimestamp + bindingTimeout passes between
+    two looks is not failed by a change seen in between (it would read 'claim=<name>' where
+    upstream's wait reads 'context deadline exceeded')."""
+    hh, pl, p, state, client = prebind_setup()
+
+    async def scenario():
+        task = asyncio.ensure_future(pl.pre_bind(state, p, "n1"))
+        await until_waiting(pl)
+        pl.now = lambda: NOW + timedelta(seconds=601)       # the claim's own timeout has passed
+        store_update(hh, client, [cond(ATTACHED, "False")])   # a change, between two ticks
+        await asyncio.sleep(0)
+        assert not task.done()
+        store_update(hh, client, [cond(ATTACHED)])
+        return await task
+
+    assert asyncio.run(scenario()) is None

@@ -16,9 +16,10 @@ waits until the driver sets every binding condition ``True`` in the claim's
 * PreBind's own wait ends after ``bindingTimeout`` (default 600 s):
   ``device binding timeout: context deadline exceeded``.
 
-Upstream polls every 5 s; pysched wakes on every change of the pod's claims in the object store
-(and at least every 5 s, for the allocation-timestamp check), on the event loop, so the wait blocks
-neither the loop nor other pods' binding cycles. A failed or timed-out PreBind is an Error: the
+Upstream polls every 5 s; pysched also wakes on every change of the pod's claims in the object
+store (readiness and failure are seen at once; a claim's own timeout is judged at upstream's 5 s
+ticks only, so a wait fails with the message upstream's would), on the event loop, so the wait
+blocks neither the loop nor other pods' binding cycles. A failed or timed-out PreBind is an Error: the
 pod backs off, Unreserve takes it out of ``reservedFor`` (the allocation stays), and the next
 attempt's Filter finds the claim unavailable on every node (failed, or timed out), so PostFilter
 deallocates it and the pod gets devices anew.
@@ -166,12 +167,13 @@ def has_binding_conditions(claims: Iterable[dict[str, Any]]) -> bool:
     return any(r.get("bindingConditions") for c in claims for r in _results(c))
 
 
-def pod_ready(claims: Iterable[dict[str, Any]], timeout: float, now: datetime) -> bool:
+def pod_ready(claims: Iterable[dict[str, Any]], timeout: float | None, now: datetime) -> bool:
     """``isPodReadyForBinding`` over the claims as they are now: True when all are ready; raises
-    BindingFailed on a failure condition, or when one is not ready and timed out."""
+    BindingFailed on a failure condition, or when one is not ready and timed out (``timeout`` None:
+    that is not judged now)."""
     for claim in claims:
         if not claim_ready(claim):
-            if claim_timed_out(claim, timeout, now):
+            if timeout is not None and claim_timed_out(claim, timeout, now):
                 raise BindingFailed(f"{TIMEOUT}: claim={_name(claim)}")
             return False
     return True

@@ -589,27 +589,38 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         for key in keys:
             self.binding_waiters.setdefault(key, set()).add(wake)
         outcome, error = "success", ""
+        # Upstream checks at its poll ticks (now, then every 5 s): a claim's own timeout
+        # (allocationTimestamp + bindingTimeout) is judged only there, so that the same claim fails
+        # with the same message; readiness and failure are also checked at every change.
+        next_tick, tick = loop.time(), True
         try:
             while True:
                 wake.clear()
                 try:
                     claims = [self._current_claim(c) for c in st.claims]
                     st.claims[:] = claims
-                    if binding.pod_ready(claims, self.binding_timeout, self.now()):
+                    if binding.pod_ready(claims, self.binding_timeout if tick else None, self.now()):
                         break
                 except (binding.BindingFailed, ClaimNotReady) as exc:
                     error = str(exc)
                     outcome = "failed" if error.startswith(binding.FAILED) else "timeout"
                     break
+                if tick:
+                    next_tick += binding.POLL
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     outcome, error = "timeout", binding.DEADLINE
                     break
                 try:
-                    async with asyncio.timeout(min(remaining, binding.POLL)):
+                    async with asyncio.timeout(min(remaining, max(0.0, next_tick - loop.time()))):
                         await wake.wait()
                 except TimeoutError:
                     pass
+                now = loop.time()
+                if now >= deadline:
+                    outcome, error = "timeout", binding.DEADLINE
+                    break
+                tick = now >= next_tick
         finally:
             for key in keys:
                 waiters = self.binding_waiters.get(key)

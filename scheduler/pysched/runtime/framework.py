@@ -849,7 +849,11 @@ class Framework:
             if st is not None and st.is_skip():
                 continue
             if st is not None and not st.is_success():
-                status = st.with_plugin(pl.name)
+                if st.is_rejected():
+                    status = st.with_plugin(pl.name)
+                else:   # RunPreBindPlugins wraps an error in the plugin's name
+                    status = Status(Code.ERROR, f'running PreBind plugin "{pl.name}": {st.message()}',
+                                    plugin=pl.name, error=st.error)
                 break
         metrics.extension_point("PreBind", status, self.profile_name, time.perf_counter() - t0)
         return status

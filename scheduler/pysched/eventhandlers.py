@@ -105,9 +105,12 @@ class EventRegistry:
                     continue
                 regs = list(fn())
                 node_actions = {r.event.action for r in regs if r.event.resource == "Node"}
-                if "Add" in node_actions and not node_actions & {"UpdateNodeTaint", "Update", "*"}:
-                    # As upstream's scheduler does for every plugin registering Node/Add: a node
-                    # whose taints change may be one it skipped (UpdateNodeTaint, no hint).
+                release = getattr(getattr(fwk, "handle", None), "kube_version", (1, 37))
+                if (release < (1, 37) and "Add" in node_actions
+                        and not node_actions & {"UpdateNodeTaint", "Update", "*"}):
+                    # As kube-scheduler 1.35/1.36's buildQueueingHintMap does for every plugin
+                    # registering Node/Add: a node whose taints change may be one it skipped
+                    # (UpdateNodeTaint, no hint; kubernetes#109437). 1.37 dropped it with preCheck.
                     regs.append(ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")))
                 self.by_plugin[name] = regs
 

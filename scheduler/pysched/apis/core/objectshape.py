@@ -196,6 +196,7 @@ POD = {
         "phase": STR, "nominatedNodeName": STR,
         "conditions": [{"type": STR, "status": STR, "reason": STR, "message": STR}],
         "containerStatuses": [CONTAINER_STATUS], "initContainerStatuses": [CONTAINER_STATUS],
+        "resources": RESOURCES, "allocatedResources": RESOURCE_LIST,
     },
 }
 NODE = {

@@ -126,17 +126,41 @@ def test_balanced_allocation():
         decode_args(Args, {"kind": "NodeResourcesFitArgs"}, "args")
 
 
+def imaged(name, images):
+    n = node(name)
+    n["status"]["images"] = [{"names": [i], "sizeBytes": s} for i, s in images]
+    return n
+
+
 def test_image_locality():
-    def imaged(name, images):
-        n = node(name)
-        n["status"]["images"] = [{"names": [i], "sizeBytes": s} for i, s in images]
-        return n
     mb = 2**20
     nodes = [imaged("has", [("registry.k8s.io/pause:3.10", 500 * mb)]), imaged("none", [])]
     hh = PluginTester(ImageLocality, nodes=nodes)
     s = hh.score(pod("p"))
     # 500MB * (1/2 nodes) = 250MB -> (250-23)/(1000-23)*100 = 23
     assert s["has"] == 100 * (250 * mb - 23 * mb) // (1000 * mb - 23 * mb) and s["none"] == 0
+
+
+def test_image_locality_counts_image_volumes_as_the_release_does():
+    """An image volume's image adds to the sum from 1.36 and to the image count (the upper bound,
+    1000 MiB per image) from 1.37."""
+    mb = 2**20
+    pause, model = "registry.k8s.io/pause:3.10", "example.com/model:v1"
+    nodes = [imaged("has", [(pause, 600 * mb), (model, 450 * mb)]), imaged("vol", [(model, 450 * mb)]),
+             imaged("none", [])]
+    p = pod("p")
+    p["spec"]["volumes"] = [{"name": "weights", "image": {"reference": model}}]
+    assert PodInfo.from_dict(p).image_volumes == (model,)
+    hh = PluginTester(ImageLocality, nodes=nodes)
+    # pause: 600MB on 1 of 3 nodes -> 200MB; the model: 450MB on 2 of 3 -> 300MB
+    hh.handle.kube_version = (1, 35)   # the container alone, bound 1000MB
+    assert hh.score(p) == {"has": 100 * (200 - 23) // (1000 - 23), "vol": 0, "none": 0}          # 18, 0
+    hh.handle.kube_version = (1, 36)   # the volume in the sum, bound still 1000MB
+    assert hh.score(p) == {"has": 100 * (500 - 23) // (1000 - 23), "vol": 100 * (300 - 23) // (1000 - 23),
+                           "none": 0}                                                            # 48, 28
+    hh.handle.kube_version = (1, 37)   # two images: bound 2000MB
+    assert hh.score(p) == {"has": 100 * (500 - 23) // (2000 - 23), "vol": 100 * (300 - 23) // (2000 - 23),
+                           "none": 0}                                                            # 24, 14
 
 
 def pvc(name, sc="", volume="", phase="Pending", size="1Gi", modes=("ReadWriteOnce",)):

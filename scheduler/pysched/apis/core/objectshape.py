@@ -189,7 +189,8 @@ POD = {
         "topologySpreadConstraints": [{
             "maxSkew": POSITIVE32, "topologyKey": STR, "whenUnsatisfiable": STR, "labelSelector": LABEL_SELECTOR,
             "minDomains": POSITIVE32, "nodeAffinityPolicy": STR, "nodeTaintsPolicy": STR, "matchLabelKeys": [STR]}],
-        "volumes": [{"name": STR, "persistentVolumeClaim": {"claimName": STR, "readOnly": BOOL}, "ephemeral": OBJECT}],
+        "volumes": [{"name": STR, "persistentVolumeClaim": {"claimName": STR, "readOnly": BOOL}, "ephemeral": OBJECT,
+                     "image": {"reference": STR}}],
         "resourceClaims": [OBJECT],
     },
     "status": {

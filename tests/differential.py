@@ -353,13 +353,13 @@ async def _run(cp, admin, seed, nodes, namespaces, existing, pods, log, resized=
     # the control plane's release does (the scheduler process settles that from the API server).
     release = binaries_version(cp.bin)
     with accounting(accounting_for(release, default_gates(release))):
-        return await _offline(admin, seed, kube_rec, kube_msgs, ours_rec, ours_msgs, log)
+        return await _offline(admin, seed, release, kube_rec, kube_msgs, ours_rec, ours_msgs, log)
 
 
-async def _offline(admin, seed, kube_rec, kube_msgs, ours_rec, ours_msgs, log) -> SeedResult:
+async def _offline(admin, seed, release, kube_rec, kube_msgs, ours_rec, ours_msgs, log) -> SeedResult:
     cfg = configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
                            "profiles": [{"schedulerName": KUBE_PROFILE}]})
-    ours = OfflineScheduler(cfg)
+    ours = OfflineScheduler(cfg, kube_version=release, feature_gates=default_gates(release))
     items, _ = await admin.list_all("/api/v1/nodes")
     for n in items:
         ours.add_node(n)

@@ -20,7 +20,7 @@ Score, with ``scoringStrategy.type``:
 weighted by ``resources`` (default cpu 1, memory 1). Requested amounts include the pod itself;
 cpu and memory use "non-zero" requests (100m / 200Mi for containers that state none). For the
 pod being scheduled the score counts its containers' requests even when it has pod-level
-``spec.resources`` (``PodInfo.fit_score_requests``): kube-scheduler 1.35's scoring strategies are
+``spec.resources`` (``PodInfo.fit_score_requests``): kube-scheduler's scoring strategies (1.35-1.37) are
 built without the PodLevelResources gate, while its filter (and BalancedAllocation) use the
 pod-level values.
 Resources the node does not have, and extended resources the pod does not request, are left out.

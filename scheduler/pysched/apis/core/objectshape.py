@@ -193,13 +193,15 @@ POD = {
         "topologySpreadConstraints": [{
             "maxSkew": POSITIVE32, "topologyKey": STR, "whenUnsatisfiable": STR, "labelSelector": LABEL_SELECTOR,
             "minDomains": POSITIVE32, "nodeAffinityPolicy": STR, "nodeTaintsPolicy": STR, "matchLabelKeys": [STR]}],
-        "volumes": [{"name": STR, "persistentVolumeClaim": {"claimName": STR, "readOnly": BOOL}, "ephemeral": OBJECT}],
+        "volumes": [{"name": STR, "persistentVolumeClaim": {"claimName": STR, "readOnly": BOOL}, "ephemeral": OBJECT,
+                     "image": {"reference": STR}}],
         "resourceClaims": [OBJECT],
     },
     "status": {
         "phase": STR, "nominatedNodeName": STR,
         "conditions": [{"type": STR, "status": STR, "reason": STR, "message": STR}],
         "containerStatuses": [CONTAINER_STATUS], "initContainerStatuses": [CONTAINER_STATUS],
+        "resources": RESOURCES, "allocatedResources": RESOURCE_LIST,
     },
 }
 NODE = {

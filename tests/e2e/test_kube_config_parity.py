@@ -1,4 +1,4 @@
-"""Configuration and profile parity with the real kube-scheduler of the control plane (1.37.2; 1.35.4 in make test's second leg).
+"""Configuration and profile parity with the control plane's kube-scheduler (1.37.2; 1.35.4 in the second leg).
 
 * kube-scheduler's own configuration (``kube-scheduler --write-config-to``) is accepted by
   ``pysched --config`` unchanged, and builds the same plugin list;

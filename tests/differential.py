@@ -6,7 +6,8 @@ ports and anti-affinity, bound PVs with node affinity) and a batch of random pen
 (requests, nodeSelector, node affinity with every operator - Gt/Lt values such as ``5_0`` or
 ``0x3`` that the API server accepts and kube-scheduler cannot parse included -, tolerations, host ports, hard
 topology spread with minDomains / inclusion policies / matchLabelKeys, required pod affinity and
-anti-affinity with namespaces and namespaceSelector, PVC references).
+anti-affinity with namespaces and namespaceSelector, PVC references). A few bound pods are caught
+in an in-place resize (``resized_pods``): what they count for follows the release.
 
 Each scheduler runs alone on the API server, with a recording extender: a scheduler calls an
 extender's filter verb with exactly the nodes its own plugins found feasible (all of them: fewer
@@ -35,10 +36,12 @@ from pathlib import Path
 from aiohttp import web
 
 from pysched.apis import config as configmod
+from pysched.apis.core.resources import accounting, accounting_for
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
+from pysched.framework.features import default_gates
 from pysched.tools.offline import OfflineScheduler
-from pysched_dev.devcluster import ControlPlane, KubeSchedulerProcess, free_port
+from pysched_dev.devcluster import ControlPlane, KubeSchedulerProcess, binaries_version, free_port
 from pysched_dev.testkit import create_node, create_pods, list_pods, make_node, make_pod
 
 Z = "topology.kubernetes.io/zone"
@@ -138,6 +141,44 @@ def gen_cluster(rng: random.Random):
                      host_ports=[8080] if rng.random() < 0.2 else None)
         existing.append(p)
     return nodes, namespaces, existing
+
+
+def resized_pods(nodes: list[dict], rng: random.Random) -> list[tuple[dict, dict]]:
+    """Bound pods caught in an in-place resize, with the status a kubelet would report (a separate
+    random stream, so the clusters and pods of a seed stay what they were): ``(pod, status)``.
+
+    * both ways: container c grows (spec = allocated > running), b shrinks (running > spec =
+      allocated): kube-scheduler 1.35/1.36 count the larger of each (c's spec + b's running), 1.37
+      the largest of the three sums;
+    * Infeasible: c's spec is out of reach, the kubelet keeps the old size; b has no status yet:
+      1.35/1.36 count b's spec, 1.37 nothing for b;
+    * pod-level: ``status.allocatedResources`` and ``status.resources`` above what the containers
+      ask (1.37 counts them; a 1.35 API server drops them)."""
+    out = []
+    for i, kind in enumerate(("both-ways", "infeasible", "pod-level")):
+        nd = rng.choice(nodes)["metadata"]["name"]
+        small, large = rng.choice([("250m", "750m"), ("500m", "1")])
+        p = make_pod(f"rs-{i}", namespace=rng.choice(["d1", "d2"]), scheduler="already-bound", cpu=large,
+                     memory=rng.choice(["64Mi", "256Mi"]), labels={"app": "resized"}, node_name=nd)
+        b = json.loads(json.dumps(p["spec"]["containers"][0]))
+        b["name"] = "b"
+        b["resources"] = {"requests": {"cpu": small}}
+        p["spec"]["containers"].append(b)
+
+        def cs(name: str, running: str, allocated: str) -> dict:
+            return {"name": name, "image": "x", "imageID": "", "ready": False, "restartCount": 0,
+                    "state": {"waiting": {}}, "resources": {"requests": {"cpu": running}},
+                    "allocatedResources": {"cpu": allocated}}
+        if kind == "both-ways":
+            status = {"containerStatuses": [cs("c", small, large), cs("b", large, small)]}
+        elif kind == "infeasible":
+            status = {"conditions": [{"type": "PodResizePending", "status": "True", "reason": "Infeasible",
+                                      "message": "Node didn't have enough capacity"}],
+                      "containerStatuses": [cs("c", small, small)]}
+        else:
+            status = {"resources": {"requests": {"cpu": "2"}}, "allocatedResources": {"cpu": "2"}}
+        out.append((p, status))
+    return out
 
 
 def _expr(rng: random.Random) -> dict:
@@ -281,15 +322,16 @@ async def run_seed(seed: int, pods_per_seed: int = 25, log=print) -> SeedResult:
     nodes, namespaces, existing = gen_cluster(rng)
     pods = gen_pods(rng, pods_per_seed)
     odd_integers(pods, random.Random(seed * 16 + 1))
+    resized = resized_pods(nodes, random.Random(seed * 16 + 2))
     with ControlPlane() as cp:
         admin = KubeClient(load_kubeconfig(cp.kubeconfig), qps=0, burst=1)
         try:
-            return await _run(cp, admin, seed, nodes, namespaces, existing, pods, log)
+            return await _run(cp, admin, seed, nodes, namespaces, existing, pods, log, resized)
         finally:
             await admin.close()
 
 
-async def _run(cp, admin, seed, nodes, namespaces, existing, pods, log) -> SeedResult:
+async def _run(cp, admin, seed, nodes, namespaces, existing, pods, log, resized=()) -> SeedResult:
     for ns, labels in namespaces.items():
         await admin.request("POST", "/api/v1/namespaces", rate_limit=False,
                             body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}})
@@ -297,15 +339,27 @@ async def _run(cp, admin, seed, nodes, namespaces, existing, pods, log) -> SeedR
         await create_node(admin, n)
     await _bind_claim(admin)
     await create_pods(admin, existing)
+    await create_pods(admin, [p for p, _ in resized])
+    for p, status in resized:
+        meta = p["metadata"]
+        await admin.request("PATCH", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                            body={"status": status}, content_type="application/merge-patch+json", rate_limit=False)
 
     names = {f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods}
     kube_rec, kube_msgs = await _judge(cp, admin, names, "kube", pods=pods)
     ours_rec, ours_msgs = await _judge(cp, admin, names, "ours")
 
-    # Our engine on the same objects, read back from the API server.
+    # Our engine on the same objects, read back from the API server, counting pods' requests as
+    # the control plane's release does (the scheduler process settles that from the API server).
+    release = binaries_version(cp.bin)
+    with accounting(accounting_for(release, default_gates(release))):
+        return await _offline(admin, seed, release, kube_rec, kube_msgs, ours_rec, ours_msgs, log)
+
+
+async def _offline(admin, seed, release, kube_rec, kube_msgs, ours_rec, ours_msgs, log) -> SeedResult:
     cfg = configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
                            "profiles": [{"schedulerName": KUBE_PROFILE}]})
-    ours = OfflineScheduler(cfg)
+    ours = OfflineScheduler(cfg, kube_version=release, feature_gates=default_gates(release))
     items, _ = await admin.list_all("/api/v1/nodes")
     for n in items:
         ours.add_node(n)

@@ -1,17 +1,18 @@
-// pysched-cel evaluates DRA device selectors exactly as kube-scheduler 1.35 does, for pysched.
+// pysched-cel evaluates DRA device selectors exactly as kube-scheduler 1.37 does, for pysched.
 //
 // It links the same code kube-scheduler runs: k8s.io/dynamic-resource-allocation/cel (the CEL
 // environment of Kubernetes - base libraries, optional types, the strings, lists, sets, regex,
 // quantity, semver, IP/CIDR and URL libraries, bindings - with the DRA device type, the runtime cost
 // limit and the same error texts), compiled through the allocator's cache options (no cost
-// estimation) with the feature gates of a default 1.35 cluster.
+// estimation) with the feature gate it is given (--consumable-capacity: DRAConsumableCapacity,
+// on by default from 1.36). The CEL environment is 1.37.2's; 1.35's differs only in what 1.37 added.
 //
 // pysched starts it once and talks to it over stdin/stdout, one JSON object per line:
 //
 //	{"op":"eval","expr":"...","devices":[{"driver":"d","attributes":{...},"capacity":{...}}, ...]}
 //	  -> {"compileError":"..."} or {"results":[{"match":true}, {"error":"no such key: x"}, ...]}
 //	{"op":"compile","expr":"..."} -> {} or {"compileError":"..."}
-//	{"op":"version"} -> {"kubernetes":"v0.35.4", "consumableCapacity":false}
+//	{"op":"version"} -> {"kubernetes":"v0.37.2", "consumableCapacity":false}
 //
 // Attributes and capacity are a ResourceSlice device's, as the API serves them. A request it
 // cannot read gets {"error":"..."}; it never exits on bad input.
@@ -30,7 +31,7 @@ import (
 )
 
 // The k8s.io/dynamic-resource-allocation version in go.mod, reported by the version op.
-const kubernetesVersion = "v0.35.4"
+const kubernetesVersion = "v0.37.2"
 
 type device struct {
 	Driver     string                                                    `json:"driver"`
@@ -59,7 +60,7 @@ type response struct {
 
 func main() {
 	consumable := flag.Bool("consumable-capacity", false,
-		"the DRAConsumableCapacity feature gate (alpha, off by default in 1.35): declares device.allowMultipleAllocations")
+		"the DRAConsumableCapacity feature gate (alpha and off in 1.35, beta and on from 1.36): declares device.allowMultipleAllocations")
 	cacheSize := flag.Int("cache-size", 1024, "compiled expressions kept")
 	flag.Parse()
 

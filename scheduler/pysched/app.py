@@ -23,6 +23,7 @@ import sys
 import time
 
 from pysched.apis.config import SchedulerConfig
+from pysched.apis.core.resources import accounting_for, set_accounting
 from pysched.assembly.clients import Clients
 from pysched.assembly.controllers import Controllers
 from pysched.assembly.informers import Informers
@@ -80,8 +81,11 @@ class SchedulerApp:
 
     def _assemble(self, options: Options) -> None:
         """The parts that follow the kube-scheduler release (``options.kube_version`` and its gates):
-        frameworks, queue, scheduler, informers, status controllers."""
+        frameworks, queue, scheduler, informers, status controllers, and the accounting of pods'
+        requests under in-place resize (process-wide, ``apis.core.resources.set_accounting``: set
+        before the informers parse any pod)."""
         self.options = options
+        set_accounting(accounting_for(options.kube_version, options.feature_gates))
         self.profiles = Profiles(self.cfg, options, self.registry, self.clients, self.mode)
         self.informers = Informers(options, self.clients, self.profiles, self.prefetch)
         self.controllers = Controllers(options, self.mode, self.clients, self.profiles.frameworks,

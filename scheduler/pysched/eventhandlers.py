@@ -46,11 +46,17 @@ def explain_newly_requested(old: PodInfo, new: PodInfo) -> bool:
     return explain.requested(new) and (old.annotations or {}).get(key) != (new.annotations or {}).get(key)
 
 
-def node_update_actions(old: NodeSpec, new: NodeSpec) -> set[str]:
+# kube-scheduler's feature gate under which a node's ``status.declaredFeatures`` is read, and its
+# changes are the cluster event UpdateNodeDeclaredFeature (alpha and off in 1.35, on from 1.36).
+NODE_DECLARED_FEATURES_GATE = "NodeDeclaredFeatures"
+
+
+def node_update_actions(old: NodeSpec, new: NodeSpec, *, declared_features: bool = False) -> set[str]:
     """``NodeSchedulingPropertiesChange`` over what pysched keeps of a node: allocatable, labels,
     taints, and ``spec.unschedulable`` turning false (an UpdateNodeTaint, as upstream; a node being
-    cordoned helps no pod). Conditions and annotations - upstream's other two - are not kept, and
-    no in-tree plugin registers them."""
+    cordoned helps no pod), and - with ``declared_features``, the NodeDeclaredFeatures gate -
+    ``status.declaredFeatures`` (UpdateNodeDeclaredFeature, the lists compared as sent). Conditions
+    and annotations - upstream's other two - are not kept, and no in-tree plugin registers them."""
     actions = set()
     if old.raw_alloc != new.raw_alloc:
         actions.add("UpdateNodeAllocatable")
@@ -58,6 +64,8 @@ def node_update_actions(old: NodeSpec, new: NodeSpec) -> set[str]:
         actions.add("UpdateNodeLabel")
     if old.taints != new.taints or (old.unschedulable and not new.unschedulable):
         actions.add("UpdateNodeTaint")
+    if declared_features and old.declared_features != new.declared_features:
+        actions.add("UpdateNodeDeclaredFeature")
     return actions
 
 
@@ -80,9 +88,13 @@ class EventRegistry:
     def __init__(self, frameworks) -> None:
         self.by_plugin: dict[str, list] = {}
         self.wildcard_plugins: set[str] = set()
+        # The kube feature gates on in any profile (they are the process's: every profile has the
+        # same): the ones that decide which node changes are cluster events.
+        self.feature_gates: frozenset[str] = frozenset()
         # Plugins that follow pods themselves (``PodWatcher``: Coscheduling's group members).
         self.pod_watchers: list = []
         for fwk in frameworks:
+            self.feature_gates |= getattr(getattr(fwk, "handle", None), "feature_gates", frozenset())
             for pl in getattr(fwk, "pod_watchers", ()):
                 if all(pl is not w for w in self.pod_watchers):
                     self.pod_watchers.append(pl)
@@ -93,9 +105,12 @@ class EventRegistry:
                     continue
                 regs = list(fn())
                 node_actions = {r.event.action for r in regs if r.event.resource == "Node"}
-                if "Add" in node_actions and not node_actions & {"UpdateNodeTaint", "Update", "*"}:
-                    # As upstream's scheduler does for every plugin registering Node/Add: a node
-                    # whose taints change may be one it skipped (UpdateNodeTaint, no hint).
+                release = getattr(getattr(fwk, "handle", None), "kube_version", (1, 37))
+                if (release < (1, 37) and "Add" in node_actions
+                        and not node_actions & {"UpdateNodeTaint", "Update", "*"}):
+                    # As kube-scheduler 1.35/1.36's buildQueueingHintMap does for every plugin
+                    # registering Node/Add: a node whose taints change may be one it skipped
+                    # (UpdateNodeTaint, no hint; kubernetes#109437). 1.37 dropped it with preCheck.
                     regs.append(ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeTaint")))
                 self.by_plugin[name] = regs
 
@@ -170,7 +185,7 @@ class ClusterEvents:
         # While a ``batch`` is open: the (resource, actions) of the events it coalesced, in order.
         self._batched: dict[tuple[str, frozenset[str]], None] | None = None
         if registry is not None:
-            queue.event_filter = lambda qpi, ev: registry.interested(qpi, *ev)
+            queue.event_filter = lambda qpi, ev: (ev[5] is None or ev[5](qpi)) and registry.interested(qpi, *ev[:5])
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -191,15 +206,18 @@ class ClusterEvents:
             for resource, actions in batched:
                 self._move(resource, set(actions), None, None, hints=False)
 
-    def move(self, resource: str, actions: set[str], old=None, new=None) -> None:
+    def move(self, resource: str, actions: set[str], old=None, new=None,
+             precheck: Callable[[QueuedPodInfo], bool] | None = None) -> None:
+        """``precheck``: only the waiting pods it accepts are considered (upstream's PreEnqueueCheck)."""
         if not actions:
             return
         if self._batched is not None:
             self._batched[(resource, frozenset(actions))] = None
             return
-        self._move(resource, actions, old, new, hints=True)
+        self._move(resource, actions, old, new, hints=True, precheck=precheck)
 
-    def _move(self, resource: str, actions: set[str], old, new, hints: bool) -> None:
+    def _move(self, resource: str, actions: set[str], old, new, hints: bool,
+              precheck: Callable[[QueuedPodInfo], bool] | None = None) -> None:
         queue = self.queue
         recording = bool(queue.counts[IN_FLIGHT])
         if not recording and not queue.has_unschedulable():
@@ -207,14 +225,16 @@ class ClusterEvents:
         label = "AssignedPod" if resource == "Pod" else resource
         event = f"{label}{'|'.join(sorted(actions))}"
         if recording:
-            queue.record_event(event, (resource, actions, old, new, hints))
+            queue.record_event(event, (resource, actions, old, new, hints, precheck))
         if not queue.has_unschedulable():
             return
         reg = self.registry
         if reg is None:
-            queue.move_all(event)
-        else:
+            queue.move_all(event, None if precheck is None else lambda qpi: precheck(qpi) and not qpi.gated)
+        elif precheck is None:
             queue.move_all(event, lambda qpi: reg.interested(qpi, resource, actions, old, new, hints))
+        else:
+            queue.move_all(event, lambda qpi: precheck(qpi) and reg.interested(qpi, resource, actions, old, new, hints))
 
     def object_event(self, plural: str, typ: str | None, old: dict | None, obj: dict) -> None:
         """An ObjectStore change (namespaces, PVCs, PVs, StorageClasses, CSINodes, ResourceClaims,
@@ -275,6 +295,13 @@ class EventHandlers:
 
     def _move(self, resource: str, actions: set[str], old=None, new=None) -> None:
         self.events.move(resource, actions, old, new)
+
+    def _nomination_gone(self, pod: PodInfo) -> None:
+        """A pending pod of ours lost its nominated node (deleted, or nominated elsewhere): to the
+        pods of lower or equal priority, which counted it as already on that node, it is an
+        assigned pod deleted (upstream's ``EventAssignedPodDelete`` with ``getLEPriorityPreCheck``)."""
+        priority = pod.priority
+        self.events.move("Pod", {"Delete"}, pod, None, precheck=lambda qpi: qpi.pod.priority <= priority)
 
     # -- pods ----------------------------------------------------------------------------------
 
@@ -339,6 +366,8 @@ class EventHandlers:
         if queued is not None:
             old_pod = queued.pod
             self.queue.update(pod)
+            if old_pod.nominated_node and old_pod.nominated_node != pod.nominated_node:
+                self._nomination_gone(old_pod)
             if explain_newly_requested(old_pod, pod):
                 where = self.queue.force_activate(uid)
                 log.info("explanation requested; re-evaluating the pod", extra=kv(pod=pod.key, queue=where))
@@ -365,6 +394,8 @@ class EventHandlers:
             self._gone(uid)
         if removed is not None:
             self._move("Pod", {"Delete"}, removed, None)
+        elif qpi is not None and qpi.pod.nominated_node:
+            self._nomination_gone(qpi.pod)
 
     def note_kubelet_rejection(self, obj: dict) -> None:
         """A pod that failed (``app``'s informer of failed pods): counted and logged when a kubelet
@@ -396,7 +427,9 @@ class EventHandlers:
         if kind == "added":
             self._move("Node", {"Add"}, None, spec)
         elif kind == "updated" and old_spec is not None:
-            self._move("Node", node_update_actions(old_spec, spec), old_spec, spec)
+            reg = self.events.registry
+            declared = reg is not None and NODE_DECLARED_FEATURES_GATE in reg.feature_gates
+            self._move("Node", node_update_actions(old_spec, spec, declared_features=declared), old_spec, spec)
 
     def node_delete(self, key: str, obj: dict | None) -> None:
         old = self.cache.nodes.get(key)

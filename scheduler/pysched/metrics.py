@@ -75,6 +75,25 @@ class Metrics:
         self.queue_incoming = Counter(
             "scheduler_queue_incoming_pods_total",
             "Number of pods added to scheduling queues by event and queue type.", ["queue", "event"], registry=r)
+        # kube-scheduler 1.37's entity metrics (type "pod" or "podgroup"; pysched queues pods only).
+        self.queue_incoming_entities = Counter(
+            "scheduler_queue_incoming_entities_total",
+            "Number of scheduling entities added to scheduling queues by event, queue type, and entity type. "
+            "Entity types are either 'pod' (for individual pods that are not members of any podgroup) or "
+            "'podgroup'.", ["queue", "event", "type"], registry=r)
+        self.queued_entities = Gauge(
+            "scheduler_queued_entities",
+            "Number of queued scheduling entities ('pod' or 'podgroup'; 'pod' stands for individual pods that "
+            "are not members of any podgroup) by the queue type. 'active' means number of entities in activeQ; "
+            "'backoff' means number of entities in backoffQ; 'unschedulable' means number of entities in "
+            "unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number "
+            "of unschedulable entities that the scheduler never attempted to schedule because they are gated.",
+            ["queue", "type"], registry=r)
+        self.pod_scheduled_after_flush = Counter(
+            "scheduler_pod_scheduled_after_flush",
+            "Number of pods that were successfully scheduled after being flushed from unschedulableEntities due "
+            "to timeout. This metric helps detect potential queueing hint misconfigurations or event handling "
+            "issues.", registry=r)
         self.unschedulable_pods = Gauge(
             "scheduler_unschedulable_pods",
             "The number of unschedulable pods broken down by plugin name. A pod will increment the gauge "
@@ -84,7 +103,8 @@ class Metrics:
             "scheduler_preemption_attempts_total", "Total preemption attempts in the cluster till now",
             registry=r)
         self.preemption_victims = Histogram(
-            "scheduler_preemption_victims", "Number of selected preemption victims",
+            "scheduler_preemption_victims", "Number of selected preemption victims for preemption initiated by a "
+            "single pod",
             buckets=_exp(1, 2, 7), registry=r)
         self.cache_size = Gauge(
             "scheduler_cache_size", "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
@@ -240,6 +260,11 @@ class Metrics:
         if child is None:
             child = self._ep_children[key] = self.extension_point_duration.labels(ep, status, profile)
         child.observe(seconds)
+
+    def incoming(self, queue: str, event: str) -> None:
+        """A pod added to ``queue`` by ``event``: queue_incoming_pods_total and 1.37's entity twin."""
+        self.queue_incoming.labels(queue, event).inc()
+        self.queue_incoming_entities.labels(queue, event, "pod").inc()
 
     def observe_plugin(self, plugin: str, ep: str, status: str, seconds: float) -> None:
         key = (plugin, ep, status)

@@ -716,6 +716,10 @@ class Scheduler:
         METRICS.sli_duration.labels(str(attempts) if attempts < 15 else "15+").observe(
             max(0.0, time.monotonic() - qpi.first_enqueued))
         METRICS.pod_attempts.observe(attempts)
+        if qpi.was_flushed:   # no event requeued it: the 5-minute flush did (a hint that missed)
+            log.debug("pod scheduled after flush from the unschedulable pool", extra=kv(
+                pod=assumed.key, unschedulable_plugins=",".join(sorted(qpi.unschedulable_plugins)) or None))
+            METRICS.pod_scheduled_after_flush.inc()
         self._note_result(assumed.uid, {"node": host})
         self._record(fwk, assumed, "Normal", "Scheduled", "Binding",
                      f"Successfully assigned {assumed.namespace}/{assumed.name} to {host}")

@@ -706,3 +706,62 @@ async def run_cases(who: str, cases: list[Case] | None = None, timeout: float = 
             return Run(who, outcomes, unsettled, messages, devices, _tail(log_path), time.monotonic() - start)
         finally:
             await admin.close()
+
+
+# -- kube-scheduler 1.37's gates (appended for tests/e2e/test_dra_binding_differential.py) -------
+
+# The kube feature gates a 1.37.2 kube-scheduler runs DRA with (on by default there, off in 1.35)
+# that pysched's DynamicResources reads from handle.feature_gates.
+KUBE_137_DRA_GATES = ("DRADeviceBindingConditions", "DRAResourceClaimDeviceStatus")
+
+
+def pysched_gate_args(gates: tuple[str, ...] = KUBE_137_DRA_GATES) -> list[str]:
+    """The command-line arguments that turn ``gates`` on in pysched."""
+    return ["--feature-gates", ",".join(f"{g}=true" for g in gates)]
+
+
+def pysched_takes_gates(gates: tuple[str, ...] = KUBE_137_DRA_GATES) -> bool:
+    """Whether pysched's ``--feature-gates`` accepts ``gates`` (kube's own names)."""
+    from pysched.framework.features import FeatureGateError, parse_feature_gates
+    try:
+        return set(gates) <= parse_feature_gates(pysched_gate_args(gates)[1])
+    except FeatureGateError:
+        return False
+
+
+async def server_minor(admin: KubeClient) -> int:
+    """The API server's minor version (``/version``)."""
+    info = await admin.request("GET", "/version", rate_limit=False)
+    return int(str(info.get("minor", "0")).rstrip("+"))
+
+
+def binding_slice(node: str, devices: list[dict]) -> dict:
+    """One node-local ResourceSlice of ``DRIVER`` (pool = the node) with ``devices`` as given
+    (``bindingConditions``, ``bindingFailureConditions``, ``bindsToNode`` and all)."""
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-{DRIVER}"},
+            "spec": {"driver": DRIVER, "nodeName": node,
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                     "devices": devices}}
+
+
+async def set_device_conditions(admin: KubeClient, claim_obj: dict, conditions: list[dict]) -> dict:
+    """The DRA driver's part: ``status.devices`` for every allocated device of ``claim_obj`` with
+    ``conditions`` (type, status, reason, message), written over the claim's status."""
+    ns, name = claim_obj["metadata"]["namespace"], claim_obj["metadata"]["name"]
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    body = copy.deepcopy(claim_obj)
+    body["status"]["devices"] = [
+        {"driver": r["driver"], "pool": r["pool"], "device": r["device"],
+         "conditions": [{"lastTransitionTime": now, "observedGeneration": body["metadata"].get("generation", 1),
+                         **c} for c in conditions]}
+        for r in body["status"]["allocation"]["devices"]["results"]]
+    return await admin.request("PUT", f"{RES}/namespaces/{ns}/resourceclaims/{name}/status", body=body,
+                               rate_limit=False)
+
+
+async def pod_events(admin: KubeClient, namespace: str, pod: str) -> set[tuple[str, str]]:
+    """The distinct (reason, note) of the ``events.k8s.io/v1`` Events about ``pod``."""
+    items, _ = await admin.list_all(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+    return {(e.get("reason", ""), e.get("note", "")) for e in items
+            if (e.get("regarding") or {}).get("name") == pod}

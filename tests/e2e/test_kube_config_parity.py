@@ -1,4 +1,4 @@
-"""Configuration and profile parity with the real kube-scheduler 1.35.
+"""Configuration and profile parity with the control plane's kube-scheduler (1.37.2; 1.35.4 in the second leg).
 
 * kube-scheduler's own configuration (``kube-scheduler --write-config-to``) is accepted by
   ``pysched --config`` unchanged, and builds the same plugin list;
@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from pysched.apis.config import parse_duration
-from pysched_dev.devcluster import KubeSchedulerProcess, binaries_dir
+from pysched_dev.devcluster import KubeSchedulerProcess, binaries_dir, binaries_version
 from pysched_dev.testkit import create_nodes, create_pods, make_node, make_pod, pod_scheduled_condition
 from tests.differential import strip_postfilter
 
@@ -56,7 +56,11 @@ def kube_write_config(tmp_path: Path, config: dict | None, name: str) -> tuple[i
 
 
 def pysched_write_config(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pysched", "--config", str(path), "--write-config-to", "-"],
+    # Without an API server pysched writes the newest release's profile unless told the release:
+    # the control plane's, which is the kube-scheduler binary's compared against.
+    major, minor = binaries_version()
+    return subprocess.run([sys.executable, "-m", "pysched", "--config", str(path), "--write-config-to", "-",
+                           f"--emulated-version={major}.{minor}"],
                           capture_output=True, text=True, timeout=60, cwd=REPO)
 
 

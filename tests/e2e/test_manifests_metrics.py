@@ -189,6 +189,8 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
     assert await allowed(admin, "update", "resourceclaims", **claims)
     for verb in ("update", "patch"):
         assert await allowed(admin, verb, "resourceclaims", subresource="status", **claims)
+        # and as 1.36+ API servers authorize writes of status.allocation and reservedFor
+        assert await allowed(admin, verb, "resourceclaims", subresource="binding", **claims)
     for verb in ("create", "delete", "patch"):
         assert not await allowed(admin, verb, "resourceclaims", **claims), f"{verb} resourceclaims must not be granted"
     # NodeVolumeLimits (VolumeLimitScaling) and VolumeBinding (storage capacity) read these, as

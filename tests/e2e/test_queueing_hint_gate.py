@@ -1,4 +1,4 @@
-"""The one queueing hint where pysched offers better than upstream, measured against kube-scheduler.
+"""The one queueing hint where pysched offered better than upstream before 1.37, measured against kube-scheduler.
 
 A preemptor kept off the only node by an existing low-priority pod's required anti-affinity (not by
 its own terms) preempts that pod. Once the victim is gone, upstream's InterPodAffinity hint looks
@@ -7,7 +7,8 @@ unrelated event or the unschedulable pool's 5-minute flush. pysched does the sam
 (it decides as kube-scheduler does), and with ``--feature-gates
 PyschedExistingAntiAffinityDeleteHint=true`` it requeues the preemptor when the pod whose
 anti-affinity matched it is deleted. The seconds from the victim's deletion to the bind are printed
-for all three.
+for all three. kube-scheduler 1.37 requeues the preemptor too (its hint now looks at the deleted
+pod's own anti-affinity), and so does pysched following 1.37; the gate matters for 1.35 and 1.36.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ import time
 
 import pytest
 
-from pysched_dev.devcluster import KubeSchedulerProcess
+from pysched_dev.devcluster import KubeSchedulerProcess, binaries_version
 from pysched_dev.testkit import create_nodes, create_pods, make_node
 
 from .conftest import scheduler_config
 from .preemption_kit import create_priority_classes, force_delete, pods_by_name, prio_pod
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.oldest_release]
 
 WAIT = 15.0   # well past any backoff (10 s at most) and any retry: what follows is the 5-minute flush
 
@@ -65,13 +66,17 @@ def outcome(took: float | None) -> str:
     return f"not bound within {WAIT:.0f}s" if took is None else f"bound after {took:.2f}s"
 
 
-async def test_kube_scheduler_waits_after_the_anti_affinity_victim_is_gone(control_plane, admin):
+async def test_kube_scheduler_waits_after_the_anti_affinity_victim_is_gone_before_1_37(control_plane, admin):
+    """1.35/1.36 wait; 1.37's hint (isSchedulableAfterAssignedPodChange) requeues the preemptor."""
     def start():
         ks = KubeSchedulerProcess(control_plane, {"profiles": [{"schedulerName": "kube-hint"}]}).start()
         return ks.stop
     took = await preemptor_after_victim(admin, start, "kube-hint")
-    print(f"kube-scheduler: {outcome(took)}")
-    assert took is None
+    print(f"kube-scheduler {binaries_version()}: {outcome(took)}")
+    if binaries_version() >= (1, 37):
+        assert took is not None and took < WAIT
+    else:
+        assert took is None
 
 
 @pytest.mark.parametrize("gate", [False, True], ids=["upstream-default", "gate-on"])
@@ -82,8 +87,8 @@ async def test_pysched_waits_as_upstream_unless_the_gate_is_on(control_plane, ad
         proc = scheduler_factory(scheduler_config(), extra_args=args).start()
         return proc.close
     took = await preemptor_after_victim(admin, start, "pysched")
-    print(f"pysched gate={gate}: {outcome(took)}")
-    if gate:
+    print(f"pysched {binaries_version()} gate={gate}: {outcome(took)}")
+    if gate or binaries_version() >= (1, 37):   # 1.37 does it by default, as upstream
         assert took is not None and took < WAIT
     else:
         assert took is None

@@ -246,3 +246,18 @@ themselves: ``tests/e2e/test_bind_faults.py``)."""
         assert asyncio.run(net.check()) == 0
     assert sim.cache.is_assumed(uid)
 
+
+
+def test_a_prebind_error_names_its_plugin_as_run_pre_bind_plugins_does():
+    """kube-scheduler wraps a PreBind plugin's error ('running PreBind plugin "X": ...'): that is
+    the pod's FailedScheduling message; the API error stays attached for the conflict handling."""
+    from pysched.framework import CycleState, PodInfo
+
+    sim = sim_with_binder()
+    FailingPreBind.failures = 1
+    fw = sim.frameworks["pysched"]
+    st = asyncio.run(fw.run_pre_bind(CycleState(), PodInfo.from_dict(pod("p")), "a"))
+    assert st.code == Code.ERROR and st.plugin == "FailingPreBind"
+    assert st.message() == ('running PreBind plugin "FailingPreBind": 409 Conflict: the object has been modified; '
+                            "please apply your changes")
+    assert isinstance(st.error, ApiError) and st.error.status == 409

@@ -272,3 +272,22 @@ def test_lease_namespace_defaults_to_the_pods_own(tmp_path, monkeypatch):
     assert parse(cfg).leader_election.resource_namespace == "from-pod"
     explicit = {**cfg, "leaderElection": {"leaderElect": True, "resourceNamespace": "pinned"}}
     assert parse(explicit).leader_election.resource_namespace == "pinned"
+
+
+def test_the_pod_group_extension_points_of_1_37_are_accepted_and_written():
+    """kube-scheduler 1.36/1.37's placementGenerate, placementScore and podGroupPostFilter: read and
+    written back as kube-scheduler does (pysched runs no pod-group cycle; their plugins are built)."""
+    from pysched.apis.config import to_dict
+    raw = {"profiles": [{"schedulerName": "a", "plugins": {
+        "placementScore": {"enabled": [{"name": "NodeResourcesFit", "weight": 1}]},
+        "podGroupPostFilter": {"enabled": [{"name": "DefaultPreemption"}]},
+        "placementGenerate": {}}}]}
+    fws = frameworks(raw)
+    assert "NodeResourcesFit" in fws["a"].plugins
+    written = to_dict(parse({**HEAD, **raw}))
+    plugins = written["profiles"][0]["plugins"]
+    assert plugins["placementScore"] == {"enabled": [{"name": "NodeResourcesFit", "weight": 1}]}
+    assert plugins["podGroupPostFilter"] == {"enabled": [{"name": "DefaultPreemption", "weight": 0}]}
+    with pytest.raises(ConfigError, match=r"profiles\[0\]\.plugins\.placementScore\.enabled\[0\]: plugin 'Nope'"):
+        frameworks({"profiles": [{"schedulerName": "a", "plugins": {
+            "placementScore": {"enabled": [{"name": "Nope"}]}}}]})

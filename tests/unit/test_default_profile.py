@@ -98,10 +98,18 @@ def test_dynamic_resources_args_as_kube_validates_them():
                                           r'Invalid value: "-1s": must be zero or positive$'):
         frameworks({"profiles": [{"schedulerName": "x", "pluginConfig": [
             {"name": "DynamicResources", "args": {"filterTimeout": "-1s"}}]}]})
+    binding_timeout = {"profiles": [{"schedulerName": "x", "pluginConfig": [
+        {"name": "DynamicResources", "args": {"bindingTimeout": "600s"}}]}]}
     with pytest.raises(ConfigError, match=r"^profiles\[0\]\.pluginConfig\[0\]\.args\.bindingTimeout: Forbidden: "
                                           "DRADeviceBindingConditions or DRAResourceClaimDeviceStatus feature gate"):
-        frameworks({"profiles": [{"schedulerName": "x", "pluginConfig": [
-            {"name": "DynamicResources", "args": {"bindingTimeout": "600s"}}]}]})
+        build_frameworks(parse({**HEAD, **binding_timeout}), default_registry(), cache=SchedulerCache(),
+                         client=None, recorder=None,
+                         feature_gates=frozenset({"DynamicResourceAllocation"}))   # 1.35's: binding gates off
+    on = build_frameworks(parse({**HEAD, **binding_timeout}), default_registry(), cache=SchedulerCache(), client=None,
+                          recorder=None, feature_gates=frozenset({"DynamicResourceAllocation",
+                                                                  "DRADeviceBindingConditions",
+                                                                  "DRAResourceClaimDeviceStatus"}))   # 1.37's
+    assert on["x"].plugins["DynamicResources"].binding_timeout == 600.0
     with pytest.raises(ConfigError, match=r"args\.filterTimeout: Invalid value: \"ten\""):
         frameworks({"profiles": [{"schedulerName": "x", "pluginConfig": [
             {"name": "DynamicResources", "args": {"filterTimeout": "ten"}}]}]})

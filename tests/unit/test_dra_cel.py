@@ -177,7 +177,7 @@ def test_the_helper_comes_back_after_it_dies(go_engine):
     go_engine._proc.kill()   # noqa: SLF001 - a crash between two requests
     go_engine._proc.wait()   # noqa: SLF001
     assert CelDevice("d", {}).matches(Selector('device.driver != "e"', go_engine))
-    assert go_engine.version()["kubernetes"] == "v0.35.4"
+    assert go_engine.version()["kubernetes"] == "v0.37.2"
 
 
 def test_a_missing_helper_is_a_selector_error_not_a_crash(tmp_path):

@@ -120,3 +120,11 @@ def test_emulated_version_outside_the_window_is_refused(flag):
 
 def test_the_window_is_the_documented_one():
     assert (OLDEST, NEWEST) == ((1, 35), (1, 37))
+
+
+def test_a_gate_removed_later_is_known_only_to_the_releases_that_had_it():
+    """GangScheduling was 1.35/1.36's gate (1.37 moved it under GenericWorkload): kube-scheduler 1.35
+    takes it, 1.37 does not know it."""
+    assert "GangScheduling" not in resolve((1, 35), parse_flag("GangScheduling=false"))
+    with pytest.raises(FeatureGateError, match="unrecognized feature gate: GangScheduling"):
+        resolve((1, 37), parse_flag("GangScheduling=true"))

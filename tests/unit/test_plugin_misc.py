@@ -44,29 +44,76 @@ def test_node_ports_conflicts():
     assert hh.pre_filter(pod("none")).is_skip()
 
 
+def balanced(nodes, args=None, *, release=(1, 37), pods=()):
+    hh = PluginTester(NodeResourcesBalancedAllocation, args, nodes=nodes, pods=pods)
+    hh.handle.kube_version = release
+    return hh
+
+
 def test_balanced_allocation_uses_pod_level_requests():
     """Unlike NodeResourcesFit's score, BalancedAllocation's scorer has the PodLevelResources gate
     (on in 1.35) and no non-zero defaults: pod-level requests count as they are."""
-    hh = PluginTester(NodeResourcesBalancedAllocation, nodes=[node("n", cpu="8", memory="1Gi")])
+    hh = balanced([node("n", cpu="8", memory="1Gi")], release=(1, 35))
     p = pod("p", cpu=None, memory=None)
     p["spec"]["resources"] = {"requests": {"cpu": "1", "memory": "64Mi"}}
     assert hh.plugin.pre_score(CycleState(), PodInfo.from_dict(p), hh.nodes()) is None   # not best-effort
     # cpu 1/8, memory 64Mi/1Gi -> std 0.03125 -> 96 (containers' 100m/200Mi would give 90)
     assert hh.score(p) == {"n": 96}
+    hh.handle.kube_version = (1, 37)
+    # 1.37: 50 + (50 + 96 - 100) / 2 = 73 (containers' values: 50 + (50 + 90 - 100) / 2 = 70)
+    assert hh.score(p) == {"n": 73}
 
 
-def test_balanced_allocation():
-    hh = PluginTester(NodeResourcesBalancedAllocation,
-                       nodes=[node("n", cpu="4", memory="8Gi"), node("m", cpu="4", memory="4Gi")])
+def test_balanced_allocation_as_1_35():
+    hh = balanced([node("n", cpu="4", memory="8Gi"), node("m", cpu="4", memory="4Gi")], release=(1, 35))
     s = hh.score(pod("p", cpu="2", memory="2Gi"))
     # n: cpu 0.5, mem 0.25 -> std 0.125 -> 87 ; m: 0.5, 0.5 -> 100
     assert s == {"n": 87, "m": 100}
+
+
+@pytest.mark.parametrize("release", [(1, 36), (1, 37)])
+def test_balanced_allocation_scores_the_improvement_from_1_36(release):
+    """``50 + (50 + S(with the pod) - S(without it)) / 2``, S = int((1 - std) * 100)."""
+    hh = balanced([node("n", cpu="4", memory="8Gi"), node("m", cpu="4", memory="4Gi")], release=release)
+    # empty nodes: S(without) = 100. n: S(with) = 87 -> 50 + 37 // 2 = 68; m: 100 -> 75
+    assert hh.score(pod("p", cpu="2", memory="2Gi")) == {"n": 68, "m": 75}
+    # a node made lopsided by a cpu-only pod (cpu 2/4, memory 0): S(without) = (1 - 0.25) * 100 = 75
+    hh = balanced([node("l", cpu="4", memory="4Gi")], release=release,
+                  pods=[pod("cpu-hog", cpu="2", memory=None, node_name="l")])
+    # a memory-only pod evens it out (0.5, 0.5): S(with) = 100 -> 50 + (50 + 25) // 2 = 87
+    assert hh.score(pod("mem", cpu=None, memory="2Gi")) == {"l": 87}
+    # a cpu pod makes it worse (0.75, 0): S(with) = 62 -> 50 + (50 - 13) // 2 = 68
+    assert hh.score(pod("cpu", cpu="1", memory=None)) == {"l": 68}
+    # fractions are capped at 1, with and without the pod: cpu (2 + 3) / 4 -> 1, memory 1Gi/4Gi:
+    # S(with) = (1 - 0.375) * 100 = 62 (uncapped it would be 50 -> 69)
+    assert hh.score(pod("big", cpu="3", memory="1Gi")) == {"l": 50 + (50 + 62 - 75) // 2}
+
+
+@pytest.mark.parametrize("release", [(1, 35), (1, 37)])
+def test_balanced_allocation_over_three_resources(release):
+    """std over every resource the node has; an extended resource the pod does not request is left
+    out, as upstream."""
+    args = {"resources": [{"name": "cpu"}, {"name": "memory"}, {"name": "example.com/gpu"}]}
+    hh = balanced([node("g", cpu="4", memory="4Gi", extended={"example.com/gpu": "4"})], args, release=release)
+    # with: cpu 1/4, memory 2/4, gpu 4/4 -> mean 7/12, std sqrt(((4/12)^2+(1/12)^2+(5/12)^2)/3)
+    # = 0.3118 -> 68; without: all 0 -> 100
+    with_pod = int((1 - ((((4 / 12) ** 2 + (1 / 12) ** 2 + (5 / 12) ** 2) / 3) ** 0.5)) * 100)
+    want = with_pod if release == (1, 35) else 50 + (50 + with_pod - 100) // 2
+    assert hh.score(pod("p", cpu="1", memory="2Gi", extended={"example.com/gpu": "4"})) == {"g": want}
+    # without a gpu request: cpu 1/4, memory 2/4 -> std 0.125 -> 87
+    want = 87 if release == (1, 35) else 50 + (50 + 87 - 100) // 2
+    assert hh.score(pod("q", cpu="1", memory="2Gi")) == {"g": want}
+
+
+def test_balanced_allocation():
+    hh = PluginTester(NodeResourcesBalancedAllocation, nodes=[node("n", cpu="4", memory="8Gi")])
     state = CycleState()
     assert hh.plugin.pre_score(state, PodInfo.from_dict(pod("be", cpu=None, memory=None)), hh.nodes()).is_skip()
     # configured resources: cpu alone has no spread to measure
-    cpu_only = PluginTester(NodeResourcesBalancedAllocation, {"resources": [{"name": "cpu"}]},
-                            nodes=[node("n", cpu="4", memory="8Gi")])
+    cpu_only = balanced([node("n", cpu="4", memory="8Gi")], {"resources": [{"name": "cpu"}]}, release=(1, 35))
     assert cpu_only.score(pod("p", cpu="2", memory="2Gi")) == {"n": 100}
+    cpu_only.handle.kube_version = (1, 37)
+    assert cpu_only.score(pod("p", cpu="2", memory="2Gi")) == {"n": 75}
     Args = NodeResourcesBalancedAllocation.Args
     assert encode_args(decode_args(Args, {"resources": []}, "args")) == {
         "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
@@ -79,17 +126,41 @@ def test_balanced_allocation():
         decode_args(Args, {"kind": "NodeResourcesFitArgs"}, "args")
 
 
+def imaged(name, images):
+    n = node(name)
+    n["status"]["images"] = [{"names": [i], "sizeBytes": s} for i, s in images]
+    return n
+
+
 def test_image_locality():
-    def imaged(name, images):
-        n = node(name)
-        n["status"]["images"] = [{"names": [i], "sizeBytes": s} for i, s in images]
-        return n
     mb = 2**20
     nodes = [imaged("has", [("registry.k8s.io/pause:3.10", 500 * mb)]), imaged("none", [])]
     hh = PluginTester(ImageLocality, nodes=nodes)
     s = hh.score(pod("p"))
     # 500MB * (1/2 nodes) = 250MB -> (250-23)/(1000-23)*100 = 23
     assert s["has"] == 100 * (250 * mb - 23 * mb) // (1000 * mb - 23 * mb) and s["none"] == 0
+
+
+def test_image_locality_counts_image_volumes_as_the_release_does():
+    """An image volume's image adds to the sum from 1.36 and to the image count (the upper bound,
+    1000 MiB per image) from 1.37."""
+    mb = 2**20
+    pause, model = "registry.k8s.io/pause:3.10", "example.com/model:v1"
+    nodes = [imaged("has", [(pause, 600 * mb), (model, 450 * mb)]), imaged("vol", [(model, 450 * mb)]),
+             imaged("none", [])]
+    p = pod("p")
+    p["spec"]["volumes"] = [{"name": "weights", "image": {"reference": model}}]
+    assert PodInfo.from_dict(p).image_volumes == (model,)
+    hh = PluginTester(ImageLocality, nodes=nodes)
+    # pause: 600MB on 1 of 3 nodes -> 200MB; the model: 450MB on 2 of 3 -> 300MB
+    hh.handle.kube_version = (1, 35)   # the container alone, bound 1000MB
+    assert hh.score(p) == {"has": 100 * (200 - 23) // (1000 - 23), "vol": 0, "none": 0}          # 18, 0
+    hh.handle.kube_version = (1, 36)   # the volume in the sum, bound still 1000MB
+    assert hh.score(p) == {"has": 100 * (500 - 23) // (1000 - 23), "vol": 100 * (300 - 23) // (1000 - 23),
+                           "none": 0}                                                            # 48, 28
+    hh.handle.kube_version = (1, 37)   # two images: bound 2000MB
+    assert hh.score(p) == {"has": 100 * (500 - 23) // (2000 - 23), "vol": 100 * (300 - 23) // (2000 - 23),
+                           "none": 0}                                                            # 24, 14
 
 
 def pvc(name, sc="", volume="", phase="Pending", size="1Gi", modes=("ReadWriteOnce",)):

@@ -122,7 +122,15 @@ def test_scalar_resource_scored_only_when_requested():
     ({"ignoredResources": ["Example.com/gpu"]}, "ignoredResources[0]: 'Example.com/gpu' is not a valid resource name: "
                                                 "prefix part a lowercase RFC 1123 subdomain"),
     ({"ignoredResources": ["x" * 64]}, "ignoredResources[0]"),
-    ({"scoringStrategy": {"type": "RequestedToCapacityRatio"}}, "requestedToCapacityRatio.shape"),
+    # kube-scheduler 1.36's validation of the strategy's parameters
+    ({"scoringStrategy": {"type": "RequestedToCapacityRatio"}},
+     "scoringStrategy.requestedToCapacityRatio: Required value: must be specified when type is "
+     "RequestedToCapacityRatio"),
+    ({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {"shape": []}}},
+     "scoringStrategy.requestedToCapacityRatio.shape: Required value: at least one point must be specified"),
+    ({"scoringStrategy": {"type": "MostAllocated", "requestedToCapacityRatio": {
+        "shape": [{"utilization": 0, "score": 1}]}}},
+     "scoringStrategy.requestedToCapacityRatio: Forbidden: must be nil when type is not RequestedToCapacityRatio"),
     ({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
         "shape": [{"utilization": 50, "score": 1}, {"utilization": 10, "score": 2}]}}}, "shape[1].utilization"),
     ({"bogus": 1}, "args.bogus"),

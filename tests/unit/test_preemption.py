@@ -58,7 +58,8 @@ def test_minimal_victims_on_the_best_node():
     out = sim.schedule(pod("high", cpu="1", priority=100))
     # n1: both removed, low1 (more important) reprieved, low2 evicted; n2 would evict priority 20.
     assert (out.nominated_node, out.victims) == ("n1", ("default/low2",))
-    assert out.message == "0/2 nodes are available: 2 Insufficient cpu."
+    assert out.message == ("0/2 nodes are available: 2 Insufficient cpu. "
+                           "preemption: found a potential placement for pod on node n1, preempting 1 victims")
     assert sim.cache.dump() == before  # the dry runs left the cache as it was
 
 
@@ -582,3 +583,48 @@ def test_a_victim_chosen_counts_as_terminating_until_it_is_gone():
     assert pl.pod_eligible(preemptor, None) == (False, "not eligible due to a terminating pod on the nominated node.")
     sim.remove_pod(victim.uid)                    # gone: nothing on the node to wait for
     assert pl.pod_eligible(preemptor, None) == (True, "")
+
+
+@pytest.mark.parametrize("release,tail", [
+    ((1, 37), "preemption: found a potential placement for pod on node n1, preempting 1 victims"),
+    ((1, 35), "1 Insufficient cpu."),
+])
+def test_a_successful_preemption_says_so_from_1_37(release, tail):
+    """1.37's Evaluator.Preempt returns a Success that names the node and the number of victims;
+    DefaultPreemption prefixes it and it ends the FailedScheduling message. 1.35 said nothing."""
+    raw = {"apiVersion": configmod.API_VERSION, "kind": configmod.KIND, "profiles": [{"schedulerName": "pysched"}]}
+    sim = OfflineScheduler(configmod.parse(raw), kube_version=release)
+    sim.add_node(node("n1", cpu="1"))
+    sim.add_pod(running("low", "n1", "1", 1))
+    out = sim.schedule(pod("high", cpu="1", priority=100))
+    assert out.nominated_node == "n1" and out.victims == ("default/low",)
+    assert out.message.endswith(tail), out.message
+
+
+@pytest.mark.parametrize("release,code", [((1, 37), "Error"), ((1, 35), "Unschedulable")])
+def test_a_victim_waiting_at_permit_is_preempted_in_memory(release, code):
+    """1.37's WaitingPod.Preempt ends the victim's wait with an Error (it goes through the error
+    backoff, not the unschedulable pool), and the Preempted Event says it happened in memory."""
+    import asyncio
+
+    from pysched.framework import Handle
+    from pysched.framework.interface import WaitingPod
+    from pysched.framework.preemption import Evaluator
+
+    class Recorder:
+        notes: list[str] = []
+
+        def record(self, obj, **kw):
+            self.notes.append(kw["note"])
+
+    victim = PodInfo.from_dict(running("low", "n1", "1", 1))
+    waiting = WaitingPod(victim, pending={"Coscheduling"})
+    rec = Recorder()
+    handle = Handle(snapshot=None, objects=None, kube_version=release,  # type: ignore[arg-type]
+                    waiting_pods={victim.uid: waiting}, recorder=rec)  # type: ignore[arg-type]
+    ev = Evaluator.__new__(Evaluator)
+    ev.handle, ev.plugin_name = handle, "DefaultPreemption"
+    asyncio.run(ev.preempt_pod(Candidate("n1", [victim], 0), PodInfo.from_dict(pod("high")), victim))
+    assert waiting.rejection is not None and waiting.rejection.code.upstream == code
+    assert waiting.rejection.message() == "preempted"
+    assert rec.notes[-1].endswith(" (in kube-scheduler memory).") is (release >= (1, 37))

@@ -108,6 +108,28 @@ def test_leftover_flush_after_five_minutes():
     clk.t += 2
     assert q.flush_unschedulable_leftover() == 1
     assert qpi.where == ACTIVE
+    # scheduler_pod_scheduled_after_flush_total counts the bind of a flushed pod, until it fails again
+    assert qpi.was_flushed
+    assert q.pop_nowait() is qpi
+    q.add_unschedulable_if_not_present(qpi)
+    assert not qpi.was_flushed
+
+
+def test_the_entity_metrics_mirror_the_pod_metrics():
+    """kube-scheduler 1.37's queued_entities / queue_incoming_entities_total, type "pod"."""
+    from pysched.metrics import METRICS
+
+    def incoming(queue, event):
+        return (METRICS.queue_incoming.labels(queue, event).value,
+                METRICS.queue_incoming_entities.labels(queue, event, "pod").value)
+    q = mkq(Clock())
+    before = incoming("active", "PodAdd")
+    q.add(P("entity-a"))
+    after = incoming("active", "PodAdd")
+    assert after[0] - before[0] == after[1] - before[1] == 1
+    q.update_metrics()
+    assert METRICS.queued_entities.labels("active", "pod")._value.get() == \
+        METRICS.pending_pods.labels("active")._value.get() == 1
 
 
 def test_gated_pod_waits_until_gate_removed():

@@ -74,18 +74,23 @@ def test_node_affinity_requeues_when_a_node_starts_matching():
     assert qpi.where in REQUEUED
 
 
-def test_plugins_registering_node_add_also_hear_node_taint_updates():
-    """As upstream's scheduler adds for every plugin that registers Node/Add without UpdateNodeTaint
-    (NodeName, NodeAffinity, InterPodAffinity, NodePorts, volume plugins, DynamicResources ...)."""
+@pytest.mark.parametrize("release", [(1, 35), (1, 36), (1, 37)])
+def test_plugins_registering_node_add_also_hear_node_taint_updates_before_1_37(release):
+    """As kube-scheduler 1.35/1.36 adds for every plugin that registers Node/Add without
+    UpdateNodeTaint (NodeName, NodeAffinity, InterPodAffinity, NodePorts, volume plugins,
+    DynamicResources ...); 1.37 removed that with the node preCheck."""
     from pysched.eventhandlers import EventRegistry
-    reg = EventRegistry(OfflineScheduler().frameworks.values())
+    reg = EventRegistry(OfflineScheduler(kube_version=release).frameworks.values())
 
     def taint_regs(plugin):
         return [r for r in reg.by_plugin[plugin] if r.event == ClusterEvent("Node", "UpdateNodeTaint")]
 
     for plugin in ("NodeName", "NodeAffinity", "InterPodAffinity", "NodePorts", "NodeResourcesFit"):
         regs = taint_regs(plugin)
-        assert len(regs) == 1 and regs[0].hint is None, (plugin, regs)
+        if release < (1, 37):
+            assert len(regs) == 1 and regs[0].hint is None, (plugin, regs)
+        else:
+            assert regs == [], (plugin, regs)
     # one that registers it itself keeps its own (with its hint), not a second one
     regs = taint_regs("TaintToleration")
     assert len(regs) == 1 and regs[0].hint is not None
@@ -166,25 +171,55 @@ def _blocked_by_existing_anti_affinity(sim: OfflineScheduler):
     return qpi
 
 
-def test_the_blocker_of_an_existing_anti_affinity_leaving_does_not_requeue_as_upstream():
-    """Upstream's hint looks at the waiting pod's own terms only: the pod waits for another event
+def _as_release(sim: OfflineScheduler, release: tuple[int, int], flags: str = "") -> OfflineScheduler:
+    """``sim`` with its frameworks built as kube-scheduler ``release`` (and ``flags``) builds them."""
+    from pysched.eventhandlers import EventRegistry
+    gates = parse_feature_gates(flags, release)
+    fw = build_frameworks(sim.cfg, sim.registry, cache=sim.cache, client=None, recorder=None, objects=sim.objects,
+                          feature_gates=gates, kube_version=release)
+    sim.frameworks.update(fw)
+    sim.scheduler.frameworks.update(fw)
+    sim.events.registry = EventRegistry(fw.values())
+    sim.queue.event_filter = lambda qpi, ev: sim.events.registry.interested(qpi, *ev[:5])
+    return sim
+
+
+@pytest.mark.parametrize("release", [(1, 35), (1, 36)])
+def test_the_blocker_of_an_existing_anti_affinity_leaving_does_not_requeue_before_1_37(release):
+    """1.35/1.36's hint looks at the waiting pod's own terms only: the pod waits for another event
     (or the 5-minute flush) although the pod that kept it out is gone."""
-    qpi = _blocked_by_existing_anti_affinity(OfflineScheduler())
+    qpi = _blocked_by_existing_anti_affinity(_as_release(OfflineScheduler(), release))
     assert qpi.where == "unschedulable"
 
 
+def test_the_blocker_of_an_existing_anti_affinity_leaving_requeues_from_1_37():
+    """1.37's isSchedulableAfterAssignedPodChange also looks at the deleted pod's own anti-affinity."""
+    qpi = _blocked_by_existing_anti_affinity(_as_release(OfflineScheduler(), (1, 37)))
+    assert qpi.where in REQUEUED
+
+
 def test_the_feature_gate_requeues_when_the_existing_anti_affinity_blocker_leaves():
-    sim = OfflineScheduler()
-    gates = parse_feature_gates(f"{EXISTING_ANTI_AFFINITY_DELETE_HINT}=true")
-    fw = build_frameworks(sim.cfg, sim.registry, cache=sim.cache, client=None, recorder=None, objects=sim.objects,
-                          feature_gates=gates)
-    sim.frameworks.update(fw)
-    sim.scheduler.frameworks.update(fw)
-    from pysched.eventhandlers import EventRegistry
-    sim.events.registry = EventRegistry(fw.values())
-    sim.queue.event_filter = lambda qpi, ev: sim.events.registry.interested(qpi, *ev)
+    sim = _as_release(OfflineScheduler(), (1, 35), f"{EXISTING_ANTI_AFFINITY_DELETE_HINT}=true")
     qpi = _blocked_by_existing_anti_affinity(sim)
     assert qpi.where in REQUEUED
+
+
+@pytest.mark.parametrize("release,requeued", [((1, 36), False), ((1, 37), True)])
+def test_a_pod_stops_matching_one_anti_affinity_term(release, requeued):
+    """1.37: an update requeues when the placed pod stops matching *any* anti-affinity term (1.35/1.36:
+    all of them)."""
+    sim = _as_release(OfflineScheduler(), release)
+    sim.add_node(node("n1"))
+    two_terms = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "kubernetes.io/hostname"},
+        {"labelSelector": {"matchLabels": {"tier": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    sim.add_pod(bound("db", "n1", labels={"app": "db"}))
+    qpi = rejected(sim, pod("p", affinity=two_terms), "InterPodAffinity")
+    relabelled = bound("db", "n1", labels={"app": "cache"})
+    relabelled["metadata"]["uid"] = next(u for u, x in sim.cache.pods.items() if x.name == "db")
+    relabelled["metadata"]["resourceVersion"] = "2"
+    sim.add_pod(relabelled)
+    assert (qpi.where in REQUEUED) is requeued
 
 
 def test_feature_gates_are_parsed_strictly():
@@ -407,3 +442,37 @@ def test_a_batch_moves_only_pods_whose_plugin_registered_the_event():
         sim.add_object({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                         "metadata": {"name": "data", "namespace": "default", "resourceVersion": "1"}})
     assert all(q.gated for q in gated)
+
+
+@pytest.mark.parametrize("waiting_priority,requeued", [(5, True), (50, False)])
+def test_a_nominated_pod_deleted_frees_its_place_for_pods_of_lower_or_equal_priority(waiting_priority, requeued):
+    """Upstream's deletePodFromSchedulingQueue: a pending pod nominated to a node, deleted, is an
+    assigned pod deleted for the waiting pods of lower or equal priority (getLEPriorityPreCheck) -
+    NodeResourcesFit's hint then sees resources freed on that node."""
+    sim = OfflineScheduler()
+    sim.add_node(node("n1", cpu="1"))
+    sim.add_pod(bound("filler", "n1", cpu="900m"))
+    waiting = pod("p", cpu="500m")
+    waiting["spec"]["priority"] = waiting_priority
+    qpi = rejected(sim, waiting, "NodeResourcesFit")
+    nominated = pod("nom", cpu="500m")
+    nominated["spec"]["priority"] = 10
+    nominated["status"] = {"nominatedNodeName": "n1"}
+    sim.add_pod(nominated)
+    assert qpi.where == "unschedulable"
+    sim.remove_pod(nominated["metadata"]["uid"])
+    assert (qpi.where in REQUEUED) is requeued
+
+
+def test_a_nomination_moved_elsewhere_frees_the_old_node():
+    sim = OfflineScheduler()
+    sim.add_node(node("n1", cpu="1"))
+    sim.add_pod(bound("filler", "n1", cpu="900m"))
+    qpi = rejected(sim, pod("p", cpu="500m"), "NodeResourcesFit")
+    nominated = pod("nom", cpu="500m")
+    nominated["status"] = {"nominatedNodeName": "n1"}
+    sim.add_pod(nominated)
+    moved = {**nominated, "metadata": {**nominated["metadata"], "resourceVersion": "99"},
+             "status": {"nominatedNodeName": "n2"}}
+    sim.add_pod(moved)
+    assert qpi.where in REQUEUED

@@ -780,7 +780,15 @@ class WaitingPod:
             self.future.set_result(None)
 
     def reject(self, plugin: str, msg: str) -> None:
-        st = Status(Code.UNSCHEDULABLE, msg, plugin=plugin)
+        self._stop(Status(Code.UNSCHEDULABLE, msg, plugin=plugin))
+
+    def preempt(self, plugin: str, msg: str) -> None:
+        """The pod was chosen as a preemption victim while it waited (kube-scheduler 1.37's
+        ``WaitingPod.Preempt``): its cycle ends with an Error, not Unschedulable, so it goes back
+        through the error backoff rather than to the unschedulable pool."""
+        self._stop(Status(Code.ERROR, msg, plugin=plugin))
+
+    def _stop(self, st: Status) -> None:
         if self.future is None:
             if self.rejection is None:
                 self.rejection = st

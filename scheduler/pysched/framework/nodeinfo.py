@@ -1,9 +1,9 @@
 """NodeInfo: one node's scheduling-relevant fields plus what its pods take.
 
-The node part (labels, taints, allocatable, images) is parsed from the watch event; the pod part
-(requested resources, non-zero requests for scoring, host ports, the pods themselves) is kept up
-to date by the cache as pods are added, assumed, forgotten and removed, whichever scheduler bound
-them. The same numbers are mirrored into ``NodeTable`` rows for vectorised filters.
+The node part (labels, taints, allocatable, images, declared features) is parsed from the watch
+event; the pod part (requested resources, non-zero requests for scoring, host ports, the pods
+themselves) is kept up to date by the cache as pods are added, assumed, forgotten and removed,
+whichever scheduler bound them. The same numbers are mirrored into ``NodeTable`` rows for vectorised filters.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class NodeSpec:
     """The parsed Node object: only what scheduling reads."""
 
     __slots__ = ("name", "uid", "resource_version", "labels", "taints", "unschedulable",
-                 "allocatable", "images", "raw_alloc", "parse_error", "raw")
+                 "allocatable", "images", "raw_alloc", "declared_features", "parse_error", "raw")
 
     name: str
     uid: str
@@ -37,6 +37,7 @@ class NodeSpec:
     allocatable: dict[str, int]               # status.allocatable as integers (cpu in millicores)
     images: dict[str, int]                    # image name -> size in bytes
     raw_alloc: dict[str, Any]                 # status.allocatable as sent
+    declared_features: tuple[str, ...]        # status.declaredFeatures as sent (sorted by the API server)
     parse_error: str | None
     raw: dict[str, Any] | None                # the object, kept when extenders need whole Nodes
 
@@ -60,6 +61,7 @@ class NodeSpec:
             n.resource_version = rv if isinstance(rv, str) else ""
             n.labels, n.taints, n.unschedulable = {}, (), False
             n.raw_alloc, n.allocatable, n.images = {}, {}, {}
+            n.declared_features = ()
             n.raw = obj if keep_raw and isinstance(obj, dict) else None
             n.parse_error = problem
             return n
@@ -91,6 +93,7 @@ class NodeSpec:
             for nm in img.get("names") or ():
                 images[nm] = size
         n.images = images
+        n.declared_features = tuple(status.get("declaredFeatures") or ())
         if keep_raw:
             meta.pop("managedFields", None)
             n.raw = obj
@@ -101,7 +104,7 @@ class NodeSpec:
     def same_for_scheduling(self, other: NodeSpec) -> bool:
         return (self.labels == other.labels and self.taints == other.taints
                 and self.unschedulable == other.unschedulable and self.raw_alloc == other.raw_alloc
-                and self.images == other.images)
+                and self.images == other.images and self.declared_features == other.declared_features)
 
 
 class NodeInfo:

@@ -103,6 +103,7 @@ class PodInfo:
         "requests", "non0_cpu", "non0_mem", "host_ports", "tolerations", "node_selector",
         "required_affinity", "preferred_affinity", "pod_affinity", "pod_anti_affinity",
         "spread_constraints", "gates", "owner_kind", "owner_name", "owner_uid", "images",
+        "image_volumes",
         "pvc_names", "volumes", "resource_claims", "scheduled_condition", "nominated_node", "raw",
         "parse_error", "spec_hash", "affinity_terms", "fit_score_requests",
         "preemption_policy", "start_time", "preempted_by_scheduler",
@@ -141,7 +142,8 @@ class PodInfo:
     owner_kind: str                            # the controller owner reference
     owner_name: str
     owner_uid: str
-    images: tuple[str, ...]
+    images: tuple[str, ...]                    # container and init container images
+    image_volumes: tuple[str, ...]             # spec.volumes[].image.reference, one per image volume
     pvc_names: tuple[tuple[str, bool], ...]    # (claim name, is an ephemeral volume's claim)
     volumes: tuple[PodVolume, ...]             # in-line disks (GCE PD, EBS, iSCSI, RBD, ...)
     resource_claims: tuple[dict[str, Any], ...]
@@ -206,7 +208,7 @@ class PodInfo:
         p.requests, p.non0_cpu, p.non0_mem = {}, 0, 0
         p.fit_score_requests = None
         p.host_ports, p.images, p.tolerations, p.gates, p.pvc_names, p.resource_claims = (), (), (), (), (), ()
-        p.volumes = ()
+        p.volumes = p.image_volumes = ()
         p.node_selector = p.spread_constraints = p.pod_affinity = p.pod_anti_affinity = None
         p.required_affinity, p.preferred_affinity, p.affinity_terms = None, (), NO_AFFINITY
         p.raw = obj if keep_raw and isinstance(obj, dict) else None
@@ -295,7 +297,10 @@ class PodInfo:
         p.spread_constraints = spec.get("topologySpreadConstraints") or None
         claims = []
         inline: list[PodVolume] = []
+        image_volumes: list[str] = []
         for v in spec.get("volumes") or ():
+            if v.get("image") is not None:
+                image_volumes.append(v["image"].get("reference") or "")
             if v.get("persistentVolumeClaim"):
                 claims.append((v["persistentVolumeClaim"].get("claimName", ""), False))
             elif v.get("ephemeral"):
@@ -306,6 +311,7 @@ class PodInfo:
                     inline.append(vol)
         p.pvc_names = tuple(claims)
         p.volumes = tuple(inline)
+        p.image_volumes = tuple(image_volumes)
         p.resource_claims = tuple(spec.get("resourceClaims") or ())
 
         affinity = spec.get("affinity") or {}

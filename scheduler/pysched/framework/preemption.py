@@ -256,7 +256,13 @@ class Evaluator:
         log.info("the target node for the preemption is determined", extra=kv(
             pod=pod.key, node=best.name, victims=",".join(v.key for v in best.victims)))
         self.prepare_candidate_async(best, pod)
-        return PostFilterResult(best.name, tuple(v.key for v in best.victims)), Status(Code.SUCCESS)
+        result = PostFilterResult(best.name, tuple(v.key for v in best.victims))
+        if self.handle.kube_version >= (1, 37):
+            # 1.37 says what it did: DefaultPreemption prefixes "preemption: " and the line ends
+            # the pod's FailedScheduling Event and condition.
+            return result, Status(Code.SUCCESS, f"found a potential placement for pod on node {best.name}, "
+                                                f"preempting {len(best.victims)} victims")
+        return result, Status(Code.SUCCESS)
 
     def pdbs(self) -> list[PDB]:
         try:
@@ -464,8 +470,14 @@ class Evaluator:
         """``PreemptPod``: reject a victim waiting at Permit; otherwise mark it
         ``DisruptionTarget`` and delete it. Then the ``Preempted`` event on the victim."""
         waiting = self.handle.waiting_pods.get(victim.uid)
+        since_1_37 = self.handle.kube_version >= (1, 37)
+        note = f"Preempted by pod {preemptor.uid} on node {c.name}"
         if waiting is not None:
-            waiting.reject(self.plugin_name, "preempted")
+            if since_1_37:   # 1.37: an Error for the victim's cycle, and the Event says so
+                waiting.preempt(self.plugin_name, "preempted")
+                note += " (in kube-scheduler memory)."
+            else:
+                waiting.reject(self.plugin_name, "preempted")
             log.info("preemptor rejected a waiting pod", extra=kv(pod=preemptor.key, victim=victim.key, node=c.name))
         else:
             client = self._client()
@@ -498,9 +510,11 @@ class Evaluator:
             log.info("preemptor pod preempted victim pod", extra=kv(pod=preemptor.key, victim=victim.key, node=c.name))
         recorder = self.handle.recorder
         if recorder is not None:
+            # 1.37 passes its preemptor wrapper (not an API type) as the related object, which the
+            # event recorder cannot reference: its Preempted Events have none, and so do ours.
+            related = None if since_1_37 else preemptor
             recorder.record(victim, controller=self.handle.profile_name, type_="Normal", reason="Preempted",
-                            action="Preempting", note=f"Preempted by pod {preemptor.uid} on node {c.name}",
-                            related=preemptor)
+                            action="Preempting", note=note, related=related)
 
 
     def note_doomed(self, uid: str) -> None:

@@ -13,7 +13,8 @@ Upstream semantics (kube-scheduler 1.35): SchedulingGates, PrioritySort, NodeUns
 NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRestrictions,
 NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity,
 NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, DefaultPreemption, DynamicResources (DRA:
-claims allocated from ResourceSlices, as kube-scheduler 1.35 with its default gates). From
+claims allocated from ResourceSlices, as kube-scheduler 1.35 with its default gates); NodeDeclaredFeatures
+(kube-scheduler 1.37's, acting only under its feature gate, off in 1.35: a profile enables it). From
 scheduler-plugins, opt-in: Coscheduling (gang scheduling of PodGroups), CapacityScheduling (team quotas:
 ElasticQuotas with borrowing and reclaim) and the load-aware scores in
 ``loadaware`` (TargetLoadPacking, LoadVariationRiskBalancing, MetricScore), which need a metrics
@@ -34,6 +35,7 @@ from pysched.plugins.loadaware.load_variation_risk_balancing import LoadVariatio
 from pysched.plugins.loadaware.metric_score import MetricScore
 from pysched.plugins.loadaware.target_load_packing import TargetLoadPacking
 from pysched.plugins.node_affinity import NodeAffinity
+from pysched.plugins.node_declared_features import NodeDeclaredFeatures
 from pysched.plugins.node_name import NodeName
 from pysched.plugins.node_ports import NodePorts
 from pysched.plugins.node_resources_fit import NodeResourcesFit
@@ -72,6 +74,7 @@ IN_TREE = [
     LoadVariationRiskBalancing,
     MetricScore,
     DefaultBinder,
+    NodeDeclaredFeatures,
 ]
 
 __all__ = ["IN_TREE"]

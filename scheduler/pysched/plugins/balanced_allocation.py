@@ -1,11 +1,19 @@
 """NodeResourcesBalancedAllocation (PreScore, Score): prefer nodes whose resource use stays balanced.
 
-For the configured resources (default cpu and memory) the fraction ``requested / allocatable``
-after placing the pod is computed per resource (capped at 1); the score is
-``(1 - std(fractions)) * 100`` (for two resources std is ``|f1 - f2| / 2``). Requested amounts
-here are the plain requests (no 100m/200Mi defaults), as upstream. Best-effort pods (requesting
-none of the resources) skip this plugin, so they do not pile onto one node (k/k#129138).
-Reads: the batch's allocatable and requested amounts (``NodeBatch`` accessors), the pod's requests.
+For the configured resources (default cpu and memory) the fraction ``requested / allocatable`` is
+computed per resource (capped at 1), and ``S = int((1 - std(fractions)) * 100)`` (for two
+resources std is ``|f1 - f2| / 2``; resources the node lacks, and extended resources the pod does
+not request, are left out). The score follows the release (``Handle.kube_version``):
+
+* kube-scheduler 1.35: ``S`` after placing the pod;
+* from 1.36: how much placing the pod improves the balance,
+  ``50 + (50 + S(with the pod) - S(without it)) / 2`` (Go's integer division; both ``S`` are in
+  [50, 100], so the score is in [50, 100], 75 when the balance does not change).
+
+Requested amounts here are the plain requests (no 100m/200Mi defaults), as upstream. Best-effort
+pods (requesting none of the resources) skip this plugin, so they do not pile onto one node
+(k/k#129138). Reads: the batch's allocatable and requested amounts (``NodeBatch`` accessors),
+the pod's requests.
 """
 
 from __future__ import annotations
@@ -79,6 +87,14 @@ def balanced_score(fractions: list[FloatArray], valid: list[BoolArray], n: int) 
     return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
 
 
+def improvement_score(with_pod: Int64Array, without_pod: Int64Array) -> Int64Array:
+    """kube-scheduler 1.36's ``balancedResourceScorer``: ``MaxNodeScore/2 + (MaxNodeScore/2 +
+    with_pod - without_pod) / 2``, dividing as Go does (towards zero)."""
+    half = MAX_NODE_SCORE // 2
+    num = half + with_pod - without_pod
+    return half + np.sign(num) * (np.abs(num) // 2)
+
+
 class NodeResourcesBalancedAllocation(PreScorePlugin[BalancedAllocationArgs], ScorePlugin[BalancedAllocationArgs]):
     name = "NodeResourcesBalancedAllocation"
 
@@ -99,7 +115,10 @@ class NodeResourcesBalancedAllocation(PreScorePlugin[BalancedAllocationArgs], Sc
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> Int64Array:
         reqs: list[tuple[str, int]] = state.get(KEY) or self._requests(pod)
-        fractions, valid = [], []
+        improvement = self.handle.kube_version >= (1, 36)
+        with_pod: list[FloatArray] = []
+        without_pod: list[FloatArray] = []
+        valid: list[BoolArray] = []
         for name, q in reqs:
             if (q == 0 and is_scalar(name)) or name == "pods":
                 continue
@@ -108,7 +127,14 @@ class NodeResourcesBalancedAllocation(PreScorePlugin[BalancedAllocationArgs], Sc
             alloc = nodes.allocatable(name)
             has = alloc > 0
             # Nodes without the resource divide by 1 and are masked out by ``has``.
-            frac = (nodes.requested(name) + q) / np.where(has, alloc, 1)
-            fractions.append(np.minimum(frac, 1.0))
+            denom = np.where(has, alloc, 1)
+            used = nodes.requested(name)
+            with_pod.append(np.minimum((used + q) / denom, 1.0))
+            if improvement:
+                without_pod.append(np.minimum(used / denom, 1.0))
             valid.append(has)
-        return balanced_score(fractions, valid, len(nodes))
+        n = len(nodes)
+        after = balanced_score(with_pod, valid, n)
+        if not improvement:
+            return after
+        return improvement_score(after, balanced_score(without_pod, valid, n))

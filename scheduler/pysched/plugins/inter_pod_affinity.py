@@ -91,6 +91,9 @@ class InterPodAffinity(PreFilterPlugin[InterPodAffinityArgs], FilterPlugin[Inter
 
     def __init__(self, args: InterPodAffinityArgs | None, handle: Handle) -> None:
         super().__init__(args, handle)
+        # 1.37's hint (any-term matching, nominated pods count as placed, the deleted pod's own
+        # anti-affinity, the waiting pod's own label change); 1.35/1.36's otherwise.
+        self.hints_1_37 = handle.kube_version >= (1, 37)
         self.existing_anti_affinity_delete_hint = EXISTING_ANTI_AFFINITY_DELETE_HINT in handle.feature_gates
 
     # -- helpers -------------------------------------------------------------------------------
@@ -251,33 +254,52 @@ class InterPodAffinity(PreFilterPlugin[InterPodAffinityArgs], FilterPlugin[Inter
                 ClusterEventWithHint(ClusterEvent("Pod", "Delete"), pod_hint),
                 ClusterEventWithHint(ClusterEvent("Node", "Add"), node_hint),
                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel"), node_hint))
+        # 1.37's TargetPod/UpdatePodLabel (the waiting pod's own labels changed: Queue) needs no
+        # registration here: the queue requeues a waiting pod on any change of its own spec or
+        # labels (``SchedulingQueue.update``).
 
     # -- queueing hints ------------------------------------------------------------------------
 
     def schedulable_after_pod_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
-        """Upstream's isSchedulableAfterPodChange, over the waiting pod's own required terms: a
-        bound pod added that matches all its affinity terms, updated to start matching them or to
-        stop matching all its anti-affinity terms, or deleted while matching all its anti-affinity
-        terms. Unbound pods never help. Upstream does not requeue when the deleted pod's *own*
-        anti-affinity was what kept this pod out; the ``PyschedExistingAntiAffinityDeleteHint``
-        feature gate adds that case (docs/queueing-hints.md)."""
-        if (new is not None and not new.node_name) or (old is not None and not old.node_name):
-            return False
+        """Upstream's hint over the waiting pod's own required terms: a placed pod added that
+        matches all its affinity terms, updated to start matching them or to stop matching its
+        anti-affinity terms, or deleted while matching them. 1.35/1.36 (isSchedulableAfterPodChange):
+        only bound pods count, and "matching the anti-affinity terms" means all of them. 1.37
+        (isSchedulableAfterAssignedPodChange): pods nominated to a node count as placed, matching
+        *any* anti-affinity term is enough, and a deleted pod whose own required anti-affinity
+        matches the waiting pod requeues it too. Before 1.37 that last case is pysched's
+        ``PyschedExistingAntiAffinityDeleteHint`` feature gate (docs/queueing-hints.md)."""
+        if self.hints_1_37:
+            if (new is not None and not new.node_name and not new.nominated_node) or (
+                    old is not None and not old.node_name and not old.nominated_node):
+                return False
+            anti_matches = _matches_any
+        else:
+            if (new is not None and not new.node_name) or (old is not None and not old.node_name):
+                return False
+            anti_matches = _matches_all
         terms = pod.affinity_terms
         if new is not None and old is not None:
             return ((not _matches_all(terms.required_affinity, old) and _matches_all(terms.required_affinity, new))
-                    or (_matches_all(terms.required_anti_affinity, old)
-                        and not _matches_all(terms.required_anti_affinity, new)))
+                    or (anti_matches(terms.required_anti_affinity, old)
+                        and not anti_matches(terms.required_anti_affinity, new)))
         if new is not None:
             return _matches_all(terms.required_affinity, new)
         if old is None:
             return False
-        if _matches_all(terms.required_anti_affinity, old):
+        if anti_matches(terms.required_anti_affinity, old):
             return True
+        if self.hints_1_37:   # upstream passes no namespace labels here
+            return any(t.matches(pod, None) for t in old.affinity_terms.required_anti_affinity)
         if self.existing_anti_affinity_delete_hint and old.affinity_terms.required_anti_affinity:
             ns_labels = self.handle.objects.namespace_labels(pod.namespace)
             return any(t.matches(pod, ns_labels) for t in old.affinity_terms.required_anti_affinity)
         return False
+
+
+def _matches_any(terms: tuple[AffinityTerm, ...], pod: PodInfo) -> bool:
+    """podMatchesAnyAffinityTerms (1.37): false without terms."""
+    return any(t.matches(pod, None) for t in terms)
 
 
 def _matches_all(terms: tuple[AffinityTerm, ...], pod: PodInfo) -> bool:

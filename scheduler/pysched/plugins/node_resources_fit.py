@@ -20,7 +20,7 @@ Score, with ``scoringStrategy.type``:
 weighted by ``resources`` (default cpu 1, memory 1). Requested amounts include the pod itself;
 cpu and memory use "non-zero" requests (100m / 200Mi for containers that state none). For the
 pod being scheduled the score counts its containers' requests even when it has pod-level
-``spec.resources`` (``PodInfo.fit_score_requests``): kube-scheduler 1.35's scoring strategies are
+``spec.resources`` (``PodInfo.fit_score_requests``): kube-scheduler's scoring strategies (1.35-1.37) are
 built without the PodLevelResources gate, while its filter (and BalancedAllocation) use the
 pod-level values.
 Resources the node does not have, and extended resources the pod does not request, are left out.
@@ -105,10 +105,18 @@ class ScoringStrategy:
 
     def validate(self, path: str) -> None:
         validate_resource_specs(self.resources, f"{path}.resources")
-        if self.type == REQUESTED_TO_CAPACITY_RATIO and (
-                self.requested_to_capacity_ratio is None or not self.requested_to_capacity_ratio.shape):
-            raise ConfigError(f"{path}.requestedToCapacityRatio.shape: Required value: "
-                              "at least one point must be specified")
+        # kube-scheduler 1.36's rules (1.35 accepted a RequestedToCapacityRatio type without its
+        # parameters, and parameters for another type; pysched refuses both at every release).
+        if self.type == REQUESTED_TO_CAPACITY_RATIO:
+            if self.requested_to_capacity_ratio is None:
+                raise ConfigError(f"{path}.requestedToCapacityRatio: Required value: "
+                                  "must be specified when type is RequestedToCapacityRatio")
+            if not self.requested_to_capacity_ratio.shape:
+                raise ConfigError(f"{path}.requestedToCapacityRatio.shape: Required value: "
+                                  "at least one point must be specified")
+        elif self.requested_to_capacity_ratio is not None:
+            raise ConfigError(f"{path}.requestedToCapacityRatio: Forbidden: "
+                              "must be nil when type is not RequestedToCapacityRatio")
 
 
 @dataclass

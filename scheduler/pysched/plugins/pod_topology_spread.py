@@ -372,10 +372,12 @@ class PodTopologySpread(PreFilterPlugin[PodTopologySpreadArgs], FilterPlugin[Pod
     # -- queueing hints (upstream's isSchedulableAfterPodChange / ...NodeChange) ---------------
 
     def schedulable_after_pod_change(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
-        """A pod counts for the waiting pod's hard constraints only when bound in its namespace (or
-        when it is the pod itself): added or deleted matching a selector, or relabelled so that a
-        selector's verdict flips; the pod's own new tolerations matter with ``nodeTaintsPolicy: Honor``."""
-        if (new is not None and not _involved(new, pod)) or (old is not None and not _involved(old, pod)):
+        """A pod counts for the waiting pod's hard constraints only when bound in its namespace (1.37:
+        or nominated to a node; or when it is the pod itself): added or deleted matching a
+        selector, or relabelled so that a selector's verdict flips; the pod's own new tolerations
+        matter with ``nodeTaintsPolicy: Honor``."""
+        involved = _involved_1_37 if self.handle.kube_version >= (1, 37) else _involved
+        if (new is not None and not involved(new, pod)) or (old is not None and not involved(old, pod)):
             return False
         cons = self.constraints(pod, DO_NOT_SCHEDULE)
         if new is not None and old is not None:
@@ -404,7 +406,14 @@ class PodTopologySpread(PreFilterPlugin[PodTopologySpreadArgs], FilterPlugin[Pod
 
 
 def _involved(other: PodInfo, pod: PodInfo) -> bool:
+    """involvedInTopologySpreading, 1.35/1.36: the pod itself, or a bound pod of its namespace."""
     return other.uid == pod.uid or (bool(other.node_name) and other.namespace == pod.namespace)
+
+
+def _involved_1_37(other: PodInfo, pod: PodInfo) -> bool:
+    """1.37: a pod bound or nominated to a node, in the waiting pod's namespace (the waiting pod's own
+    changes come through the queue's update path, upstream's TargetPod events)."""
+    return other.uid == pod.uid or (bool(other.node_name or other.nominated_node) and other.namespace == pod.namespace)
 
 
 def _selects(c: Constraint, labels: dict[str, str]) -> bool:

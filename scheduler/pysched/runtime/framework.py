@@ -849,7 +849,11 @@ class Framework:
             if st is not None and st.is_skip():
                 continue
             if st is not None and not st.is_success():
-                status = st.with_plugin(pl.name)
+                if st.is_rejected():
+                    status = st.with_plugin(pl.name)
+                else:   # RunPreBindPlugins wraps an error in the plugin's name
+                    status = Status(Code.ERROR, f'running PreBind plugin "{pl.name}": {st.message()}',
+                                    plugin=pl.name, error=st.error)
                 break
         metrics.extension_point("PreBind", status, self.profile_name, time.perf_counter() - t0)
         return status
@@ -907,7 +911,8 @@ class _PostFilterFold:
     def add(self, plugin: str, r: PostFilterResult | None, st: Status | None) -> bool:
         """One plugin's answer; True when the loop must stop."""
         if st is None or st.is_success():
-            self.result, self.status = r, None
+            # A success may say what it did (1.37's preemption): it becomes the Diagnosis' PostFilterMsg.
+            self.result, self.status = r, (st if st is not None and st.message() else None)
             return True
         if st.code != Code.UNSCHEDULABLE:
             self.status = st.with_plugin(plugin)

@@ -103,7 +103,7 @@ class PluginTester(Generic[PluginT]):
 
     def pre_filter(self, raw_pod: dict[str, Any]) -> Status | None:
         """The PreFilter status alone."""
-        self._state(PodInfo.from_dict(raw_pod))
+        self._state(PodInfo.from_dict(raw_pod, keep_raw=True))
         return self.status
 
     def filter(self, raw_pod: dict[str, Any]) -> dict[str, tuple[Code, tuple[str, ...]] | None]:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from pysched.apis import config as configmod
+from pysched.apis.features import NEWEST
 from pysched.backend.cache.cache import SchedulerCache
 from pysched.client.objectstore import ObjectStore
 from pysched.eventhandlers import ClusterEvents, EventHandlers, EventRegistry
@@ -91,13 +92,20 @@ def natural_key(name: str) -> tuple:
 
 class OfflineScheduler:
     def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, registry: Registry | None = None,
-                 seed: int | None = 0, observer=None, load: LoadMetrics | None = None):
+                 seed: int | None = 0, observer=None, load: LoadMetrics | None = None,
+                 kube_version: tuple[int, int] = NEWEST, feature_gates: frozenset[str] | None = None):
+        """``kube_version``, ``feature_gates``: the kube-scheduler release to behave as (default the
+        newest pysched follows) and the gates on (default: that release's). The requests of pods
+        resized in place are counted by the process's accounting (``apis.core.resources``: the
+        newest release's unless ``set_accounting`` or ``accounting`` says otherwise), which this
+        does not change: several offline schedulers of different releases may share a process."""
         self.cfg = cfg or configmod.default_config()
         self.registry = registry if registry is not None else default_registry()
         self.cache = SchedulerCache()
         self.objects = ObjectStore()
         self.frameworks = build_frameworks(self.cfg, self.registry, cache=self.cache, client=None, recorder=None,
-                                           objects=self.objects, load=load)
+                                           objects=self.objects, load=load, kube_version=kube_version,
+                                           feature_gates=feature_gates)
         self.queue = build_queue(self.cfg, self.frameworks)
         self.events = ClusterEvents(self.queue, EventRegistry(self.frameworks.values()))
         self.objects.subscribe(self.events.object_event)
@@ -248,7 +256,7 @@ class OfflineScheduler:
 
     def filter_status(self, pod: dict, node_name: str) -> Status | None:
         """Every filter on one node (scalar path), for checks and explanations."""
-        info = PodInfo.from_dict(pod)
+        info = PodInfo.from_dict(pod, keep_raw=True)   # as a pod to schedule: plugins may read its object
         fwk = self.frameworks.get(info.scheduler_name) or self.frameworks[self.profile]
         state = CycleState()
         table = self.cache.table

@@ -12,7 +12,12 @@ DEFAULT_LEASE_NAME = "pysched"
 SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 EXTENSION_POINT_KEYS = ("preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore",
-                        "score", "reserve", "permit", "preBind", "bind", "postBind", "multiPoint")
+                        "score", "reserve", "permit", "preBind", "bind", "postBind", "multiPoint",
+                        "placementGenerate", "placementScore", "podGroupPostFilter")
+# Extension points of kube-scheduler 1.36/1.37's pod-group cycle (GenericWorkload,
+# TopologyAwareWorkloadScheduling: off by default). Accepted, validated and written as kube-scheduler
+# does; pysched runs no pod-group cycle, so their plugins are built but never called here.
+WORKLOAD_EXTENSION_POINT_KEYS = ("placementGenerate", "placementScore", "podGroupPostFilter")
 
 # kube-scheduler's default MultiPoint list (``getDefaultPlugins`` and ``applyFeatureGates`` in
 # pkg/scheduler/apis/config/v1/default_plugins.go), per release: plugins, order and weights exactly

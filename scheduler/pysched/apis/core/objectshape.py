@@ -4,8 +4,9 @@ Objects from the API server's watch always have the types of the Go structs, so 
 parses them without checks. Objects from elsewhere - an extender request body, a snapshot file -
 may hold anything: ``"containers": 5``, ``"labels": []``, ``"hostPort": "80"``. ``pod_problem`` and
 ``node_problem`` walk the fields our parsers and plugins read (``PodInfo.from_dict``,
-``NodeSpec.from_dict``, ``resources``, ``podaffinity``, ``PodTopologySpread``) and name the first
-one whose JSON type is wrong, as Go's decoder would refuse it::
+``NodeSpec.from_dict``, ``resources``, ``podaffinity``, ``PodTopologySpread``, the pod fields
+NodeDeclaredFeatures infers requirements from) and name the first one whose JSON type is wrong,
+as Go's decoder would refuse it::
 
     spec.containers[0].resources.requests: expected an object, got list
 
@@ -171,8 +172,10 @@ AFFINITY = {
     "podAffinity": POD_AFFINITY,
     "podAntiAffinity": POD_AFFINITY,
 }
+VOLUME_MOUNTS = [{"bindMountOptions": [STR]}]
 CONTAINER = {"name": STR, "image": STR, "restartPolicy": STR, "resources": RESOURCES,
-             "ports": [{"name": STR, "containerPort": INT32, "hostPort": INT32, "hostIP": STR, "protocol": STR}]}
+             "ports": [{"name": STR, "containerPort": INT32, "hostPort": INT32, "hostIP": STR, "protocol": STR}],
+             "restartPolicyRules": [{"action": STR}], "volumeMounts": VOLUME_MOUNTS}
 CONTAINER_STATUS = {"name": STR, "resources": RESOURCES, "allocatedResources": RESOURCE_LIST}
 POD = {
     "metadata": {
@@ -183,25 +186,29 @@ POD = {
     "spec": {
         "schedulerName": STR, "nodeName": STR, "priority": INT32, "priorityClassName": STR,
         "containers": [CONTAINER], "initContainers": [CONTAINER], "resources": RESOURCES,
+        "ephemeralContainers": [{"volumeMounts": VOLUME_MOUNTS}], "hostNetwork": BOOL, "hostUsers": BOOL,
         "overhead": RESOURCE_LIST, "nodeSelector": MapOf(STR), "affinity": AFFINITY,
         "tolerations": [{"key": STR, "operator": STR, "value": STR, "effect": STR, "tolerationSeconds": INT64}],
         "schedulingGates": [{"name": STR}],
         "topologySpreadConstraints": [{
             "maxSkew": POSITIVE32, "topologyKey": STR, "whenUnsatisfiable": STR, "labelSelector": LABEL_SELECTOR,
             "minDomains": POSITIVE32, "nodeAffinityPolicy": STR, "nodeTaintsPolicy": STR, "matchLabelKeys": [STR]}],
-        "volumes": [{"name": STR, "persistentVolumeClaim": {"claimName": STR, "readOnly": BOOL}, "ephemeral": OBJECT}],
+        "volumes": [{"name": STR, "persistentVolumeClaim": {"claimName": STR, "readOnly": BOOL}, "ephemeral": OBJECT,
+                     "image": {"reference": STR}}],
         "resourceClaims": [OBJECT],
     },
     "status": {
         "phase": STR, "nominatedNodeName": STR,
         "conditions": [{"type": STR, "status": STR, "reason": STR, "message": STR}],
         "containerStatuses": [CONTAINER_STATUS], "initContainerStatuses": [CONTAINER_STATUS],
+        "resources": RESOURCES, "allocatedResources": RESOURCE_LIST,
     },
 }
 NODE = {
     "metadata": {"name": STR, "uid": STR, "resourceVersion": STR, "labels": MapOf(STR)},
     "spec": {"taints": [{"key": STR, "value": STR, "effect": STR}], "unschedulable": BOOL},
-    "status": {"allocatable": RESOURCE_LIST, "images": [{"names": [STR], "sizeBytes": INT64}]},
+    "status": {"allocatable": RESOURCE_LIST, "images": [{"names": [STR], "sizeBytes": INT64}],
+               "declaredFeatures": [STR]},
 }
 
 

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pysched.apis.features.kube_gates import DEPENDENCIES, GATES, Spec
+from pysched.apis.features.kube_gates import DEPENDENCIES, GATES, LAST_RELEASE, Spec
 
 log = logging.getLogger("pysched.features")
 
@@ -38,8 +38,10 @@ class FeatureGateError(ValueError):
     """A ``--feature-gates`` value kube-scheduler would refuse; the message is upstream's."""
 
 
-def known_gates() -> dict[str, tuple[Spec, ...]]:
-    return {**GATES, **PYSCHED_GATES}
+def known_gates(release: Version | None = None) -> dict[str, tuple[Spec, ...]]:
+    """The gates kube-scheduler ``release`` knows (all of the window's when None), and pysched's own."""
+    gates = GATES if release is None else {n: h for n, h in GATES.items() if LAST_RELEASE.get(n, release) >= release}
+    return {**gates, **PYSCHED_GATES}
 
 
 def spec_at(history: tuple[Spec, ...], emulated: Version, min_compat: Version | None = None) -> Spec:
@@ -94,7 +96,7 @@ class FeatureGates:
 
 def resolve(release: Version, overrides: Mapping[str, bool] | None = None) -> FeatureGates:
     """The gates at ``release`` with ``overrides`` applied, checked as ``SetFromMap`` checks them."""
-    known = known_gates()
+    known = known_gates(release)
     overrides = dict(overrides or {})
     errors: list[str] = []
     state: dict[str, bool] = {}

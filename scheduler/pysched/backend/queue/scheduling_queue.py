@@ -62,7 +62,7 @@ class QueuedPodInfo:
     __slots__ = ("pod", "timestamp", "initial_attempt", "attempts", "unschedulable_count",
                  "consecutive_errors", "unschedulable_plugins", "pending_plugins", "gated",
                  "gating_plugin", "where", "seq", "backoff_expiry", "sort_key", "first_enqueued",
-                 "activate_on_return", "counted_plugins")
+                 "activate_on_return", "counted_plugins", "was_flushed")
 
     def __init__(self, pod: PodInfo, now: float):
         self.pod = pod
@@ -78,6 +78,9 @@ class QueuedPodInfo:
         self.gating_plugin = ""
         self.where = ""
         self.seq = 0
+        # Moved out of the unschedulable pool by the 5-minute flush, not by an event, since its
+        # last attempt (``scheduler_pod_scheduled_after_flush_total``).
+        self.was_flushed = False
         self.backoff_expiry = 0.0
         self.sort_key: tuple = ()
         self.activate_on_return = ""   # force_activate while in flight: the event, for after the attempt
@@ -148,11 +151,12 @@ class SchedulingQueue:
         qpi.where = where
 
     def update_metrics(self) -> None:
-        g = METRICS.pending_pods
-        g.labels("active").set(self.counts[ACTIVE])
-        g.labels("backoff").set(self.counts[BACKOFF])
-        g.labels("unschedulable").set(self.counts[UNSCHEDULABLE] - self.counts["gated"])
-        g.labels("gated").set(self.counts["gated"])
+        counts = {"active": self.counts[ACTIVE], "backoff": self.counts[BACKOFF],
+                  "unschedulable": self.counts[UNSCHEDULABLE] - self.counts["gated"], "gated": self.counts["gated"]}
+        for queue, n in counts.items():
+            METRICS.pending_pods.labels(queue).set(n)
+            # 1.37's entity view of the same queues: every entity here is a pod (no pod groups)
+            METRICS.queued_entities.labels(queue, "pod").set(n)
 
     def __len__(self) -> int:
         return len(self._pods)
@@ -222,7 +226,7 @@ class SchedulingQueue:
         heapq.heappush(self._active, (qpi.sort_key, qpi.seq, qpi))
         self._set_where(qpi, ACTIVE)
         self._compact()
-        METRICS.queue_incoming.labels("active", event).inc()
+        METRICS.incoming("active", event)
         if self._wake is not None:
             self._wake.set()
 
@@ -231,7 +235,7 @@ class SchedulingQueue:
         heapq.heappush(self._backoff, (qpi.backoff_expiry, qpi.sort_key or self._sort_key(qpi), qpi.seq, qpi))
         self._set_where(qpi, BACKOFF)
         self._compact()
-        METRICS.queue_incoming.labels("backoff", event).inc()
+        METRICS.incoming("backoff", event)
         self._arm_timer(qpi.backoff_expiry)
         if self._pop_from_backoff and self._wake is not None and qpi.consecutive_errors == 0:
             self._wake.set()
@@ -239,7 +243,7 @@ class SchedulingQueue:
     def _push_unschedulable(self, qpi: QueuedPodInfo, event: str) -> None:
         self._unsched[qpi.pod.uid] = qpi
         self._set_where(qpi, UNSCHEDULABLE)
-        METRICS.queue_incoming.labels("unschedulable", event).inc()
+        METRICS.incoming("unschedulable", event)
 
     def backoff_duration(self, qpi: QueuedPodInfo) -> float:
         count = qpi.consecutive_errors or qpi.unschedulable_count
@@ -303,6 +307,7 @@ class SchedulingQueue:
                  if not q.gated and now - q.timestamp > self.max_in_unschedulable]
         for q in stale:
             del self._unsched[q.pod.uid]
+            q.was_flushed = True
             self._requeue(q, UNSCHEDULABLE_TIMEOUT)
         return len(stale)
 
@@ -456,7 +461,7 @@ class SchedulingQueue:
                 if qpi.consecutive_errors:
                     skipped.append(item)  # error backoff is never cut short
                     continue
-                METRICS.queue_incoming.labels("active", POP_FROM_BACKOFF).inc()
+                METRICS.incoming("active", POP_FROM_BACKOFF)
                 found = qpi
                 break
             for item in skipped:
@@ -502,6 +507,7 @@ class SchedulingQueue:
             qpi.unschedulable_count += 1
             qpi.consecutive_errors = 0
         qpi.timestamp = self._clock()
+        qpi.was_flushed = False   # back after an attempt: a later bind is not the flush's doing
         qpi.backoff_expiry = qpi.timestamp + self.backoff_duration(qpi)
         event, qpi.activate_on_return = qpi.activate_on_return, ""
         if event and not (self._hold is not None and self._hold(qpi.pod)):

@@ -30,6 +30,12 @@ on; partitionable devices, device taints, consumable capacity and binding condit
 Errors that upstream treats as fatal for the scheduling attempt (a CEL run-time error, a class
 missing at allocation time, ``All`` over an incomplete pool, ...) raise ``AllocationError`` with
 upstream's text; ``InvalidPools`` is the per-node "invalid resource pools were encountered".
+
+Binding conditions (``SliceIndex(binding_conditions=True)``, the plugin's DRADeviceBindingConditions
+with DRAResourceClaimDeviceStatus; ``binding``): devices with ``bindingConditions`` become
+allocatable, a result copies the device's ``bindingConditions`` and ``bindingFailureConditions``,
+and a ``bindsToNode`` device pins the allocation to the node. Pools holding such devices come after
+all others whatever the gates (upstream 1.37's ``gatherPools``).
 """
 
 from __future__ import annotations
@@ -102,7 +108,10 @@ class SliceIndex:
     index, so a selector is evaluated once per device until the slices change.
     """
 
-    def __init__(self, slices: list[dict[str, Any]]):
+    def __init__(self, slices: list[dict[str, Any]], *, binding_conditions: bool = False):
+        # DRADeviceBindingConditions (with DRAResourceClaimDeviceStatus): devices with
+        # bindingConditions may be allocated (``binding.py``); otherwise they are skipped.
+        self.binding_conditions = binding_conditions
         self.by_node: dict[str, list[dict[str, Any]]] = {}
         self.cluster_wide: list[dict[str, Any]] = []   # allNodes and nodeSelector slices
         self.generations: dict[tuple[str, str], dict[int, int]] = {}   # pool -> generation -> slices
@@ -135,10 +144,14 @@ class SliceIndex:
             return hit
         pools = self.gather_pools(node_name, node_labels)
         candidates = [d for p in pools if not p.incomplete and not p.invalid for d in p.devices
-                      if not d.raw.get("consumesCounters") and not d.raw.get("bindingConditions")]
+                      if not d.raw.get("consumesCounters") and self.allows_binding_conditions(d)]
         if not self.cluster_wide:
             self._node_pools[node_name] = (pools, candidates)
         return pools, candidates
+
+    def allows_binding_conditions(self, device: Device) -> bool:
+        """A device with ``bindingConditions`` is allocatable only with DRADeviceBindingConditions."""
+        return self.binding_conditions or not device.raw.get("bindingConditions")
 
     def prefetched(self, node_name: str, selector: Any) -> bool:
         """Whether ``selector`` was already asked for every device of the node (then marks it so):
@@ -187,6 +200,9 @@ class SliceIndex:
                     seen.add(d.name)
                     p.devices.append(d)
             pools.append(p)
+        # Pools with a device that has binding conditions come after all others, each group in
+        # pool order (upstream's gatherPools since 1.36, whatever the gates).
+        pools.sort(key=_has_binding_conditions)
         return pools
 
     def _node_selector(self, s: dict[str, Any]) -> NodeSelector:
@@ -212,6 +228,10 @@ class SliceIndex:
                    for d in spec.get("devices") or ()]
             self._devices[key] = out
         return out
+
+
+def _has_binding_conditions(pool: Pool) -> bool:
+    return any(d.raw.get("bindingConditions") is not None for d in pool.devices)
 
 
 # -- claims ------------------------------------------------------------------------------------
@@ -491,7 +511,7 @@ class Allocator:
                     raise AllocationError(f"{where}: asks for all devices, but resource pool {p.id} is "
                                           f"currently invalid")
             alt.all_devices = [d for p in pools for d in p.devices
-                               if not d.raw.get("consumesCounters") and not d.raw.get("bindingConditions")
+                               if not d.raw.get("consumesCounters") and self.index.allows_binding_conditions(d)
                                and self._selectable(d, label, alt)]
         else:
             raise AllocationError(f"{where}: unsupported count mode {mode}")
@@ -635,6 +655,10 @@ class Allocator:
             r: dict[str, Any] = {"request": alt.result_name, "driver": d.driver, "pool": d.pool, "device": d.name}
             if alt.admin:
                 r["adminAccess"] = True
+            if self.index.binding_conditions:
+                for key in ("bindingConditions", "bindingFailureConditions"):
+                    if d.raw.get(key):
+                        r[key] = list(d.raw[key])
             results.append(r)
         config: list[dict[str, Any]] = []
         class_entries: dict[str, list[dict[str, Any]]] = {}
@@ -668,14 +692,15 @@ class Allocator:
         if config:
             out["devices"]["config"] = [{k: v for k, v in e.items() if v is not None} for e in config]
         claim_name = (cs.claim.get("metadata") or {}).get("name", "")
-        selector = _node_selector([d for _, d in cs.results], node_name, claim_name)
+        selector = _node_selector([d for _, d in cs.results], node_name, claim_name, self.index.binding_conditions)
         if selector is not None:
             out["nodeSelector"] = selector
         return out
 
 
-def _node_selector(devices: list[Device], node_name: str, claim_name: str) -> dict[str, Any] | None:
-    if any(d.node_local for d in devices):
+def _node_selector(devices: list[Device], node_name: str, claim_name: str,
+                   binds_to_node: bool = False) -> dict[str, Any] | None:
+    if any(d.node_local or (binds_to_node and d.raw.get("bindsToNode")) for d in devices):
         return {"nodeSelectorTerms": [{"matchFields": [
             {"key": "metadata.name", "operator": "In", "values": [node_name]}]}]}
     fields: list[dict[str, Any]] = []

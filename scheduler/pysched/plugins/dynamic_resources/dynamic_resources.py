@@ -42,15 +42,26 @@ does with its default feature gates:
   ``status.reservedFor`` (an update of ``/status``), re-reading the claim and retrying on a
   conflict up to five times. A claim shared by several pods is allocated once; the others only
   add themselves to ``reservedFor``.
+* Binding conditions (DRADeviceBindingConditions with DRAResourceClaimDeviceStatus, ``binding``):
+  devices with ``bindingConditions`` may be allocated (pools holding such devices are tried last,
+  whatever the gates, as upstream's 1.37 allocator does); their results carry the conditions,
+  ``bindsToNode`` pins the allocation to the node; PreBind stamps ``allocationTimestamp`` on every
+  claim it reserves and then waits, off the event loop's critical path, until every binding
+  condition is True (an Error naming the failed condition or the timeout otherwise; Unreserve
+  then drops the reservation). Filter finds such a claim, failed or timed out, unavailable on
+  every node, so PostFilter deallocates it.
 
 Every refusal is UnschedulableAndUnresolvable with upstream's text, as kube-scheduler's is.
 Not done here (as upstream does with gates that are off by default): partitionable devices,
-device taints, consumable capacity, binding conditions.
+device taints, consumable capacity. Binding conditions follow the kube feature gates in
+``handle.feature_gates`` (off: kube-scheduler 1.35's defaults).
 Reads: ResourceClaims, DeviceClasses and ResourceSlices from the ObjectStore.
 
 Its ``DynamicResourcesArgs`` are decoded and validated as kube-scheduler 1.35 does with its
 default feature gates: ``filterTimeout`` (default ``10s``) must be zero or positive (zero: no
-limit); ``bindingTimeout`` is forbidden (DRADeviceBindingConditions is alpha and off).
+limit); ``bindingTimeout`` (default ``600s``) is forbidden unless DRADeviceBindingConditions and
+DRAResourceClaimDeviceStatus are on, and then at least one second (checked when the plugin is built,
+against the gates it runs with).
 """
 
 from __future__ import annotations
@@ -58,8 +69,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -91,6 +103,7 @@ from pysched.framework import (
 )
 from pysched.framework.api import ApiError, ConfigError, NodeSelector, ObjectError, parse_duration, parse_node_selector
 from pysched.framework.handle import APIClient
+from pysched.plugins.dynamic_resources import binding
 from pysched.plugins.dynamic_resources.allocated import CLAIMS, AllocatedDevices, Unavailable, claim_devices
 from pysched.plugins.dynamic_resources.allocator import (
     AllocationError,
@@ -129,13 +142,23 @@ class DynamicResourcesArgs:
     binding_timeout: str | None = None
 
     def validate(self, path: str) -> None:
+        self._path = path   # for validate_gates, which the plugin calls with the gates it runs with
         if self.filter_timeout is not None:
             where = f"{path}.filterTimeout"
             if parse_duration(self.filter_timeout, where) < 0:
                 raise ConfigError(f'{where}: Invalid value: "{self.filter_timeout}": must be zero or positive')
-        if self.binding_timeout is not None:
-            raise ConfigError(f"{path}.bindingTimeout: Forbidden: DRADeviceBindingConditions or "
+
+    def validate_gates(self, gates: frozenset[str]) -> None:
+        """``bindingTimeout`` is allowed with DRADeviceBindingConditions and
+        DRAResourceClaimDeviceStatus on, and must then be at least one second."""
+        if self.binding_timeout is None:
+            return
+        where = f"{getattr(self, '_path', 'args')}.bindingTimeout"
+        if not binding.enabled(gates):
+            raise ConfigError(f"{where}: Forbidden: DRADeviceBindingConditions or "
                               "DRAResourceClaimDeviceStatus feature gate is disabled")
+        if parse_duration(self.binding_timeout, where) < 1:
+            raise ConfigError(f'{where}: Invalid value: "{self.binding_timeout}": must be at least 1 second')
 
 
 class ClaimNotReady(Exception):
@@ -185,6 +208,15 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         super().__init__(args, handle)
         timeout = self.args.filter_timeout
         self.filter_timeout = parse_duration(timeout, "filterTimeout") if timeout else 0.0
+        # Binding conditions (``binding``): gated; the wait's bound, and the clock that stamps and
+        # judges allocationTimestamp (replaced in tests).
+        self.args.validate_gates(handle.feature_gates)
+        self.binding_conditions = binding.enabled(handle.feature_gates)
+        self.binding_timeout = parse_duration(self.args.binding_timeout or binding.BINDING_TIMEOUT_DEFAULT,
+                                              "bindingTimeout")
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
+        # claim key (ns/name) -> the events of PreBinds waiting for that claim's binding conditions
+        self.binding_waiters: dict[str, set[asyncio.Event]] = {}
         # Claim uid -> the claim as Reserve means it to be (allocation set): devices promised to a
         # pod that the store does not show allocated yet. Until PreBind has written it, Unreserve
         # drops it; once written (``written`` holds the resourceVersion the API server gave it), it
@@ -199,6 +231,8 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         # per pod.
         self.allocated = AllocatedDevices(handle.objects.list(CLAIMS))
         handle.objects.subscribe(self.allocated.on_change)
+        if self.binding_conditions:
+            handle.objects.subscribe(self._wake_binding_waiters)
 
     # -- PreEnqueue --------------------------------------------------------------------------------
 
@@ -323,7 +357,8 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         """The index of the cluster's ResourceSlices, rebuilt when any of them changed."""
         mark = self.handle.objects.kind_version("resourceslices")
         if self._slices is None or self._slices[0] != mark:
-            self._slices = (mark, SliceIndex(self.handle.objects.list("resourceslices")))
+            self._slices = (mark, SliceIndex(self.handle.objects.list("resourceslices"),
+                                             binding_conditions=self.binding_conditions))
         return self._slices[1]
 
     # -- Filter ------------------------------------------------------------------------------------
@@ -338,6 +373,9 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         n = len(nodes)
         passed = np.ones(n, dtype=bool)
         reasons: dict[str, np.ndarray] = {}
+        # Allocated claims whose binding failed or timed out are unavailable on every node (their
+        # nodeSelector aside), so that PostFilter may deallocate them.
+        unbindable = self._unbindable(st)
         if st.allocator is not None:
             st.allocator.prefetch_nodes([(info.spec.name, info.spec.labels) for info in nodes.infos])
             st.allocator.start_deadline()   # one budget for this call: the event loop waits on it
@@ -360,6 +398,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                     st.by_node[name] = found
             if reason is None:
                 elsewhere = [c for c, sel in st.available_on if not sel.matches(labels, name)]
+                elsewhere += [c for c in unbindable if c not in elsewhere]
                 if elsewhere:
                     reason = NOT_AVAILABLE
                     st.unavailable.update(elsewhere)
@@ -368,6 +407,13 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                 passed[i] = False
                 reasons.setdefault(reason, np.zeros(n, dtype=bool))[i] = True
         return FilterResult(passed, [(UAU, r, m) for r, m in reasons.items()])
+
+    def _unbindable(self, st: _State) -> list[int]:
+        if not self.binding_conditions:
+            return []
+        now = self.now()
+        return [i for i, c in enumerate(st.claims)
+                if (c.get("status") or {}).get("allocation") and binding.unavailable(c, self.binding_timeout, now)]
 
     # -- PostFilter --------------------------------------------------------------------------------
 
@@ -524,7 +570,86 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                 st.claims[i] = await self._bind_claim(client, claim, st.chosen.get(i), pod)
             except _BindError as exc:
                 return Status(Code.ERROR, str(exc))
+        if self.binding_conditions and binding.has_binding_conditions(st.claims):
+            return await self._wait_for_binding_conditions(st, pod, node_name)
         return None
+
+    async def _wait_for_binding_conditions(self, st: _State, pod: PodInfo, node_name: str) -> Status | None:
+        """Until every claim of the pod is ready for binding (``binding.pod_ready``), read from
+        the store at each change of one of them (the version PreBind wrote while the store lags),
+        at least every ``binding.POLL`` seconds, for at most ``binding_timeout``."""
+        recorder = self.handle.recorder
+        if recorder is not None:
+            recorder.record(pod, controller=self.handle.profile_name, type_="Normal", reason=binding.PENDING_REASON,
+                            action="Scheduling", note=f"waiting for binding conditions for device on node {node_name}")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.binding_timeout
+        wake = asyncio.Event()
+        keys = [_label(c) for c in st.claims]
+        for key in keys:
+            self.binding_waiters.setdefault(key, set()).add(wake)
+        outcome, error = "success", ""
+        # Upstream checks at its poll ticks (now, then every 5 s): a claim's own timeout
+        # (allocationTimestamp + bindingTimeout) is judged only there, so that the same claim fails
+        # with the same message; readiness and failure are also checked at every change.
+        next_tick, tick = loop.time(), True
+        try:
+            while True:
+                wake.clear()
+                try:
+                    claims = [self._current_claim(c) for c in st.claims]
+                    st.claims[:] = claims
+                    if binding.pod_ready(claims, self.binding_timeout if tick else None, self.now()):
+                        break
+                except (binding.BindingFailed, ClaimNotReady) as exc:
+                    error = str(exc)
+                    outcome = "failed" if error.startswith(binding.FAILED) else "timeout"
+                    break
+                if tick:
+                    next_tick += binding.POLL
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    outcome, error = "timeout", binding.DEADLINE
+                    break
+                try:
+                    async with asyncio.timeout(min(remaining, max(0.0, next_tick - loop.time()))):
+                        await wake.wait()
+                except TimeoutError:
+                    pass
+                now = loop.time()
+                if now >= deadline:
+                    outcome, error = "timeout", binding.DEADLINE
+                    break
+                tick = now >= next_tick
+        finally:
+            for key in keys:
+                waiters = self.binding_waiters.get(key)
+                if waiters is not None:
+                    waiters.discard(wake)
+                    if not waiters:
+                        del self.binding_waiters[key]
+        devices = binding.status_line(st.claims, outcome)
+        if not error:
+            log.info("binding conditions met", extra={"kv": {"pod": pod.key, "node": node_name, "devices": devices}})
+            return None
+        log.info("binding conditions not met", extra={"kv": {"pod": pod.key, "node": node_name, "error": error,
+                                                             "devices": devices}})
+        return Status(Code.ERROR, error)
+
+    def _current_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
+        """The claim as the store has it, or as PreBind wrote it when that is newer."""
+        current = self.handle.objects.get("resourceclaims", _label(claim))
+        if current is None:
+            raise ClaimNotReady(f'could not find ResourceClaim "{_label(claim)}"')
+        return claim if _version(claim) > _version(current) else current
+
+    def _wake_binding_waiters(self, kind: str, typ: str | None, old: dict[str, Any] | None,
+                              obj: dict[str, Any]) -> None:
+        """An ``ObjectLister.subscribe`` listener: a claim a PreBind waits on changed."""
+        if kind != CLAIMS or not self.binding_waiters:
+            return
+        for wake in self.binding_waiters.get(_label(obj), ()):
+            wake.set()
 
     async def _bind_claim(self, client: APIClient, claim: dict[str, Any], allocation: dict[str, Any] | None,
                           pod: PodInfo) -> dict[str, Any]:
@@ -558,6 +683,11 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                 status["allocation"] = allocation
             status["reservedFor"] = [*(status.get("reservedFor") or ()),
                                      {"resource": "pods", "name": pod.name, "uid": pod.uid}]
+            if self.binding_conditions:
+                if not status.get("allocation"):
+                    raise _BindError(f"claim {label} got deallocated elsewhere in the meantime")
+                status["allocation"] = {**status["allocation"]}
+                status["allocation"].setdefault("allocationTimestamp", binding.format_time(self.now()))
             updated = await _put(client, _claim_path(claim) + "/status", obj, f"{what} claim {label}")
             if updated is None:
                 continue

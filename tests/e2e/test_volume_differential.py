@@ -31,8 +31,9 @@ import pytest
 import yaml
 
 from pysched.apis import config as configmod
+from pysched.framework.features import default_gates
 from pysched.tools.offline import OfflineScheduler
-from pysched_dev.devcluster import KubeSchedulerProcess, binaries_dir
+from pysched_dev.devcluster import KubeSchedulerProcess, binaries_dir, binaries_version
 from pysched_dev.testkit import create_node, create_pods, list_pods, make_node, make_pod
 from tests.differential import KUBE_PROFILE, _judge, strip_postfilter
 
@@ -130,11 +131,6 @@ def _unbound_claim(name, cls, size):
                      "storageClassName": cls}}
 
 
-async def _release(admin) -> tuple[int, int]:
-    v = await admin.get("/version")
-    return int(v["major"]), int(str(v["minor"]).rstrip("+"))
-
-
 async def _post(admin, path, body):
     return await admin.request("POST", path, body=body, rate_limit=False)
 
@@ -211,7 +207,8 @@ async def _assert_held(admin, who):
 async def _offline(admin, pods):
     cfg = configmod.parse({"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
                            "profiles": [{"schedulerName": KUBE_PROFILE}]})
-    ours = OfflineScheduler(cfg)
+    release = binaries_version()
+    ours = OfflineScheduler(cfg, kube_version=release, feature_gates=default_gates(release))
     nodes, _ = await admin.list_all("/api/v1/nodes")
     for n in nodes:
         ours.add_node(n)
@@ -273,7 +270,7 @@ async def test_volume_restrictions_limits_and_dra_hold_match_kube_scheduler(cont
                                    "2 node(s) didn't match Pod's node affinity/selector.")
     assert kube["t-cap"] == ["n1"]
     assert kube["t-cap-none"] == "0/3 nodes are available: 3 node(s) did not have enough free storage."
-    if await _release(admin) >= (1, 37):
+    if binaries_version() >= (1, 37):
         assert kube["t-strict"] == ["n2"]
         assert kube["t-absent"] == f"0/3 nodes are available: 3 {ABSENT} CSI driver is not installed on the node."
     else:
@@ -343,7 +340,7 @@ def _score_config() -> dict:
 
 
 async def test_capacity_scoring_places_pods_as_kube_scheduler(control_plane, admin, scheduler_factory):
-    if await _release(admin) < (1, 37):
+    if binaries_version() < (1, 37):
         pytest.skip("StorageCapacityScoring is off before 1.37: VolumeBinding does not score")
     for name in ("n1", "n2", "n3"):
         await create_node(admin, make_node(name, cpu="64", memory="256Gi"))
@@ -386,12 +383,6 @@ async def _wait_chosen(admin, who: str) -> dict[str, str]:
 
 # -- VolumeBindingArgs, as that release's kube-scheduler writes and refuses them ----------------
 
-def _kube_release() -> str:
-    out = subprocess.run([str(binaries_dir() / "kube-scheduler"), "--version"], capture_output=True, text=True,
-                         timeout=60).stdout
-    return ".".join(out.split()[-1].lstrip("v").split(".")[:2])
-
-
 def _write(tmp_path, args: dict | None, who: str, release: str) -> tuple[int, dict | None, str]:
     cfg = {"apiVersion": configmod.API_VERSION, "kind": configmod.KIND,
            "profiles": [{"schedulerName": "x", **({"pluginConfig": [{"name": "VolumeBinding", "args": args}]}
@@ -417,7 +408,7 @@ def _write(tmp_path, args: dict | None, who: str, release: str) -> tuple[int, di
     {"shape": [{"utilization": 50, "score": 11}, {"utilization": 40, "score": -1}]}, {"bindTimeoutSeconds": -1},
 ], ids=["defaults", "timeout", "empty-shape", "shape", "over-100", "unsorted", "three-errors", "negative-timeout"])
 def test_volume_binding_args_are_defaulted_and_validated_as_kube_does(tmp_path, args):
-    release = _kube_release()
+    release = "{}.{}".format(*binaries_version())
     kube_rc, kube_args, kube_err = _write(tmp_path, args, "kube", release)
     rc, ours, err = _write(tmp_path, args, "ours", release)
     assert (rc == 0) == (kube_rc == 0), (kube_err, err)

@@ -92,8 +92,13 @@ def test_dynamic_resources_args_as_kube_validates_them():
                                               "kind": "DynamicResourcesArgs", "filterTimeout": "0s"}}]}]})["x"]
     assert fw.plugin_args["DynamicResources"].filter_timeout == "0s"
     default = frameworks({"profiles": [{"schedulerName": "x"}]})["x"].plugin_args["DynamicResources"]
+    # 1.37's defaults (its binding-condition gates on): bindingTimeout written as kube writes it
     assert dump_args(default) == {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "DynamicResourcesArgs",
-                                  "filterTimeout": "10s"}
+                                  "filterTimeout": "10s", "bindingTimeout": "10m0s"}
+    old = build_frameworks(parse({**HEAD, "profiles": [{"schedulerName": "x"}]}), default_registry(),
+                           cache=SchedulerCache(), client=None, recorder=None, kube_version=(1, 35))
+    assert dump_args(old["x"].plugin_args["DynamicResources"]) == {
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "DynamicResourcesArgs", "filterTimeout": "10s"}
     with pytest.raises(ConfigError, match=r'^profiles\[0\]\.pluginConfig\[0\]\.args\.filterTimeout: '
                                           r'Invalid value: "-1s": must be zero or positive$'):
         frameworks({"profiles": [{"schedulerName": "x", "pluginConfig": [

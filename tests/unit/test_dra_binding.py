@@ -46,7 +46,7 @@ def make_tester(*objects, gates: frozenset[str] = GATES, args: dict | None = Non
     """A PluginTester whose plugin was built with ``gates`` (the kube feature gates that are on)."""
     hh = PluginTester(DynamicResources, nodes=[node("n1"), node("n2")], objects=[CLASS, *objects])
     hh.handle.feature_gates = gates
-    hh.plugin = DynamicResources(load_args(DynamicResourcesArgs, args, "args"), hh.handle)
+    hh.plugin = DynamicResources(load_args(DynamicResourcesArgs, args, "args", gates), hh.handle)
     hh.plugin.now = lambda: NOW
     return hh
 

@@ -35,7 +35,7 @@ from typing import Any
 
 GATE = "DRADeviceBindingConditions"
 DEVICE_STATUS_GATE = "DRAResourceClaimDeviceStatus"
-BINDING_TIMEOUT_DEFAULT = "600s"    # DynamicResourcesBindingTimeoutDefault
+BINDING_TIMEOUT_DEFAULT = "10m0s"   # DynamicResourcesBindingTimeoutDefault, as kube writes it
 POLL = 5.0                          # upstream's poll interval: the longest pysched sleeps between checks
 FAILED = "device binding failed"    # ErrDeviceBindingFailed
 TIMEOUT = "device binding timeout"  # ErrDeviceBindingTimeout

@@ -142,21 +142,23 @@ class DynamicResourcesArgs:
     binding_timeout: str | None = None
 
     def validate(self, path: str) -> None:
-        self._path = path   # for validate_gates, which the plugin calls with the gates it runs with
         if self.filter_timeout is not None:
             where = f"{path}.filterTimeout"
             if parse_duration(self.filter_timeout, where) < 0:
                 raise ConfigError(f'{where}: Invalid value: "{self.filter_timeout}": must be zero or positive')
 
-    def validate_gates(self, gates: frozenset[str]) -> None:
-        """``bindingTimeout`` is allowed with DRADeviceBindingConditions and
-        DRAResourceClaimDeviceStatus on, and must then be at least one second."""
-        if self.binding_timeout is None:
-            return
-        where = f"{getattr(self, '_path', 'args')}.bindingTimeout"
+    def apply_feature_gates(self, path: str, gates: frozenset[str]) -> None:
+        """``SetDefaults_DynamicResourcesArgs`` and ``ValidateDynamicResourcesArgs`` for the gates:
+        with DRADeviceBindingConditions and DRAResourceClaimDeviceStatus on (1.36+), ``bindingTimeout``
+        defaults to 10m and must be at least one second; with either off it is forbidden."""
+        where = f"{path}.bindingTimeout"
         if not binding.enabled(gates):
-            raise ConfigError(f"{where}: Forbidden: DRADeviceBindingConditions or "
-                              "DRAResourceClaimDeviceStatus feature gate is disabled")
+            if self.binding_timeout is not None:
+                raise ConfigError(f"{where}: Forbidden: DRADeviceBindingConditions or "
+                                  "DRAResourceClaimDeviceStatus feature gate is disabled")
+            return
+        if self.binding_timeout is None:
+            self.binding_timeout = binding.BINDING_TIMEOUT_DEFAULT
         if parse_duration(self.binding_timeout, where) < 1:
             raise ConfigError(f'{where}: Invalid value: "{self.binding_timeout}": must be at least 1 second')
 
@@ -210,7 +212,6 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         self.filter_timeout = parse_duration(timeout, "filterTimeout") if timeout else 0.0
         # Binding conditions (``binding``): gated; the wait's bound, and the clock that stamps and
         # judges allocationTimestamp (replaced in tests).
-        self.args.validate_gates(handle.feature_gates)
         self.binding_conditions = binding.enabled(handle.feature_gates)
         self.binding_timeout = parse_duration(self.args.binding_timeout or binding.BINDING_TIMEOUT_DEFAULT,
                                               "bindingTimeout")

@@ -155,8 +155,9 @@ ARGS = "profiles[0].pluginConfig[0].args."
 REJECTED_BY_BOTH = {
     "dra-negative-filter-timeout": (_profile_args("DynamicResources", {"filterTimeout": "-1s"}),
                                     ARGS + "filterTimeout", True),
-    "dra-binding-timeout-gate-off": (_profile_args("DynamicResources", {"bindingTimeout": "600s"}),
-                                     ARGS + "bindingTimeout", True),
+    # 1.35: forbidden (its binding-condition gates are off); 1.36+: under one second
+    "dra-binding-timeout": (_profile_args("DynamicResources", {"bindingTimeout": "500ms"}),
+                            ARGS + "bindingTimeout", True),
     "dra-unknown-field": (_profile_args("DynamicResources", {"timeout": "1s"}), ARGS + "timeout", False),
     "parallelism-zero": ({**ONE_LINE, "parallelism": 0}, "parallelism", False),
     "initial-backoff-zero": ({**ONE_LINE, "podInitialBackoffSeconds": 0}, "podInitialBackoffSeconds", False),

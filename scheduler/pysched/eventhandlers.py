@@ -155,7 +155,7 @@ OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persiste
                     "replicationcontrollers": "ReplicationController", "csinodes": "CSINode",
                     "volumeattachments": "VolumeAttachment",
                     "resourceclaims": "ResourceClaim", "deviceclasses": "DeviceClass",
-                    "resourceslices": "ResourceSlice", "podgroups": "PodGroup",
+                    "resourceslices": "ResourceSlice", "devicetaintrules": "DeviceTaintRule", "podgroups": "PodGroup",
                     "elasticquotas": "ElasticQuota"}
 
 

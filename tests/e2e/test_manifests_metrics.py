@@ -179,7 +179,8 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
         assert not await allowed(admin, verb, res, **kw), f"{verb} {res} {kw} must not be granted"
     # NodeVolumeLimits and DynamicResources read these; nothing more on them
     for res, group in [("csinodes", "storage.k8s.io"), ("volumeattachments", "storage.k8s.io"),
-                       ("deviceclasses", "resource.k8s.io"), ("resourceslices", "resource.k8s.io")]:
+                       ("deviceclasses", "resource.k8s.io"), ("resourceslices", "resource.k8s.io"),
+                       ("devicetaintrules", "resource.k8s.io")]:
         assert await allowed(admin, "watch", res, group=group), f"watch {res} should be allowed"
         assert not await allowed(admin, "update", res, group=group), f"update {res} must not be granted"
     # DynamicResources' PreBind writes a claim's finalizer (update) and its allocation and
@@ -189,6 +190,7 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
     assert await allowed(admin, "update", "resourceclaims", **claims)
     for verb in ("update", "patch"):
         assert await allowed(admin, verb, "resourceclaims", subresource="status", **claims)
+        assert await allowed(admin, verb, "resourceclaims", subresource="binding", **claims)
     for verb in ("create", "delete", "patch"):
         assert not await allowed(admin, verb, "resourceclaims", **claims), f"{verb} resourceclaims must not be granted"
     assert not await allowed(admin, "list", "csidrivers", group="storage.k8s.io")   # read only under an alpha gate

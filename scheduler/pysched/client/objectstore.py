@@ -9,7 +9,9 @@
 * CSINodes, VolumeAttachments - NodeVolumeLimits (per-driver attach limits; CSIDrivers are read
   upstream only under the alpha VolumeLimitScaling gate, so they are not watched);
 * ResourceClaims, DeviceClasses, ResourceSlices - DynamicResources (a pod waits until its claims
-  exist; devices are allocated from the slices the DRA drivers publish).
+  exist; devices are allocated from the slices the DRA drivers publish); DeviceTaintRules
+  (``resource.k8s.io/v1``, served from Kubernetes 1.37) only while DynamicResources runs with the
+  DRADeviceTaintRules gate, and optional: an API server that does not serve them has none.
 * PodDisruptionBudgets - DefaultPreemption prefers victims no budget protects.
 * PodGroups (``scheduling.x-k8s.io/v1alpha1``, scheduler-plugins' CRD) - Coscheduling's gangs. The
   CRD is optional: without it the store simply holds none (its informer lists again every
@@ -30,7 +32,8 @@ from pysched.apis.core.model import LabelSelector, Requirement, parse_label_sele
 
 KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
-         "resourceclaims", "deviceclasses", "resourceslices", "poddisruptionbudgets", "podgroups", "elasticquotas")
+         "resourceclaims", "deviceclasses", "resourceslices", "devicetaintrules", "poddisruptionbudgets", "podgroups",
+         "elasticquotas")
 NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
               "resourceclaims", "poddisruptionbudgets", "podgroups", "elasticquotas"}
 # API group and version of the kinds outside the core group.
@@ -38,17 +41,20 @@ GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "storageclasses": ("storage.k8s.io", "v1"), "csinodes": ("storage.k8s.io", "v1"),
                   "volumeattachments": ("storage.k8s.io", "v1"),
                   "resourceclaims": ("resource.k8s.io", "v1"), "deviceclasses": ("resource.k8s.io", "v1"),
-                  "resourceslices": ("resource.k8s.io", "v1"), "poddisruptionbudgets": ("policy", "v1"),
+                  "resourceslices": ("resource.k8s.io", "v1"), "devicetaintrules": ("resource.k8s.io", "v1"),
+                  "poddisruptionbudgets": ("policy", "v1"),
                   "podgroups": ("scheduling.x-k8s.io", "v1alpha1"),
                   "elasticquotas": ("scheduling.x-k8s.io", "v1alpha1")}
-# Kinds served by an optional CustomResourceDefinition: a 404 on LIST means "not installed".
-OPTIONAL = {"podgroups", "elasticquotas"}
+# Kinds served by an optional CustomResourceDefinition, or by a newer API server only: a 404 on
+# LIST means "not installed" (listed again every ``optional_crd_poll_seconds``).
+OPTIONAL = {"podgroups", "elasticquotas", "devicetaintrules"}
 KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet": "replicasets",
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
                   "StorageClass": "storageclasses", "CSINode": "csinodes", "VolumeAttachment": "volumeattachments",
                   "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses",
-                  "ResourceSlice": "resourceslices", "PodDisruptionBudget": "poddisruptionbudgets",
+                  "ResourceSlice": "resourceslices", "DeviceTaintRule": "devicetaintrules",
+                  "PodDisruptionBudget": "poddisruptionbudgets",
                   "PodGroup": "podgroups", "ElasticQuota": "elasticquotas"}
 
 

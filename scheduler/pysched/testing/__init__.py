@@ -44,12 +44,14 @@ PluginT = TypeVar("PluginT", bound=Plugin[Any])
 
 class PluginTester(Generic[PluginT]):
     """One plugin instance (``plugin``, typed as the class given) over a snapshot of ``nodes`` and
-    ``pods`` (API dicts); ``args`` as a profile's ``pluginConfig`` gives them (camelCase)."""
+    ``pods`` (API dicts); ``args`` as a profile's ``pluginConfig`` gives them (camelCase);
+    ``feature_gates`` the kube feature gates that are on (``Handle.feature_gates``)."""
 
     def __init__(self, plugin_cls: type[PluginT], args: dict[str, Any] | None = None, *,
                  nodes: Iterable[dict[str, Any]] = (), pods: Iterable[dict[str, Any]] = (),
                  objects: Iterable[dict[str, Any]] = (),
-                 ignored_extended_resources: Iterable[str] = (), load: LoadMetrics | None = None):
+                 ignored_extended_resources: Iterable[str] = (), load: LoadMetrics | None = None,
+                 feature_gates: Iterable[str] = ()):
         self.cache = SchedulerCache()
         self.objects = ObjectStore()
         for o in objects:
@@ -60,7 +62,7 @@ class PluginTester(Generic[PluginT]):
             self.cache.upsert_pod(PodInfo.from_dict(p))
         self.handle = Handle(snapshot=self.cache, objects=self.objects,
                              ignored_extended_resources=frozenset(ignored_extended_resources), load=load,
-                             metrics=PrometheusPluginMetrics(""))
+                             metrics=PrometheusPluginMetrics(""), feature_gates=frozenset(feature_gates))
         a = load_args(plugin_cls.Args, args, "args") if plugin_cls.Args is not None else None
         self.plugin: PluginT = plugin_cls(a, self.handle)
         self.status: Status | None = None

@@ -1,5 +1,6 @@
 """kube-scheduler 1.37.2 and pysched allocate the same DRA devices with 1.37's default gates:
-device taints and DeviceTaintRules.
+device taints and DeviceTaintRules, partitionable devices (shared counters, per-device node
+selection).
 
 Each scheduler runs alone on a fresh control plane (Kubernetes 1.37.2: ``PYSCHED_BIN_DIR`` must
 name its binaries, the module is skipped otherwise) holding every case below (``dra_kit.SliceCase``:
@@ -221,7 +222,77 @@ def without_allocation_timestamp(outcome: dict) -> dict:
     return outcome
 
 
-CASES: list[SliceCase] = [*taint_cases()]
+# -- cases: partitionable devices --------------------------------------------------------------
+
+def counters(node: str, *sets: dict, count: int = 2) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{node}-counters"},
+            "spec": {"driver": DRIVER, "nodeName": node, "sharedCounters": list(sets),
+                     "pool": {"name": node, "generation": 1, "resourceSliceCount": count}}}
+
+
+def counter_set(name: str = "gpu-0", **amounts: str) -> dict:
+    return {"name": name, "counters": {k: {"value": v} for k, v in amounts.items()}}
+
+
+def part(name: str, set_name: str = "gpu-0", **amounts: str) -> dict:
+    return dev(name, consumesCounters=[{"counterSet": set_name, "counters": {k: {"value": v}
+                                                                             for k, v in amounts.items()}}])
+
+
+def per_device(name: str, *devices: dict) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+            "spec": {"driver": DRIVER, "perDeviceNodeSelection": True, "devices": list(devices),
+                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}}}
+
+
+# a per-device node selector: the nodes of case pd (a device for all nodes would reach every case)
+PD_NODES = {"nodeSelectorTerms": [{"matchExpressions": [{"key": "dra.example.com/case", "operator": "In",
+                                                         "values": ["pd"]}]}]}
+
+
+def partitionable_cases() -> list[SliceCase]:
+    parts = (part("whole", memory="80Gi"), part("half-0", memory="40Gi"), part("half-1", memory="40Gi"))
+    return [
+        SliceCase("pa", "shared counters: the whole GPU leaves nothing for a second device, its two halves fit",
+                  nodes("pa"),
+                  slices=[counters("pa-n1", counter_set(memory="80Gi")), node_slice("pa-n1", *parts, count=2)],
+                  **one_claim("pa", exactly("gpu", count=2)),
+                  expected=lambda: bound("pa", "pa-n1", [result("gpu", "pa-n1", "half-0"),
+                                                         result("gpu", "pa-n1", "half-1")], on_node("pa-n1"))),
+        SliceCase("pb", "shared counters exhausted: three halves of an 80Gi GPU do not fit", nodes("pb"),
+                  slices=[counters("pb-n1", counter_set(memory="80Gi")),
+                          node_slice("pb-n1", part("half-0", memory="40Gi"), part("half-1", memory="40Gi"),
+                                     part("half-2", memory="40Gi"), count=2)],
+                  **one_claim("pb", exactly("gpu", count=3)),
+                  expected=lambda: stays_pending("pb", 1)),
+        SliceCase("pc", "per-device node selection: the pool's only device for n2 decides the node, and the "
+                        "allocation is bound to n2", nodes("pc", 2),
+                  slices=[per_device("pc-shared", dev("gpu-0", nodeName="pc-n2"))],
+                  **one_claim("pc", exactly("gpu")),
+                  expected=lambda: bound("pc", "pc-n2", [result("gpu", "pc-shared", "gpu-0")], on_node("pc-n2"))),
+        SliceCase("pd", "per-device node selection: a device's own node selector (the case's nodes) becomes "
+                        "the allocation's", nodes("pd"),
+                  slices=[per_device("pd-shared", dev("gpu-0", nodeName="elsewhere"),
+                                     dev("gpu-1", nodeSelector=PD_NODES))],
+                  **one_claim("pd", exactly("gpu")),
+                  expected=lambda: bound("pd", "pd-n1", [result("gpu", "pd-shared", "gpu-1")], PD_NODES)),
+        SliceCase("pe", "a device consumes a counter set its pool does not have: the pool is invalid", nodes("pe"),
+                  slices=[counters("pe-n1", counter_set(memory="80Gi")),
+                          node_slice("pe-n1", part("gpu-0", "nosuch", memory="40Gi"), count=2)],
+                  **one_claim("pe", exactly("gpu")),
+                  expected=lambda: {"pods": {"pe-pod": pending(invalid_pools(1))},
+                                    "claims": {"pe-claim": {"allocation": None, "reservedFor": [],
+                                                            "finalizers": []}}}),
+    ]
+
+
+def invalid_pools(failing: int) -> str:
+    reasons = [f"{failing} invalid resource pools were encountered",
+               f"{TOTAL_NODES - failing} node(s) didn't match Pod's node affinity/selector"]
+    return f"0/{TOTAL_NODES} nodes are available: {', '.join(sorted(reasons))}."
+
+
+CASES: list[SliceCase] = [*taint_cases(), *partitionable_cases()]
 for _case in CASES:
     _case.normalize = without_allocation_timestamp
 TOTAL_NODES = sum(len(c.nodes) for c in CASES)

@@ -6,12 +6,12 @@ on; partitionable devices, device taints, consumable capacity and binding condit
 
 * **Pools** (``gather_pools``): the slices that apply to the node (``spec.nodeName`` equal to it,
   ``spec.allNodes``, or a ``spec.nodeSelector`` matching it; slices with ``perDeviceNodeSelection``
-  or ``sharedCounters`` are skipped, as their gate is off), grouped by driver and pool name, only the
+  or ``sharedCounters`` are skipped while their gate is off), grouped by driver and pool name, only the
   highest ``pool.generation``. A pool with fewer slices than ``resourceSliceCount`` is complete if
   the missing slices exist for other nodes, dropped if a newer generation exists anywhere, and
-  otherwise incomplete. Duplicate device names make a pool invalid. Upstream tries pools in Go map
-  order (random); we sort them by driver and pool name, so among equally good answers ours is
-  stable.
+  otherwise incomplete. Duplicate device names make a pool invalid. Pools are tried sorted by
+  driver and pool name and a pool's slices by name (1.37 sorts both; 1.35 took Go map and informer
+  order, so any order was upstream's).
 * **Search** (``Allocator.allocate``): depth-first, claim by claim, request by request, device slot
   by device slot; the first complete answer wins. A device is taken for a normal request only if
   no claim in the cluster has it (persisted or in flight) and no other request of this call took
@@ -37,6 +37,18 @@ above is all), as 1.37.2's incubating allocator does with the gate on:
   value or ``Exists``); other effects are ignored. The check comes after the device is known free
   and selectable and before the constraints, so an ``All`` request with an untolerated device has
   no answer (and no constraint error). Each result carries its request's tolerations.
+* **Partitionable devices** (``DRAPartitionableDevices``): a pool's ``sharedCounters`` slices
+  define counter sets; a device with ``consumesCounters`` is taken only while, for every counter of
+  its pool, what the allocated devices (in the cluster, persisted or in flight, of every slice of
+  the pool) and the devices of this search consume stays within it (upstream's
+  ``checkAvailableCounters``, checked before the taints). A pool is invalid for a duplicate
+  counter set name, a consumed set it lacks (``counter set X not found``) or a consumed counter a
+  set lacks. A ``perDeviceNodeSelection`` slice applies to the node when one of its devices does
+  (the device's ``nodeName``, ``allNodes`` or ``nodeSelector``), only such devices are candidates,
+  and they, not the slice, give the allocation's ``nodeSelector``. A pool whose slices for this
+  node are not all of it is complete when the rest exist for other nodes; their devices then count
+  against the counters. Not done: consumable capacity (``DRAConsumableCapacity``,
+  ``DRAFractionalCapacityRange``) and binding conditions.
 
 Errors that upstream treats as fatal for the scheduling attempt (a CEL run-time error, a class
 missing at allocation time, ``All`` over an incomplete pool, ...) raise ``AllocationError`` with

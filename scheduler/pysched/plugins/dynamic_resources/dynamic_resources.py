@@ -56,7 +56,10 @@ Behaviours behind kube feature gates (``Handle.feature_gates``; all off at 1.35'
   them has none) only with the gate on. A rule's add, update or delete that changes some device's
   taints moves the pods DynamicResources rejected, as the tracker's ResourceSlice update does.
 
-Not done here: binding conditions (DRADeviceBindingConditions).
+* DRAPartitionableDevices - shared counters and per-device node selection (``allocator``).
+
+Not done here: consumable capacity (DRAConsumableCapacity, DRAFractionalCapacityRange) and binding
+conditions (DRADeviceBindingConditions).
 Reads: ResourceClaims, DeviceClasses, ResourceSlices (and DeviceTaintRules) from the ObjectStore.
 
 Its ``DynamicResourcesArgs`` are decoded and validated as kube-scheduler 1.35 does with its

@@ -171,7 +171,7 @@ OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persiste
                     "volumeattachments": "VolumeAttachment",
                     "csidrivers": "CSIDriver", "csistoragecapacities": "CSIStorageCapacity",
                     "resourceclaims": "ResourceClaim", "deviceclasses": "DeviceClass",
-                    "resourceslices": "ResourceSlice", "podgroups": "PodGroup",
+                    "resourceslices": "ResourceSlice", "devicetaintrules": "DeviceTaintRule", "podgroups": "PodGroup",
                     "elasticquotas": "ElasticQuota"}
 
 

@@ -765,3 +765,81 @@ async def pod_events(admin: KubeClient, namespace: str, pod: str) -> set[tuple[s
     items, _ = await admin.list_all(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
     return {(e.get("reason", ""), e.get("note", "")) for e in items
             if (e.get("regarding") or {}).get("name") == pod}
+
+
+# -- cases with slices written out whole (tests/e2e/test_dra137_differential.py) -------------------
+
+@dataclass
+class SliceCase(Case):
+    """A case whose ResourceSlices are written out whole (``slices``: taints, shared counters,
+    per-device node selection, capacities with request policies) instead of built from ``nodes``'
+    layouts (which only name the nodes here), with cluster-scoped objects of its own (``objects``:
+    DeviceTaintRules), and optionally a second act: once ``before(pods)`` holds, ``then(admin)``
+    changes the cluster and the case settles on ``expected`` afterwards."""
+
+    slices: list[dict] = field(default_factory=list)
+    objects: list[dict] = field(default_factory=list)
+    before: Callable[[dict[str, dict]], bool] | None = None
+    then: Callable[[KubeClient], Any] | None = None
+
+
+CLUSTER_SCOPED = {"DeviceTaintRule": "devicetaintrules", "DeviceClass": "deviceclasses"}
+
+
+async def create_slice_case(admin: KubeClient, case: SliceCase) -> None:
+    """``create_case`` for a ``SliceCase``: its nodes, slices and objects, then claims, templates
+    and pods as ``create_case`` makes them (a copy of the case without nodes goes through it)."""
+    await create_nodes(admin, [make_node(n, labels={CASE_LABEL: case.name}) for n in case.nodes])
+    for s in case.slices:
+        await admin.request("POST", f"{RES}/resourceslices", body=s, rate_limit=False)
+    for obj in case.objects:
+        await admin.request("POST", f"{RES}/{CLUSTER_SCOPED[obj['kind']]}", body=obj, rate_limit=False)
+    rest = copy.copy(case)
+    rest.nodes = {}
+    await create_case(admin, rest)
+
+
+async def run_slice_cases(who: str, cases: list[SliceCase], *, pysched: type[SchedulerProcess] = SchedulerProcess,
+                          timeout: float = 60.0) -> Run:
+    """``run_cases`` for ``SliceCase``s: the DeviceClasses, every case's objects, one scheduler
+    (pysched started by ``pysched``, a ``SchedulerProcess`` class), the second acts once their
+    ``before`` holds, then the outcome once every case settled (or ``timeout``)."""
+    assert who in SCHEDULERS, who
+    start = time.monotonic()
+    with ControlPlane() as cp:
+        admin = KubeClient(load_kubeconfig(cp.kubeconfig), qps=0, burst=1)
+        try:
+            await admin.request("POST", f"{RES}/deviceclasses", body=device_class(), rate_limit=False)
+            for case in cases:
+                await create_slice_case(admin, case)
+            if who == "kube":
+                kube = KubeSchedulerProcess(cp, {"profiles": [{"schedulerName": PROFILE}],
+                                                 "clientConnection": {"qps": 500, "burst": 1000}}).start()
+                stop, log_path = kube.stop, kube.log_path
+            else:
+                kubeconfig = None
+                if who == "pysched-rbac":
+                    await kustomize.apply(admin, REPO / "manifests")
+                    kubeconfig = await sa_kubeconfig(cp, admin, "scheduler-lab")
+                ours = pysched(cp, cp.workdir, scheduler_config(profiles=[{"schedulerName": PROFILE}]),
+                               name=who, kubeconfig=kubeconfig).start()
+                stop, log_path = ours.close, ours.log_path
+            try:
+                acts = [c for c in cases if c.then is not None]
+                first = [SliceCase(c.name, c.doc, c.nodes, c.pods, settled=c.before or _all_pending) for c in acts]
+                not_yet = set(await settle(admin, first, timeout))
+                for c in acts:
+                    if c.name not in not_yet:
+                        assert c.then is not None
+                        await c.then(admin)
+                unsettled = sorted(not_yet | set(await settle(admin, cases, timeout)))
+                outcomes, messages, devices = await collect(admin, cases)
+            finally:
+                stop()
+            return Run(who, outcomes, unsettled, messages, devices, _tail(log_path), time.monotonic() - start)
+        finally:
+            await admin.close()
+
+
+def _all_pending(pods: dict[str, dict]) -> bool:
+    return bool(pods) and all(_unschedulable(p) for p in pods.values())

@@ -179,7 +179,8 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
         assert not await allowed(admin, verb, res, **kw), f"{verb} {res} {kw} must not be granted"
     # NodeVolumeLimits and DynamicResources read these; nothing more on them
     for res, group in [("csinodes", "storage.k8s.io"), ("volumeattachments", "storage.k8s.io"),
-                       ("deviceclasses", "resource.k8s.io"), ("resourceslices", "resource.k8s.io")]:
+                       ("deviceclasses", "resource.k8s.io"), ("resourceslices", "resource.k8s.io"),
+                       ("devicetaintrules", "resource.k8s.io")]:
         assert await allowed(admin, "watch", res, group=group), f"watch {res} should be allowed"
         assert not await allowed(admin, "update", res, group=group), f"update {res} must not be granted"
     # DynamicResources' PreBind writes a claim's finalizer (update) and its allocation and

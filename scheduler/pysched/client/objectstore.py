@@ -10,7 +10,9 @@
   NodeVolumeLimits (VolumeLimitScaling) and VolumeBinding (which drivers track storage capacity);
   CSIStorageCapacities - VolumeBinding (room to provision, capacity scoring);
 * ResourceClaims, DeviceClasses, ResourceSlices - DynamicResources (a pod waits until its claims
-  exist; devices are allocated from the slices the DRA drivers publish).
+  exist; devices are allocated from the slices the DRA drivers publish); DeviceTaintRules
+  (``resource.k8s.io/v1``, served from Kubernetes 1.37) only while DynamicResources runs with the
+  DRADeviceTaintRules gate, and optional: an API server that does not serve them has none.
 * PodDisruptionBudgets - DefaultPreemption prefers victims no budget protects.
 * PodGroups (``scheduling.x-k8s.io/v1alpha1``, scheduler-plugins' CRD) - Coscheduling's gangs. The
   CRD is optional: without it the store simply holds none (its informer lists again every
@@ -32,7 +34,8 @@ from pysched.apis.core.model import LabelSelector, Requirement, parse_label_sele
 KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationcontrollers",
          "csidrivers", "csistoragecapacities",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
-         "resourceclaims", "deviceclasses", "resourceslices", "poddisruptionbudgets", "podgroups", "elasticquotas")
+         "resourceclaims", "deviceclasses", "resourceslices", "devicetaintrules", "poddisruptionbudgets", "podgroups",
+         "elasticquotas")
 NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
               "resourceclaims", "poddisruptionbudgets", "podgroups", "elasticquotas", "csistoragecapacities"}
 # API group and version of the kinds outside the core group.
@@ -41,18 +44,21 @@ GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "volumeattachments": ("storage.k8s.io", "v1"),
                   "csidrivers": ("storage.k8s.io", "v1"), "csistoragecapacities": ("storage.k8s.io", "v1"),
                   "resourceclaims": ("resource.k8s.io", "v1"), "deviceclasses": ("resource.k8s.io", "v1"),
-                  "resourceslices": ("resource.k8s.io", "v1"), "poddisruptionbudgets": ("policy", "v1"),
+                  "resourceslices": ("resource.k8s.io", "v1"), "devicetaintrules": ("resource.k8s.io", "v1"),
+                  "poddisruptionbudgets": ("policy", "v1"),
                   "podgroups": ("scheduling.x-k8s.io", "v1alpha1"),
                   "elasticquotas": ("scheduling.x-k8s.io", "v1alpha1")}
-# Kinds served by an optional CustomResourceDefinition: a 404 on LIST means "not installed".
-OPTIONAL = {"podgroups", "elasticquotas"}
+# Kinds served by an optional CustomResourceDefinition, or by a newer API server only: a 404 on
+# LIST means "not installed" (listed again every ``optional_crd_poll_seconds``).
+OPTIONAL = {"podgroups", "elasticquotas", "devicetaintrules"}
 KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet": "replicasets",
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
                   "StorageClass": "storageclasses", "CSINode": "csinodes", "VolumeAttachment": "volumeattachments",
                   "CSIDriver": "csidrivers", "CSIStorageCapacity": "csistoragecapacities",
                   "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses",
-                  "ResourceSlice": "resourceslices", "PodDisruptionBudget": "poddisruptionbudgets",
+                  "ResourceSlice": "resourceslices", "DeviceTaintRule": "devicetaintrules",
+                  "PodDisruptionBudget": "poddisruptionbudgets",
                   "PodGroup": "podgroups", "ElasticQuota": "elasticquotas"}
 
 

@@ -443,8 +443,9 @@ class Plugin(Generic[ArgsT]):
     Args: ClassVar[type[Any] | None] = None   # set from the type parameter (or by hand): a dataclass, or None
     # Optional API kinds (object-store plurals, e.g. "podgroups") this plugin reads: the scheduler
     # lists and watches an optional kind - and needs RBAC for it - only when an enabled plugin
-    # names it here.
-    object_kinds: ClassVar[tuple[str, ...]] = ()
+    # names it here. A class sets it; an instance may set its own in ``__init__`` (a kind read only
+    # under a feature gate: DynamicResources' "devicetaintrules").
+    object_kinds: tuple[str, ...] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

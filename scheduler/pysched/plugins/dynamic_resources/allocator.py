@@ -6,12 +6,12 @@ on; partitionable devices, device taints, consumable capacity and binding condit
 
 * **Pools** (``gather_pools``): the slices that apply to the node (``spec.nodeName`` equal to it,
   ``spec.allNodes``, or a ``spec.nodeSelector`` matching it; slices with ``perDeviceNodeSelection``
-  or ``sharedCounters`` are skipped, as their gate is off), grouped by driver and pool name, only the
+  or ``sharedCounters`` are skipped while their gate is off), grouped by driver and pool name, only the
   highest ``pool.generation``. A pool with fewer slices than ``resourceSliceCount`` is complete if
   the missing slices exist for other nodes, dropped if a newer generation exists anywhere, and
-  otherwise incomplete. Duplicate device names make a pool invalid. Upstream tries pools in Go map
-  order (random); we sort them by driver and pool name, so among equally good answers ours is
-  stable.
+  otherwise incomplete. Duplicate device names make a pool invalid. Pools are tried sorted by
+  driver and pool name and a pool's slices by name (1.37 sorts both; 1.35 took Go map and informer
+  order, so any order was upstream's).
 * **Search** (``Allocator.allocate``): depth-first, claim by claim, request by request, device slot
   by device slot; the first complete answer wins. A device is taken for a normal request only if
   no claim in the cluster has it (persisted or in flight) and no other request of this call took
@@ -27,6 +27,29 @@ on; partitionable devices, device taints, consumable capacity and binding condit
   upstream orders and repeats them) and ``nodeSelector`` (the node's name for node-local devices,
   the slices' merged selector term, or none for devices available on all nodes).
 
+Behind kube feature gates (the names ``Allocator`` and ``SliceIndex`` get in ``features``; off, the
+above is all), as 1.37.2's incubating allocator does with the gate on:
+
+* **Device taints** (``DRADeviceTaints``): a device with a ``NoSchedule`` or ``NoExecute`` taint
+  (its own, or one a DeviceTaintRule adds: ``SliceIndex(taint_rules=...)``, which the plugin passes
+  with ``DRADeviceTaintRules``) is taken only for a request or subrequest whose ``tolerations``
+  tolerate every such taint (``resourceclaim.ToleratesTaint``: effect and key when set, ``Equal``
+  value or ``Exists``); other effects are ignored. The check comes after the device is known free
+  and selectable and before the constraints, so an ``All`` request with an untolerated device has
+  no answer (and no constraint error). Each result carries its request's tolerations.
+* **Partitionable devices** (``DRAPartitionableDevices``): a pool's ``sharedCounters`` slices
+  define counter sets; a device with ``consumesCounters`` is taken only while, for every counter of
+  its pool, what the allocated devices (in the cluster, persisted or in flight, of every slice of
+  the pool) and the devices of this search consume stays within it (upstream's
+  ``checkAvailableCounters``, checked before the taints). A pool is invalid for a duplicate
+  counter set name, a consumed set it lacks (``counter set X not found``) or a consumed counter a
+  set lacks. A ``perDeviceNodeSelection`` slice applies to the node when one of its devices does
+  (the device's ``nodeName``, ``allNodes`` or ``nodeSelector``), only such devices are candidates,
+  and they, not the slice, give the allocation's ``nodeSelector``. A pool whose slices for this
+  node are not all of it is complete when the rest exist for other nodes; their devices then count
+  against the counters. Not done: consumable capacity (``DRAConsumableCapacity``,
+  ``DRAFractionalCapacityRange``) and binding conditions.
+
 Errors that upstream treats as fatal for the scheduling attempt (a CEL run-time error, a class
 missing at allocation time, ``All`` over an incomplete pool, ...) raise ``AllocationError`` with
 upstream's text; ``InvalidPools`` is the per-node "invalid resource pools were encountered".
@@ -41,16 +64,24 @@ all others whatever the gates (upstream 1.37's ``gatherPools``).
 from __future__ import annotations
 
 import time
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
-from pysched.framework.api import NodeSelector, ObjectError, parse_node_selector
+from pysched.framework.api import NodeSelector, ObjectError, QuantityError, parse_node_selector, parse_quantity
 from pysched.plugins.dynamic_resources.cel import CelDevice, SelectorError, compile_selector, prefetch
 
 MAX_RESULTS = 32          # AllocationResultsMaxSize
 FROM_CLASS, FROM_CLAIM = "FromClass", "FromClaim"
 EXACT, ALL = "ExactCount", "All"
+
+# The kube feature gates the allocator reads (``Handle.feature_gates`` holds the names of those on).
+DEVICE_TAINTS = "DRADeviceTaints"
+DEVICE_TAINT_RULES = "DRADeviceTaintRules"
+PARTITIONABLE_DEVICES = "DRAPartitionableDevices"
+TAINT_EFFECTS = ("NoSchedule", "NoExecute")   # the effects that keep a device from being allocated
+NO_COUNTERS, TAINTED, CONSTRAINT = "counters", "tainted", "constraint"   # why ``Allocator._add`` refused a device
 
 DeviceID = tuple[str, str, str]   # driver, pool, device
 
@@ -82,6 +113,12 @@ class Device:
     node_selector: dict[str, Any] | None   # the slice's spec.nodeSelector
     raw: dict[str, Any]
     cel: CelDevice
+    # The device's own taints, then those DeviceTaintRules add (with DRADeviceTaintRules on).
+    taints: list[dict[str, Any]] = field(default_factory=list)
+    # With DRAPartitionableDevices: its slice has perDeviceNodeSelection (node_local and
+    # node_selector are then the device's own), and the counters it consumes (set -> counter -> amount).
+    per_device: bool = False
+    consumes: list[tuple[str, dict[str, Fraction]]] = field(default_factory=list)
 
     @property
     def id(self) -> DeviceID:
@@ -92,13 +129,20 @@ class Device:
 class Pool:
     driver: str
     name: str
-    devices: list[Device] = field(default_factory=list)
+    devices: list[Device] = field(default_factory=list)   # of the slices that apply to the node
     incomplete: bool = False
     invalid: str = ""
+    # With DRAPartitionableDevices: the devices of the pool's other slices (their allocated devices
+    # consume counters too), and the counter sets of its ``sharedCounters`` slices.
+    other_devices: list[Device] = field(default_factory=list)
+    counter_sets: dict[str, dict[str, Fraction]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
         return f"{self.driver}/{self.name}"
+
+
+Slice = dict[str, Any]
 
 
 class SliceIndex:
@@ -108,13 +152,20 @@ class SliceIndex:
     index, so a selector is evaluated once per device until the slices change.
     """
 
-    def __init__(self, slices: list[dict[str, Any]], *, binding_conditions: bool = False):
-        # DRADeviceBindingConditions (with DRAResourceClaimDeviceStatus): devices with
-        # bindingConditions may be allocated (``binding.py``); otherwise they are skipped.
+    def __init__(self, slices: list[Slice], *, features: Container[str] = frozenset(),
+                 taint_rules: Iterable[dict[str, Any]] = (), binding_conditions: bool = False):
+        """``taint_rules``: the cluster's DeviceTaintRules, whose taints are added to the devices
+        they select (the plugin passes them only with DRADeviceTaintRules on).
+        ``binding_conditions``: DRADeviceBindingConditions (with DRAResourceClaimDeviceStatus):
+        devices with bindingConditions may be allocated (``binding.py``); otherwise they are skipped."""
         self.binding_conditions = binding_conditions
-        self.by_node: dict[str, list[dict[str, Any]]] = {}
-        self.cluster_wide: list[dict[str, Any]] = []   # allNodes and nodeSelector slices
-        self.generations: dict[tuple[str, str], dict[int, int]] = {}   # pool -> generation -> slices
+        self.features = features
+        self.partitionable = PARTITIONABLE_DEVICES in features
+        self.taint_rules = [r for r in taint_rules if ((r.get("spec") or {}).get("deviceSelector")) is not None]
+        self.by_node: dict[str, list[Slice]] = {}
+        # allNodes and nodeSelector slices (and perDeviceNodeSelection ones with DRAPartitionableDevices)
+        self.cluster_wide: list[Slice] = []
+        self.pool_slices: dict[tuple[str, str], dict[int, list[Slice]]] = {}   # pool -> generation -> slices
         self._devices: dict[tuple[str, int], list[Device]] = {}
         self._selectors: dict[str, NodeSelector | None] = {}
         # Per node, while no slice selects nodes by label (the pools then depend on the node's name
@@ -126,25 +177,26 @@ class SliceIndex:
             spec = s.get("spec") or {}
             pool = spec.get("pool") or {}
             key = (spec.get("driver", ""), pool.get("name", ""))
-            gens = self.generations.setdefault(key, {})
             gen = int(pool.get("generation") or 0)
-            gens[gen] = gens.get(gen, 0) + 1
-            if spec.get("perDeviceNodeSelection") or spec.get("sharedCounters"):
+            self.pool_slices.setdefault(key, {}).setdefault(gen, []).append(s)
+            if not self.partitionable and (spec.get("perDeviceNodeSelection") or spec.get("sharedCounters")):
                 continue   # DRAPartitionableDevices is off
             if spec.get("nodeName"):
                 self.by_node.setdefault(spec["nodeName"], []).append(s)
-            elif spec.get("allNodes") or spec.get("nodeSelector"):
+            elif spec.get("allNodes") or spec.get("nodeSelector") or spec.get("perDeviceNodeSelection"):
                 self.cluster_wide.append(s)
 
     def node_pools(self, node_name: str, node_labels: dict[str, str]) -> tuple[list[Pool], list[Device]]:
         """``gather_pools`` and the devices an allocation may use from them (complete, valid pools;
-        no counters, no binding conditions), cached per node when the pools depend on its name only."""
+        those that consume counters only with DRAPartitionableDevices; with per-device node
+        selection, those for this node; no binding conditions), cached per node when the pools
+        depend on its name only."""
         hit = self._node_pools.get(node_name) if not self.cluster_wide else None
         if hit is not None:
             return hit
         pools = self.gather_pools(node_name, node_labels)
-        candidates = [d for p in pools if not p.incomplete and not p.invalid for d in p.devices
-                      if not d.raw.get("consumesCounters") and self.allows_binding_conditions(d)]
+        candidates = [d for p in pools if not p.incomplete and not p.invalid
+                      for d in self.usable(p, node_name, node_labels)]
         if not self.cluster_wide:
             self._node_pools[node_name] = (pools, candidates)
         return pools, candidates
@@ -152,6 +204,19 @@ class SliceIndex:
     def allows_binding_conditions(self, device: Device) -> bool:
         """A device with ``bindingConditions`` is allocatable only with DRADeviceBindingConditions."""
         return self.binding_conditions or not device.raw.get("bindingConditions")
+
+    def usable(self, pool: Pool, node_name: str, node_labels: dict[str, str]) -> list[Device]:
+        """The devices of ``pool`` an allocation on the node may consider, in the pool's order."""
+        out = []
+        for d in pool.devices:
+            if not self.allows_binding_conditions(d):
+                continue
+            if d.raw.get("consumesCounters") and not self.partitionable:
+                continue
+            if d.per_device and not self._device_on_node(d, node_name, node_labels):
+                continue   # upstream: not selectable for this node
+            out.append(d)
+        return out
 
     def prefetched(self, node_name: str, selector: Any) -> bool:
         """Whether ``selector`` was already asked for every device of the node (then marks it so):
@@ -165,10 +230,13 @@ class SliceIndex:
         return False
 
     def gather_pools(self, node_name: str, node_labels: dict[str, str]) -> list[Pool]:
-        relevant: dict[tuple[str, str], tuple[int, list[dict[str, Any]]]] = {}
+        relevant: dict[tuple[str, str], tuple[int, list[Slice]]] = {}
         for s in [*self.by_node.get(node_name, ()), *self.cluster_wide]:
             spec = s["spec"]
-            if not spec.get("nodeName") and not spec.get("allNodes"):
+            if spec.get("perDeviceNodeSelection") and not spec.get("nodeName"):
+                if not any(self._device_on_node(d, node_name, node_labels) for d in self._slice_devices(s)):
+                    continue
+            elif not spec.get("nodeName") and not spec.get("allNodes"):
                 if not self._node_selector(s).matches(node_labels, node_name):
                     continue
             pool = spec.get("pool") or {}
@@ -183,27 +251,89 @@ class SliceIndex:
         for key in sorted(relevant):
             gen, slices = relevant[key]
             want = int((slices[0]["spec"].get("pool") or {}).get("resourceSliceCount") or 0)
-            p = Pool(*key)
+            others: list[Slice] = []
             if len(slices) != want:
-                gens = self.generations.get(key, {})
+                gens = self.pool_slices.get(key, {})
                 if any(g > gen for g in gens):
                     continue   # the driver is publishing a newer generation without this node
-                if gens.get(gen, 0) != want:
-                    p.incomplete = True
-                    pools.append(p)
+                everything = gens.get(gen, [])
+                if len(everything) != want:
+                    pools.append(Pool(*key, incomplete=True))
                     continue
-            seen: set[str] = set()
-            for s in slices:
-                for d in self._slice_devices(s):
-                    if d.name in seen:
-                        p.invalid = f"duplicate device name {d.name}"
-                    seen.add(d.name)
-                    p.devices.append(d)
-            pools.append(p)
+                mine = {id(s) for s in slices}
+                others = [s for s in everything if id(s) not in mine]
+            pools.append(self._build_pool(key, slices, others))
         # Pools with a device that has binding conditions come after all others, each group in
         # pool order (upstream's gatherPools since 1.36, whatever the gates).
         pools.sort(key=_has_binding_conditions)
         return pools
+
+    def _build_pool(self, key: tuple[str, str], slices: list[Slice], others: list[Slice]) -> Pool:
+        """A complete pool from the slices that apply to the node (in slice name order, as 1.37
+        sorts them; 1.35's order was the informer's) and the pool's other slices, validated as
+        upstream's ``buildPool``: unique device names among the node's slices, and with
+        DRAPartitionableDevices unique counter set names and only known sets and counters consumed."""
+        p = Pool(*key)
+        counter_slices = []
+        for s in sorted(slices, key=lambda s: (s.get("metadata") or {}).get("name", "")):
+            if self.partitionable and s["spec"].get("sharedCounters"):
+                counter_slices.append(s)
+            else:
+                p.devices.extend(self._slice_devices(s))
+        for s in others:
+            if self.partitionable and s["spec"].get("sharedCounters"):
+                counter_slices.append(s)
+            else:
+                p.other_devices.extend(self._slice_devices(s))
+        seen: set[str] = set()
+        for d in p.devices:
+            if d.name in seen:
+                p.invalid = f"duplicate device name {d.name}"
+                return p
+            seen.add(d.name)
+        if not self.partitionable:
+            return p
+        for s in counter_slices:
+            for cs in s["spec"].get("sharedCounters") or ():
+                name = cs.get("name", "")
+                if name in p.counter_sets:
+                    p.invalid = f"duplicate counter set name {name}"
+                    return p
+                p.counter_sets[name] = {c: _quantity(v.get("value")) for c, v in (cs.get("counters") or {}).items()}
+        for d in [*p.devices, *p.other_devices]:
+            for set_name, counters in d.consumes:
+                known = p.counter_sets.get(set_name)
+                if known is None:
+                    p.invalid = f"counter set {set_name} not found"
+                    return p
+                for c in counters:
+                    if c not in known:
+                        p.invalid = f"counter {c} not found in counter set {set_name}"
+                        return p
+        return p
+
+    def _device_on_node(self, d: Device, node_name: str, node_labels: dict[str, str]) -> bool:
+        """A device of a ``perDeviceNodeSelection`` slice: its own ``nodeName``, ``allNodes`` or
+        ``nodeSelector`` (``NodeMatches``)."""
+        raw = d.raw
+        if raw.get("nodeName"):
+            return bool(raw["nodeName"] == node_name)
+        if raw.get("allNodes"):
+            return True
+        if raw.get("nodeSelector"):
+            key = f"{d.slice_name}/{d.name}"
+            sel = self._selectors.get(key)
+            if sel is None:
+                try:
+                    sel = parse_node_selector(raw["nodeSelector"], "nodeSelector")
+                except ObjectError as exc:
+                    raise AllocationError(f"gather pool information: failed to perform node selection for device "
+                                          f"{d.name} in slice {d.slice_name}: failed to parse node selector: "
+                                          f"{exc}") from None
+                assert sel is not None
+                self._selectors[key] = sel
+            return sel.matches(node_labels, node_name)
+        return False
 
     def _node_selector(self, s: dict[str, Any]) -> NodeSelector:
         name = (s.get("metadata") or {}).get("name", "")
@@ -223,10 +353,33 @@ class SliceIndex:
         if out is None:
             spec = s["spec"]
             driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
-            out = [Device(driver, pool, d.get("name", ""), key[0], bool(spec.get("nodeName")),
-                          spec.get("nodeSelector"), d, CelDevice(driver, d))
+            per_device = bool(self.partitionable and spec.get("perDeviceNodeSelection"))
+            out = [Device(driver, pool, d.get("name", ""), key[0], bool((d if per_device else spec).get("nodeName")),
+                          (d if per_device else spec).get("nodeSelector"), d, CelDevice(driver, d),
+                          [*(d.get("taints") or ()), *self._rule_taints(driver, pool, d.get("name", ""))],
+                          per_device,
+                          [(c.get("counterSet", ""), {n: _quantity(v.get("value")) for n, v in
+                                                      (c.get("counters") or {}).items()})
+                           for c in d.get("consumesCounters") or ()] if self.partitionable else [])
                    for d in spec.get("devices") or ()]
             self._devices[key] = out
+        return out
+
+    def _rule_taints(self, driver: str, pool: str, device: str) -> list[dict[str, Any]]:
+        """The taints of the DeviceTaintRules whose ``deviceSelector`` (driver, pool, device; an
+        unset field matches any) selects the device, in the rules' order (the resourceslice
+        tracker's ``applyPatches``). A rule without a selector selects nothing."""
+        out = []
+        for rule in self.taint_rules:
+            spec = rule.get("spec") or {}
+            sel = spec["deviceSelector"]
+            if sel.get("driver") is not None and sel["driver"] != driver:
+                continue
+            if sel.get("pool") is not None and sel["pool"] != pool:
+                continue
+            if sel.get("device") is not None and sel["device"] != device:
+                continue
+            out.append(spec.get("taint") or {})
         return out
 
 
@@ -247,6 +400,7 @@ class Alternative:
     count: int
     admin: bool
     all_devices: list[Device] = field(default_factory=list)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -284,6 +438,30 @@ class MatchAttribute:
             self.value = None
 
 
+def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
+    """``resourceclaim.ToleratesTaint``: the effect (if set) and key (if set) match, and the value
+    is equal (operator ``Equal``, the default) or anything (``Exists``)."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != (taint.get("effect") or ""):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != (taint.get("key") or ""):
+        return False
+    op = toleration.get("operator") or "Equal"
+    if op == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return op == "Exists"
+
+
+def taint_prevents_allocation(device: Device, tolerations: list[dict[str, Any]]) -> bool:
+    """A NoSchedule or NoExecute taint of the device that no toleration of the request tolerates
+    (other effects, None included, are ignored)."""
+    for taint in device.taints:
+        if taint.get("effect") in TAINT_EFFECTS and not any(tolerates(t, taint) for t in tolerations):
+            return True
+    return False
+
+
 def request_alternatives(request: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """A claim's request as (result name, spec) per way to satisfy it: itself for ``exactly``, each
     subrequest (``request/sub``) for ``firstAvailable``; [] for a request type not known here."""
@@ -291,6 +469,15 @@ def request_alternatives(request: dict[str, Any]) -> list[tuple[str, dict[str, A
     if request.get("exactly") is not None:
         return [(name, request["exactly"])]
     return [(f"{name}/{sub.get('name', '')}", sub) for sub in request.get("firstAvailable") or ()]
+
+
+def _quantity(text: Any) -> Fraction:
+    """A counter's or capacity's exact amount (0 for what is not a quantity: API validation keeps
+    such values out)."""
+    try:
+        return parse_quantity(text if text is not None else 0)
+    except QuantityError:
+        return Fraction(0)
 
 
 def _attribute(device: Device, name: str) -> tuple[str, Any] | None:
@@ -310,13 +497,21 @@ def _attribute(device: Device, name: str) -> tuple[str, Any] | None:
 
 
 @dataclass
+class Pick:
+    """A device taken for a request during the search, with what taking it changed."""
+    alt: Alternative
+    device: Device
+    taken_from: int | None = None   # the claim that had the device before (an admin request shares)
+    counters: bool = False          # its counters were charged to the pool
+
+
+@dataclass
 class ClaimState:
     claim: dict[str, Any]
     label: str                     # ns/name, as upstream prints claims
     requests: list[Request]
     constraints: list[MatchAttribute]
-    results: list[tuple[Alternative, Device]] = field(default_factory=list)
-    taken_from: list[int | None] = field(default_factory=list)   # who had each result's device before
+    results: list[Pick] = field(default_factory=list)
     chosen: dict[str, Alternative] = field(default_factory=dict)
 
 
@@ -342,7 +537,14 @@ class Allocator:
     """Allocate ``claims`` (unallocated, in the pod's order) on one node."""
 
     def __init__(self, claims: list[dict[str, Any]], classes: dict[str, dict[str, Any]],
-                 allocated: Container[DeviceID], index: SliceIndex, *, timeout: float = 0.0):
+                 allocated: Container[DeviceID], index: SliceIndex, *, timeout: float = 0.0,
+                 features: Container[str] = frozenset()):
+        self.features = features
+        self.taints = DEVICE_TAINTS in features
+        self.partitionable = PARTITIONABLE_DEVICES in features
+        # Per pool (by id): its counters less what the devices allocated in the cluster consume,
+        # computed once per allocator (the allocated devices do not change while it lives).
+        self._available: dict[str, dict[str, dict[str, Fraction]]] = {}
         self.raw_claims = claims
         self.classes = classes
         self.allocated = allocated
@@ -410,6 +612,8 @@ class Allocator:
         self._pools = pools
         self._node_name = node_name
         self._allocating: dict[DeviceID, int] = {}
+        self._consumed: dict[str, dict[str, dict[str, Fraction]]] = {}   # pool -> counters this search charged
+        self._pool_of = {d.id: p for p in pools for d in p.devices} if self.partitionable else {}
         self._claims = [self._prepare(c, pools) for c in self.raw_claims]
         if not self._solve(0, 0):
             if any(p.invalid for p in pools):
@@ -499,6 +703,7 @@ class Allocator:
         mode = spec.get("allocationMode") or EXACT
         admin = bool(spec.get("adminAccess"))
         alt = Alternative(request, result_name, class_name, selectors, mode, int(spec.get("count") or 0), admin)
+        alt.tolerations = list(spec.get("tolerations") or ())
         if mode == EXACT:
             if alt.count > MAX_RESULTS:
                 raise AllocationError(f"{where}: exact count {alt.count} is too large")
@@ -510,9 +715,8 @@ class Allocator:
                 if p.invalid:
                     raise AllocationError(f"{where}: asks for all devices, but resource pool {p.id} is "
                                           f"currently invalid")
-            alt.all_devices = [d for p in pools for d in p.devices
-                               if not d.raw.get("consumesCounters") and self.index.allows_binding_conditions(d)
-                               and self._selectable(d, label, alt)]
+            # every pool is complete and valid here: the node's candidates are all their usable devices
+            alt.all_devices = [d for d in self._candidates if self._selectable(d, label, alt)]
         else:
             raise AllocationError(f"{where}: unsupported count mode {mode}")
         return alt
@@ -584,7 +788,7 @@ class Allocator:
             d = candidates[k]
             if self._in_use(d, ci, alt.admin) or not self._selectable(d, cs.label, alt):
                 continue
-            if not self._add(ci, alt, d):
+            if self._add(ci, alt, d) is not None:
                 continue
             if self._fill(ci, ri, alt, slot + 1, k + 1):
                 return True
@@ -601,7 +805,11 @@ class Allocator:
             if self._in_use(d, ci, alt.admin):
                 ok = False
                 break
-            if not self._add(ci, alt, d):
+            refused = self._add(ci, alt, d)
+            if refused in (NO_COUNTERS, TAINTED):
+                ok = False   # a device of "All" that cannot be had: no answer here, no error
+                break
+            if refused is not None:
                 for a in reversed(added):
                     self._remove(ci, alt, a)
                 raise AllocationError(f"claim {cs.label}, request {alt.result_name}: cannot add device "
@@ -620,38 +828,109 @@ class Allocator:
             return taker == ci
         return taker is not None or d.id in self.allocated
 
-    def _add(self, ci: int, alt: Alternative, d: Device) -> bool:
+    def _add(self, ci: int, alt: Alternative, d: Device) -> str | None:
+        """Take ``d`` for ``alt`` (upstream's ``allocateDevice`` once the device is free and
+        selectable): None, or why not - ``NO_COUNTERS`` (its pool's shared counters would run out),
+        ``TAINTED`` (checked before the constraints) or ``CONSTRAINT``. "All" fails on the first
+        two without an error, and raises on the third."""
         cs = self._claims[ci]
+        pick = Pick(alt, d, self._allocating.get(d.id))
+        if self.partitionable and d.consumes:
+            if not self._charge_counters(d):
+                return NO_COUNTERS
+            pick.counters = True
+        if self.taints and d.taints and taint_prevents_allocation(d, alt.tolerations):
+            self._release(pick)
+            return TAINTED
         added: list[MatchAttribute] = []
         for c in cs.constraints:
             if c.covers(alt):
                 if not c.add(d):
                     for a in added:
                         a.remove()
-                    return False
+                    self._release(pick)
+                    return CONSTRAINT
                 added.append(c)
-        cs.taken_from.append(self._allocating.get(d.id))
         self._allocating[d.id] = ci
-        cs.results.append((alt, d))
-        return True
+        cs.results.append(pick)
+        return None
 
     def _remove(self, ci: int, alt: Alternative, d: Device) -> None:
         cs = self._claims[ci]
-        cs.results.pop()
-        before = cs.taken_from.pop()
-        if before is None:
+        pick = cs.results.pop()
+        if pick.taken_from is None:
             del self._allocating[d.id]
         else:
-            self._allocating[d.id] = before   # an admin request shared a device another claim took
+            self._allocating[d.id] = pick.taken_from   # an admin request shared a device another claim took
         for c in cs.constraints:
             if c.covers(alt):
                 c.remove()
+        self._release(pick)
+
+    def _release(self, pick: Pick) -> None:
+        """Undo what ``_add`` charged for ``pick`` beyond the result itself."""
+        if pick.counters:
+            self._uncharge_counters(pick.device)
+            pick.counters = False
+
+    # counters (DRAPartitionableDevices) -------------------------------------------------------
+
+    def _charge_counters(self, d: Device) -> bool:
+        """Charge ``d``'s counters to its pool; False (and nothing charged) when some counter of
+        the pool would then be consumed past what is available (upstream's
+        ``checkAvailableCounters``: every counter of every set is checked, so a pool already
+        overdrawn by allocated devices takes no further counter-consuming device)."""
+        pool = self._pool_of[d.id]
+        available = self._available_counters(pool)
+        consumed = self._consumed.setdefault(pool.id, {})
+        for set_name, counters in d.consumes:
+            mine = consumed.setdefault(set_name, {})
+            for name, amount in counters.items():
+                mine[name] = mine.get(name, Fraction(0)) + amount
+        for set_name, counters in available.items():
+            used = consumed.get(set_name, {})
+            for name, amount in counters.items():
+                if amount < used.get(name, 0):
+                    self._uncharge_counters(d)
+                    return False
+        return True
+
+    def _uncharge_counters(self, d: Device) -> None:
+        consumed = self._consumed[self._pool_of[d.id].id]
+        for set_name, counters in d.consumes:
+            mine = consumed[set_name]
+            for name, amount in counters.items():
+                mine[name] -= amount
+
+    def _available_counters(self, pool: Pool) -> dict[str, dict[str, Fraction]]:
+        """The pool's counter sets less the counters its allocated devices consume (those of the
+        node's slices and of the pool's other slices; an amount may go negative)."""
+        out = self._available.get(pool.id)
+        if out is None:
+            out = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+            for d in [*pool.devices, *pool.other_devices]:
+                if not d.consumes or not self._is_allocated(d):
+                    continue
+                for set_name, counters in d.consumes:
+                    have = out.get(set_name)
+                    if have is None:
+                        continue
+                    for name, amount in counters.items():
+                        if name in have:
+                            have[name] -= amount
+            self._available[pool.id] = out
+        return out
+
+    def _is_allocated(self, d: Device) -> bool:
+        """Some claim in the cluster holds ``d`` (persisted or in flight): ``IsDeviceAllocated``."""
+        return d.id in self.allocated
 
     # result -----------------------------------------------------------------------------------
 
     def _result(self, cs: ClaimState, node_name: str) -> dict[str, Any]:
         results = []
-        for alt, d in cs.results:
+        for pick in cs.results:
+            alt, d = pick.alt, pick.device
             r: dict[str, Any] = {"request": alt.result_name, "driver": d.driver, "pool": d.pool, "device": d.name}
             if alt.admin:
                 r["adminAccess"] = True
@@ -659,6 +938,8 @@ class Allocator:
                 for key in ("bindingConditions", "bindingFailureConditions"):
                     if d.raw.get(key):
                         r[key] = list(d.raw[key])
+            if self.taints and alt.tolerations:
+                r["tolerations"] = alt.tolerations   # the request's, as upstream copies them
             results.append(r)
         config: list[dict[str, Any]] = []
         class_entries: dict[str, list[dict[str, Any]]] = {}
@@ -692,7 +973,8 @@ class Allocator:
         if config:
             out["devices"]["config"] = [{k: v for k, v in e.items() if v is not None} for e in config]
         claim_name = (cs.claim.get("metadata") or {}).get("name", "")
-        selector = _node_selector([d for _, d in cs.results], node_name, claim_name, self.index.binding_conditions)
+        selector = _node_selector([pick.device for pick in cs.results], node_name, claim_name,
+                                  self.index.binding_conditions)
         if selector is not None:
             out["nodeSelector"] = selector
         return out

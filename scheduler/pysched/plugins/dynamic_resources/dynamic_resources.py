@@ -52,10 +52,25 @@ does with its default feature gates:
   every node, so PostFilter deallocates it.
 
 Every refusal is UnschedulableAndUnresolvable with upstream's text, as kube-scheduler's is.
-Not done here (as upstream does with gates that are off by default): partitionable devices,
-device taints, consumable capacity. Binding conditions follow the kube feature gates in
-``handle.feature_gates`` (off: kube-scheduler 1.35's defaults).
-Reads: ResourceClaims, DeviceClasses and ResourceSlices from the ObjectStore.
+
+Behaviours behind kube feature gates (``Handle.feature_gates``; all off at 1.35's defaults, on at
+1.37's), each as kube-scheduler 1.37.2 does with the gate on:
+
+* DRADeviceTaints - a device tainted NoSchedule or NoExecute (in its slice) is allocated only to
+  a request that tolerates the taint (``allocator``); the result carries the request's tolerations.
+* DRADeviceTaintRules - DeviceTaintRules (``resource.k8s.io/v1``) add their taint to the devices
+  their ``deviceSelector`` names (driver, pool, device), as the resourceslice tracker patches the
+  slices kube-scheduler allocates from. They are watched (an optional kind: an API server without
+  them has none) only with the gate on. A rule's add, update or delete that changes some device's
+  taints moves the pods DynamicResources rejected, as the tracker's ResourceSlice update does.
+
+* DRAPartitionableDevices - shared counters and per-device node selection (``allocator``).
+
+* DRADeviceBindingConditions (with DRAResourceClaimDeviceStatus) - binding conditions (above,
+  ``binding``).
+
+Not done here: consumable capacity (DRAConsumableCapacity, DRAFractionalCapacityRange).
+Reads: ResourceClaims, DeviceClasses, ResourceSlices (and DeviceTaintRules) from the ObjectStore.
 
 Its ``DynamicResourcesArgs`` are decoded and validated as kube-scheduler 1.35 does with its
 default feature gates: ``filterTimeout`` (default ``10s``) must be zero or positive (zero: no
@@ -106,6 +121,7 @@ from pysched.framework.handle import APIClient
 from pysched.plugins.dynamic_resources import binding
 from pysched.plugins.dynamic_resources.allocated import CLAIMS, AllocatedDevices, Unavailable, claim_devices
 from pysched.plugins.dynamic_resources.allocator import (
+    DEVICE_TAINT_RULES,
     AllocationError,
     AllocationTimeout,
     Allocator,
@@ -131,6 +147,7 @@ NOT_AVAILABLE = "resourceclaim not available on the node"
 TIMED_OUT = "timed out trying to allocate devices"
 CONFLICT_RETRIES = 5   # client-go's retry.DefaultRetry steps
 FIRST_AVAILABLE_MAX = 8   # FirstAvailableDeviceRequestMaxSize: the first subrequest scores 8
+TAINT_RULES = "devicetaintrules"
 
 
 @dataclass
@@ -227,7 +244,12 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         self.written: dict[str, int] = {}
         # (claim uid, pod uid) -> Unreserve's removal of the pod from reservedFor, still on its way.
         self.unreserving: dict[tuple[str, str], asyncio.Event] = {}
-        self._slices: tuple[int, SliceIndex] | None = None   # (resourceslices kind_version, index)
+        self.features = handle.feature_gates
+        self.taint_rules = DEVICE_TAINT_RULES in self.features
+        if self.taint_rules:
+            self.object_kinds = (TAINT_RULES,)   # watched only with the gate on
+        # (resourceslices kind_version, devicetaintrules kind_version, index)
+        self._slices: tuple[int, int, SliceIndex] | None = None
         # The store's allocated devices, updated per claim change rather than read off every claim
         # per pod.
         self.allocated = AllocatedDevices(handle.objects.list(CLAIMS))
@@ -321,7 +343,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         allocator = None
         if to_allocate:
             allocator = Allocator([claims[i] for i in to_allocate], classes, self.allocated_devices(),
-                                  self.slice_index(), timeout=self.filter_timeout)
+                                  self.slice_index(), timeout=self.filter_timeout, features=self.features)
         state.write(KEY, _State(claims, to_allocate, available_on, allocator))
         return None, None
 
@@ -355,12 +377,17 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         return Unavailable(self.allocated, flight)
 
     def slice_index(self) -> SliceIndex:
-        """The index of the cluster's ResourceSlices, rebuilt when any of them changed."""
-        mark = self.handle.objects.kind_version("resourceslices")
-        if self._slices is None or self._slices[0] != mark:
-            self._slices = (mark, SliceIndex(self.handle.objects.list("resourceslices"),
-                                             binding_conditions=self.binding_conditions))
-        return self._slices[1]
+        """The index of the cluster's ResourceSlices (with the DeviceTaintRules' taints), rebuilt
+        when any of them changed."""
+        objects = self.handle.objects
+        mark = objects.kind_version("resourceslices")
+        rules_mark = objects.kind_version(TAINT_RULES) if self.taint_rules else 0
+        if self._slices is None or self._slices[:2] != (mark, rules_mark):
+            rules = objects.list(TAINT_RULES) if self.taint_rules else []
+            self._slices = (mark, rules_mark, SliceIndex(objects.list("resourceslices"), features=self.features,
+                                                         taint_rules=rules,
+                                                         binding_conditions=self.binding_conditions))
+        return self._slices[2]
 
     # -- Filter ------------------------------------------------------------------------------------
 
@@ -711,7 +738,19 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                 ClusterEventWithHint(ClusterEvent("DeviceClass", "Add")),
                 ClusterEventWithHint(ClusterEvent("DeviceClass", "Update")),
                 ClusterEventWithHint(ClusterEvent("ResourceSlice", "Add")),
-                ClusterEventWithHint(ClusterEvent("ResourceSlice", "Update")))
+                ClusterEventWithHint(ClusterEvent("ResourceSlice", "Update")),
+                *((ClusterEventWithHint(ClusterEvent("DeviceTaintRule", "*"), self._after_taint_rule_change),)
+                  if self.taint_rules else ()))
+
+    def _after_taint_rule_change(self, pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+        """A DeviceTaintRule was added, changed or deleted: upstream's resourceslice tracker then
+        sends a ResourceSlice update (which DynamicResources registers without a hint) for each
+        slice where some device's taints changed, so the pod moves iff one did."""
+        slices = self.handle.objects.list("resourceslices")
+        before, after = _rule_selection(old, slices), _rule_selection(new, slices)
+        if before != after:
+            return True
+        return bool(before) and _taint_key(old) != _taint_key(new)
 
     def _after_claim_change(self, pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
         """A claim the pod uses was created or changed, and all its claims are there now; or some
@@ -774,6 +813,31 @@ def _preference(claim: dict[str, Any], allocation: dict[str, Any]) -> int:
                 total += FIRST_AVAILABLE_MAX - i
                 break
     return total
+
+
+def _rule_selection(rule: dict[str, Any] | None, slices: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    """The devices (slice name, pool, device) of ``slices`` that DeviceTaintRule ``rule`` taints."""
+    sel = ((rule or {}).get("spec") or {}).get("deviceSelector")
+    if sel is None:
+        return set()
+    out = set()
+    for s in slices:
+        spec = s.get("spec") or {}
+        pool = (spec.get("pool") or {}).get("name", "")
+        if sel.get("driver") is not None and sel["driver"] != spec.get("driver"):
+            continue
+        if sel.get("pool") is not None and sel["pool"] != pool:
+            continue
+        for d in spec.get("devices") or ():
+            if sel.get("device") is None or sel["device"] == d.get("name"):
+                out.add(((s.get("metadata") or {}).get("name", ""), pool, d.get("name", "")))
+    return out
+
+
+def _taint_key(rule: dict[str, Any] | None) -> tuple[Any, ...]:
+    """What the tracker compares of a taint (``taintsEqual``): key, effect, value, timeAdded."""
+    taint = ((rule or {}).get("spec") or {}).get("taint") or {}
+    return (taint.get("key") or "", taint.get("effect") or "", taint.get("value") or "", taint.get("timeAdded"))
 
 
 def _claim_statuses(pod: PodInfo) -> list[dict[str, Any]]:

@@ -5,10 +5,9 @@ selection).
 Each scheduler runs alone on a fresh control plane (Kubernetes 1.37.2: ``PYSCHED_BIN_DIR`` must
 name its binaries, the module is skipped otherwise) holding every case below (``dra_kit.SliceCase``:
 slices written out whole, DeviceTaintRules; some cases change the cluster once their pods are
-pending and settle on what follows). kube-scheduler runs with its defaults, where DRADeviceTaints
-and DRADeviceTaintRules are on. pysched gets the same gates: its ``--feature-gates`` knows only
-pysched's own gates, so ``GatedScheduler`` starts it through a bootstrap that first adds the kube
-gate names to them, on (``GATES_137``), until pysched computes kube's gates per release itself.
+pending and settle on what follows). kube-scheduler runs with its defaults, where DRADeviceTaints,
+DRADeviceTaintRules and DRAPartitionableDevices are on; so does pysched, following the API
+server's release (1.37) with its default gates.
 
 Compared per case as ``test_dra_differential`` compares: the node of each pod or its
 FailedScheduling reason, and each claim's allocation (without ``allocationTimestamp``, which
@@ -21,15 +20,12 @@ readable).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 
 import pytest
 
 from pysched_dev.devcluster import binaries_dir
 
-from .conftest import REPO, SchedulerProcess
 from .dra_kit import (
     DRIVER,
     FINALIZER,
@@ -47,11 +43,6 @@ from .dra_kit import (
 
 pytestmark = pytest.mark.e2e
 
-# kube feature gates on by default in 1.37 that DynamicResources reads
-GATES_137 = ("DRADeviceTaints", "DRADeviceTaintRules", "DRAPartitionableDevices", "DRAConsumableCapacity",
-             "DRAFractionalCapacityRange")
-
-
 def _control_plane_version() -> tuple[int, int]:
     try:
         out = subprocess.run([str(binaries_dir() / "kube-apiserver"), "--version"], capture_output=True,
@@ -64,27 +55,6 @@ def _control_plane_version() -> tuple[int, int]:
 
 if _control_plane_version() < (1, 37):
     pytest.skip("needs a Kubernetes 1.37 control plane (PYSCHED_BIN_DIR)", allow_module_level=True)
-
-BOOTSTRAP = ("import sys\n"
-             "from pysched.framework import features\n"
-             f"features.GATES.update(dict.fromkeys({GATES_137!r}, True))\n"
-             "from pysched.cli import main\n"
-             "sys.exit(main())\n")
-
-
-class GatedScheduler(SchedulerProcess):
-    """``python -m pysched`` with the kube gates of ``GATES_137`` on."""
-
-    def start(self) -> GatedScheduler:
-        self._log = open(self.log_path, "ab")
-        env = dict(self.env if self.env is not None else os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", BOOTSTRAP, "--config", str(self.config_path),
-             "--kubeconfig", str(self.kubeconfig), "--log-level", "info", "--bind-address", "127.0.0.1",
-             "--secure-port", str(self.port), "--cert-dir", str(self.cert_dir), *self.extra_args],
-            cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        return self
-
 
 # -- objects ------------------------------------------------------------------------------------
 
@@ -304,7 +274,7 @@ _RUNS: dict[str, Run | BaseException] = {}
 async def outcome_of(who: str) -> Run:
     if who not in _RUNS:
         try:
-            _RUNS[who] = await run_slice_cases(who, CASES, pysched=GatedScheduler, timeout=90.0)
+            _RUNS[who] = await run_slice_cases(who, CASES, timeout=90.0)
         except Exception as exc:  # noqa: BLE001 - re-raised below, and for every later case
             _RUNS[who] = exc
         else:

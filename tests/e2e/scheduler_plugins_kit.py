@@ -20,9 +20,14 @@ def upstream_starter(control_plane, profile: dict):
     return start
 
 
+# scheduler-plugins' kube-scheduler is built on Kubernetes 1.34/1.35's scheduler: pysched is
+# compared with it as kube-scheduler 1.35 (the oldest release it follows), whatever the API server.
+ORACLE_RELEASE = ["--emulated-version=1.35"]
+
+
 def pysched_starter(scheduler_factory, profile: dict):
     async def start():
-        proc = scheduler_factory(scheduler_config(profiles=[profile]))
+        proc = scheduler_factory(scheduler_config(profiles=[profile]), extra_args=ORACLE_RELEASE)
         proc.start()
         await proc.wait_log("caches synced", 60)
 

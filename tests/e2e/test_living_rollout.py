@@ -114,7 +114,9 @@ async def test_own_deployment_rolls_to_a_new_configmap_while_pods_arrive(living_
         # Both generations did part of the work: the Scheduled Events name the replica that bound.
         async def scheduled_by():
             events, _ = await live_admin.list_all("/apis/events.k8s.io/v1/namespaces/default/events")
-            by = collections.Counter(e.get("reportingInstance", "").removeprefix("pysched-pysched-")[:10]
+            # reportingInstance: "pysched-" + the replica's pod name, "pysched-<template hash>-<suffix>"
+            # (the hash is 9 or 10 characters)
+            by = collections.Counter(e.get("reportingInstance", "").removeprefix("pysched-pysched-").rsplit("-", 1)[0]
                                      for e in events if e.get("reason") == "Scheduled")
             return by if sum(by.values()) == LOAD else None
         by = await wait_for(scheduled_by, 60, what="a Scheduled Event per pod")

@@ -5,16 +5,18 @@
 // quantity, semver, IP/CIDR and URL libraries, bindings - with the DRA device type, the runtime cost
 // limit and the same error texts), compiled through the allocator's cache options (no cost
 // estimation) with the feature gate it is given (--consumable-capacity: DRAConsumableCapacity,
-// on by default from 1.36). The CEL environment is 1.37.2's; 1.35's differs only in what 1.37 added.
+// on by default from 1.36; the stored-expressions environment kube-scheduler compiles selectors in
+// ignores it, so device.allowMultipleAllocations compiles either way and is what the device says). The CEL environment is 1.37.2's; 1.35's differs only in what 1.37 added.
 //
 // pysched starts it once and talks to it over stdin/stdout, one JSON object per line:
 //
-//	{"op":"eval","expr":"...","devices":[{"driver":"d","attributes":{...},"capacity":{...}}, ...]}
+//	{"op":"eval","expr":"...","devices":[{"driver":"d","allowMultipleAllocations":true,"attributes":{...},"capacity":{...}}, ...]}
 //	  -> {"compileError":"..."} or {"results":[{"match":true}, {"error":"no such key: x"}, ...]}
 //	{"op":"compile","expr":"..."} -> {} or {"compileError":"..."}
 //	{"op":"version"} -> {"kubernetes":"v0.37.2", "consumableCapacity":false}
 //
-// Attributes and capacity are a ResourceSlice device's, as the API serves them. A request it
+// allowMultipleAllocations (optional), attributes and capacity are a ResourceSlice device's, as
+// the API serves them. A request it
 // cannot read gets {"error":"..."}; it never exits on bad input.
 package main
 
@@ -34,9 +36,10 @@ import (
 const kubernetesVersion = "v0.37.2"
 
 type device struct {
-	Driver     string                                                    `json:"driver"`
-	Attributes map[resourceapi.QualifiedName]resourceapi.DeviceAttribute `json:"attributes"`
-	Capacity   map[resourceapi.QualifiedName]resourceapi.DeviceCapacity  `json:"capacity"`
+	Driver                   string                                                    `json:"driver"`
+	AllowMultipleAllocations *bool                                                     `json:"allowMultipleAllocations,omitempty"`
+	Attributes               map[resourceapi.QualifiedName]resourceapi.DeviceAttribute `json:"attributes"`
+	Capacity                 map[resourceapi.QualifiedName]resourceapi.DeviceCapacity  `json:"capacity"`
 }
 
 type request struct {
@@ -60,7 +63,8 @@ type response struct {
 
 func main() {
 	consumable := flag.Bool("consumable-capacity", false,
-		"the DRAConsumableCapacity feature gate (alpha and off in 1.35, beta and on from 1.36): declares device.allowMultipleAllocations")
+		"the DRAConsumableCapacity feature gate (alpha and off in 1.35, beta and on from 1.36), given to the CEL cache as kube-scheduler gives it; "+
+			"selectors compile in the stored-expressions environment, which declares device.allowMultipleAllocations whatever the gate")
 	cacheSize := flag.Int("cache-size", 1024, "compiled expressions kept")
 	flag.Parse()
 
@@ -92,9 +96,11 @@ func main() {
 				}
 				resp.Results = make([]result, len(req.Devices))
 				for i, d := range req.Devices {
-					// The allocator passes the driver, attributes and capacity (not
-					// allowMultipleAllocations): DeviceMatches builds the rest.
-					match, _, err := expr.DeviceMatches(ctx, dracel.Device{Driver: d.Driver, Attributes: d.Attributes, Capacity: d.Capacity})
+					// As 1.37's allocator passes it: the driver, allowMultipleAllocations
+					// (pysched sends it with DRAConsumableCapacity on, as 1.35 passed it only
+					// then), attributes and capacity; DeviceMatches builds the rest.
+					match, _, err := expr.DeviceMatches(ctx, dracel.Device{Driver: d.Driver,
+						AllowMultipleAllocations: d.AllowMultipleAllocations, Attributes: d.Attributes, Capacity: d.Capacity})
 					if err != nil {
 						resp.Results[i].Error = err.Error()
 					} else {

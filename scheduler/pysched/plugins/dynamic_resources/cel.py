@@ -19,6 +19,12 @@ Two engines, one chosen for the process (``engine()``):
 Expressions are compiled once (``compile_selector``, memoised by text). A device keeps what each
 selector said about it (``CelDevice``), and the allocator asks for a selector over many devices at
 once (``prefetch``) so the helper is asked once per selector and batch of devices, not per pair.
+
+DRAConsumableCapacity (``consumable_capacity``): kube-scheduler gives the gate to its CEL cache, so
+the helper is started with ``--consumable-capacity`` under it (one engine per value). Selectors
+compile in the stored-expressions environment, which declares ``device.allowMultipleAllocations``
+whatever the gate; its value is the device's with the gate on (1.37's allocator passes it, as 1.35's
+did only with the gate) and false with it off.
 """
 
 from __future__ import annotations
@@ -44,16 +50,17 @@ HELPER_ENV = "PYSCHED_CEL_HELPER"
 HELPER_NAME = "pysched-cel"
 
 
-@lru_cache(maxsize=1)
-def engine() -> BuiltinEngine | GoEngine:
-    """The engine of this process: pysched-cel when it can be found, else the built-in subset."""
+@lru_cache(maxsize=2)
+def engine(consumable_capacity: bool = False) -> BuiltinEngine | GoEngine:
+    """The engine of this process: pysched-cel when it can be found, else the built-in subset
+    (``consumable_capacity``: the DRAConsumableCapacity gate the helper is given)."""
     wanted = os.environ.get(ENGINE_ENV, "").strip().lower()
     if wanted not in ("", "auto", "builtin", HELPER_NAME):
         raise SelectorError(f"{ENGINE_ENV}={wanted!r}: expected {HELPER_NAME}, builtin or auto")
     if wanted != "builtin":
         path = os.environ.get(HELPER_ENV) or shutil.which(HELPER_NAME)
         if path:
-            return GoEngine(path)
+            return GoEngine(path, consumable_capacity=consumable_capacity)
         if wanted == HELPER_NAME:
             raise SelectorError(f"{ENGINE_ENV}={HELPER_NAME} but the helper is not on PATH and {HELPER_ENV} "
                                 "is not set")
@@ -69,27 +76,30 @@ class Selector:
 
     __slots__ = ("expression", "program", "engine")
 
-    def __init__(self, expression: str, eng: BuiltinEngine | GoEngine | None = None):
+    def __init__(self, expression: str, eng: BuiltinEngine | GoEngine | None = None,
+                 consumable_capacity: bool = False):
         self.expression = expression
-        self.engine = eng or engine()
+        self.engine = eng or engine(consumable_capacity)
         self.program = self.engine.compile(expression)
 
 
 @lru_cache(maxsize=1024)
-def compile_selector(expression: str) -> Selector:
-    return Selector(expression)
+def compile_selector(expression: str, consumable_capacity: bool = False) -> Selector:
+    return Selector(expression, consumable_capacity=consumable_capacity)
 
 
 class CelDevice:
     """One published device as CEL sees it, with what each selector said about it. A device does
     not change until its ResourceSlice does, so the allocator keeps one per device and slice version
-    and every result is remembered."""
+    and every result is remembered. ``allow_multiple_allocations``: what
+    ``device.allowMultipleAllocations`` is (the device's own with DRAConsumableCapacity, else false)."""
 
-    __slots__ = ("driver", "device", "_results", "_wire", "_ctx", "_domains")
+    __slots__ = ("driver", "device", "multi", "_results", "_wire", "_ctx", "_domains")
 
-    def __init__(self, driver: str, device: dict[str, Any]):
+    def __init__(self, driver: str, device: dict[str, Any], allow_multiple_allocations: bool = False):
         self.driver = driver
         self.device = device
+        self.multi = allow_multiple_allocations
         self._results: dict[str, bool | SelectorError] = {}
         self._wire: bytes | None = None
         self._ctx: Any = None
@@ -97,11 +107,15 @@ class CelDevice:
 
     @property
     def wire(self) -> bytes:
-        """The device as pysched-cel reads it (JSON): driver, attributes and capacity as published."""
+        """The device as pysched-cel reads it (JSON): driver, attributes and capacity as published,
+        and ``allowMultipleAllocations`` when true."""
         if self._wire is None:
             d = self.device
-            self._wire = orjson.dumps({"driver": self.driver, "attributes": d.get("attributes") or {},
-                                       "capacity": d.get("capacity") or {}})
+            wire: dict[str, Any] = {"driver": self.driver, "attributes": d.get("attributes") or {},
+                                    "capacity": d.get("capacity") or {}}
+            if self.multi:
+                wire["allowMultipleAllocations"] = True
+            self._wire = orjson.dumps(wire)
         return self._wire
 
     def builtin_context(self, domains: frozenset[str]) -> Any:
@@ -109,7 +123,10 @@ class CelDevice:
         (upstream answers an unknown domain with an empty map)."""
         if self._ctx is None or not domains <= self._domains:
             self._domains |= domains
-            self._ctx = BuiltinEngine().context(self.driver, self.device, self._domains)
+            device = self.device
+            if bool(device.get("allowMultipleAllocations")) != self.multi:
+                device = {**device, "allowMultipleAllocations": self.multi}
+            self._ctx = BuiltinEngine().context(self.driver, device, self._domains)
         return self._ctx
 
     def known(self, selector: Selector) -> bool:

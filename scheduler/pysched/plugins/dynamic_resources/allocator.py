@@ -47,8 +47,26 @@ above is all), as 1.37.2's incubating allocator does with the gate on:
   (the device's ``nodeName``, ``allNodes`` or ``nodeSelector``), only such devices are candidates,
   and they, not the slice, give the allocation's ``nodeSelector``. A pool whose slices for this
   node are not all of it is complete when the rest exist for other nodes; their devices then count
-  against the counters. Not done: consumable capacity (``DRAConsumableCapacity``,
-  ``DRAFractionalCapacityRange``) and binding conditions.
+  against the counters.
+* **Consumable capacity** (``DRAConsumableCapacity``; the rules of what a request consumes are in
+  ``capacity``): a device with ``allowMultipleAllocations`` is shared, not taken - any number of
+  claims, and any of the requests of one claim (one request still takes distinct devices), get a
+  share of it while, for each capacity, what the cluster's shares (persisted and in flight:
+  ``SharedAllocations``) and this search's consume plus the request's amount stays within the
+  value. Every candidate, shared or not, must have each capacity the request names in
+  ``capacity.requests`` and room for it (checked before the counters, and again last in
+  ``_add``); an unrepresentable amount aborts (``checking capacity for device ...``). Only a
+  device's first share charges its counters, and a shared device counts as allocated for its
+  pool's counters. A share's result carries ``consumedCapacity`` (every capacity of the device,
+  in the quantities' own format) and a ``shareID``: upstream makes a random UUID (version 4) per
+  share, and so does pysched. ``All`` lists the devices whose capacity could serve the request at
+  all, then fails quietly when one has too little left. ``distinctAttribute`` constraints want
+  every device of their requests to have the attribute with a value no other has. CEL sees the
+  device's ``allowMultipleAllocations``. With the gate off a shared device is an ordinary one,
+  ``distinctAttribute`` is an empty constraint and ``capacity`` on a request or subrequest is
+  upstream's error (``has capacity requests, but the DRAConsumableCapacity feature is
+  disabled``). ``DRAFractionalCapacityRange`` (off by default) switches step rounding to
+  milli-value arithmetic.
 
 Errors that upstream treats as fatal for the scheduling attempt (a CEL run-time error, a class
 missing at allocation time, ``All`` over an incomplete pool, ...) raise ``AllocationError`` with
@@ -64,13 +82,25 @@ all others whatever the gates (upstream 1.37's ``gatherPools``).
 from __future__ import annotations
 
 import time
+import uuid
+from collections import Counter
 from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 from pysched.framework.api import NodeSelector, ObjectError, QuantityError, parse_node_selector, parse_quantity
-from pysched.plugins.dynamic_resources.cel import CelDevice, SelectorError, compile_selector, prefetch
+from pysched.plugins.dynamic_resources.capacity import (
+    Capacity,
+    CapacityError,
+    Quantity,
+    SharedAllocations,
+    consumed,
+    fits,
+    parse_capacities,
+    parse_requests,
+)
+from pysched.plugins.dynamic_resources.cel import CelDevice, Selector, SelectorError, compile_selector, prefetch
 
 MAX_RESULTS = 32          # AllocationResultsMaxSize
 FROM_CLASS, FROM_CLAIM = "FromClass", "FromClaim"
@@ -80,8 +110,11 @@ EXACT, ALL = "ExactCount", "All"
 DEVICE_TAINTS = "DRADeviceTaints"
 DEVICE_TAINT_RULES = "DRADeviceTaintRules"
 PARTITIONABLE_DEVICES = "DRAPartitionableDevices"
+CONSUMABLE_CAPACITY = "DRAConsumableCapacity"
+FRACTIONAL_CAPACITY_RANGE = "DRAFractionalCapacityRange"
 TAINT_EFFECTS = ("NoSchedule", "NoExecute")   # the effects that keep a device from being allocated
-NO_COUNTERS, TAINTED, CONSTRAINT = "counters", "tainted", "constraint"   # why ``Allocator._add`` refused a device
+# why ``Allocator._add`` refused a device
+NO_COUNTERS, TAINTED, CONSTRAINT, NO_CAPACITY = "counters", "tainted", "constraint", "capacity"
 
 DeviceID = tuple[str, str, str]   # driver, pool, device
 
@@ -119,6 +152,11 @@ class Device:
     # node_selector are then the device's own), and the counters it consumes (set -> counter -> amount).
     per_device: bool = False
     consumes: list[tuple[str, dict[str, Fraction]]] = field(default_factory=list)
+    # With DRAConsumableCapacity: ``allowMultipleAllocations``, and its capacities (with their
+    # request policies); ``plain`` when no capacity has a policy or a negative value.
+    multi: bool = False
+    capacities: dict[str, Capacity] = field(default_factory=dict)
+    plain: bool = True
 
     @property
     def id(self) -> DeviceID:
@@ -161,6 +199,7 @@ class SliceIndex:
         self.binding_conditions = binding_conditions
         self.features = features
         self.partitionable = PARTITIONABLE_DEVICES in features
+        self.consumable = CONSUMABLE_CAPACITY in features
         self.taint_rules = [r for r in taint_rules if ((r.get("spec") or {}).get("deviceSelector")) is not None]
         self.by_node: dict[str, list[Slice]] = {}
         # allNodes and nodeSelector slices (and perDeviceNodeSelection ones with DRAPartitionableDevices)
@@ -354,14 +393,21 @@ class SliceIndex:
             spec = s["spec"]
             driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
             per_device = bool(self.partitionable and spec.get("perDeviceNodeSelection"))
+            consumable = self.consumable
             out = [Device(driver, pool, d.get("name", ""), key[0], bool((d if per_device else spec).get("nodeName")),
-                          (d if per_device else spec).get("nodeSelector"), d, CelDevice(driver, d),
+                          (d if per_device else spec).get("nodeSelector"), d,
+                          CelDevice(driver, d, consumable and bool(d.get("allowMultipleAllocations"))),
                           [*(d.get("taints") or ()), *self._rule_taints(driver, pool, d.get("name", ""))],
                           per_device,
                           [(c.get("counterSet", ""), {n: _quantity(v.get("value")) for n, v in
                                                       (c.get("counters") or {}).items()})
                            for c in d.get("consumesCounters") or ()] if self.partitionable else [])
                    for d in spec.get("devices") or ()]
+            if consumable:
+                for dev in out:
+                    dev.multi = bool(dev.raw.get("allowMultipleAllocations"))
+                    dev.capacities = parse_capacities(dev.raw.get("capacity"))
+                    dev.plain = all(not c.has_policy and c.value.value >= 0 for c in dev.capacities.values())
             self._devices[key] = out
         return out
 
@@ -401,6 +447,13 @@ class Alternative:
     admin: bool
     all_devices: list[Device] = field(default_factory=list)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
+    # With DRAConsumableCapacity: ``capacity.requests`` (None when there are none)
+    capacity_requests: dict[str, Quantity] | None = None
+
+    @property
+    def own_name(self) -> str:
+        """The request's or subrequest's own name, as upstream's capacity errors print it."""
+        return self.result_name.rpartition("/")[2]
 
 
 @dataclass
@@ -436,6 +489,39 @@ class MatchAttribute:
         self.devices -= 1
         if not self.devices:
             self.value = None
+
+
+@dataclass
+class DistinctAttribute:
+    """``distinctAttribute`` (DRAConsumableCapacity): every device of the constraint's requests has
+    the attribute, each with its own value (values of different types never clash), as upstream's
+    ``distinctAttributeConstraint``."""
+    requests: list[str]
+    attribute: str
+    values: list[tuple[str, Any]] = field(default_factory=list)
+
+    def covers(self, alt: Alternative) -> bool:
+        if not self.requests:
+            return True
+        return alt.request in self.requests or alt.result_name in self.requests
+
+    def add(self, device: Device) -> bool:
+        got = _attribute(device, self.attribute)
+        if got is None or got in self.values:
+            return False
+        self.values.append(got)
+        return True
+
+    def remove(self) -> None:
+        self.values.pop()
+
+
+Constraint = MatchAttribute | DistinctAttribute
+MATCH, DISTINCT = "matchAttribute", "distinctAttribute"
+
+
+def _constraint(kind: str, requests: list[str], attribute: str) -> Constraint:
+    return DistinctAttribute(requests, attribute) if kind == DISTINCT else MatchAttribute(requests, attribute)
 
 
 def tolerates(toleration: dict[str, Any], taint: dict[str, Any]) -> bool:
@@ -503,6 +589,8 @@ class Pick:
     device: Device
     taken_from: int | None = None   # the claim that had the device before (an admin request shares)
     counters: bool = False          # its counters were charged to the pool
+    marked: bool = False            # the device is in use for the claim (not a share)
+    share: dict[str, Quantity] | None = None   # a share of a multi-allocatable device: what it consumes
 
 
 @dataclass
@@ -510,7 +598,7 @@ class ClaimState:
     claim: dict[str, Any]
     label: str                     # ns/name, as upstream prints claims
     requests: list[Request]
-    constraints: list[MatchAttribute]
+    constraints: list[Constraint]
     results: list[Pick] = field(default_factory=list)
     chosen: dict[str, Alternative] = field(default_factory=dict)
 
@@ -538,10 +626,17 @@ class Allocator:
 
     def __init__(self, claims: list[dict[str, Any]], classes: dict[str, dict[str, Any]],
                  allocated: Container[DeviceID], index: SliceIndex, *, timeout: float = 0.0,
-                 features: Container[str] = frozenset()):
+                 features: Container[str] = frozenset(), shared: SharedAllocations | None = None):
+        """``allocated``: the devices claims hold (persisted or in flight); ``shared`` (or
+        ``allocated.shared``): with DRAConsumableCapacity, the shares of multi-allocatable devices."""
         self.features = features
         self.taints = DEVICE_TAINTS in features
         self.partitionable = PARTITIONABLE_DEVICES in features
+        self.consumable = CONSUMABLE_CAPACITY in features
+        self.fractional = self.consumable and FRACTIONAL_CAPACITY_RANGE in features
+        if shared is None:
+            shared = getattr(allocated, "shared", None)
+        self.shared = shared if isinstance(shared, SharedAllocations) and self.consumable else SharedAllocations()
         # Per pool (by id): its counters less what the devices allocated in the cluster consume,
         # computed once per allocator (the allocated devices do not change while it lives).
         self._available: dict[str, dict[str, dict[str, Fraction]]] = {}
@@ -555,7 +650,7 @@ class Allocator:
         # Per claim (by identity), what ``_prepare`` derives from it alone when every alternative
         # counts devices (ExactCount): its label, its requests (read-only during a search) and its
         # constraints' specs. ``All`` alternatives list a node's devices and are prepared per node.
-        self._node_independent: dict[int, tuple[str, list[Request], list[tuple[list[str], str]]]] = {}
+        self._node_independent: dict[int, tuple[str, list[Request], list[tuple[str, list[str], str]]]] = {}
 
     def start_deadline(self) -> None:
         """From now on, ``timeout`` seconds for every ``allocate`` call until the next start (the
@@ -600,7 +695,7 @@ class Allocator:
                     for sel in spec.get("selectors") or ():
                         expr = ((sel or {}).get("cel") or {}).get("expression") or ""
                         if expr:
-                            compiled = compile_selector(expr)
+                            compiled = self._compile(expr)
                             out.setdefault(compiled.expression, compiled)
         return list(out.values())
 
@@ -613,6 +708,10 @@ class Allocator:
         self._node_name = node_name
         self._allocating: dict[DeviceID, int] = {}
         self._consumed: dict[str, dict[str, dict[str, Fraction]]] = {}   # pool -> counters this search charged
+        # DRAConsumableCapacity: per multi-allocatable device, the shares this search took and the
+        # capacity they consume (upstream's ``allocatingCapacity``)
+        self._shares: Counter[DeviceID] = Counter()
+        self._share_capacity: dict[DeviceID, dict[str, Fraction]] = {}
         self._pool_of = {d.id: p for p in pools for d in p.devices} if self.partitionable else {}
         self._claims = [self._prepare(c, pools) for c in self.raw_claims]
         if not self._solve(0, 0):
@@ -628,11 +727,13 @@ class Allocator:
         if known is not None:
             label, requests, constraint_specs = known
             self._prefetch(requests)
-            return ClaimState(claim, label, requests, [MatchAttribute(list(r), a) for r, a in constraint_specs])
+            return ClaimState(claim, label, requests, [_constraint(k, list(r), a) for k, r, a in constraint_specs])
         state = self._prepare_claim(claim, pools)
         if all(alt.mode == EXACT for req in state.requests for alt in req.alternatives):
-            self._node_independent[id(claim)] = (state.label, state.requests,
-                                                 [(c.requests, c.attribute) for c in state.constraints])
+            self._node_independent[id(claim)] = (
+                state.label, state.requests,
+                [(DISTINCT if isinstance(c, DistinctAttribute) else MATCH, c.requests, c.attribute)
+                 for c in state.constraints])
         return state
 
     def _prefetch(self, requests: list[Request]) -> None:
@@ -659,6 +760,15 @@ class Allocator:
         for r in devices.get("requests") or ():
             name = r.get("name", "")
             subs = request_alternatives(r)
+            if not self.consumable:
+                # upstream refuses what it would otherwise ignore
+                if (r.get("exactly") or {}).get("capacity") is not None:
+                    raise AllocationError(f"claim {label}, request {name}: has capacity requests, but the "
+                                          f"DRAConsumableCapacity feature is disabled")
+                for sub in r.get("firstAvailable") or ():
+                    if sub.get("capacity") is not None:
+                        raise AllocationError(f"claim {label}, subrequest {sub.get('name', '')}: has capacity "
+                                              f"requests, but the DRAConsumableCapacity feature is disabled")
             if not subs:
                 raise AllocationError(f"claim {label}, request {name}: unknown request type")
             alts = [self._alternative(label, name, result_name, spec, pools) for result_name, spec in subs]
@@ -667,12 +777,15 @@ class Allocator:
         if minimum > MAX_RESULTS:
             raise AllocationError(f"claim {label}: number of requested devices {minimum} exceeds the claim "
                                   f"limit of {MAX_RESULTS}")
-        constraints = []
+        constraints: list[Constraint] = []
         for i, c in enumerate(devices.get("constraints") or ()):
-            if not c.get("matchAttribute"):
+            if c.get("matchAttribute"):
+                constraints.append(MatchAttribute(list(c.get("requests") or ()), c["matchAttribute"]))
+            elif self.consumable and c.get("distinctAttribute"):
+                constraints.append(DistinctAttribute(list(c.get("requests") or ()), c["distinctAttribute"]))
+            else:
                 raise AllocationError(f"claim {label}, constraint #{i}: empty constraint "
                                       f"(unsupported constraint type?)")
-            constraints.append(MatchAttribute(list(c.get("requests") or ()), c["matchAttribute"]))
         return ClaimState(claim, label, requests, constraints)
 
     def _alternative(self, label: str, request: str, result_name: str, spec: dict[str, Any],
@@ -690,7 +803,7 @@ class Allocator:
             if not expr:
                 raise AllocationError(f"{where}, selector #{i}: CEL expression empty (unsupported selector type?)")
             try:
-                selectors.append(compile_selector(expr))
+                selectors.append(self._compile(expr))
             except SelectorError as exc:
                 raise AllocationError(f"claim {label}: selector #{i}: CEL compile error: {exc}") from None
         if self._candidates:
@@ -704,6 +817,8 @@ class Allocator:
         admin = bool(spec.get("adminAccess"))
         alt = Alternative(request, result_name, class_name, selectors, mode, int(spec.get("count") or 0), admin)
         alt.tolerations = list(spec.get("tolerations") or ())
+        if self.consumable:
+            alt.capacity_requests = parse_requests(spec)
         if mode == EXACT:
             if alt.count > MAX_RESULTS:
                 raise AllocationError(f"{where}: exact count {alt.count} is too large")
@@ -717,6 +832,10 @@ class Allocator:
                                           f"currently invalid")
             # every pool is complete and valid here: the node's candidates are all their usable devices
             alt.all_devices = [d for d in self._candidates if self._selectable(d, label, alt)]
+            if self.consumable:
+                # the capacity a device has, not what is left of it: a device short of capacity
+                # now stays in "All", which then fails
+                alt.all_devices = [d for d in alt.all_devices if self._static_capacity(d, label, alt)]
         else:
             raise AllocationError(f"{where}: unsupported count mode {mode}")
         return alt
@@ -736,6 +855,30 @@ class Allocator:
                 raise AllocationError(f"claim {label}: selector #{i}: CEL runtime error: {exc}") from None
         return True
 
+    def _compile(self, expression: str) -> Selector:
+        return compile_selector(expression, self.consumable)
+
+    def _static_capacity(self, device: Device, label: str, alt: Alternative) -> bool:
+        """Whether an "All" request fits the device's capacities, none of them consumed yet."""
+        try:
+            return fits(alt.capacity_requests, device.capacities, fractional=self.fractional)
+        except CapacityError as exc:
+            raise AllocationError(f"claim {label}, request {alt.own_name}: checking capacity for device "
+                                  f"{device.name}: {exc}") from None
+
+    def _capacity_fits(self, d: Device, label: str, alt: Alternative, check: str = "checking") -> bool:
+        """``CmpRequestOverCapacity`` with what the cluster's shares and this search's consume of
+        the device (every device is checked, multi-allocatable or not)."""
+        if d.plain and not alt.capacity_requests and not self.shared.capacity.get(d.id) \
+                and not self._share_capacity.get(d.id):
+            return True   # no policy and nothing requested: each capacity is consumed whole, once
+        try:
+            return fits(alt.capacity_requests, d.capacities, self.shared.capacity.get(d.id),
+                        self._share_capacity.get(d.id), self.fractional)
+        except CapacityError as exc:
+            raise AllocationError(f"claim {label}, request {alt.own_name}: {check} capacity for device "
+                                  f"{d.driver}/{d.pool}/{d.name}: {exc}") from None
+
     def _class_selector_list(self, class_name: str) -> list[Any]:
         out = self._class_selectors.get(class_name)
         if out is None:
@@ -744,7 +887,7 @@ class Allocator:
             for i, sel in enumerate(spec.get("selectors") or ()):
                 expr = ((sel or {}).get("cel") or {}).get("expression") or ""
                 try:
-                    out.append(compile_selector(expr))
+                    out.append(self._compile(expr))
                 except SelectorError as exc:
                     raise AllocationError(f"class {class_name}: selector #{i}: CEL compile error: {exc}") from None
             self._class_selectors[class_name] = out
@@ -788,6 +931,8 @@ class Allocator:
             d = candidates[k]
             if self._in_use(d, ci, alt.admin) or not self._selectable(d, cs.label, alt):
                 continue
+            if self.consumable and not self._capacity_fits(d, cs.label, alt):
+                continue
             if self._add(ci, alt, d) is not None:
                 continue
             if self._fill(ci, ri, alt, slot + 1, k + 1):
@@ -806,7 +951,7 @@ class Allocator:
                 ok = False
                 break
             refused = self._add(ci, alt, d)
-            if refused in (NO_COUNTERS, TAINTED):
+            if refused in (NO_COUNTERS, TAINTED, NO_CAPACITY):
                 ok = False   # a device of "All" that cannot be had: no answer here, no error
                 break
             if refused is not None:
@@ -831,47 +976,86 @@ class Allocator:
     def _add(self, ci: int, alt: Alternative, d: Device) -> str | None:
         """Take ``d`` for ``alt`` (upstream's ``allocateDevice`` once the device is free and
         selectable): None, or why not - ``NO_COUNTERS`` (its pool's shared counters would run out),
-        ``TAINTED`` (checked before the constraints) or ``CONSTRAINT``. "All" fails on the first
-        two without an error, and raises on the third."""
+        ``TAINTED`` (checked before the constraints), ``CONSTRAINT`` or ``NO_CAPACITY`` (what is
+        left of its capacity, checked last). "All" fails on all but the third without an error,
+        and raises on the third.
+
+        With DRAConsumableCapacity a multi-allocatable device is not taken but shared: it stays
+        free for other requests, the share records what it consumes, and only its first share (in
+        the cluster or this search) charges its counters."""
         cs = self._claims[ci]
+        multi = self.consumable and d.multi
         pick = Pick(alt, d, self._allocating.get(d.id))
-        if self.partitionable and d.consumes:
+        if self.partitionable and d.consumes and not (multi and self._has_share(d.id)):
             if not self._charge_counters(d):
                 return NO_COUNTERS
             pick.counters = True
         if self.taints and d.taints and taint_prevents_allocation(d, alt.tolerations):
             self._release(pick)
             return TAINTED
-        added: list[MatchAttribute] = []
+        added: list[Constraint] = []
         for c in cs.constraints:
             if c.covers(alt):
                 if not c.add(d):
-                    for a in added:
+                    for a in reversed(added):
                         a.remove()
                     self._release(pick)
                     return CONSTRAINT
                 added.append(c)
-        self._allocating[d.id] = ci
+        if self.consumable:
+            if not self._capacity_fits(d, cs.label, alt, "rechecking"):
+                for a in reversed(added):
+                    a.remove()
+                self._release(pick)
+                return NO_CAPACITY
+            if multi:
+                try:
+                    pick.share = consumed(alt.capacity_requests, d.capacities, self.fractional)
+                except CapacityError as exc:
+                    raise AllocationError(f"claim {cs.label}, request {alt.own_name}: computing consumed capacity "
+                                          f"for device {d.driver}/{d.pool}/{d.name}: {exc}") from None
+                self._shares[d.id] += 1
+                total = self._share_capacity.setdefault(d.id, {})
+                for name, q in pick.share.items():
+                    total[name] = total.get(name, Fraction(0)) + q.value
+        if not multi:
+            self._allocating[d.id] = ci
+            pick.marked = True
         cs.results.append(pick)
         return None
 
     def _remove(self, ci: int, alt: Alternative, d: Device) -> None:
         cs = self._claims[ci]
         pick = cs.results.pop()
-        if pick.taken_from is None:
-            del self._allocating[d.id]
-        else:
-            self._allocating[d.id] = pick.taken_from   # an admin request shared a device another claim took
-        for c in cs.constraints:
+        if pick.marked:
+            if pick.taken_from is None:
+                del self._allocating[d.id]
+            else:
+                self._allocating[d.id] = pick.taken_from   # an admin request shared a device another claim took
+        for c in reversed(cs.constraints):
             if c.covers(alt):
                 c.remove()
         self._release(pick)
 
     def _release(self, pick: Pick) -> None:
         """Undo what ``_add`` charged for ``pick`` beyond the result itself."""
+        if pick.share is not None:
+            d = pick.device.id
+            self._shares[d] -= 1
+            total = self._share_capacity[d]
+            for name, q in pick.share.items():
+                total[name] -= q.value
+            if not self._shares[d]:
+                del self._shares[d]
+                del self._share_capacity[d]
+            pick.share = None
         if pick.counters:
             self._uncharge_counters(pick.device)
             pick.counters = False
+
+    def _has_share(self, d: DeviceID) -> bool:
+        """Some claim in the cluster or of this search shares the device (``deviceCapacityInUse``)."""
+        return self.shared.has_share(d) or d in self._shares
 
     # counters (DRAPartitionableDevices) -------------------------------------------------------
 
@@ -922,8 +1106,9 @@ class Allocator:
         return out
 
     def _is_allocated(self, d: Device) -> bool:
-        """Some claim in the cluster holds ``d`` (persisted or in flight): ``IsDeviceAllocated``."""
-        return d.id in self.allocated
+        """Some claim in the cluster holds ``d`` or a share of it (persisted or in flight):
+        ``IsDeviceAllocated``."""
+        return d.id in self.allocated or self.shared.has_share(d.id)
 
     # result -----------------------------------------------------------------------------------
 
@@ -940,6 +1125,11 @@ class Allocator:
                         r[key] = list(d.raw[key])
             if self.taints and alt.tolerations:
                 r["tolerations"] = alt.tolerations   # the request's, as upstream copies them
+            if pick.share is not None:
+                # upstream's share ID is a random UUID (uuid.NewUUID: version 4) per share
+                r["shareID"] = str(uuid.uuid4())
+                if pick.share:
+                    r["consumedCapacity"] = {name: str(q) for name, q in pick.share.items()}
             results.append(r)
         config: list[dict[str, Any]] = []
         class_entries: dict[str, list[dict[str, Any]]] = {}

@@ -69,7 +69,13 @@ Behaviours behind kube feature gates (``Handle.feature_gates``; all off at 1.35'
 * DRADeviceBindingConditions (with DRAResourceClaimDeviceStatus) - binding conditions (above,
   ``binding``).
 
-Not done here: consumable capacity (DRAConsumableCapacity, DRAFractionalCapacityRange).
+* DRAConsumableCapacity - consumable capacity (``allocator``, ``capacity``): devices with
+  ``allowMultipleAllocations`` shared by claims while their capacity lasts, ``capacity.requests``
+  rounded by the capacities' request policies, results with ``shareID`` and ``consumedCapacity``,
+  ``distinctAttribute``. The claims' shares (persisted: ``AllocatedDevices``; in flight) count
+  against the capacity; with the gate off a share takes its whole device, as upstream's
+  ``ListAllAllocatedDevices``. DRAFractionalCapacityRange (off by default) as upstream.
+
 Reads: ResourceClaims, DeviceClasses, ResourceSlices (and DeviceTaintRules) from the ObjectStore.
 
 Its ``DynamicResourcesArgs`` are decoded and validated as kube-scheduler 1.35 does with its
@@ -119,13 +125,13 @@ from pysched.framework import (
 from pysched.framework.api import ApiError, ConfigError, NodeSelector, ObjectError, parse_duration, parse_node_selector
 from pysched.framework.handle import APIClient
 from pysched.plugins.dynamic_resources import binding
-from pysched.plugins.dynamic_resources.allocated import CLAIMS, AllocatedDevices, Unavailable, claim_devices
+from pysched.plugins.dynamic_resources.allocated import CLAIMS, AllocatedDevices, Unavailable
 from pysched.plugins.dynamic_resources.allocator import (
+    CONSUMABLE_CAPACITY,
     DEVICE_TAINT_RULES,
     AllocationError,
     AllocationTimeout,
     Allocator,
-    DeviceID,
     InvalidPools,
     SliceIndex,
     Solution,
@@ -252,7 +258,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         self._slices: tuple[int, int, SliceIndex] | None = None
         # The store's allocated devices, updated per claim change rather than read off every claim
         # per pod.
-        self.allocated = AllocatedDevices(handle.objects.list(CLAIMS))
+        self.allocated = AllocatedDevices(handle.objects.list(CLAIMS), consumable=CONSUMABLE_CAPACITY in self.features)
         handle.objects.subscribe(self.allocated.on_change)
         if self.binding_conditions:
             handle.objects.subscribe(self._wake_binding_waiters)
@@ -371,10 +377,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
     def allocated_devices(self) -> Unavailable:
         """Devices no normal request may take: every claim's allocation (admin access excepted,
         kept by ``AllocatedDevices`` from the store's changes) and the allocations in flight."""
-        flight: set[DeviceID] = set()
-        for claim in self.in_flight.values():
-            flight.update(claim_devices(claim))
-        return Unavailable(self.allocated, flight)
+        return Unavailable.of(self.allocated, self.in_flight.values())
 
     def slice_index(self) -> SliceIndex:
         """The index of the cluster's ResourceSlices (with the DeviceTaintRules' taints), rebuilt

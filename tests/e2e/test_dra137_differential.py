@@ -1,13 +1,15 @@
 """kube-scheduler 1.37.2 and pysched allocate the same DRA devices with 1.37's default gates:
 device taints and DeviceTaintRules, partitionable devices (shared counters, per-device node
-selection).
+selection), consumable capacity (multi-allocatable devices shared while their capacity lasts,
+request policies, ``distinctAttribute``; a result's random ``shareID`` is compared as a UUID).
 
 Each scheduler runs alone on a fresh control plane (Kubernetes 1.37.2: ``PYSCHED_BIN_DIR`` must
 name its binaries, the module is skipped otherwise) holding every case below (``dra_kit.SliceCase``:
 slices written out whole, DeviceTaintRules; some cases change the cluster once their pods are
-pending and settle on what follows). kube-scheduler runs with its defaults, where DRADeviceTaints,
-DRADeviceTaintRules and DRAPartitionableDevices are on; so does pysched, following the API
-server's release (1.37) with its default gates.
+pending and settle on what follows; claims may be allocated before the run). kube-scheduler runs
+with its defaults, where DRADeviceTaints, DRADeviceTaintRules, DRAPartitionableDevices and
+DRAConsumableCapacity are on; so does pysched, following the API server's release (1.37) with its
+default gates.
 
 Compared per case as ``test_dra_differential`` compares: the node of each pod or its
 FailedScheduling reason, and each claim's allocation (without ``allocationTimestamp``, which
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 
 import pytest
 
@@ -262,9 +265,173 @@ def invalid_pools(failing: int) -> str:
     return f"0/{TOTAL_NODES} nodes are available: {', '.join(sorted(reasons))}."
 
 
+# -- cases: consumable capacity ----------------------------------------------------------------
+
+SHARE = "<uuid>"   # what ``masked_share_ids`` leaves of a result's shareID
+
+
+def multi(name: str, attributes: dict | None = None, **capacities: dict) -> dict:
+    """A device with ``allowMultipleAllocations`` and ``capacities`` (name -> DeviceCapacity)."""
+    d = dev(name, allowMultipleAllocations=True, capacity=capacities)
+    if attributes:
+        d["attributes"] = {**d["attributes"], **attributes}
+    return d
+
+
+def cap(value: str, policy: dict | None = None) -> dict:
+    return {"value": value, **({"requestPolicy": policy} if policy else {})}
+
+
+def wanting(name: str, mode: str | None = None, **requests: str) -> dict:
+    """A request for one device (or all, ``mode``) with ``capacity.requests``."""
+    r = exactly(name, mode=mode)
+    r["exactly"]["capacity"] = {"requests": dict(requests)}
+    return r
+
+
+def shared_result(request: str, pool: str, device: str, **consumed: str) -> dict:
+    return result(request, pool, device, shareID=SHARE, consumedCapacity=dict(consumed))
+
+
+def two_claims(case: str, first: dict, second: dict) -> dict:
+    """The claims ``<case>-x`` and ``<case>-y`` (one request each) and the pod ``<case>-pod`` using both."""
+    return {"claims": [claim(f"{case}-x", first), claim(f"{case}-y", second)],
+            "pods": [dra_pod(f"{case}-pod", case, claims={"x": f"{case}-x", "y": f"{case}-y"})]}
+
+
+def bound_two(case: str, node: str, x: list[dict], y: list[dict]) -> dict:
+    def allocation(results: list[dict]) -> dict:
+        return {"allocation": {"devices": {"results": results}, "nodeSelector": on_node(node)},
+                "reservedFor": [f"{case}-pod"], "finalizers": [FINALIZER]}
+    return {"pods": {f"{case}-pod": node}, "claims": {f"{case}-x": allocation(x), f"{case}-y": allocation(y)}}
+
+
+def held(name: str, pool: str, device: str, share_id: str, **consumed: str) -> dict:
+    """A claim allocated before the run: one share of ``device``, reserved for no pod."""
+    c = claim(name, exactly("gpu"))
+    c["status"] = {"allocation": {"devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": pool,
+                                                           "device": device, "shareID": share_id,
+                                                           "consumedCapacity": dict(consumed)}]},
+                                  "nodeSelector": on_node(pool)}}
+    return c
+
+
+def held_outcome(pool: str, device: str, **consumed: str) -> dict:
+    return {"allocation": {"devices": {"results": [shared_result("gpu", pool, device, **consumed)]},
+                           "nodeSelector": on_node(pool)}, "reservedFor": [], "finalizers": []}
+
+
+# The devices are cards, not gpu-N: case th's DeviceTaintRule taints every device named gpu-0 until
+# its second act deletes it.
+RANGE = {"default": "1Gi", "validRange": {"min": "1Gi", "max": "16Gi", "step": "1Gi"}}
+VALUES = {"default": "10G", "validValues": ["10G", "20G", "40G"]}
+
+
+def consumable_cases() -> list[SliceCase]:
+    return [
+        SliceCase("ca", "one pod, two claims: both share the multi-allocatable GPU (10Gi + 30Gi of its 40Gi), each "
+                        "result with a shareID and what it consumes", nodes("ca"),
+                  slices=[node_slice("ca-n1", multi("card-0", memory=cap("40Gi")))],
+                  **two_claims("ca", wanting("gpu", memory="10Gi"), wanting("gpu", memory="30Gi")),
+                  expected=lambda: bound_two("ca", "ca-n1", [shared_result("gpu", "ca-n1", "card-0", memory="10Gi")],
+                                             [shared_result("gpu", "ca-n1", "card-0", memory="30Gi")])),
+        SliceCase("cb", "the second claim does not fit beside the first on card-0 (30Gi + 20Gi > 40Gi): it gets "
+                        "card-1", nodes("cb"),
+                  slices=[node_slice("cb-n1", multi("card-0", memory=cap("40Gi")),
+                                     multi("card-1", memory=cap("40Gi")))],
+                  **two_claims("cb", wanting("gpu", memory="30Gi"), wanting("gpu", memory="20Gi")),
+                  expected=lambda: bound_two("cb", "cb-n1", [shared_result("gpu", "cb-n1", "card-0", memory="30Gi")],
+                                             [shared_result("gpu", "cb-n1", "card-1", memory="20Gi")])),
+        SliceCase("cc", "a share allocated before (30Gi of cc-n1's GPU) counts: 20Gi more fit only on cc-n2",
+                  nodes("cc", 2),
+                  slices=[node_slice("cc-n1", multi("card-0", memory=cap("40Gi"))),
+                          node_slice("cc-n2", multi("card-0", memory=cap("40Gi")))],
+                  claims=[held("cc-held", "cc-n1", "card-0", "3f1e6a1c-7d1b-4d3e-9a55-3b8f2f0f6a01", memory="30Gi"),
+                          claim("cc-claim", wanting("gpu", memory="20Gi"))],
+                  pods=[dra_pod("cc-pod", "cc", claims={"gpu": "cc-claim"})],
+                  expected=lambda: {**bound("cc", "cc-n2", [shared_result("gpu", "cc-n2", "card-0", memory="20Gi")],
+                                            on_node("cc-n2")),
+                                    "claims": {**bound("cc", "cc-n2", [shared_result("gpu", "cc-n2", "card-0",
+                                                                                     memory="20Gi")],
+                                                       on_node("cc-n2"))["claims"],
+                                               "cc-held": held_outcome("cc-n1", "card-0", memory="30Gi")}}),
+        SliceCase("cd", "request policies round up: validRange to the next 1Gi step (1536Mi -> 2Gi), validValues to "
+                        "the next value (15G -> 20G); a capacity not requested consumes its default", nodes("cd"),
+                  slices=[node_slice("cd-n1", multi("card-0", memory=cap("16Gi", RANGE),
+                                                    bandwidth=cap("40G", VALUES)))],
+                  **one_claim("cd", wanting("a", memory="1536Mi"), wanting("b", bandwidth="15G")),
+                  expected=lambda: bound("cd", "cd-n1", [
+                      shared_result("a", "cd-n1", "card-0", memory="2Gi", bandwidth="10G"),
+                      shared_result("b", "cd-n1", "card-0", memory="1Gi", bandwidth="20G")], on_node("cd-n1"))),
+        SliceCase("ce", "a request past its policy's max skips the shared GPU; the ordinary GPU of ce-n2 has the "
+                        "capacity and is taken whole", nodes("ce", 2),
+                  slices=[node_slice("ce-n1", multi("card-0", memory=cap("40Gi", RANGE))),
+                          node_slice("ce-n2", dev("card-0", capacity={"memory": cap("40Gi")}))],
+                  **one_claim("ce", wanting("gpu", memory="20Gi")),
+                  expected=lambda: bound("ce", "ce-n2", [result("gpu", "ce-n2", "card-0")], on_node("ce-n2"))),
+        SliceCase("cf", "distinctAttribute: two requests that would share card-0 go to GPUs on different numa nodes",
+                  nodes("cf"),
+                  slices=[node_slice("cf-n1", *(multi(f"card-{i}", {"numa": {"int": numa}}, memory=cap("40Gi"))
+                                                for i, numa in enumerate((0, 0, 1))))],
+                  **one_claim("cf", wanting("a", memory="1Gi"), wanting("b", memory="1Gi"),
+                              constraints=[{"distinctAttribute": f"{DRIVER}/numa"}]),
+                  expected=lambda: bound("cf", "cf-n1", [shared_result("a", "cf-n1", "card-0", memory="1Gi"),
+                                                         shared_result("b", "cf-n1", "card-2", memory="1Gi")],
+                                         on_node("cf-n1"))),
+        SliceCase("cg", "allocationMode All: the GPU whose capacity could never serve the request is left out",
+                  nodes("cg"),
+                  slices=[node_slice("cg-n1", multi("card-0", memory=cap("40Gi")), multi("card-1", memory=cap("8Gi")),
+                                     multi("card-2", memory=cap("40Gi")))],
+                  **one_claim("cg", wanting("gpu", mode="All", memory="16Gi")),
+                  expected=lambda: bound("cg", "cg-n1", [shared_result("gpu", "cg-n1", "card-0", memory="16Gi"),
+                                                         shared_result("gpu", "cg-n1", "card-2", memory="16Gi")],
+                                         on_node("cg-n1"))),
+        SliceCase("ch", "a shared GPU consuming counters charges them once: two shares fit where a second device "
+                        "would not", nodes("ch"),
+                  slices=[counters("ch-n1", counter_set(memory="40Gi")),
+                          node_slice("ch-n1", multi("card-0", memory=cap("40Gi")) | {"consumesCounters": [
+                              {"counterSet": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]}, count=2)],
+                  **two_claims("ch", wanting("gpu", memory="10Gi"), wanting("gpu", memory="10Gi")),
+                  expected=lambda: bound_two("ch", "ch-n1", [shared_result("gpu", "ch-n1", "card-0", memory="10Gi")],
+                                             [shared_result("gpu", "ch-n1", "card-0", memory="10Gi")])),
+        SliceCase("ci", "CEL sees device.allowMultipleAllocations", nodes("ci"),
+                  slices=[node_slice("ci-n1", dev("card-0"), multi("card-1"))],
+                  **one_claim("ci", exactly("gpu", "device.allowMultipleAllocations")),
+                  expected=lambda: bound("ci", "ci-n1", [result("gpu", "ci-n1", "card-1", shareID=SHARE)],
+                                         on_node("ci-n1"))),
+        SliceCase("cj", "a request past int64 cannot be rounded to the step: the attempt fails with the "
+                        "allocator's error", nodes("cj"),
+                  slices=[node_slice("cj-n1", multi("card-0", memory=cap("40Gi", RANGE)))],
+                  **one_claim("cj", wanting("gpu", memory="10E")),
+                  expected=lambda: {"pods": {"cj-pod": pending(
+                      'running "DynamicResources" filter plugin: claim dra-cj/cj-claim, request gpu: checking '
+                      f'capacity for device {DRIVER}/cj-n1/card-0: capacity "memory": capacity request cannot be '
+                      "represented in the device's range arithmetic: request 10E exceeds MaxInt64",
+                      "SchedulerError")},
+                      "claims": {"cj-claim": {"allocation": None, "reservedFor": [], "finalizers": []}}}),
+    ]
+
+
+def masked_share_ids(outcome: dict) -> dict:
+    """The outcome with every result's ``shareID`` that is a UUID written ``<uuid>``: upstream makes
+    a random one per share (``uuid.NewUUID``, version 4), and so does pysched; nothing else about
+    it can agree."""
+    for c in outcome["claims"].values():
+        for r in ((c.get("allocation") or {}).get("devices") or {}).get("results") or ():
+            try:
+                uuid.UUID(str(r.get("shareID")))
+            except ValueError:
+                continue
+            r["shareID"] = SHARE
+    return outcome
+
+
 CASES: list[SliceCase] = [*taint_cases(), *partitionable_cases()]
 for _case in CASES:
     _case.normalize = without_allocation_timestamp
+for _case in consumable_cases():
+    _case.normalize = lambda outcome: masked_share_ids(without_allocation_timestamp(outcome))
+    CASES.append(_case)
 TOTAL_NODES = sum(len(c.nodes) for c in CASES)
 IDS = [c.name for c in CASES]
 

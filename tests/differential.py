@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import random
 import sys
@@ -38,7 +39,7 @@ from pysched.apis import config as configmod
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
 from pysched.tools.offline import OfflineScheduler
-from pysched_dev.devcluster import ControlPlane, KubeSchedulerProcess, free_port
+from pysched_dev.devcluster import ControlPlane, KubeSchedulerProcess, binaries_version, free_port
 from pysched_dev.testkit import create_node, create_pods, list_pods, make_node, make_pod
 
 Z = "topology.kubernetes.io/zone"
@@ -76,8 +77,8 @@ class PodResult:
         if self.kube_feasible is not None or self.ours_feasible is not None:
             return True
         # The whole message: FitError reasons and every PostFilter plugin's verdict (DynamicResources'
-        # "no new claims to deallocate", or "not found" when an earlier PreFilter rejected the pod;
-        # then DefaultPreemption's).
+        # "no new claims to deallocate" before 1.37, or "not found" when an earlier PreFilter
+        # rejected the pod; then DefaultPreemption's).
         return self.kube_message == self.ours_message
 
 
@@ -86,6 +87,14 @@ class SeedResult:
     seed: int
     pods: list[PodResult] = field(default_factory=list)
 
+
+
+@functools.cache
+def no_claims_verdict() -> str:
+    """DynamicResources' PostFilter verdict in the FailedScheduling message of a pod without claims,
+    at the control plane's release (both schedulers follow it): 1.35 and 1.36 say "no new claims
+    to deallocate, " before DefaultPreemption's, 1.37 nothing."""
+    return "no new claims to deallocate, " if binaries_version() < (1, 37) else ""
 
 
 def strip_postfilter(msg: str) -> str:

@@ -2,8 +2,8 @@
 
 Pods ask for devices through ``spec.resourceClaims``: ResourceClaims (or ones the resourceclaim
 controller makes from a ResourceClaimTemplate) whose requests name a DeviceClass and CEL selectors.
-DRA drivers publish their devices in ResourceSlices. This plugin does what kube-scheduler 1.35's
-does with its default feature gates:
+DRA drivers publish their devices in ResourceSlices. This plugin does what kube-scheduler 1.35,
+1.36 and 1.37 do, as ``handle.kube_version`` and ``handle.feature_gates`` say:
 
 * PreEnqueue holds a pod (no attempt, no condition, no event) while one of its claims is not there
   yet: a ``resourceClaimName`` that does not exist, a template whose generated claim is not yet
@@ -17,22 +17,33 @@ does with its default feature gates:
   devices already taken: those in the allocation of every claim in the cluster (admin-access
   results excepted) and those Reserve has promised and the watch has not shown yet.
 * Filter, per node: the allocator must find devices for all unallocated claims together
-  (``cannot allocate all claims``), within ``filterTimeout`` (``timed out trying to allocate
-  devices``) - one budget for the whole Filter call, where upstream gives each node its own: the
-  search runs on the event loop, which must not stall for nodes x 10 s. An allocated claim must
-  be available there (``resourceclaim not available on the node``). A CEL run-time error or
-  another allocator error aborts the attempt (an Error).
+  (``cannot allocate all claims``), within ``filterTimeout`` - one budget for the whole Filter
+  call, where upstream gives each node its own: the search runs on the event loop, which must not
+  stall for nodes x 10 s. Past it, 1.35 finds the node Unschedulable (``timed out trying to
+  allocate devices``); from 1.36 the attempt ends with an Error (``node <name>: timed out trying
+  to allocate devices``: the pod retries after a backoff, not after a cluster event). An allocated
+  claim must be available there (``resourceclaim not available on the node``). A CEL run-time
+  error or another allocator error aborts the attempt (an Error).
 * PostFilter (no node passed): a claim allocated already, but for nodes this pod could not use,
   and reserved for no pod or only this one, is deallocated (its ``status`` cleared, in the
-  background) - ``deallocation of ResourceClaim completed``; otherwise ``still not schedulable``;
-  a pod without claims (or whose claims PreFilter refused) gets ``no new claims to deallocate``.
+  background) - ``deallocation of ResourceClaim completed``; otherwise 1.35 and 1.36 say
+  ``still not schedulable`` (a pod without claims, or whose claims PreFilter refused: ``no new
+  claims to deallocate``) and 1.37 says nothing (a bare Unschedulable).
   Either way DefaultPreemption runs next, as upstream's statuses are plain Unschedulable. When an
   earlier PreFilter plugin rejected the pod, ours never ran: upstream's PostFilter then finds no
   cycle state and fails with ``not found``, which ends the PostFilter loop - no preemption is
   tried and the message ends ``. not found``. pysched does the same.
 * Score (``firstAvailable`` only): per node, 8 - i for each prioritized request whose i-th
   subrequest the allocator chose there, summed and normalised to 0-100 - the node where the pod
-  gets its preferred alternatives wins. Pods without such requests skip it (PreScore).
+  gets its preferred alternatives wins; from 1.36 a claim allocated already adds what its own
+  allocation chose, on every node. Pods without such requests to allocate skip it (PreScore).
+* Queueing: ResourceClaim Add and Update (and Delete from 1.37: an allocated claim deleted frees
+  its devices), the pod's own update publishing its generated claims (1.35's
+  Pod/UpdatePodGeneratedResourceClaim, 1.37's TargetPod), DeviceClass and ResourceSlice Add and
+  Update, Node Add, UpdateNodeLabel and UpdateNodeAllocatable.
+* The allocation written: 1.37 writes a claim config once (not once per request it names), and
+  one that names every request of the claim without ``requests``; its CEL run-time errors name
+  the device (``Allocator.kube_version``).
 * Reserve keeps the chosen allocation in memory ("in flight"), so no other pod is given those
   devices, until the store shows the claim at the version PreBind wrote (or newer); Unreserve
   forgets an allocation not yet written and takes the pod back out of ``status.reservedFor`` if it
@@ -52,6 +63,8 @@ does with its default feature gates:
   every node, so PostFilter deallocates it.
 
 Every refusal is UnschedulableAndUnresolvable with upstream's text, as kube-scheduler's is.
+(Upstream's PreFilter also has ``resourceclaim in use``, for a claim that cannot be reserved for
+one more pod; its ``CanBeReserved`` is always true in 1.35 to 1.37, so it is never said.)
 Not done here (as upstream does with gates that are off by default): partitionable devices,
 device taints, consumable capacity. Binding conditions follow the kube feature gates in
 ``handle.feature_gates`` (off: kube-scheduler 1.35's defaults).
@@ -211,6 +224,10 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         # Binding conditions (``binding``): gated; the wait's bound, and the clock that stamps and
         # judges allocationTimestamp (replaced in tests).
         self.args.validate_gates(handle.feature_gates)
+        # The release's own behaviour (no gate upstream): 1.36's Filter timeout is an Error naming
+        # the node and a claim already allocated counts in Score; 1.37's PostFilter says nothing
+        # when it frees nothing, and a deleted allocated claim requeues.
+        self.kube_version = handle.kube_version
         self.binding_conditions = binding.enabled(handle.feature_gates)
         self.binding_timeout = parse_duration(self.args.binding_timeout or binding.BINDING_TIMEOUT_DEFAULT,
                                               "bindingTimeout")
@@ -321,6 +338,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         if to_allocate:
             allocator = Allocator([claims[i] for i in to_allocate], classes, self.allocated_devices(),
                                   self.slice_index(), timeout=self.filter_timeout)
+            allocator.kube_version = self.kube_version
         state.write(KEY, _State(claims, to_allocate, available_on, allocator))
         return None, None
 
@@ -386,6 +404,10 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                 try:
                     found = st.allocator.solve(name, labels)
                 except AllocationTimeout:
+                    if self.kube_version >= (1, 36):
+                        # potentially transient: an Error, so the pod retries after a backoff
+                        raise FrameworkError(Status(Code.ERROR, f"node {name}: {TIMED_OUT}", plugin=self.name)) \
+                            from None
                     found, reason = None, TIMED_OUT
                 except InvalidPools as exc:
                     found, reason = None, str(exc)
@@ -425,14 +447,19 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
             return None, Status(Code.ERROR, "not found")
         st: _State | None = state.get(KEY)
         if st is None:
-            return None, Status(Code.UNSCHEDULABLE, "no new claims to deallocate")   # no claims, or PreFilter failed
+            # no claims, or PreFilter failed
+            return None, self._unschedulable("no new claims to deallocate")
         for i in sorted(st.unavailable):
             claim = st.claims[i]
             reserved = (claim.get("status") or {}).get("reservedFor") or ()
             if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
                 self._spawn(self._deallocate(claim, pod))
                 return None, Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
-        return None, Status(Code.UNSCHEDULABLE, "still not schedulable")
+        return None, self._unschedulable("still not schedulable")
+
+    def _unschedulable(self, verdict: str) -> Status:
+        """PostFilter's "nothing done": 1.35 and 1.36 say why, 1.37 says nothing."""
+        return Status(Code.UNSCHEDULABLE) if self.kube_version >= (1, 37) else Status(Code.UNSCHEDULABLE, verdict)
 
     async def _deallocate(self, claim: dict[str, Any], pod: PodInfo) -> None:
         client = self.handle.client
@@ -462,10 +489,16 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray:
         st: _State = state.read(KEY)
         out = np.zeros(len(nodes), dtype=np.int64)
+        # From 1.36 a claim allocated already adds the preference of its own allocation, on every
+        # node where the others were allocated (upstream's computeScore over all the pod's claims).
+        held = 0
+        if self.kube_version >= (1, 36):
+            held = sum(_preference(c, (c.get("status") or {}).get("allocation") or {})
+                       for c in st.claims if (c.get("status") or {}).get("allocation"))
         for i, name in enumerate(nodes.names):
             found = st.by_node.get(name)
             if found is not None:
-                out[i] = sum(_preference(st.claims[c], a) for c, a in zip(st.to_allocate, found.allocations()))
+                out[i] = held + sum(_preference(st.claims[c], a) for c, a in zip(st.to_allocate, found.allocations()))
         return out
 
     def normalize_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch,
@@ -702,21 +735,39 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
     # -- queueing ----------------------------------------------------------------------------------
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        claim_actions = ("Add", "Update", "Delete") if self.kube_version >= (1, 37) else ("Add", "Update")
         return (ClusterEventWithHint(ClusterEvent("Node", "Add")),
                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")),
                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeAllocatable")),
-                ClusterEventWithHint(ClusterEvent("ResourceClaim", "Add"), self._after_claim_change),
-                ClusterEventWithHint(ClusterEvent("ResourceClaim", "Update"), self._after_claim_change),
+                *(ClusterEventWithHint(ClusterEvent("ResourceClaim", a), self._after_claim_change)
+                  for a in claim_actions),
+                # The pod's own generated claims published (1.35's Pod/UpdatePodGeneratedResourceClaim,
+                # 1.37's TargetPod: the same update of the waiting pod itself)
+                ClusterEventWithHint(ClusterEvent("TargetPod", "UpdatePodGeneratedResourceClaim"),
+                                     self._after_target_pod_update),
                 ClusterEventWithHint(ClusterEvent("DeviceClass", "Add")),
                 ClusterEventWithHint(ClusterEvent("DeviceClass", "Update")),
                 ClusterEventWithHint(ClusterEvent("ResourceSlice", "Add")),
                 ClusterEventWithHint(ClusterEvent("ResourceSlice", "Update")))
 
+    def _after_target_pod_update(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
+        """The waiting pod's own update published its claims, and all of them are there now
+        (``isSchedulableAfterTargetPodUpdate``)."""
+        if new is None:
+            return False
+        try:
+            self.pod_claims(new)
+        except ClaimNotReady:
+            return False
+        return True
+
     def _after_claim_change(self, pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
         """A claim the pod uses was created or changed, and all its claims are there now; or some
-        claim was deallocated (``isSchedulableAfterClaimChange``)."""
-        if not pod.resource_claims:
-            return False
+        claim was deallocated; or (1.37) a claim deleted while allocated
+        (``isSchedulableAfterClaimChange``)."""
+        if new is None:
+            # 1.37's Delete: the devices of an allocated claim are free again
+            return old is not None and bool((old.get("status") or {}).get("allocation"))
         try:
             claims = self.pod_claims(pod)
         except ClaimNotReady:

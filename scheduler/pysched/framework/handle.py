@@ -224,11 +224,20 @@ class PluginMetrics(Protocol):
         """A preemption chose a pod of ``quota`` as a victim: ``reclaim`` or ``priority``."""
         ...
 
+    def binding_conditions(self, driver: str, status: str, waited: float | None) -> None:
+        """DRA binding conditions at PreBind (kube-scheduler's ``dra_bindingconditions_*``): one
+        device of ``driver`` with binding conditions (``waited`` None) or one allocated device whose
+        wait lasted ``waited`` seconds; ``status``: success, failure, timeout or error."""
+        ...
+
 
 class NoMetrics:
     """``PluginMetrics`` that records nothing: a Handle's default."""
 
     def podgroups_waiting(self, groups: int) -> None:
+        pass
+
+    def binding_conditions(self, driver: str, status: str, waited: float | None) -> None:
         pass
 
     def podgroup_admitted(self) -> None:

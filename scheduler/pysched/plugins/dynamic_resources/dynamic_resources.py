@@ -898,6 +898,18 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                     waiters.discard(wake)
                     if not waiters:
                         del self.binding_waiters[key]
+        # kube-scheduler's dra_bindingconditions_* metrics: the wait per allocated device, and each
+        # device with binding conditions, labelled with how the wait ended.
+        label = {"success": "success", "failed": "failure", "timeout": "timeout"}.get(outcome, "error")
+        waited = self.binding_timeout - max(0.0, deadline - loop.time())
+        metrics = self.handle.metrics
+        for claim in st.claims:
+            results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+            for r in results:
+                metrics.binding_conditions(r.get("driver", ""), label, waited)
+            for r in results:
+                if r.get("bindingConditions"):
+                    metrics.binding_conditions(r.get("driver", ""), label, None)
         devices = binding.status_line(st.claims, outcome)
         if not error:
             log.info("binding conditions met", extra={"kv": {"pod": pod.key, "node": node_name, "devices": devices}})

@@ -224,7 +224,10 @@ def test_reserve_and_prebind_create_the_claim_write_it_and_the_pods_status():
     assert [r["device"] for r in promised["status"]["allocation"]["devices"]["results"]] == ["g0", "g1"]
     server = ApiServer()
     hh.handle.client = server
+    created: list[str] = []
+    hh.handle.metrics.resource_claim_created = created.append  # type: ignore[method-assign]
     assert asyncio.run(pl.pre_bind(state, p, "n1")) is None
+    assert created == ["success"]   # dynamic_resource_allocation_resourceclaim_creates_total
     (m1, create, body), (m2, put, fin), (m3, put_status, status), (m4, patch, pod_status) = server.calls
     assert (m1, create) == ("POST", "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims")
     assert body == {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",

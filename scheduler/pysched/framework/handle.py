@@ -230,6 +230,11 @@ class PluginMetrics(Protocol):
         wait lasted ``waited`` seconds; ``status``: success, failure, timeout or error."""
         ...
 
+    def resource_claim_created(self, status: str) -> None:
+        """A pod's extended-resource ResourceClaim created (``success``) or refused (``failure``):
+        ``dynamic_resource_allocation_resourceclaim_creates_total``."""
+        ...
+
 
 class NoMetrics:
     """``PluginMetrics`` that records nothing: a Handle's default."""
@@ -238,6 +243,9 @@ class NoMetrics:
         pass
 
     def binding_conditions(self, driver: str, status: str, waited: float | None) -> None:
+        pass
+
+    def resource_claim_created(self, status: str) -> None:
         pass
 
     def podgroup_admitted(self) -> None:

@@ -98,3 +98,7 @@ class PrometheusPluginMetrics(PluginMetrics):
             METRICS.dra_binding_conditions_allocations.labels(self.profile, driver, status).inc()
         else:
             METRICS.dra_binding_conditions_wait.labels(self.profile, driver, status).observe(waited)
+
+    def resource_claim_created(self, status: str) -> None:
+        # as kube-scheduler labels it: no admin access, owned by a Pod (core group)
+        METRICS.resource_claim_creates.labels(status, "false", "", "Pod").inc()

@@ -938,9 +938,12 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         except ApiError as exc:
             if exc.local:
                 raise
+            self.handle.metrics.resource_claim_created("failure")
             raise _BindError(f"create claim for extended resources {namespace}/: {exc}") from None
         except OSError as exc:
+            self.handle.metrics.resource_claim_created("failure")
             raise _BindError(f"create claim for extended resources {namespace}/: {exc}") from None
+        self.handle.metrics.resource_claim_created("success")
         promised = self.in_flight.pop(ext.initial_uid, None)
         if promised is not None:
             now = copy.deepcopy(created)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import random
 import sys
@@ -79,8 +80,8 @@ class PodResult:
         if self.kube_feasible is not None or self.ours_feasible is not None:
             return True
         # The whole message: FitError reasons and every PostFilter plugin's verdict (DynamicResources'
-        # "no new claims to deallocate", or "not found" when an earlier PreFilter rejected the pod;
-        # then DefaultPreemption's).
+        # "no new claims to deallocate" before 1.37, or "not found" when an earlier PreFilter
+        # rejected the pod; then DefaultPreemption's).
         return self.kube_message == self.ours_message
 
 
@@ -89,6 +90,14 @@ class SeedResult:
     seed: int
     pods: list[PodResult] = field(default_factory=list)
 
+
+
+@functools.cache
+def no_claims_verdict() -> str:
+    """DynamicResources' PostFilter verdict in the FailedScheduling message of a pod without claims,
+    at the control plane's release (both schedulers follow it): 1.35 and 1.36 say "no new claims
+    to deallocate, " before DefaultPreemption's, 1.37 nothing."""
+    return "no new claims to deallocate, " if binaries_version() < (1, 37) else ""
 
 
 def strip_postfilter(msg: str) -> str:

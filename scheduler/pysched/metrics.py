@@ -89,6 +89,20 @@ class Metrics:
             "unschedulableEntities that the scheduler attempted to schedule and failed; 'gated' is the number "
             "of unschedulable entities that the scheduler never attempted to schedule because they are gated.",
             ["queue", "type"], registry=r)
+        # DynamicResources' binding conditions (DRADeviceBindingConditions, 1.36+)
+        self.dra_binding_conditions_allocations = Counter(
+            "scheduler_dra_bindingconditions_allocations",
+            "Number of allocations using devices with BindingConditions, counted per driver per scheduling "
+            "attempt", ["profile", "driver", "status"], registry=r)
+        self.dra_binding_conditions_wait = Histogram(
+            "scheduler_dra_bindingconditions_wait_duration_seconds",
+            "Time in seconds spent waiting for BindingConditions to be satisfied during PreBind.",
+            ["profile", "driver", "status"], buckets=_exp(0.1, 2, 14), registry=r)
+        self.resource_claim_creates = Counter(
+            "dynamic_resource_allocation_resourceclaim_creates",
+            "Number of ResourceClaims creation requests, categorized by creation status, admin access, and owning "
+            "API group and kind (either Pod or scheduling.k8s.io/PodGroup)",
+            ["status", "admin_access", "owner_api_group", "owner_api_kind"], registry=r)
         self.pod_scheduled_after_flush = Counter(
             "scheduler_pod_scheduled_after_flush",
             "Number of pods that were successfully scheduled after being flushed from unschedulableEntities due "

@@ -1,5 +1,7 @@
-"""DRA device selectors, kube-scheduler 1.35 against pysched: a table of expressions, one per CEL
-library function and syntax form, plus run-time and compile-time errors.
+"""DRA device selectors, kube-scheduler against pysched at the control plane's release (1.37.2; 1.35.4
+in the oldest-release leg): a table of expressions, one per CEL library function and syntax form,
+plus run-time and compile-time errors (1.37's run-time errors name the device: the texts follow the
+release, as both schedulers do).
 
 Each expression is a case of ``dra_kit``: its own namespace, one node whose only device carries
 every kind of attribute, a claim with the expression as its request's selector, and a pod. Both

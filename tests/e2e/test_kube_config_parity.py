@@ -44,7 +44,9 @@ OURS_ONLY_ARGS = {"TaintToleration"}
 def kube_write_config(tmp_path: Path, config: dict | None, name: str) -> tuple[int, dict | None, str]:
     """``kube-scheduler [--config] --write-config-to``: (exit code, the written file, its error)."""
     out = tmp_path / f"{name}-kube-written.yaml"
-    args = [str(binaries_dir() / "kube-scheduler"), "--master=https://127.0.0.1:1", f"--write-config-to={out}"]
+    # --secure-port=0: it may otherwise try to bind 10259 first, which a parallel test can hold
+    args = [str(binaries_dir() / "kube-scheduler"), "--master=https://127.0.0.1:1", "--secure-port=0",
+            f"--write-config-to={out}"]
     if config is not None:
         src = tmp_path / f"{name}-kube-in.yaml"
         src.write_text(yaml.safe_dump(config))

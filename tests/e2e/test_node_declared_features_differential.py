@@ -124,17 +124,6 @@ async def _outcomes(admin) -> dict[str, tuple[str, str]]:
     return out
 
 
-# DynamicResources' PostFilter verdict for a pod without claims: kube-scheduler 1.35's (pysched's)
-# says it, 1.37's returns Unschedulable without a message. Not this plugin's; the rest of the
-# message - the FitError's reasons and DefaultPreemption's verdict - must match word for word.
-DRA_135_VERDICT = "no new claims to deallocate, "
-
-
-def as_137(outcome: tuple[str, str]) -> tuple[str, str]:
-    status, detail = outcome
-    return (status, detail.replace(DRA_135_VERDICT, "", 1)) if status == "unschedulable" else outcome
-
-
 def _ours(control_plane) -> SchedulerApp:
     cfg = configmod.parse(scheduler_config(profiles=[{"schedulerName": OURS, "plugins": {"multiPoint": {
         "enabled": [{"name": "NodeDeclaredFeatures"}]}}}]))
@@ -170,7 +159,7 @@ async def test_node_declared_features_match_kube_scheduler(control_plane, admin)
         seen = await wait_for(judged, 60, what="both schedulers judging every pod")
         for name in PODS:                         # shown on a failure
             print(f"{name}:\n  kube-scheduler: {seen[f'k-{name}']}\n  pysched:        {seen[f'p-{name}']}")
-        assert {n: as_137(seen[f"p-{n}"]) for n in PODS} == {n: seen[f"k-{n}"] for n in PODS}
+        assert {n: seen[f"p-{n}"] for n in PODS} == {n: seen[f"k-{n}"] for n in PODS}
 
         # kube-scheduler's own verdicts: the scenario does what the docstring says
         kube_says = {n: seen[f"k-{n}"] for n in PODS}

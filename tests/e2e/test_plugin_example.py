@@ -26,6 +26,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
+from tests.differential import no_claims_verdict
 
 from .conftest import REPO, scheduler_config, wait_for
 
@@ -182,7 +183,7 @@ async def test_team_pods_land_on_allowed_nodes_and_rejected_ones_wait_for_a_usab
     got = await wait_for(settled, 60, what="team pods placed, the others rejected")
     assert {n: node_of(got[n]) for n in ("red-a", "red-b", "blue-a")} == {"red-a": "red-1", "red-b": "red-1",
                                                                           "blue-a": "blue-1"}
-    message = (f"0/2 nodes are available: 2 {REASON}. no new claims to deallocate, "
+    message = (f"0/2 nodes are available: 2 {REASON}. {no_claims_verdict()}"
                "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
     for name in ("plain", "green-a"):
         cond = pod_scheduled_condition(got[name])

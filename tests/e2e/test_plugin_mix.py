@@ -19,12 +19,13 @@ from pysched_dev.testkit import (
     make_pod,
     pod_scheduled_condition,
 )
+from tests.differential import no_claims_verdict
 
 from .conftest import scheduler_config, wait_for
 from .test_scheduling import assert_no_overcommit
 
 pytestmark = pytest.mark.e2e
-NOT_HELPFUL_9 = (" no new claims to deallocate, preemption: 0/9 nodes are available: "
+NOT_HELPFUL_9 = (f" {no_claims_verdict()}preemption: 0/9 nodes are available: "
                  "9 Preemption is not helpful for scheduling.")
 
 Z = "topology.kubernetes.io/zone"
@@ -165,10 +166,10 @@ async def test_spread_and_affinity_messages(admin, scheduler_factory):
     assert pod_scheduled_condition(got["spread-me"])["message"] == (
         "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints, "
         "1 node(s) didn't match pod topology spread constraints (missing required label), "
-        "1 node(s) had untolerated taint(s). no new claims to deallocate, preemption: 0/3 nodes are available: "
+        f"1 node(s) had untolerated taint(s). {no_claims_verdict()}preemption: 0/3 nodes are available: "
         "1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.")
     assert pod_scheduled_condition(got["needs-db"])["message"] == (
         "0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 node(s) didn't match pod affinity rules. "
-        "no new claims to deallocate, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
+        f"{no_claims_verdict()}preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
     assert got["spread-ok"]["spec"]["nodeName"] == "b1"
     sched.terminate()

@@ -9,6 +9,7 @@ import pytest
 
 from pysched_dev.devcluster import binaries_version
 from pysched_dev.testkit import create_nodes, create_pods, make_node, pod_scheduled_condition
+from tests.differential import no_claims_verdict
 
 from .conftest import scheduler_config, wait_for
 from .preemption_kit import (
@@ -107,7 +108,7 @@ async def test_never_policy_does_not_preempt(admin, scheduler_factory):
         cond = pod_scheduled_condition((await pods_by_name(admin))["polite"])
         return cond if cond and cond.get("reason") == "Unschedulable" else None
     cond = await wait_for(failed, 60, what="polite unschedulable")
-    assert cond["message"] == ("0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
+    assert cond["message"] == (f"0/1 nodes are available: 1 Insufficient cpu. {no_claims_verdict()}"
                                "preemption: not eligible due to preemptionPolicy=Never.")
     pods = await pods_by_name(admin)
     assert not pods["low"]["metadata"].get("deletionTimestamp") and disruption_target(pods["low"]) is None

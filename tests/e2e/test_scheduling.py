@@ -9,6 +9,7 @@ import pytest
 from pysched.apis.core.quantity import resource_value
 from pysched.apis.core.resources import pod_requests
 from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node, make_pod, pod_scheduled_condition
+from tests.differential import no_claims_verdict
 
 from .conftest import scheduler_config, wait_for
 
@@ -100,7 +101,7 @@ async def test_burst_fills_exactly_to_capacity_and_reports_the_rest(admin, sched
     cond = pod_scheduled_condition(pending[0])
     assert cond["status"] == "False"
     # DefaultPreemption's verdict ends the message: every pod has the same priority (0).
-    expected = ("0/12 nodes are available: 12 Insufficient cpu. no new claims to deallocate, "
+    expected = (f"0/12 nodes are available: 12 Insufficient cpu. {no_claims_verdict()}"
                 "preemption: 0/12 nodes are available: 12 No preemption victims found for incoming pod.")
     assert cond["message"] == expected
     name = pending[0]["metadata"]["name"]

@@ -343,3 +343,35 @@ def test_a_claims_own_timeout_is_judged_at_upstreams_poll_ticks_not_at_every_cha
         return await task
 
     assert asyncio.run(scenario()) is None
+
+
+class _Recorded:
+    """Handle.metrics that keeps the binding-condition samples."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[str, str, bool]] = []
+
+    def binding_conditions(self, driver: str, status: str, waited: float | None) -> None:
+        self.samples.append((driver, status, waited is None))
+
+
+@pytest.mark.parametrize("outcome", ["success", "failure", "timeout"])
+def test_prebind_records_kube_schedulers_binding_condition_metrics(outcome):
+    """scheduler_dra_bindingconditions_wait_duration_seconds per allocated device and
+    scheduler_dra_bindingconditions_allocations_total per device with conditions, by how it ended."""
+    hh, pl, p, state, client = prebind_setup()
+    recorded = _Recorded()
+    pl.handle.metrics = recorded  # type: ignore[assignment]
+    if outcome == "timeout":
+        pl.binding_timeout = 0.0
+
+    async def scenario():
+        task = asyncio.ensure_future(pl.pre_bind(state, p, "n1"))
+        if outcome != "timeout":
+            await until_waiting(pl)
+            store_update(hh, client, [cond(ATTACHED)] if outcome == "success"
+                         else [cond(FAILED, reason="Broken", message="no link")])
+        return await task
+
+    asyncio.run(scenario())
+    assert recorded.samples == [(DRIVER, outcome, False), (DRIVER, outcome, True)]

@@ -54,9 +54,8 @@ def test_reasons_counted_from_first_failing_plugin_end_to_end():
     assert out.node is None
     assert out.message == ("0/4 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint(s), "
                            "1 node(s) were unschedulable, 2 Insufficient cpu. "
-                           # DynamicResources' PostFilter (the pod has no claims), then DefaultPreemption:
+                           # DynamicResources' PostFilter (no claims) says nothing at 1.37; DefaultPreemption:
                            # taints and unschedulable are unresolvable, so is a request above allocatable
-                           "no new claims to deallocate, "
                            "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")
 
 
@@ -109,7 +108,6 @@ def test_out_of_tree_per_node_plugin():
     s.remove_node("b2")
     out = s.schedule(pod("q"))
     assert out.message == ("0/1 nodes are available: 1 node(s) not blue. "
-                           "no new claims to deallocate, "
                            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
@@ -176,7 +174,6 @@ def test_prefilter_result_restricts_nodes_and_absent_reason():
     out = s.schedule(pod("q", cpu="800m"))
     assert out.message == ("0/3 nodes are available: 1 Insufficient cpu, "
                            "2 node(s) didn't satisfy plugin(s) [OnlyNode]. "
-                           "no new claims to deallocate, "
                            "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
                            "2 Preemption is not helpful for scheduling.")
 

@@ -8,9 +8,12 @@ import copy
 import numpy as np
 import pytest
 
-from pysched.framework import CycleState, FrameworkError, PodInfo
+from pysched.framework import ClusterEvent, CycleState, FrameworkError, PodInfo
 from pysched.framework.api import ApiError
+from pysched.framework.args import load_args
+from pysched.framework.features import default_gates
 from pysched.plugins.dynamic_resources import DynamicResources
+from pysched.plugins.dynamic_resources.dynamic_resources import DynamicResourcesArgs
 from pysched.testing import UAU, PluginTester
 
 from .conftest import node, pod
@@ -50,6 +53,17 @@ def dra_pod(name: str, *claims: str) -> dict:
 def make_tester(*objects) -> PluginTester:
     return PluginTester(DynamicResources, nodes=NODES,
                         objects=[CLASS, slice_("n1", "g0", "g1"), slice_("n2", "g0", model="h100"), *objects])
+
+
+def at_release(hh: PluginTester, release: tuple[int, int], args: dict | None = None) -> DynamicResources:
+    """Rebuild ``hh``'s plugin as kube-scheduler ``release`` (its default gates) runs it."""
+    hh.handle.kube_version = release
+    hh.handle.feature_gates = default_gates(release)
+    hh.plugin = DynamicResources(load_args(DynamicResourcesArgs, args, "args"), hh.handle)
+    return hh.plugin
+
+
+RELEASES = [(1, 35), (1, 36), (1, 37)]
 
 
 CANNOT = (UAU, ("cannot allocate all claims",))
@@ -147,13 +161,22 @@ def test_an_allocated_claim_is_usable_only_on_the_nodes_its_allocation_names():
                                                  "n3": (UAU, ("resourceclaim not available on the node",))}
 
 
-def test_a_cel_runtime_error_aborts_the_attempt():
+@pytest.mark.parametrize("release", RELEASES)
+def test_a_cel_runtime_error_aborts_the_attempt(release):
     hh = make_tester(claim_("bad", selector=f'device.attributes["{DRIVER}"].memory == 1'))
+    at_release(hh, release)
     with pytest.raises(FrameworkError) as exc:
         hh.filter(dra_pod("p", "bad"))
     st = exc.value.status
     assert st.code.name == "ERROR"
-    assert st.message() == "claim default/bad: selector #0: CEL runtime error: no such key: memory"
+    if release < (1, 37):
+        assert st.message() == "claim default/bad: selector #0: CEL runtime error: no such key: memory"
+    else:   # 1.37 names the device, and a missing key gets a hint
+        assert st.message() == (
+            f"claim default/bad: selector #0 on device {DRIVER}/n1/g0: CEL runtime error: no such key: memory. "
+            "consider using CEL optional chaining (.? followed by orValue()) or guarding the check with has() "
+            "for optional fields")
+
 
 
 def test_filter_timeout_is_parsed_from_the_args():
@@ -305,19 +328,24 @@ def test_post_filter_deallocates_an_unreserved_claim_allocated_for_a_node_the_po
     assert "allocation" not in body["status"] and "reservedFor" not in body["status"]
 
 
-def test_post_filter_leaves_claims_other_pods_hold():
+@pytest.mark.parametrize("release", RELEASES)
+def test_post_filter_leaves_claims_other_pods_hold(release):
     held = claim_("held", allocation=ON_N2)
     held["status"]["reservedFor"] = [{"resource": "pods", "name": "other", "uid": "uid-other"}]
     hh = make_tester(held)
+    at_release(hh, release)
     hh.handle.spawn = lambda coro: pytest.fail("nothing to deallocate")
     _, _, (_, st) = _post_filter(hh, dra_pod("p", "held"))
-    assert st.code.name == "UNSCHEDULABLE" and st.message() == "still not schedulable"
+    # 1.35 and 1.36 say why nothing was done; 1.37's status is a bare Unschedulable
+    said = "still not schedulable" if release < (1, 37) else ""
+    assert st.code.name == "UNSCHEDULABLE" and st.message() == said and len(st.reasons) == bool(said)
     # a pod without claims: upstream's state is empty (preemption speaks next)
     pl: DynamicResources = hh.plugin
     plain, state = PodInfo.from_dict(pod("plain")), CycleState()
     pl.pre_filter(state, plain, None)
     _, st = pl.post_filter(state, plain, None)
-    assert st.code.name == "UNSCHEDULABLE" and st.message() == "no new claims to deallocate"
+    said = "no new claims to deallocate" if release < (1, 37) else ""
+    assert st.code.name == "UNSCHEDULABLE" and st.message() == said and len(st.reasons) == bool(said)
     # PreFilter never ran (an earlier plugin rejected the pod): upstream finds no state - an error
     # that ends the PostFilter loop, so no preemption is tried
     _, st = pl.post_filter(CycleState(), plain, None)
@@ -383,9 +411,66 @@ def test_a_search_past_filter_timeout_is_timed_out_trying_to_allocate_devices():
     pair = claim_("pair", 2)
     pair["spec"]["devices"]["constraints"] = [{"matchAttribute": f"{DRIVER}/numa"}]
     slow = PluginTester(DynamicResources, {"filterTimeout": "1us"}, nodes=[node("n1")], objects=[CLASS, numa, pair])
+    at_release(slow, (1, 35), {"filterTimeout": "1us"})
     assert slow.filter(dra_pod("p", "pair")) == {"n1": (UAU, ("timed out trying to allocate devices",))}
     patient = PluginTester(DynamicResources, nodes=[node("n1")], objects=[CLASS, numa, pair])
     assert patient.filter(dra_pod("p", "pair")) == {"n1": CANNOT}
+    # 1.36 on: an Error naming the node (the attempt ends; the pod retries after a backoff)
+    for release in ((1, 36), (1, 37)):
+        at_release(slow, release, {"filterTimeout": "1us"})
+        with pytest.raises(FrameworkError) as err:
+            slow.filter(dra_pod("p", "pair"))
+        st = err.value.status
+        assert st.code.name == "ERROR" and st.message() == (
+            "node n1: timed out trying to allocate devices")   # the runtime prefixes running "..." filter plugin
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_score_counts_an_already_allocated_claims_choice_from_1_36(release):
+    """Upstream's computeScore walks every claim of the pod from 1.36: one allocated already adds
+    8 - i for the subrequest its own allocation chose, on every node the others fit."""
+    held = claim_("held", allocation={"devices": {"results": [
+        {"request": "gpu/one", "driver": DRIVER, "pool": "n1", "device": "g1"}]}})
+    held["spec"]["devices"]["requests"] = [{"name": "gpu", "firstAvailable": [
+        {"name": "two", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 2},
+        {"name": "one", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}]}]
+    pri = claim_("pri")
+    pri["spec"]["devices"]["requests"] = [{"name": "gpu", "firstAvailable": [
+        {"name": "any", "deviceClassName": "gpu", "allocationMode": "ExactCount", "count": 1}]}]
+    hh = make_tester(held, pri)
+    pl = at_release(hh, release)
+    p = PodInfo.from_dict(dra_pod("p", "held", "pri"), keep_raw=True)
+    state = CycleState()
+    pl.pre_filter(state, p, hh.nodes())
+    passed = hh.nodes().subset(pl.filter(state, p, hh.nodes()).passed)
+    assert passed.names == ["n1", "n2"]
+    assert pl.pre_score(state, p, passed) is None
+    # "pri" takes its first (only) alternative: 8; "held" chose its second: 7 more from 1.36
+    assert pl.score(state, p, passed).tolist() == ([8, 8] if release < (1, 36) else [15, 15])
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_events_per_release(release):
+    """1.37 registers ResourceClaim Delete (an allocated claim deleted frees its devices); every
+    release requeues a pod on its own update publishing its generated claims."""
+    hh = make_tester(claim_("one"))
+    pl = at_release(hh, release)
+    events = {r.event: r.hint for r in pl.events_to_register()}
+    assert (ClusterEvent("ResourceClaim", "Delete") in events) == (release >= (1, 37))
+    hint = events[ClusterEvent("TargetPod", "UpdatePodGeneratedResourceClaim")]
+    waiting = PodInfo.from_dict(dra_pod("p", "one"), keep_raw=True)
+    assert hint(waiting, waiting, waiting) is True
+    missing = PodInfo.from_dict(dra_pod("p", "nosuch"), keep_raw=True)
+    assert hint(missing, missing, missing) is False
+    claim_hint = events[ClusterEvent("ResourceClaim", "Add")]
+    allocated, unallocated = claim_("x", allocation=ON_N2), claim_("x")
+    if release >= (1, 37):
+        assert claim_hint(waiting, allocated, None) is True    # deleted while allocated: devices free
+        assert claim_hint(waiting, unallocated, None) is False
+    # a pod without claims (extended resources backed by DRA) is requeued by a deallocation
+    plain = PodInfo.from_dict(pod("plain"), keep_raw=True)
+    assert claim_hint(plain, allocated, unallocated) is True
+    assert claim_hint(plain, unallocated, claim_("x", allocation=ON_N2)) is False
 
 
 def test_explain_shows_dra_verdicts_and_the_gpu_score_of_dra_gpus():

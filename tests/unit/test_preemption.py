@@ -179,7 +179,7 @@ def test_preemption_policy_never():
     out = sim.schedule(p)
     assert not out.nominated_node
     assert out.message == ("0/1 nodes are available: 1 Insufficient cpu. "
-                           "no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never.")
+                           "preemption: not eligible due to preemptionPolicy=Never.")
 
 
 def test_unresolvable_nodes_are_not_candidates():
@@ -193,7 +193,7 @@ def test_unresolvable_nodes_are_not_candidates():
     out = sim2.schedule(pod("high", cpu="1", priority=100))
     assert not out.nominated_node
     assert out.message == ("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint"
-                           "(s). no new claims to deallocate, "
+                           "(s). "
                            "preemption: 0/2 nodes are available: 1 No preemption victims found "
                            "for incoming pod, 1 Preemption is not helpful for scheduling.")
 
@@ -202,12 +202,11 @@ def test_not_helpful_when_removing_every_lower_pod_is_not_enough():
     sim = sim_with([node("n1", cpu="2")], [running("low", "n1", "1", 1), running("peer", "n1", "1", 100)])
     out = sim.schedule(pod("high", cpu="2", priority=100))
     assert out.message == ("0/1 nodes are available: 1 Insufficient cpu. "
-                           "no new claims to deallocate, preemption: 0/1 nodes are available: 1 Insufficient cpu.")
+                           "preemption: 0/1 nodes are available: 1 Insufficient cpu.")
     # More than any node's allocatable: NodeResourcesFit says UnschedulableAndUnresolvable.
     sim = sim_with([node(f"n{i}", cpu="1") for i in range(8)], [running("low", "n0", "1", 1)])
     out = sim.schedule(pod("big", cpu="2", priority=100))
     assert out.message == ("0/8 nodes are available: 8 Insufficient cpu. "
-                           "no new claims to deallocate, "
                            "preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling.")
 
 
@@ -439,13 +438,13 @@ def test_no_lower_priority_pod_anywhere_skips_the_dry_runs(monkeypatch):
     monkeypatch.setattr(policy, "select_victims_on_paper",
                         lambda *a: calls.extend(i.name for i in a[2]) or real_on_paper(*a))
     out = sim.schedule(pod("high", cpu="1", priority=100))
-    assert out.message == ("0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, "
+    assert out.message == ("0/3 nodes are available: 3 Insufficient cpu. "
                            "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.")
     assert calls == [] and sim.cache.priority_counts == {100: 3}
     sim.add_pod(running("low", "n0", "0", 1))     # a lower-priority pod, though evicting it frees nothing
     out = sim.schedule(pod("high2", cpu="1", priority=100))
     assert sorted(calls) == ["n0", "n1", "n2"] and sim.cache.priority_counts == {100: 3, 1: 1}
-    assert out.message == ("0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, preemption: "
+    assert out.message == ("0/3 nodes are available: 3 Insufficient cpu. preemption: "
                            "0/3 nodes are available: 1 Insufficient cpu, "
                            "2 No preemption victims found for incoming pod.")
     sim.remove_pod(next(uid for uid, p in sim.cache.pods.items() if p.name == "low"))

@@ -253,7 +253,7 @@ def test_placements_follow_priority_then_file_order_and_count_existing_pods(tmp_
     assert {by["default/high"], by["default/low"]} == {"n1", "n2"}
     assert by["default/third"] is None and by["default/fourth"] is None
     failed = [p for p in res.placements if not p.node]
-    assert all(p.message == "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, "
+    assert all(p.message == "0/3 nodes are available: 3 Insufficient cpu. "
                "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod." for p in failed)
     before = {n["node"]: n for n in res.before["nodes"]}
     after = {n["node"]: n for n in res.after["nodes"]}

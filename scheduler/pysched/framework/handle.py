@@ -224,11 +224,28 @@ class PluginMetrics(Protocol):
         """A preemption chose a pod of ``quota`` as a victim: ``reclaim`` or ``priority``."""
         ...
 
+    def binding_conditions(self, driver: str, status: str, waited: float | None) -> None:
+        """DRA binding conditions at PreBind (kube-scheduler's ``dra_bindingconditions_*``): one
+        device of ``driver`` with binding conditions (``waited`` None) or one allocated device whose
+        wait lasted ``waited`` seconds; ``status``: success, failure, timeout or error."""
+        ...
+
+    def resource_claim_created(self, status: str) -> None:
+        """A pod's extended-resource ResourceClaim created (``success``) or refused (``failure``):
+        ``dynamic_resource_allocation_resourceclaim_creates_total``."""
+        ...
+
 
 class NoMetrics:
     """``PluginMetrics`` that records nothing: a Handle's default."""
 
     def podgroups_waiting(self, groups: int) -> None:
+        pass
+
+    def binding_conditions(self, driver: str, status: str, waited: float | None) -> None:
+        pass
+
+    def resource_claim_created(self, status: str) -> None:
         pass
 
     def podgroup_admitted(self) -> None:

@@ -25,6 +25,14 @@ built without the PodLevelResources gate, while its filter (and BalancedAllocati
 pod-level values.
 Resources the node does not have, and extended resources the pod does not request, are left out.
 
+Extended resources backed by DRA (kube's DRAExtendedResource gate, on from 1.36): a resource a
+DeviceClass backs (``spec.extendedResourceName``, or ``deviceclass.resource.kubernetes.io/<class>``)
+is not checked on a node whose allocatable has 0 of it - DynamicResources allocates it there
+(upstream's ``shouldDelegateResourceToDRA``); the queueing hints count such a node as fitting and
+requeue on a DeviceClass that starts backing a resource the pod requests. (Scoring such a resource
+from the node's devices, upstream's ``calculateDRAExtendedResourceAllocatableRequest``, is not done:
+it is left out as a resource the node does not have.)
+
 Reads: the batch's allocatable, requested and non-zero requested amounts and pod counts
 (``NodeBatch`` accessors); the pod's parsed requests.
 """
@@ -32,6 +40,7 @@ Reads: the batch's allocatable, requested and non-zero requested amounts and pod
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -57,7 +66,9 @@ from pysched.framework import (
     arg,
 )
 from pysched.framework.api import CPU, MEMORY, ConfigError, is_extended_resource, is_scalar, qualified_name_problem
+from pysched.framework.features import DRA_EXTENDED_RESOURCE
 from pysched.framework.nodeinfo import NodeSpec
+from pysched.plugins.helper.dra_extended import DEVICE_CLASS_PREFIX, ExtendedResourceClasses, classes_for
 from pysched.plugins.helper.resources import ResourceSpec, default_resource_specs, validate_resource_specs
 
 LEAST_ALLOCATED = "LeastAllocated"
@@ -171,6 +182,10 @@ class NodeResourcesFit(PreFilterPlugin[NodeResourcesFitArgs], FilterPlugin[NodeR
         extra = handle.ignored_extended_resources if handle is not None else frozenset()
         self.ignored = set(a.ignored_resources) | set(extra)
         self.ignored_groups = set(a.ignored_resource_groups)
+        # DRAExtendedResource: the DeviceClass mapping (shared with DynamicResources), else None
+        self.classes: ExtendedResourceClasses | None = None
+        if handle is not None and handle.objects is not None and DRA_EXTENDED_RESOURCE in handle.feature_gates:
+            self.classes = classes_for(handle.objects)
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -209,6 +224,8 @@ class NodeResourcesFit(PreFilterPlugin[NodeResourcesFitArgs], FilterPlugin[NodeR
             # A resource no node has reads as 0 allocatable: the request exceeds it everywhere.
             alloc = nodes.allocatable(name)
             bad = q > alloc - nodes.requested(name)
+            if self.classes is not None and bad.any() and self.classes.backed(name):
+                bad = bad & (alloc > 0)   # allocatable 0: DynamicResources allocates it there
             if not bad.any():
                 continue
             reason = f"Insufficient {name}"
@@ -290,34 +307,59 @@ class NodeResourcesFit(PreFilterPlugin[NodeResourcesFitArgs], FilterPlugin[NodeR
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         # (Node/UpdateNodeTaint is added for every plugin that registers Node/Add, with no hint,
         # as upstream's scheduler does: eventhandlers.EventRegistry.)
-        return (ClusterEventWithHint(ClusterEvent("Node", "Add"), _schedulable_after_node_change),
-                ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeAllocatable"), _schedulable_after_node_change),
-                ClusterEventWithHint(ClusterEvent("Pod", "Delete"), _schedulable_after_pod_event),
-                ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodScaleDown"), _schedulable_after_pod_event))
+        events: tuple[ClusterEventWithHint, ...] = (
+            ClusterEventWithHint(ClusterEvent("Node", "Add"), self._schedulable_after_node_change),
+            ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeAllocatable"), self._schedulable_after_node_change),
+            ClusterEventWithHint(ClusterEvent("Pod", "Delete"), _schedulable_after_pod_event),
+            ClusterEventWithHint(ClusterEvent("Pod", "UpdatePodScaleDown"), _schedulable_after_pod_event))
+        if self.classes is not None:
+            # a pod may wait for a class that backs an extended resource it requests
+            events += (ClusterEventWithHint(ClusterEvent("DeviceClass", "Add"), _schedulable_after_device_class),
+                       ClusterEventWithHint(ClusterEvent("DeviceClass", "Update"), _schedulable_after_device_class))
+        return events
 
+    def _delegated(self, name: str, node: NodeSpec) -> bool:
+        """``shouldDelegateResourceToDRA``: a DeviceClass backs ``name`` and the node has none of it."""
+        return self.classes is not None and node.allocatable.get(name, 0) <= 0 and self.classes.backed(name)
 
-def _node_may_fit(pod: PodInfo, node: NodeSpec) -> bool:
-    """Whether the pod could fit the node when the node is empty (upstream's isFit)."""
-    alloc = node.allocatable
-    if alloc.get("pods", 0) < 1:
-        return False
-    for name, q in pod.requests.items():
-        if q and name != "pods" and q > alloc.get(name, 0):
+    def _node_may_fit(self, pod: PodInfo, node: NodeSpec) -> bool:
+        """Whether the pod could fit the node when the node is empty (upstream's isFit)."""
+        alloc = node.allocatable
+        if alloc.get("pods", 0) < 1:
             return False
-    return True
+        for name, q in pod.requests.items():
+            if q and name != "pods" and q > alloc.get(name, 0) and not self._delegated(name, node):
+                return False
+        return True
+
+    def _schedulable_after_node_change(self, pod: PodInfo, old: NodeSpec | None, new: NodeSpec | None) -> bool:
+        """Upstream's isSchedulableAfterNodeChange: the pod fits the (new) node when empty, and the node
+        was added, or grew its allowed pod count or the allocatable of a resource the pod requests
+        (or one of its requests is DRA's to allocate there)."""
+        if new is None or not self._node_may_fit(pod, new):
+            return False
+        if old is None:
+            return True
+        if new.allocatable.get("pods", 0) > old.allocatable.get("pods", 0):
+            return True
+        return any(q and name != "pods" and (new.allocatable.get(name, 0) > old.allocatable.get(name, 0)
+                                             or (is_scalar(name) and self._delegated(name, new)))
+                   for name, q in pod.requests.items())
 
 
-def _schedulable_after_node_change(pod: PodInfo, old: NodeSpec | None, new: NodeSpec | None) -> bool:
-    """Upstream's isSchedulableAfterNodeChange: the pod fits the (new) node when empty, and the node
-    was added, or grew its allowed pod count or the allocatable of a resource the pod requests."""
-    if new is None or not _node_may_fit(pod, new):
+def _schedulable_after_device_class(pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
+    """Upstream's isSchedulableAfterDeviceClassEvent: an added class whose implicit name the pod
+    requests, or a class (added, or whose ``extendedResourceName`` changed) naming a resource the
+    pod requests."""
+    if new is None:
         return False
-    if old is None:
+    explicit = (new.get("spec") or {}).get("extendedResourceName") or ""
+    if old is not None:
+        if ((old.get("spec") or {}).get("extendedResourceName") or "") == explicit:
+            return False
+    elif DEVICE_CLASS_PREFIX + ((new.get("metadata") or {}).get("name") or "") in pod.requests:
         return True
-    if new.allocatable.get("pods", 0) > old.allocatable.get("pods", 0):
-        return True
-    return any(q and name != "pods" and new.allocatable.get(name, 0) > old.allocatable.get(name, 0)
-               for name, q in pod.requests.items())
+    return bool(explicit) and explicit in pod.requests
 
 
 def _schedulable_after_pod_event(pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:

@@ -92,3 +92,13 @@ class PrometheusPluginMetrics(PluginMetrics):
 
     def quota_victim(self, quota: str, reason: str) -> None:
         METRICS.quota_preemption_victims.labels(quota, reason).inc()
+
+    def binding_conditions(self, driver: str, status: str, waited: float | None) -> None:
+        if waited is None:
+            METRICS.dra_binding_conditions_allocations.labels(self.profile, driver, status).inc()
+        else:
+            METRICS.dra_binding_conditions_wait.labels(self.profile, driver, status).observe(waited)
+
+    def resource_claim_created(self, status: str) -> None:
+        # as kube-scheduler labels it: no admin access, owned by a Pod (core group)
+        METRICS.resource_claim_creates.labels(status, "false", "", "Pod").inc()

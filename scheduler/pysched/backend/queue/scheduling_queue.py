@@ -366,7 +366,8 @@ class SchedulingQueue:
                 qpi.timestamp = self._clock()
                 self._push_active(qpi, POD_UPDATE)
                 return
-            if _spec_changed(old, pod):
+            if _spec_changed(old, pod) or (_generated_claims_changed(old, pod) and self._wants(
+                    qpi, ("TargetPod", {"UpdatePodGeneratedResourceClaim"}, old, pod, True, None))):
                 del self._unsched[pod.uid]
                 self._requeue(qpi, POD_UPDATE)
         elif qpi.where == ACTIVE:
@@ -526,6 +527,12 @@ class SchedulingQueue:
 
     # -- events during an attempt ----------------------------------------------------------------
 
+    def _wants(self, qpi: QueuedPodInfo, event: tuple) -> bool:
+        """Whether a plugin that rejected ``qpi`` registered ``event`` and its hint says Queue
+        (every event, without a registry)."""
+        flt = self.event_filter
+        return flt is None or flt(qpi, event)
+
     def record_event(self, label: str, event: tuple) -> None:
         """A cluster event (``label``: its metric name; ``event``: what ``event_filter`` reads),
         kept while any pod is in flight."""
@@ -580,6 +587,15 @@ class SchedulingQueue:
             self._wake.set()
         if self._timer is not None:
             self._timer.cancel()
+
+
+def _generated_claims_changed(old: PodInfo, new: PodInfo) -> bool:
+    """The pod's own update that upstream calls UpdatePodGeneratedResourceClaim: its
+    ``status.resourceClaimStatuses`` or ``status.extendedResourceClaimStatus`` changed."""
+    if old.raw is None or new.raw is None:
+        return False
+    a, b = old.raw.get("status") or {}, new.raw.get("status") or {}
+    return any(a.get(k) != b.get(k) for k in ("resourceClaimStatuses", "extendedResourceClaimStatus"))
 
 
 def _spec_changed(old: PodInfo, new: PodInfo) -> bool:

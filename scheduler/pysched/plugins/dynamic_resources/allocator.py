@@ -24,7 +24,8 @@ on; partitionable devices, device taints, consumable capacity and binding condit
   visiting the permutations of each set.
 * **Result**: one ``status.allocation`` per claim - ``devices.results`` (request, driver, pool,
   device, ``adminAccess`` when asked), ``devices.config`` (class configs, then claim configs, as
-  upstream orders and repeats them) and ``nodeSelector`` (the node's name for node-local devices,
+  upstream orders and repeats them; 1.37's once per claim config, without ``requests`` when it
+  names them all: ``Allocator.kube_version``) and ``nodeSelector`` (the node's name for node-local devices,
   the slices' merged selector term, or none for devices available on all nodes).
 
 Behind kube feature gates (the names ``Allocator`` and ``SliceIndex`` get in ``features``; off, the
@@ -65,7 +66,9 @@ above is all), as 1.37.2's incubating allocator does with the gate on:
   device's ``allowMultipleAllocations``. With the gate off a shared device is an ordinary one,
   ``distinctAttribute`` is an empty constraint and ``capacity`` on a request or subrequest is
   upstream's error (``has capacity requests, but the DRAConsumableCapacity feature is
-  disabled``). ``DRAFractionalCapacityRange`` (off by default) switches step rounding to
+  disabled``), as 1.35's allocator and 1.37's stable one do (1.37's incubating allocator, chosen
+  while another of its gates is on, honours ``distinctAttribute`` and shows CEL the field even
+  with the gate off). ``DRAFractionalCapacityRange`` (off by default) switches step rounding to
   milli-value arithmetic.
 
 Errors that upstream treats as fatal for the scheduling attempt (a CEL run-time error, a class
@@ -624,6 +627,13 @@ class Solution:
 class Allocator:
     """Allocate ``claims`` (unallocated, in the pod's order) on one node."""
 
+    # The kube-scheduler release whose allocator to follow where releases differ without a gate
+    # (the plugin sets it). 1.37 (k/k#139731, #139732): a claim config naming several requests is
+    # written once, not once per request it names, and a config naming every request of the claim
+    # is written without ``requests`` ("applies to all"); a CEL run-time error names the device,
+    # and a missing key adds a hint (k/k#136709).
+    kube_version: tuple[int, int] = (1, 35)
+
     def __init__(self, claims: list[dict[str, Any]], classes: dict[str, dict[str, Any]],
                  allocated: Container[DeviceID], index: SliceIndex, *, timeout: float = 0.0,
                  features: Container[str] = frozenset(), shared: SharedAllocations | None = None):
@@ -846,13 +856,13 @@ class Allocator:
                 if not device.cel.matches(sel):
                     return False
             except SelectorError as exc:
-                raise AllocationError(f"class {alt.class_name}: selector #{i}: CEL runtime error: {exc}") from None
+                raise AllocationError(f"class {alt.class_name}: {self._runtime_error(i, device, exc)}") from None
         for i, sel in enumerate(alt.selectors):
             try:
                 if not device.cel.matches(sel):
                     return False
             except SelectorError as exc:
-                raise AllocationError(f"claim {label}: selector #{i}: CEL runtime error: {exc}") from None
+                raise AllocationError(f"claim {label}: {self._runtime_error(i, device, exc)}") from None
         return True
 
     def _compile(self, expression: str) -> Selector:
@@ -878,6 +888,15 @@ class Allocator:
         except CapacityError as exc:
             raise AllocationError(f"claim {label}, request {alt.own_name}: {check} capacity for device "
                                   f"{d.driver}/{d.pool}/{d.name}: {exc}") from None
+
+    def _runtime_error(self, i: int, device: Device, exc: SelectorError) -> str:
+        if self.kube_version < (1, 37):
+            return f"selector #{i}: CEL runtime error: {exc}"
+        text = str(exc)
+        if "no such key:" in text:
+            text += (". consider using CEL optional chaining (.? followed by orValue()) or guarding the check "
+                     "with has() for optional fields")
+        return f"selector #{i} on device {device.driver}/{device.pool}/{device.name}: CEL runtime error: {text}"
 
     def _class_selector_list(self, class_name: str) -> list[Any]:
         out = self._class_selectors.get(class_name)
@@ -1159,6 +1178,14 @@ class Allocator:
                 alt = cs.chosen[req.name]
                 if req.name in names or (alt.result_name != req.name and alt.result_name in names):
                     config.append(dict(entry))
+                    if self.kube_version >= (1, 37):
+                        break
+        if self.kube_version >= (1, 37):
+            for e in config:
+                named = e.get("requests")
+                if named and all(req.name in named or cs.chosen[req.name].result_name in named
+                                 for req in cs.requests):
+                    e["requests"] = None
         out: dict[str, Any] = {"devices": {"results": results}}
         if config:
             out["devices"]["config"] = [{k: v for k, v in e.items() if v is not None} for e in config]

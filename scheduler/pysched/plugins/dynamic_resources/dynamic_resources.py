@@ -2,8 +2,8 @@
 
 Pods ask for devices through ``spec.resourceClaims``: ResourceClaims (or ones the resourceclaim
 controller makes from a ResourceClaimTemplate) whose requests name a DeviceClass and CEL selectors.
-DRA drivers publish their devices in ResourceSlices. This plugin does what kube-scheduler 1.35's
-does with its default feature gates:
+DRA drivers publish their devices in ResourceSlices. This plugin does what kube-scheduler 1.35,
+1.36 and 1.37 do, as ``handle.kube_version`` and ``handle.feature_gates`` say:
 
 * PreEnqueue holds a pod (no attempt, no condition, no event) while one of its claims is not there
   yet: a ``resourceClaimName`` that does not exist, a template whose generated claim is not yet
@@ -17,22 +17,33 @@ does with its default feature gates:
   devices already taken: those in the allocation of every claim in the cluster (admin-access
   results excepted) and those Reserve has promised and the watch has not shown yet.
 * Filter, per node: the allocator must find devices for all unallocated claims together
-  (``cannot allocate all claims``), within ``filterTimeout`` (``timed out trying to allocate
-  devices``) - one budget for the whole Filter call, where upstream gives each node its own: the
-  search runs on the event loop, which must not stall for nodes x 10 s. An allocated claim must
-  be available there (``resourceclaim not available on the node``). A CEL run-time error or
-  another allocator error aborts the attempt (an Error).
+  (``cannot allocate all claims``), within ``filterTimeout`` - one budget for the whole Filter
+  call, where upstream gives each node its own: the search runs on the event loop, which must not
+  stall for nodes x 10 s. Past it, 1.35 finds the node Unschedulable (``timed out trying to
+  allocate devices``); from 1.36 the attempt ends with an Error (``node <name>: timed out trying
+  to allocate devices``: the pod retries after a backoff, not after a cluster event). An allocated
+  claim must be available there (``resourceclaim not available on the node``). A CEL run-time
+  error or another allocator error aborts the attempt (an Error).
 * PostFilter (no node passed): a claim allocated already, but for nodes this pod could not use,
   and reserved for no pod or only this one, is deallocated (its ``status`` cleared, in the
-  background) - ``deallocation of ResourceClaim completed``; otherwise ``still not schedulable``;
-  a pod without claims (or whose claims PreFilter refused) gets ``no new claims to deallocate``.
+  background) - ``deallocation of ResourceClaim completed``; otherwise 1.35 and 1.36 say
+  ``still not schedulable`` (a pod without claims, or whose claims PreFilter refused: ``no new
+  claims to deallocate``) and 1.37 says nothing (a bare Unschedulable).
   Either way DefaultPreemption runs next, as upstream's statuses are plain Unschedulable. When an
   earlier PreFilter plugin rejected the pod, ours never ran: upstream's PostFilter then finds no
   cycle state and fails with ``not found``, which ends the PostFilter loop - no preemption is
   tried and the message ends ``. not found``. pysched does the same.
 * Score (``firstAvailable`` only): per node, 8 - i for each prioritized request whose i-th
   subrequest the allocator chose there, summed and normalised to 0-100 - the node where the pod
-  gets its preferred alternatives wins. Pods without such requests skip it (PreScore).
+  gets its preferred alternatives wins; from 1.36 a claim allocated already adds what its own
+  allocation chose, on every node. Pods without such requests to allocate skip it (PreScore).
+* Queueing: ResourceClaim Add and Update (and Delete from 1.37: an allocated claim deleted frees
+  its devices), the pod's own update publishing its generated claims (1.35's
+  Pod/UpdatePodGeneratedResourceClaim, 1.37's TargetPod), DeviceClass and ResourceSlice Add and
+  Update, Node Add, UpdateNodeLabel and UpdateNodeAllocatable.
+* The allocation written: 1.37 writes a claim config once (not once per request it names), and
+  one that names every request of the claim without ``requests``; its CEL run-time errors name
+  the device (``Allocator.kube_version``).
 * Reserve keeps the chosen allocation in memory ("in flight"), so no other pod is given those
   devices, until the store shows the claim at the version PreBind wrote (or newer); Unreserve
   forgets an allocation not yet written and takes the pod back out of ``status.reservedFor`` if it
@@ -50,6 +61,20 @@ does with its default feature gates:
   condition is True (an Error naming the failed condition or the timeout otherwise; Unreserve
   then drops the reservation). Filter finds such a claim, failed or timed out, unavailable on
   every node, so PostFilter deallocates it.
+
+* Extended resources backed by DRA (DRAExtendedResource, on from 1.36; ``extended``): a pod that
+  requests an extended resource a DeviceClass backs (``spec.extendedResourceName``, or
+  ``deviceclass.resource.kubernetes.io/<class>``) gets one special claim, in memory until PreBind,
+  last among its claims. Filter, per node: a special claim a prior cycle created is refused
+  (``cannot schedule extended resource claim``; PostFilter deletes it: ``deletion of ResourceClaim
+  completed``); a request the node's allocatable lacks and no class backs is refused (``cannot fit
+  resource``); the backed resources the node has 0 of are allocated through DRA with the user's
+  claims - one variant of the special claim per set of such resources -, the others are
+  NodeResourcesFit's. PreBind creates the claim (``generateName: <pod>-extended-resources-``, the
+  annotation ``resource.kubernetes.io/extended-resource-claim: "true"``, the pod its controller
+  owner, requests ``container-<i>-request-<j>``), writes its finalizer, allocation and reservation
+  as for any claim, and the pod's ``status.extendedResourceClaimStatus``; Unreserve deletes a claim
+  it created (finalizer dropped first). Needs create and delete on resourceclaims.
 
 Every refusal is UnschedulableAndUnresolvable with upstream's text, as kube-scheduler's is.
 
@@ -75,6 +100,11 @@ Behaviours behind kube feature gates (``Handle.feature_gates``; all off at 1.35'
   ``distinctAttribute``. The claims' shares (persisted: ``AllocatedDevices``; in flight) count
   against the capacity; with the gate off a share takes its whole device, as upstream's
   ``ListAllAllocatedDevices``. DRAFractionalCapacityRange (off by default) as upstream.
+
+* DRAExtendedResource - extended resources a DeviceClass backs (above, ``helper.dra_extended``).
+
+(Upstream's PreFilter also has ``resourceclaim in use``, for a claim that cannot be reserved for
+one more pod; its ``CanBeReserved`` is always true in 1.35 to 1.37, so it is never said.)
 
 Reads: ResourceClaims, DeviceClasses, ResourceSlices (and DeviceTaintRules) from the ObjectStore.
 
@@ -123,8 +153,10 @@ from pysched.framework import (
     Status,
 )
 from pysched.framework.api import ApiError, ConfigError, NodeSelector, ObjectError, parse_duration, parse_node_selector
+from pysched.framework.features import DRA_EXTENDED_RESOURCE
 from pysched.framework.handle import APIClient
-from pysched.plugins.dynamic_resources import binding
+from pysched.framework.nodeinfo import NodeInfo
+from pysched.plugins.dynamic_resources import binding, extended
 from pysched.plugins.dynamic_resources.allocated import CLAIMS, AllocatedDevices, Unavailable
 from pysched.plugins.dynamic_resources.allocator import (
     CONSUMABLE_CAPACITY,
@@ -149,6 +181,8 @@ FILTER_TIMEOUT_DEFAULT = "10s"   # DynamicResourcesFilterTimeoutDefault
 FINALIZER = "resource.kubernetes.io/delete-protection"
 UAU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 CANNOT_ALLOCATE = "cannot allocate all claims"
+CANNOT_SCHEDULE_EXTENDED = "cannot schedule extended resource claim"   # the pod's claim from a prior cycle
+CANNOT_FIT = "cannot fit resource"    # a request neither the node's allocatable nor a DeviceClass backs
 NOT_AVAILABLE = "resourceclaim not available on the node"
 TIMED_OUT = "timed out trying to allocate devices"
 CONFLICT_RETRIES = 5   # client-go's retry.DefaultRetry steps
@@ -191,20 +225,51 @@ class ClaimNotReady(Exception):
 
 
 @dataclass
+class _Extended:
+    """The pod's extended resources backed by DRA (``extended``): its special claim comes last in
+    ``_State.claims``; per node, the variant of that claim the node needs."""
+    requests: dict[str, int]                  # the pod's non-zero requests of DRA extended resource names
+    fresh: bool                               # the in-memory claim (not one a prior cycle created)
+    # delegated resources (sorted) -> (the claim with its requests, the container mappings)
+    variants: dict[tuple[str, ...], tuple[dict[str, Any], list[dict[str, str]]]] = field(default_factory=dict)
+    allocators: dict[tuple[str, ...], Allocator] = field(default_factory=dict)
+    node_variant: dict[str, tuple[str, ...]] = field(default_factory=dict)   # node -> its delegated resources
+    initial_uid: str = ""                     # the in-memory claim's uid (its in-flight key until PreBind)
+    pod_spec: dict[str, Any] = field(default_factory=dict)   # the containers the requests come from
+
+
+@dataclass
 class _State:
     """What PreFilter learnt, for Filter, Reserve, Unreserve and PreBind of one cycle."""
     claims: list[dict[str, Any]]                                 # the pod's claims, in its order
     to_allocate: list[int]                                       # indexes of the unallocated ones
     available_on: list[tuple[int, NodeSelector]]                 # allocated claims bound to some nodes
-    allocator: Allocator | None
+    allocator: Allocator | None                                  # the unallocated user claims'
     by_node: dict[str, Solution] = field(default_factory=dict)   # node -> the claims' devices there
     unavailable: set[int] = field(default_factory=set)   # allocated claims some node could not use
     chosen: dict[int, dict[str, Any]] = field(default_factory=dict)          # claim index -> allocation
+    extended: _Extended | None = None      # the special claim is claims[-1] when set
+    user_to_allocate: list[int] = field(default_factory=list)   # to_allocate without the special claim
+
+    @property
+    def special(self) -> int:
+        """The special claim's index (``len(claims) - 1``), or -1 without one."""
+        return len(self.claims) - 1 if self.extended is not None else -1
+
+    def node_claims(self, node: str) -> list[int]:
+        """The claims whose allocations ``by_node[node]`` holds, in its order."""
+        if self.extended is None or not self.extended.node_variant.get(node):
+            return self.user_to_allocate
+        return [*self.user_to_allocate, self.special]
 
 
 def _label(claim: dict[str, Any]) -> str:
     meta = claim.get("metadata") or {}
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+def _name(obj: dict[str, Any]) -> str:
+    return (obj.get("metadata") or {}).get("name") or ""
 
 
 def _uid(obj: dict[str, Any]) -> str:
@@ -235,6 +300,10 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         self.filter_timeout = parse_duration(timeout, "filterTimeout") if timeout else 0.0
         # Binding conditions (``binding``): gated; the wait's bound, and the clock that stamps and
         # judges allocationTimestamp (replaced in tests).
+        # The release's own behaviour (no gate upstream): 1.36's Filter timeout is an Error naming
+        # the node and a claim already allocated counts in Score; 1.37's PostFilter says nothing
+        # when it frees nothing, and a deleted allocated claim requeues.
+        self.kube_version = handle.kube_version
         self.binding_conditions = binding.enabled(handle.feature_gates)
         self.binding_timeout = parse_duration(self.args.binding_timeout or binding.BINDING_TIMEOUT_DEFAULT,
                                               "bindingTimeout")
@@ -260,6 +329,9 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         # per pod.
         self.allocated = AllocatedDevices(handle.objects.list(CLAIMS), consumable=CONSUMABLE_CAPACITY in self.features)
         handle.objects.subscribe(self.allocated.on_change)
+        # Extended resources backed by DRA: the DeviceClass mapping shared with NodeResourcesFit.
+        self.extended_resources = DRA_EXTENDED_RESOURCE in handle.feature_gates
+        self.classes = extended.classes_for(handle.objects) if self.extended_resources else None
         if self.binding_conditions:
             handle.objects.subscribe(self._wake_binding_waiters)
 
@@ -308,12 +380,16 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    nodes: NodeBatch) -> tuple[PreFilterResult | None, Status | None]:
         state.write(RAN, True)
-        if not pod.resource_claims:
+        ext = self._pre_filter_extended(pod)
+        if not pod.resource_claims and ext is None:
             return None, Status(Code.SKIP)
         try:
             claims = self.pod_claims(pod)
         except ClaimNotReady as exc:
             return None, Status(UAU, str(exc))
+        if ext is not None:
+            ext_state, special = ext
+            claims.append(special)
         if not claims:
             return None, Status(Code.SKIP)
         self.settle_in_flight()
@@ -334,6 +410,11 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                 continue
             if _uid(claim) in self.in_flight:
                 return None, Status(UAU, f"resource claim {_label(claim)} is in the process of being allocated")
+            if ext is not None and i == len(claims) - 1:
+                # the special claim: its requests are the node's (Filter); one from a prior cycle
+                # is judged there too
+                to_allocate.append(i)
+                continue
             for r in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or ():
                 subs = request_alternatives(r)
                 if not subs:
@@ -346,12 +427,37 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                     if cls not in classes:
                         return None, Status(UAU, f"request {name}: device class {cls} does not exist")
             to_allocate.append(i)
+        user_to_allocate = [i for i in to_allocate if ext is None or i != len(claims) - 1]
         allocator = None
-        if to_allocate:
-            allocator = Allocator([claims[i] for i in to_allocate], classes, self.allocated_devices(),
-                                  self.slice_index(), timeout=self.filter_timeout, features=self.features)
-        state.write(KEY, _State(claims, to_allocate, available_on, allocator))
+        if user_to_allocate:
+            allocator = self._allocator([claims[i] for i in user_to_allocate], classes)
+        st = _State(claims, to_allocate, available_on, allocator, user_to_allocate=user_to_allocate)
+        if ext is not None:
+            st.extended = ext_state
+            st.extended.initial_uid = _uid(claims[-1])
+        state.write(KEY, st)
         return None, None
+
+    def _allocator(self, claims: list[dict[str, Any]], classes: dict[str, dict[str, Any]] | None = None) -> Allocator:
+        if classes is None:
+            classes = {(c.get("metadata") or {}).get("name", ""): c for c in self.handle.objects.list("deviceclasses")}
+        allocator = Allocator(claims, classes, self.allocated_devices(), self.slice_index(),
+                              timeout=self.filter_timeout, features=self.features)
+        allocator.kube_version = self.kube_version
+        return allocator
+
+    def _pre_filter_extended(self, pod: PodInfo) -> tuple[_Extended, dict[str, Any]] | None:
+        """``preFilterExtendedResources``: the pod's special claim - one a prior cycle created, or a
+        new one in memory - when it requests an extended resource a DeviceClass backs."""
+        if self.classes is None or not extended.backed_requests(pod.requests, self.classes):
+            return None
+        requests = {n: q for n, q in pod.requests.items() if q and extended.is_dra_extended_resource_name(n)}
+        spec = (pod.raw or {}).get("spec") or {}
+        found = extended.find_special_claim(pod.name, pod.uid, self.handle.objects.list(CLAIMS))
+        if found is not None:
+            return _Extended(requests, fresh=False, pod_spec=spec), found
+        return (_Extended(requests, fresh=True, pod_spec=spec),
+                extended.special_claim(pod.namespace, pod.name, pod.uid))
 
     def settle_in_flight(self) -> None:
         """Forget promises the store has caught up with: a written claim once the store holds the
@@ -407,16 +513,34 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         # Allocated claims whose binding failed or timed out are unavailable on every node (their
         # nodeSelector aside), so that PostFilter may deallocate them.
         unbindable = self._unbindable(st)
-        if st.allocator is not None:
-            st.allocator.prefetch_nodes([(info.spec.name, info.spec.labels) for info in nodes.infos])
-            st.allocator.start_deadline()   # one budget for this call: the event loop waits on it
+        started: set[int] = set()
         for i, info in enumerate(nodes.infos):
             name, labels = info.spec.name, info.spec.labels
             reason = None
-            if st.allocator is not None:
+            allocator = st.allocator
+            if st.extended is not None:
+                reason, variant = self._filter_extended(st, info)
+                if reason is not None:
+                    passed[i] = False
+                    reasons.setdefault(reason, np.zeros(n, dtype=bool))[i] = True
+                    continue
+                st.extended.node_variant[name] = variant
+                if not variant and not st.user_to_allocate and len(st.claims) == 1:
+                    continue   # all of it from the node's device plugins: nothing left to do here
+                if variant:
+                    allocator = self._variant_allocator(st, variant)
+            if allocator is not None and id(allocator) not in started:
+                started.add(id(allocator))
+                allocator.prefetch_nodes([(x.spec.name, x.spec.labels) for x in nodes.infos])
+                allocator.start_deadline()   # one budget for this call: the event loop waits on it
+            if allocator is not None:
                 try:
-                    found = st.allocator.solve(name, labels)
+                    found = allocator.solve(name, labels)
                 except AllocationTimeout:
+                    if self.kube_version >= (1, 36):
+                        # potentially transient: an Error, so the pod retries after a backoff
+                        raise FrameworkError(Status(Code.ERROR, f"node {name}: {TIMED_OUT}", plugin=self.name)) \
+                            from None
                     found, reason = None, TIMED_OUT
                 except InvalidPools as exc:
                     found, reason = None, str(exc)
@@ -439,6 +563,40 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                 reasons.setdefault(reason, np.zeros(n, dtype=bool))[i] = True
         return FilterResult(passed, [(UAU, r, m) for r, m in reasons.items()])
 
+    def _filter_extended(self, st: _State, info: NodeInfo) -> tuple[str | None, tuple[str, ...]]:
+        """``filterExtendedResources`` for one node: a refusal, or the resources it must get from DRA
+        (those a DeviceClass backs and the node's allocatable has 0 of)."""
+        ext = st.extended
+        assert ext is not None and self.classes is not None
+        special = st.claims[-1]
+        if ((special.get("spec") or {}).get("devices") or {}).get("requests") is not None:
+            # created by a prior cycle: PostFilter deletes it, and the pod tries anew
+            return CANNOT_SCHEDULE_EXTENDED, ()
+        allocatable = info.spec.allocatable
+        delegated = []
+        for name in ext.requests:
+            if self.classes.backed(name) and allocatable.get(name, 0) == 0:
+                delegated.append(name)
+            elif name not in allocatable:
+                return CANNOT_FIT, ()
+        if (special.get("status") or {}).get("allocation"):
+            return None, ()
+        return None, tuple(sorted(delegated))
+
+    def _variant_allocator(self, st: _State, variant: tuple[str, ...]) -> Allocator:
+        """The allocator for the user claims and the special claim asking for ``variant``."""
+        ext = st.extended
+        assert ext is not None and self.classes is not None
+        allocator = ext.allocators.get(variant)
+        if allocator is None:
+            claim = copy.deepcopy(st.claims[-1])
+            requests, mappings = extended.requests_and_mappings(ext.pod_spec, variant, self.classes)
+            claim.setdefault("spec", {})["devices"] = {"requests": requests}
+            ext.variants[variant] = (claim, mappings)
+            allocator = self._allocator([*(st.claims[i] for i in st.user_to_allocate), claim])
+            ext.allocators[variant] = allocator
+        return allocator
+
     def _unbindable(self, st: _State) -> list[int]:
         if not self.binding_conditions:
             return []
@@ -456,14 +614,60 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
             return None, Status(Code.ERROR, "not found")
         st: _State | None = state.get(KEY)
         if st is None:
-            return None, Status(Code.UNSCHEDULABLE, "no new claims to deallocate")   # no claims, or PreFilter failed
+            # no claims, or PreFilter failed
+            return None, self._unschedulable("no new claims to deallocate")
         for i in sorted(st.unavailable):
+            if i == st.special:
+                continue
             claim = st.claims[i]
             reserved = (claim.get("status") or {}).get("reservedFor") or ()
             if not reserved or (len(reserved) == 1 and reserved[0].get("uid") == pod.uid):
                 self._spawn(self._deallocate(claim, pod))
                 return None, Status(Code.UNSCHEDULABLE, "deallocation of ResourceClaim completed")
-        return None, Status(Code.UNSCHEDULABLE, "still not schedulable")
+        if st.extended is not None and _name(st.claims[-1]) != extended.SPECIAL_NAME:
+            # the pod's extended resource claim from a prior cycle: deleted, the pod tries anew
+            self._spawn(self._delete_claim(st.claims[-1], pod))
+            return None, Status(Code.UNSCHEDULABLE, "deletion of ResourceClaim completed")
+        return None, self._unschedulable("still not schedulable")
+
+    def _unschedulable(self, verdict: str) -> Status:
+        """PostFilter's "nothing done": 1.35 and 1.36 say why, 1.37 says nothing."""
+        return Status(Code.UNSCHEDULABLE) if self.kube_version >= (1, 37) else Status(Code.UNSCHEDULABLE, verdict)
+
+    async def _delete_claim(self, claim: dict[str, Any], pod: PodInfo) -> None:
+        """``deleteClaim``: drop the delete-protection finalizer (an update, re-read on a conflict),
+        then delete the claim (gone already is fine)."""
+        client = self.handle.client
+        if client is None:
+            return
+        label = _label(claim)
+        obj = copy.deepcopy(claim)
+        try:
+            for attempt in range(CONFLICT_RETRIES):
+                if attempt:
+                    obj = await client.request("GET", _claim_path(claim))
+                meta = obj.setdefault("metadata", {})
+                meta["finalizers"] = [f for f in meta.get("finalizers") or () if f != FINALIZER]
+                if not meta["finalizers"]:
+                    del meta["finalizers"]
+                try:
+                    await client.request("PUT", _claim_path(claim), body=obj)
+                    break
+                except ApiError as exc:
+                    if exc.status != 409 or exc.local:
+                        raise
+            else:
+                raise ApiError(409, f"update resourceclaim {label}: the object has been modified")
+            try:
+                await client.request("DELETE", _claim_path(claim))
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+        except (ApiError, OSError) as exc:
+            log.warning("deleting the pod's extended resource claim failed",
+                        extra={"kv": {"pod": pod.key, "claim": label, "error": str(exc)}})
+        else:
+            log.info("deleted the pod's extended resource claim", extra={"kv": {"pod": pod.key, "claim": label}})
 
     async def _deallocate(self, claim: dict[str, Any], pod: PodInfo) -> None:
         client = self.handle.client
@@ -493,10 +697,17 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray:
         st: _State = state.read(KEY)
         out = np.zeros(len(nodes), dtype=np.int64)
+        # From 1.36 a claim allocated already adds the preference of its own allocation, on every
+        # node where the others were allocated (upstream's computeScore over all the pod's claims).
+        held = 0
+        if self.kube_version >= (1, 36):
+            held = sum(_preference(c, (c.get("status") or {}).get("allocation") or {})
+                       for c in st.claims if (c.get("status") or {}).get("allocation"))
         for i, name in enumerate(nodes.names):
             found = st.by_node.get(name)
             if found is not None:
-                out[i] = sum(_preference(st.claims[c], a) for c, a in zip(st.to_allocate, found.allocations()))
+                out[i] = held + sum(_preference(st.claims[c], a)
+                                    for c, a in zip(st.node_claims(name), found.allocations()))
         return out
 
     def normalize_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch,
@@ -511,19 +722,37 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         if st is None or not st.to_allocate:
             return None
         solution = st.by_node.get(node_name)
-        if solution is None and st.allocator is not None:
+        info = self.handle.node_info(node_name)
+        if st.extended is not None and node_name not in st.extended.node_variant and info is not None:
+            # No Filter call judged this node in this cycle (a nominated node)
+            reason, variant = self._filter_extended(st, info)
+            if reason is None:
+                st.extended.node_variant[node_name] = variant
+        indexes = st.node_claims(node_name)
+        if not indexes:
+            # only the special claim, and the node's device plugins give all of it (upstream:
+            # nothing to allocate)
+            return None
+        allocator = st.allocator
+        if indexes is not st.user_to_allocate and st.extended is not None:
+            allocator = self._variant_allocator(st, st.extended.node_variant[node_name])
+        if solution is None and allocator is not None:
             # No Filter call judged this node in this cycle (a nominated node): allocate now.
-            info = self.handle.node_info(node_name)
-            st.allocator.start_deadline()
+            allocator.start_deadline()
             try:
-                solution = st.allocator.solve(node_name, info.spec.labels) if info is not None else None
+                solution = allocator.solve(node_name, info.spec.labels) if info is not None else None
             except (AllocationError, AllocationTimeout, InvalidPools) as exc:
                 return Status(Code.ERROR, str(exc))
         if solution is None:
             return Status(Code.ERROR, "claim allocation not found for node")
         found = solution.allocations()
-        for k, i in enumerate(st.to_allocate):
-            claim = copy.deepcopy(st.claims[i])
+        for k, i in enumerate(indexes):
+            if i == st.special:
+                assert st.extended is not None
+                # the node's variant of the special claim (its requests), under the in-memory uid
+                claim = copy.deepcopy(st.extended.variants[st.extended.node_variant[node_name]][0])
+            else:
+                claim = copy.deepcopy(st.claims[i])
             meta = claim.setdefault("metadata", {})
             if FINALIZER not in (meta.get("finalizers") or ()):
                 meta["finalizers"] = [*(meta.get("finalizers") or ()), FINALIZER]
@@ -540,7 +769,14 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
             uid = _uid(st.claims[i])
             if uid not in self.written:
                 self.in_flight.pop(uid, None)
-        for claim in st.claims:
+        if st.extended is not None:
+            self.in_flight.pop(st.extended.initial_uid, None)
+            special = st.claims[-1]
+            if st.extended.fresh and _name(special) != extended.SPECIAL_NAME:
+                # PreBind created it: delete it, or it would be left behind (the next attempt
+                # creates another)
+                self._spawn(self._delete_claim(special, pod))
+        for claim in st.claims[:len(st.claims) - (st.extended is not None)]:
             if (claim.get("status") or {}).get("allocation") and _reserved_for(claim, pod):
                 key = (_uid(claim), pod.uid)
                 if key not in self.unreserving:
@@ -597,8 +833,15 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                     return Status(Code.ERROR, f"get claim {_label(claim)}: {exc}")
             if _reserved_for(claim, pod):
                 continue
+            special = i == st.special
+            if special and i not in st.chosen:
+                continue   # the node's device plugins give all of it: no claim
             try:
+                if special and _name(claim) == extended.SPECIAL_NAME:
+                    claim = st.claims[i] = await self._create_extended_claim(client, st, node_name)
                 st.claims[i] = await self._bind_claim(client, claim, st.chosen.get(i), pod)
+                if special:
+                    await self._patch_extended_status(client, st, pod, node_name)
             except _BindError as exc:
                 return Status(Code.ERROR, str(exc))
         if self.binding_conditions and binding.has_binding_conditions(st.claims):
@@ -659,6 +902,18 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                     waiters.discard(wake)
                     if not waiters:
                         del self.binding_waiters[key]
+        # kube-scheduler's dra_bindingconditions_* metrics: the wait per allocated device, and each
+        # device with binding conditions, labelled with how the wait ended.
+        label = {"success": "success", "failed": "failure", "timeout": "timeout"}.get(outcome, "error")
+        waited = self.binding_timeout - max(0.0, deadline - loop.time())
+        metrics = self.handle.metrics
+        for claim in st.claims:
+            results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or []
+            for r in results:
+                metrics.binding_conditions(r.get("driver", ""), label, waited)
+            for r in results:
+                if r.get("bindingConditions"):
+                    metrics.binding_conditions(r.get("driver", ""), label, None)
         devices = binding.status_line(st.claims, outcome)
         if not error:
             log.info("binding conditions met", extra={"kv": {"pod": pod.key, "node": node_name, "devices": devices}})
@@ -666,6 +921,61 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         log.info("binding conditions not met", extra={"kv": {"pod": pod.key, "node": node_name, "error": error,
                                                              "devices": devices}})
         return Status(Code.ERROR, error)
+
+    async def _create_extended_claim(self, client: APIClient, st: _State, node_name: str) -> dict[str, Any]:
+        """``createExtendedResourceClaimInAPI``: the node's variant of the special claim, created with
+        a generated name; its promised devices stay in flight under the uid the API server gave it."""
+        ext = st.extended
+        assert ext is not None
+        variant = ext.node_variant.get(node_name)
+        if variant is None or variant not in ext.variants:
+            raise _BindError(f"extended resource claim not found for node {node_name}")
+        body = copy.deepcopy(ext.variants[variant][0])
+        body.pop("status", None)
+        meta = body.setdefault("metadata", {})
+        meta.pop("name", None)
+        meta.pop("uid", None)
+        namespace = meta.get("namespace", "")
+        try:
+            created: dict[str, Any] = await client.request(
+                "POST", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", body=body)
+        except ApiError as exc:
+            if exc.local:
+                raise
+            self.handle.metrics.resource_claim_created("failure")
+            raise _BindError(f"create claim for extended resources {namespace}/: {exc}") from None
+        except OSError as exc:
+            self.handle.metrics.resource_claim_created("failure")
+            raise _BindError(f"create claim for extended resources {namespace}/: {exc}") from None
+        self.handle.metrics.resource_claim_created("success")
+        promised = self.in_flight.pop(ext.initial_uid, None)
+        if promised is not None:
+            now = copy.deepcopy(created)
+            now.setdefault("status", {})["allocation"] = promised["status"]["allocation"]
+            self.in_flight[_uid(created)] = now
+        log.info("created the pod's extended resource claim",
+                 extra={"kv": {"node": node_name, "claim": _label(created)}})
+        return created
+
+    async def _patch_extended_status(self, client: APIClient, st: _State, pod: PodInfo, node_name: str) -> None:
+        """``patchPodExtendedResourceClaimStatus``: the pod's ``status.extendedResourceClaimStatus``."""
+        ext = st.extended
+        assert ext is not None
+        mappings = ext.variants.get(ext.node_variant.get(node_name, ()), ({}, []))[1]
+        if not mappings:
+            raise _BindError(f"nil or empty request mappings, no update of pod {pod.namespace}/{pod.name} "
+                             "ExtendedResourceClaimStatus")
+        body = {"status": {"extendedResourceClaimStatus": {"requestMappings": mappings,
+                                                           "resourceClaimName": _name(st.claims[-1])}}}
+        try:
+            await client.request("PATCH", f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status", body=body,
+                                 content_type="application/strategic-merge-patch+json")
+        except ApiError as exc:
+            if exc.local:
+                raise
+            raise _BindError(f"update pod {pod.namespace}/{pod.name} ExtendedResourceClaimStatus: {exc}") from None
+        except OSError as exc:
+            raise _BindError(f"update pod {pod.namespace}/{pod.name} ExtendedResourceClaimStatus: {exc}") from None
 
     def _current_claim(self, claim: dict[str, Any]) -> dict[str, Any]:
         """The claim as the store has it, or as PreBind wrote it when that is newer."""
@@ -733,11 +1043,16 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
     # -- queueing ----------------------------------------------------------------------------------
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
+        claim_actions = ("Add", "Update", "Delete") if self.kube_version >= (1, 37) else ("Add", "Update")
         return (ClusterEventWithHint(ClusterEvent("Node", "Add")),
                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")),
                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeAllocatable")),
-                ClusterEventWithHint(ClusterEvent("ResourceClaim", "Add"), self._after_claim_change),
-                ClusterEventWithHint(ClusterEvent("ResourceClaim", "Update"), self._after_claim_change),
+                *(ClusterEventWithHint(ClusterEvent("ResourceClaim", a), self._after_claim_change)
+                  for a in claim_actions),
+                # The pod's own generated claims published (1.35's Pod/UpdatePodGeneratedResourceClaim,
+                # 1.37's TargetPod: the same update of the waiting pod itself)
+                ClusterEventWithHint(ClusterEvent("TargetPod", "UpdatePodGeneratedResourceClaim"),
+                                     self._after_target_pod_update),
                 ClusterEventWithHint(ClusterEvent("DeviceClass", "Add")),
                 ClusterEventWithHint(ClusterEvent("DeviceClass", "Update")),
                 ClusterEventWithHint(ClusterEvent("ResourceSlice", "Add")),
@@ -755,11 +1070,24 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
             return True
         return bool(before) and _taint_key(old) != _taint_key(new)
 
+    def _after_target_pod_update(self, pod: PodInfo, old: PodInfo | None, new: PodInfo | None) -> bool:
+        """The waiting pod's own update published its claims, and all of them are there now
+        (``isSchedulableAfterTargetPodUpdate``)."""
+        if new is None:
+            return False
+        try:
+            self.pod_claims(new)
+        except ClaimNotReady:
+            return False
+        return True
+
     def _after_claim_change(self, pod: PodInfo, old: dict[str, Any] | None, new: dict[str, Any] | None) -> bool:
         """A claim the pod uses was created or changed, and all its claims are there now; or some
-        claim was deallocated (``isSchedulableAfterClaimChange``)."""
-        if not pod.resource_claims:
-            return False
+        claim was deallocated; or (1.37) a claim deleted while allocated
+        (``isSchedulableAfterClaimChange``)."""
+        if new is None:
+            # 1.37's Delete: the devices of an allocated claim are free again
+            return old is not None and bool((old.get("status") or {}).get("allocation"))
         try:
             claims = self.pod_claims(pod)
         except ClaimNotReady:

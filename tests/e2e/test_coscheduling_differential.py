@@ -32,7 +32,6 @@ import asyncio
 import pytest
 
 from pysched_dev.testkit import create_nodes, create_pods, ensure_namespace, list_pods, make_node, make_pod
-from tests.differential import no_claims_verdict
 
 from .conftest import wait_for
 from .podgroup_kit import LABEL, create_podgroup, install_crd, podgroup
@@ -172,15 +171,10 @@ async def run_scenarios(admin, scheduler: str, start, scenarios: dict[str, int] 
 
 
 def normalised(results: dict[str, tuple[dict, dict]], scheduler: str) -> dict:
-    # the namespaces carry the scheduler's name; nothing else in a message may differ - but
-    # scheduler-plugins' scheduler runs kube-scheduler 1.35's framework, whose DynamicResources
-    # PostFilter says "no new claims to deallocate, ", where the control plane's release, which
-    # pysched follows, may say nothing (1.37): its messages are read as that release words them
-    def words(msg: str) -> str:
-        if scheduler == UPSTREAM:
-            msg = msg.replace("no new claims to deallocate, ", no_claims_verdict())
-        return msg
-    return {scenario: (placed, {pod: words(msg.replace(f"{scenario}-{scheduler}/", f"{scenario}/"))
+    # the namespaces carry the scheduler's name; nothing else in a message may differ (pysched
+    # follows kube-scheduler 1.35 here, as scheduler-plugins' scheduler is built on it:
+    # ``scheduler_plugins_kit.ORACLE_RELEASE``)
+    return {scenario: (placed, {pod: msg.replace(f"{scenario}-{scheduler}/", f"{scenario}/")
                                 for pod, msg in messages.items()})
             for scenario, (placed, messages) in results.items()}
 
@@ -226,7 +220,8 @@ async def test_coscheduling_default_reject_percentage_matches_scheduler_plugins(
     waiter = "0/1 nodes are available: 1 optimistic rejection in PostFilter."
     assert theirs["reject"] == ({"m0": False, "m1": False, "m2": False}, {
         "m0": waiter, "m1": waiter,
-        "m2": f"0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. {no_claims_verdict()}"
+        "m2": "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. "
+              "no new claims to deallocate, "
               "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling., "
               "PodGroup reject/g gets rejected due to Pod m2 is unschedulable even after PostFilter"})
     assert ours == theirs
@@ -257,7 +252,7 @@ async def test_coscheduling_older_group_wins_like_scheduler_plugins(control_plan
     ours = normalised(await run_scenarios(admin, "pysched", start_pysched, COMPETE), "pysched")
     print("scheduler-plugins:", theirs)
     print("pysched:", ours)
-    verdict = f"0/2 nodes are available: 2 Insufficient nvidia.com/gpu. {no_claims_verdict()}preemption: "
+    verdict = "0/2 nodes are available: 2 Insufficient nvidia.com/gpu. no new claims to deallocate, preemption: "
     assert theirs["compete"] == ({"a0": False, "a1": False, "b0": True, "b1": True},   # the older group won
                                  dict.fromkeys(("a0", "a1"), verdict + "0/2 nodes are available: 2 No preemption "
                                                "victims found for incoming pod."))

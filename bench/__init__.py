@@ -1,4 +1,4 @@
-"""Side-by-side scheduling benchmark: pysched against kube-scheduler 1.35 on one control plane.
+"""Side-by-side scheduling benchmark: pysched against the control plane's kube-scheduler (1.37.2 by default).
 
 In the style of kube-scheduler's ``test/integration/scheduler_perf``: bare Node objects, a phase of
 init pods, then measured pods created as fast as the API server takes them while a separate watcher

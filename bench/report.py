@@ -272,13 +272,16 @@ def sections(results: list[dict]) -> list[tuple[str, str]]:
 
 
 PROFILE_TEXT = {
-    "default": "pysched ran its default profile: kube-scheduler 1.35's default plugins, the same set "
-               "kube-scheduler ran (like with like: the same Filter and Score work per pod).",
-    "shipped": "pysched ran the shipped profile: kube-scheduler 1.35's default plugins plus pysched's own "
-               "scores (GPU, AZSpread, CapacityType, InstanceType), work kube-scheduler did not do.",
-    "loadaware": "pysched ran the loadaware profile: kube-scheduler 1.35's default plugins plus TargetLoadPacking "
-                 "and LoadVariationRiskBalancing, reading every node's cpu/memory figures from a real Prometheus "
-                 "(scraping one exporter every 5 s; the scheduler fetches at the default 15 s interval, 2 s timeout).",
+    "default": "pysched ran its default profile: kube-scheduler's default plugins (of the control plane's "
+               "release), the same set kube-scheduler ran (like with like: the same Filter and Score work per "
+               "pod).",
+    "shipped": "pysched ran the shipped profile: kube-scheduler's default plugins (of the control plane's "
+               "release) plus pysched's own scores (GPU, AZSpread, CapacityType, InstanceType), work "
+               "kube-scheduler did not do.",
+    "loadaware": "pysched ran the loadaware profile: kube-scheduler's default plugins (of the control plane's "
+                 "release) plus TargetLoadPacking and LoadVariationRiskBalancing, reading every node's cpu/memory "
+                 "figures from a real Prometheus (scraping one exporter every 5 s; the scheduler fetches at the "
+                 "default 15 s interval, 2 s timeout).",
 }
 
 

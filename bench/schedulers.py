@@ -1,7 +1,7 @@
-"""The schedulers under test, started as processes: pysched, kube-scheduler 1.35, the null binder.
+"""The schedulers under test, started as processes: pysched, the control plane's kube-scheduler, the null binder.
 
 All get the same client QPS/burst and leader election off. pysched runs one of three profiles
-(``PROFILES``): ``default``, kube-scheduler 1.35's default plugins, the very set kube-scheduler
+(``PROFILES``): ``default``, kube-scheduler's default plugins, the very set kube-scheduler
 runs beside it (like with like: the same Filter and Score work per pod); ``shipped``, those plus
 pysched's own scores (GPU, AZSpread, CapacityType, InstanceType) as the shipped ConfigMap enables
 them; or ``loadaware``, the default plus TargetLoadPacking and LoadVariationRiskBalancing reading

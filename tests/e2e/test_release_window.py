@@ -84,6 +84,16 @@ async def test_pysched_follows_the_api_servers_release(control_plane, scheduler_
         proc.close()
 
 
+def plain_kubeconfig(path, port: int):
+    """A kubeconfig for plain HTTP on loopback ``port``, with a token."""
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    return path
+
+
 class _Version(http.server.BaseHTTPRequestHandler):
     git_version = "v1.38.0"
 
@@ -109,12 +119,7 @@ def newer_api_server(tmp_path):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), _Version)
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
-    kubeconfig = tmp_path / "newer.kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{server.server_port}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    kubeconfig = plain_kubeconfig(tmp_path / "newer.kubeconfig", server.server_port)
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump(scheduler_config()))
     try:
@@ -163,12 +168,7 @@ async def test_emulated_version_runs_against_it_with_a_warning(newer_api_server,
     (["--emulated-version", "1.34"], "--emulated-version 1.34: pysched emulates kube-scheduler 1.35 to 1.37"),
 ])
 def test_bad_flags_exit_2_before_any_api_call(tmp_path, flags, message):
-    kubeconfig = tmp_path / "nowhere.kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{free_port()}"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    kubeconfig = plain_kubeconfig(tmp_path / "nowhere.kubeconfig", free_port())
     t = time.monotonic()
     proc = _run(["run", "--kubeconfig", str(kubeconfig), "--no-serve", *flags])
     assert proc.returncode == 2 and message in proc.stderr, proc.stderr[-2000:]

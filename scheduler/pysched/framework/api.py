@@ -9,7 +9,8 @@ imports only ``pysched.framework`` and ``pysched.framework.api``.
   ``parse_quantity``, ``quantity_value``, ``resource_value``, ``format_resource``;
 - names and durations: ``qualified_name_problem``, ``parse_duration`` (``metav1.Duration`` in args);
 - errors: ``ConfigError`` (a plugin's ``Args.validate`` raises it), ``ObjectError`` and
-  ``aggregate_errors`` (an invalid object), ``QuantityError``, ``ApiError`` (an API call failed).
+  ``aggregate_errors`` (an invalid object), ``go_quote`` (Go's ``%q``), ``QuantityError``,
+  ``ApiError`` (an API call failed).
 """
 
 from pysched.apis.config.fields import parse_duration
@@ -30,6 +31,7 @@ from pysched.apis.core.model import (
                                      Toleration,
                                      aggregate_errors,
                                      find_untolerated_taint,
+                                     go_quote,
                                      parse_label_selector,
                                      parse_node_selector,
                                      parse_preferred_terms,
@@ -44,7 +46,7 @@ __all__ = [
     "ApiError", "CPU", "ConfigError", "FieldRequirement", "LabelSelector", "MEMORY", "NO_EXECUTE", "NO_SCHEDULE",
     "NodeSelector", "NodeSelectorTerm", "ObjectError", "PREFER_NO_SCHEDULE", "PreferredTerm", "QuantityError",
     "Requirement", "Taint", "Toleration", "aggregate_errors", "find_untolerated_taint", "format_resource",
-    "is_extended_resource", "is_scalar", "parse_duration", "parse_label_selector", "parse_node_selector",
+    "go_quote", "is_extended_resource", "is_scalar", "parse_duration", "parse_label_selector", "parse_node_selector",
     "parse_preferred_terms", "parse_quantity", "qualified_name_problem", "quantity_value", "resource_value",
     "tolerates_taint",
 ]

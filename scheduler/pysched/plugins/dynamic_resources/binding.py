@@ -33,6 +33,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pysched.framework.api import go_quote
+
 GATE = "DRADeviceBindingConditions"
 DEVICE_STATUS_GATE = "DRAResourceClaimDeviceStatus"
 BINDING_TIMEOUT_DEFAULT = "10m0s"   # DynamicResourcesBindingTimeoutDefault, as kube writes it
@@ -98,31 +100,10 @@ def claim_ready(claim: dict[str, Any]) -> bool:
             c = _condition(status, kind)
             if c is not None and c.get("status") == "True":
                 raise BindingFailed(f"{FAILED}: claim={_name(claim)}, reason={c.get('reason', '')}, "
-                                    f"message={_go_quote(c.get('message', ''))}")
+                                    f"message={go_quote(c.get('message', ''))}")
         if not all(_is_true(status, kind) for kind in result["bindingConditions"]):
             return False
     return True
-
-
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
-            "\t": "\\t", "\v": "\\v"}
-
-
-def _go_quote(text: str) -> str:
-    """Go's ``%q`` of a string (``strconv.Quote``)."""
-    out = []
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    return '"' + "".join(out) + '"'
 
 
 def parse_time(text: str | None) -> datetime | None:

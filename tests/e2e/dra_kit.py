@@ -193,14 +193,9 @@ async def publish_claim_statuses(admin: KubeClient, pod: dict, statuses: dict[st
 # and DRAResourceClaimDeviceStatus, on by default from 1.36) on every allocation it writes; 1.35 never.
 # The time itself differs between runs: the outcome keeps only that it is there.
 TIMESTAMP_SET = "<set>"
-_RELEASE: list[tuple[int, int]] = []
-
-
 def release() -> tuple[int, int]:
     """The control plane's Kubernetes release (its binaries'), which both schedulers follow."""
-    if not _RELEASE:
-        _RELEASE.append(binaries_version())
-    return _RELEASE[0]
+    return binaries_version()
 
 
 def stamps_allocations() -> bool:
@@ -735,31 +730,6 @@ async def run_cases(who: str, cases: list[Case] | None = None, timeout: float = 
 
 
 # -- kube-scheduler 1.37's gates (appended for tests/e2e/test_dra_binding_differential.py) -------
-
-# The kube feature gates a 1.37.2 kube-scheduler runs DRA with (on by default there, off in 1.35)
-# that pysched's DynamicResources reads from handle.feature_gates.
-KUBE_137_DRA_GATES = ("DRADeviceBindingConditions", "DRAResourceClaimDeviceStatus")
-
-
-def pysched_gate_args(gates: tuple[str, ...] = KUBE_137_DRA_GATES) -> list[str]:
-    """The command-line arguments that turn ``gates`` on in pysched."""
-    return ["--feature-gates", ",".join(f"{g}=true" for g in gates)]
-
-
-def pysched_takes_gates(gates: tuple[str, ...] = KUBE_137_DRA_GATES) -> bool:
-    """Whether pysched's ``--feature-gates`` accepts ``gates`` (kube's own names)."""
-    from pysched.framework.features import FeatureGateError, parse_feature_gates
-    try:
-        return set(gates) <= parse_feature_gates(pysched_gate_args(gates)[1])
-    except FeatureGateError:
-        return False
-
-
-async def server_minor(admin: KubeClient) -> int:
-    """The API server's minor version (``/version``)."""
-    info = await admin.request("GET", "/version", rate_limit=False)
-    return int(str(info.get("minor", "0")).rstrip("+"))
-
 
 def binding_slice(node: str, devices: list[dict]) -> dict:
     """One node-local ResourceSlice of ``DRIVER`` (pool = the node) with ``devices`` as given

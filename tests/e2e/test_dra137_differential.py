@@ -22,12 +22,11 @@ readable).
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 
 import pytest
 
-from pysched_dev.devcluster import binaries_dir
+from pysched_dev.devcluster import binaries_version
 
 from .dra_kit import (
     DRIVER,
@@ -46,17 +45,7 @@ from .dra_kit import (
 
 pytestmark = pytest.mark.e2e
 
-def _control_plane_version() -> tuple[int, int]:
-    try:
-        out = subprocess.run([str(binaries_dir() / "kube-apiserver"), "--version"], capture_output=True,
-                             text=True, timeout=30).stdout   # "Kubernetes v1.37.2"
-        major, minor = out.split()[-1].lstrip("v").split(".")[:2]
-        return int(major), int(minor)
-    except Exception:  # noqa: BLE001 - no usable control plane: the module is skipped
-        return (0, 0)
-
-
-if _control_plane_version() < (1, 37):
+if binaries_version() < (1, 37):
     pytest.skip("needs a Kubernetes 1.37 control plane (PYSCHED_BIN_DIR)", allow_module_level=True)
 
 # -- objects ------------------------------------------------------------------------------------
@@ -467,17 +456,8 @@ async def test_pysched_allocates_as_kube_scheduler(case):
     ours = await outcome_of("pysched")
     assert ours.outcomes[case.name] == kube.outcomes[case.name], ours.explain(case.name)
     prefix = f"{case.namespace}/"
-    assert ({k: postfilter_137(v) for k, v in ours.messages.items() if k.startswith(prefix)}
+    assert ({k: v for k, v in ours.messages.items() if k.startswith(prefix)}
             == {k: v for k, v in kube.messages.items() if k.startswith(prefix)})
-
-
-def postfilter_137(message: str) -> str:
-    """pysched's message as kube-scheduler 1.37 words it: its DynamicResources PostFilter returns
-    Unschedulable without 1.35's "still not schedulable" / "no new claims to deallocate" (a
-    release difference outside what this file tests)."""
-    for verdict in ("still not schedulable, ", "no new claims to deallocate, "):
-        message = message.replace(f". {verdict}", ". ")
-    return message
 
 
 async def test_pysched_as_its_serviceaccount_allocates_as_kube_scheduler():

@@ -21,8 +21,8 @@ BindingConditionsPending). kube-scheduler polls the conditions every 5 s; pysche
 claim's watch, so it may need fewer attempts, but not different ones. kube-scheduler's outcome is
 also checked against the one written down for each case.
 
-pysched is given kube-scheduler 1.37's DRA gates (``dra_kit.pysched_gate_args``); the tests are
-skipped while its ``--feature-gates`` does not take kube's gate names.
+pysched follows the 1.37 API server's release, so its binding-condition gates are on as
+kube-scheduler's; on an older control plane the tests are skipped.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import pytest
 
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
-from pysched_dev.devcluster import ControlPlane, KubeSchedulerProcess
+from pysched_dev.devcluster import ControlPlane, KubeSchedulerProcess, binaries_version
 from pysched_dev.testkit import create_nodes, make_node
 from tests.differential import strip_postfilter
 
@@ -55,9 +55,6 @@ from .dra_kit import (
     exactly,
     normalize_claim,
     pod_events,
-    pysched_gate_args,
-    pysched_takes_gates,
-    server_minor,
     set_device_conditions,
 )
 from .test_manifests_metrics import sa_kubeconfig
@@ -210,7 +207,7 @@ async def run(who: str, timeout: float = 90.0) -> Run:
     with ControlPlane() as cp:
         admin = KubeClient(load_kubeconfig(cp.kubeconfig), qps=0, burst=1)
         try:
-            if await server_minor(admin) < 37:
+            if binaries_version(cp.bin) < (1, 37):
                 pytest.skip("binding conditions are on by default from kube-scheduler 1.36/1.37 "
                             "(PYSCHED_BIN_DIR: a 1.37 control plane)")
             await create(admin)
@@ -224,7 +221,7 @@ async def run(who: str, timeout: float = 90.0) -> Run:
                     await kustomize.apply(admin, REPO / "manifests")
                     kubeconfig = await sa_kubeconfig(cp, admin, "scheduler-lab")
                 ours = SchedulerProcess(cp, cp.workdir, scheduler_config(profiles=profiles()), name=who,
-                                        kubeconfig=kubeconfig, extra_args=pysched_gate_args()).start()
+                                        kubeconfig=kubeconfig).start()
                 stop, log_path = ours.close, ours.log_path
             try:
                 deadline = time.monotonic() + timeout
@@ -249,8 +246,6 @@ _RUNS: dict[str, Run | BaseException] = {}
 
 
 async def outcome_of(who: str) -> Run:
-    if who != "kube" and not pysched_takes_gates():
-        pytest.skip("pysched's --feature-gates does not take kube's DRA gate names yet")
     if who not in _RUNS:
         try:
             _RUNS[who] = await run(who)

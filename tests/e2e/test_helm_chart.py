@@ -170,6 +170,12 @@ def test_default_rendering_mirrors_the_manifests(helm):
     assert selector.items() <= dep["spec"]["template"]["metadata"]["labels"].items()
     anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
     assert anti["podAffinityTerm"]["labelSelector"]["matchLabels"] == selector
+    # The scrape annotations (a kubernetes_sd_configs pod-role job reads them): the manifests' own.
+    scrape = {k: v for k, v in dep["spec"]["template"]["metadata"]["annotations"].items()
+              if k.startswith("prometheus.io/")}
+    assert scrape == shipped_dep["spec"]["template"]["metadata"]["annotations"] == {
+        "prometheus.io/scrape": "true", "prometheus.io/scheme": "https", "prometheus.io/port": "10259",
+        "prometheus.io/path": "/metrics"}
     assert one(objs, "Service")["spec"]["selector"] == selector
     pdb = one(objs, "PodDisruptionBudget")
     assert pdb["spec"] == {"minAvailable": 1, "selector": {"matchLabels": selector}}
@@ -245,6 +251,7 @@ def test_every_knob(helm, tmp_path):
     assert "priorityClassName" not in pod and pod["serviceAccountName"] == "batch-scheduler"
     assert dep["spec"]["template"]["metadata"]["labels"]["team"] == "batch"
     assert dep["spec"]["template"]["metadata"]["annotations"]["team"] == "batch"
+    assert not [k for k in dep["spec"]["template"]["metadata"]["annotations"] if k.startswith("prometheus.io/")]
     sa = one(objs, "ServiceAccount")
     assert sa["metadata"]["name"] == "batch-scheduler" and sa["metadata"]["annotations"] == values["serviceAccount"][
         "annotations"]

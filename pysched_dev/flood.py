@@ -28,14 +28,19 @@ class FloodStats:
 
 async def flood(host: str, port: int, *, tls: bool, connections: int, headers: int, size: int,
                 seconds: float, pace: float = 0.01, source: str | None = None,
-                stats: FloodStats | None = None) -> FloodStats:
-    """Keep ``connections`` slow clients going for ``seconds``; returns what happened."""
+                client_cert: tuple[str, str] | None = None, stats: FloodStats | None = None) -> FloodStats:
+    """Keep ``connections`` slow clients going for ``seconds``; returns what happened.
+
+    ``client_cert`` (certificate and key files) is presented in the TLS handshake: a client the
+    server trusts (``--client-ca-file``) that misbehaves, past the handshake a stranger fails."""
     stats = stats or FloodStats()
     ctx = None
     if tls:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
+        if client_cert:
+            ctx.load_cert_chain(*client_cert)
     end = time.monotonic() + seconds
     value = b"x" * max(1, size - 16)
 
@@ -82,9 +87,13 @@ def main() -> None:
     p.add_argument("--size", type=int, default=8192)
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--source", default=None, help="local address to connect from (e.g. 127.0.0.2)")
+    p.add_argument("--cert", default=None, help="client certificate for the TLS handshake (with --key)")
+    p.add_argument("--key", default=None, help="the client certificate's key")
     a = p.parse_args()
+    if bool(a.cert) != bool(a.key):
+        p.error("--cert and --key go together")
     s = asyncio.run(flood(a.host, a.port, tls=a.tls, connections=a.connections, headers=a.headers, size=a.size,
-                          seconds=a.seconds, source=a.source))
+                          seconds=a.seconds, source=a.source, client_cert=(a.cert, a.key) if a.cert else None))
     print(f"opened={s.opened} closed_by_server={s.closed_by_server} answers={s.answers}")
 
 

@@ -22,7 +22,7 @@ OLDEST_K8S ?= 1.35.4
 PYTEST_WORKERS ?= 4
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install docs control-plane control-plane-oldest test-oldest kwok helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-smoke soak image image-push clean
+.PHONY: all venv install docs control-plane control-plane-oldest test-oldest kwok helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-smoke soak image image-push release clean
 
 all: test
 
@@ -142,6 +142,13 @@ image:
 
 image-push: image
 	$(DOCKER) push $(IMAGE)
+
+# Every artifact of a release, built here from the commit, into dist/release (pysched_dev.release):
+# sdists, pysched's Linux amd64/arm64 wheels with pysched-cel, pysched-policy's wheel, the image as an
+# OCI archive (hack/image.sh), the chart package, RELEASE_NOTES.md and SHA256SUMS. It refuses to start
+# when the files disagree on the version. RELEASE_SKIP_IMAGE=1: all but the image (not a release).
+release: install
+	$(PY) -m pysched_dev.release
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -130,6 +130,11 @@ class Metrics:
             "leader_election_master_status",
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. "
             "'name' is the string used to identify the lease. Please make sure to group by name.", ["name"], registry=r)
+        self.dra_cel_engine = Gauge(
+            "pysched_dra_cel_engine", "The engine that evaluates DRA device selectors: 1 for the one this process "
+            "uses. 'pysched-cel' is kube-scheduler's own CEL; 'builtin' is a subset in which many selectors fail "
+            "to compile, used when the pysched-cel helper was not found (the log says how to fix it). Exported "
+            "only when a profile enables DynamicResources.", ["engine"], registry=r)
         self.fenced_writes = Counter(
             "pysched_fenced_writes_total",
             "API writes this replica did not send because it could not prove it leads at that moment "

@@ -3,7 +3,8 @@
 The live scheduler (``app``), the offline engine behind ``pysched simulate`` (``tools.offline``)
 and the extender server all build their frameworks here, so the three run the same plugins with
 the same arguments. The in-tree plugin set (``pysched.plugins``) is handed to the registry here:
-the framework itself knows no plugin.
+the framework itself knows no plugin. Building a profile that enables DynamicResources also exports
+which CEL engine evaluates its device selectors (``pysched_dra_cel_engine``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,19 @@ from pysched.apis.config import SchedulerConfig
 from pysched.apis.features import NEWEST
 from pysched.backend.queue.scheduling_queue import SchedulingQueue
 from pysched.client.objectstore import ObjectStore
-from pysched.framework.features import default_gates
+from pysched.framework.features import DRA_CONSUMABLE_CAPACITY, default_gates
 from pysched.framework.handle import APIClient, EventRecorder, Handle, SnapshotView
 from pysched.framework.loadmetrics import LoadMetrics
+from pysched.metrics import METRICS
 from pysched.plugins import IN_TREE
+from pysched.plugins.dynamic_resources import cel
+from pysched.plugins.dynamic_resources.cel_builtin import BuiltinEngine
+from pysched.plugins.dynamic_resources.cel_go import GoEngine
 from pysched.runtime.framework import Framework
 from pysched.runtime.plugin_metrics import PrometheusPluginMetrics
 from pysched.runtime.registry import Registry, build_registry
+
+DRA_PLUGIN = "DynamicResources"
 
 
 def default_registry(plugin_modules: Iterable[str] = ()) -> Registry:
@@ -49,7 +56,16 @@ def build_frameworks(cfg: SchedulerConfig, registry: Registry, *, cache: Snapsho
                         kube_version=kube_version,
                         metrics=PrometheusPluginMetrics(prof.scheduler_name))
         out[prof.scheduler_name] = Framework(prof, registry, handle)
+    if any(DRA_PLUGIN in fw.plugins for fw in out.values()):
+        export_cel_engine(cel.describe(DRA_CONSUMABLE_CAPACITY in gates))
     return out
+
+
+def export_cel_engine(name: str) -> None:
+    """``pysched_dra_cel_engine``: 1 for the engine in use, 0 for the other, so an alert on
+    ``{engine="builtin"} == 1`` finds a replica without pysched-cel (docs/operations.md)."""
+    for engine in (GoEngine.name, BuiltinEngine.name):
+        METRICS.dra_cel_engine.labels(engine).set(1 if engine == name else 0)
 
 
 def waiting_room(frameworks: dict[str, Framework]) -> dict:

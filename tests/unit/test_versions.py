@@ -1,6 +1,6 @@
-"""One version for the whole release: the package, the policy plugins' package (plugins/), the chart's
-version and appVersion, and the image tag the manifests deploy (the release workflow refuses a tag
-that differs from them)."""
+"""The CHANGELOG's top section and the example configurations. That the package, the policy plugins'
+package, the chart and the manifests share one version is ``test_release_versions.py``'s (the check
+``make release`` and the release workflow run)."""
 
 from __future__ import annotations
 
@@ -13,24 +13,11 @@ from pysched import __version__
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_package_chart_and_manifests_share_one_version():
-    import pysched_policy
+def test_the_changelog_starts_with_unreleased_or_this_version():
+    """Work in progress goes under ``## [Unreleased]``; a release renames it ``## [X.Y.Z] - date``."""
+    from pysched_dev.release.versions import changelog_sections
 
-    chart = yaml.safe_load((REPO / "charts" / "pysched" / "Chart.yaml").read_text())
-    assert chart["version"] == chart["appVersion"] == __version__ == pysched_policy.__version__
-    values = yaml.safe_load((REPO / "charts" / "pysched" / "values.yaml").read_text())
-    for kustomization in (REPO / "manifests" / "kustomization.yaml",
-                          REPO / "manifests" / "components" / "extender" / "kustomization.yaml"):
-        (image,) = yaml.safe_load(kustomization.read_text())["images"]
-        assert image["newTag"] == __version__, kustomization
-        assert image["newName"] == values["image"]["repository"], kustomization   # one registry path
-    release = (REPO / ".github" / "workflows" / "release.yml").read_text()
-    assert "__version__" in release and "appVersion" in release    # the workflow checks the tag against them
-    assert "plugins/src/pysched_policy/__init__.py" in release and "build --outdir dist plugins" in release
-
-
-def test_changelog_has_an_unreleased_section():
-    assert "## [Unreleased]" in (REPO / "CHANGELOG.md").read_text()
+    assert changelog_sections(REPO)[0] in ("Unreleased", __version__)
 
 
 def test_the_gang_example_configuration_is_the_coscheduling_components():

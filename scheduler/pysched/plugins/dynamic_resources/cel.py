@@ -8,13 +8,20 @@ Two engines, one chosen for the process (``engine()``):
 
 * ``pysched-cel`` (``cel_go``) - kube-scheduler's own CEL code in a helper binary built from
   ``cmd/pysched-cel``: every library, optional types, the cost limit and the error texts exactly as
-  upstream. Used when ``PYSCHED_CEL_HELPER`` names it or ``pysched-cel`` is on ``PATH`` (the
-  container image ships it; ``make`` builds it with ``hack/pysched-cel.sh``).
+  upstream. Found (``find_helper``), in this order, where ``PYSCHED_CEL_HELPER`` names it, in the
+  package itself (``pysched/_bin/pysched-cel``: the Linux amd64 and arm64 wheels carry it), or on
+  ``PATH`` (the container image has it there; ``make`` builds it with ``hack/pysched-cel.sh``; an
+  editable install has no ``_bin``).
 * ``builtin`` (``cel_builtin``) - a subset in Python (Rust CEL plus ``quantity()``/``semver()``),
-  used otherwise, with one warning at start: a selector it cannot read fails to compile, so its pod
-  stays pending where kube-scheduler might place it.
+  used otherwise: a selector it cannot read fails to compile, so its pod stays pending where
+  kube-scheduler would place it (63 of the 114 library selectors of ``tests/unit/test_dra_cel.py``).
+  That is a broken install, not a mode: it is logged at ERROR level when the engine is chosen (the
+  DynamicResources plugin chooses it when its profile is built, at start), naming the fix, and the
+  process exports ``pysched_dra_cel_engine{engine="builtin"} 1`` (``describe``; docs/operations.md
+  has the alert).
 
-``PYSCHED_CEL_ENGINE=builtin`` forces the subset; ``=pysched-cel`` makes a missing helper an error.
+``PYSCHED_CEL_ENGINE=builtin`` forces the subset (logged at INFO: a choice, not an accident);
+``=pysched-cel`` makes a missing helper an error (the profile is refused at start).
 
 Expressions are compiled once (``compile_selector``, memoised by text). A device keeps what each
 selector said about it (``CelDevice``), and the allocator asks for a selector over many devices at
@@ -33,6 +40,7 @@ import logging
 import os
 import shutil
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -41,13 +49,55 @@ from pysched.plugins.dynamic_resources.cel_builtin import BuiltinEngine, device_
 from pysched.plugins.dynamic_resources.cel_go import GoEngine
 from pysched.plugins.dynamic_resources.celerrors import SelectorError
 
-__all__ = ["CelDevice", "Selector", "SelectorError", "compile_selector", "device_variable", "engine", "prefetch"]
+__all__ = ["CelDevice", "Selector", "SelectorError", "compile_selector", "describe", "device_variable", "engine",
+           "find_helper", "prefetch"]
 
 log = logging.getLogger("pysched.plugins.dra.cel")
 
 ENGINE_ENV = "PYSCHED_CEL_ENGINE"
 HELPER_ENV = "PYSCHED_CEL_HELPER"
 HELPER_NAME = "pysched-cel"
+# Where a platform wheel puts the helper: pysched/_bin/pysched-cel (package data; absent from the
+# source tree, the sdist and the pure wheel).
+BUNDLED = Path(__file__).resolve().parents[2] / "_bin" / HELPER_NAME
+
+FALLBACK_MESSAGE = (
+    "pysched-cel not found: DRA device selectors fall back to the built-in CEL subset (no optional types, "
+    "no strings, lists, sets, regex, IP/CIDR, URL or format libraries): a selector outside it fails to "
+    "compile and its pod stays pending where kube-scheduler would place it. Fix: install a Linux amd64 or "
+    "arm64 wheel of pysched (it carries the helper), use the container image, or build cmd/pysched-cel "
+    "(hack/pysched-cel.sh) and put it on PATH or set PYSCHED_CEL_HELPER; PYSCHED_CEL_ENGINE=builtin "
+    "chooses the subset knowingly")
+
+# The choices already logged (``engine`` is cached per DRAConsumableCapacity value: one line each time
+# the choice itself changes, which only tests do).
+_announced: set[tuple[str, str | None, str]] = set()
+
+
+def find_helper() -> tuple[str, str] | None:
+    """Where pysched-cel is, and how it was found: ``(path, source)`` with source
+    ``PYSCHED_CEL_HELPER``, ``bundled`` (the wheel's ``pysched/_bin``) or ``PATH``; None when none has it."""
+    override = os.environ.get(HELPER_ENV)
+    if override:
+        return override, HELPER_ENV
+    if os.access(BUNDLED, os.X_OK) and BUNDLED.is_file():
+        return str(BUNDLED), "bundled"
+    found = shutil.which(HELPER_NAME)
+    return (found, "PATH") if found else None
+
+
+def _announce(name: str, path: str | None, source: str) -> None:
+    key = (name, path, source)
+    if key in _announced:
+        return
+    _announced.add(key)
+    if path is not None:
+        log.info("DRA CEL engine", extra={"kv": {"engine": name, "helper": path, "found_by": source}})
+    elif source == ENGINE_ENV:
+        log.info("DRA CEL engine: the built-in subset, as %s=builtin asks", ENGINE_ENV,
+                 extra={"kv": {"engine": name}})
+    else:
+        log.error(FALLBACK_MESSAGE, extra={"kv": {"engine": name}})
 
 
 @lru_cache(maxsize=2)
@@ -57,18 +107,24 @@ def engine(consumable_capacity: bool = False) -> BuiltinEngine | GoEngine:
     wanted = os.environ.get(ENGINE_ENV, "").strip().lower()
     if wanted not in ("", "auto", "builtin", HELPER_NAME):
         raise SelectorError(f"{ENGINE_ENV}={wanted!r}: expected {HELPER_NAME}, builtin or auto")
-    if wanted != "builtin":
-        path = os.environ.get(HELPER_ENV) or shutil.which(HELPER_NAME)
-        if path:
-            return GoEngine(path, consumable_capacity=consumable_capacity)
-        if wanted == HELPER_NAME:
-            raise SelectorError(f"{ENGINE_ENV}={HELPER_NAME} but the helper is not on PATH and {HELPER_ENV} "
-                                "is not set")
-        log.warning("pysched-cel not found: DRA device selectors use the built-in subset (no optional types, no "
-                    "strings, lists, sets, regex, IP/CIDR, URL or format libraries); a selector outside it fails "
-                    "to compile. Put pysched-cel on PATH or set PYSCHED_CEL_HELPER (make builds it: "
-                    "hack/pysched-cel.sh)")
+    if wanted == "builtin":
+        _announce(BuiltinEngine.name, None, ENGINE_ENV)
+        return BuiltinEngine()
+    found = find_helper()
+    if found:
+        _announce(GoEngine.name, *found)
+        return GoEngine(found[0], consumable_capacity=consumable_capacity)
+    if wanted == HELPER_NAME:
+        raise SelectorError(f"{ENGINE_ENV}={HELPER_NAME} but the helper is not on PATH, not in the package "
+                            f"({BUNDLED}) and {HELPER_ENV} is not set")
+    _announce(BuiltinEngine.name, None, "not found")
     return BuiltinEngine()
+
+
+def describe(consumable_capacity: bool = False) -> str:
+    """The name of the engine of this process (``pysched-cel`` or ``builtin``), chosen (and
+    announced) if it was not yet: what ``pysched_dra_cel_engine`` exports."""
+    return engine(consumable_capacity).name
 
 
 class Selector:

@@ -156,7 +156,7 @@ from pysched.framework.api import ApiError, ConfigError, NodeSelector, ObjectErr
 from pysched.framework.features import DRA_EXTENDED_RESOURCE
 from pysched.framework.handle import APIClient
 from pysched.framework.nodeinfo import NodeInfo
-from pysched.plugins.dynamic_resources import binding, extended
+from pysched.plugins.dynamic_resources import binding, cel, extended
 from pysched.plugins.dynamic_resources.allocated import CLAIMS, AllocatedDevices, Unavailable
 from pysched.plugins.dynamic_resources.allocator import (
     CONSUMABLE_CAPACITY,
@@ -320,6 +320,10 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         # (claim uid, pod uid) -> Unreserve's removal of the pod from reservedFor, still on its way.
         self.unreserving: dict[tuple[str, str], asyncio.Event] = {}
         self.features = handle.feature_gates
+        # The CEL engine is chosen now, at start, not at the first selector: a missing pysched-cel is
+        # logged at ERROR level while the operator is watching, and PYSCHED_CEL_ENGINE=pysched-cel
+        # without it refuses the profile (``cel.engine``).
+        cel.engine(CONSUMABLE_CAPACITY in self.features)
         self.taint_rules = DEVICE_TAINT_RULES in self.features
         if self.taint_rules:
             self.object_kinds = (TAINT_RULES,)   # watched only with the gate on

@@ -4,6 +4,7 @@ release`` and the release workflow's ``verify`` job run."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -25,9 +26,8 @@ def tree(tmp_path):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / rel, tmp_path / rel)
     changelog = tmp_path / versions.CHANGELOG
-    text = changelog.read_text()
-    if f"## [{V}]" not in text:
-        changelog.write_text(text.replace("## [Unreleased]", f"## [{V}] - 2026-01-01", 1))
+    heading = re.compile(rf"^## \[(?:Unreleased|{re.escape(V)})\][^\n]*$", re.M)
+    changelog.write_text(heading.sub(f"## [{V}] - 2026-01-01", changelog.read_text(), count=1))
     return tmp_path
 
 

@@ -41,6 +41,8 @@ PY="${PY:-$REPO/.venv/bin/python}"
 VERSION="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$REPO/scheduler/pysched/__init__.py")"
 [[ -n "$VERSION" ]] || { log "no __version__ in scheduler/pysched/__init__.py"; exit 1; }
 IMAGE="${IMAGE:-localhost/pysched:$VERSION}"
+"$PY" -c 'import cyclonedx_py' 2>/dev/null || {
+  log "$PY has no cyclonedx-py (the SBOM's generator): make venv, or pip install -e '.[test]'"; exit 1; }
 CA_BUNDLE="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 # The Go toolchain of the local GO_IMAGE: at least cmd/pysched-cel/go.mod's `go` directive (checked).
 GO_VERSION="${GO_VERSION:-1.26.8}"

@@ -54,8 +54,12 @@ def _canon(name: str) -> str:
 
 def _engine_reason() -> str | None:
     """Why no image can be built here, or None."""
-    if shutil.which("docker") and subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0:
-        return None
+    if shutil.which("docker"):
+        try:
+            if subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0:
+                return None
+        except subprocess.TimeoutExpired:
+            pass
     if not shutil.which("buildah"):
         return "no Docker engine answers and buildah is not installed (apt-get install buildah mmdebstrap)"
     if os.geteuid() != 0:

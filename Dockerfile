@@ -1,7 +1,8 @@
 # pysched container image: slim Python, non-root (65532), runs with a read-only root filesystem.
-# Build: make image IMAGE=registry/name:tag; push: make image-push (needs a Docker engine; not part
-# of `make test`). tests/e2e/test_image_entrypoint.py runs this file's ENTRYPOINT + CMD with its ENV
-# and USER against a test API server, with / read-only and only /tmp writable.
+# Build: make image (hack/image.sh: docker or buildah, with or without a registry; an OCI archive, its
+# digest, an SBOM and a scan; tests/e2e/test_image_build.py checks them); push: make image-push.
+# tests/e2e/test_image_entrypoint.py runs this file's ENTRYPOINT + CMD with its ENV and USER against
+# a test API server, with / read-only and only /tmp writable.
 #
 # Base image pinned by tag and digest (python:3.11.14-slim-bookworm; the digest is the one several
 # public Dockerfiles pin for that tag's multi-architecture index: this machine has no registry access
@@ -36,7 +37,9 @@ FROM ${BASE_IMAGE}
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp TMPDIR=/tmp
 COPY --from=build /wheels /wheels
 COPY --from=cel /pysched-cel /usr/local/bin/pysched-cel
+# setuid/setgid bits off (su, mount, passwd... of the base): nothing in the image may gain privileges
 RUN pip install --no-cache-dir --no-deps /wheels/*.whl && rm -rf /wheels \
+ && find / -xdev -type f -perm /6000 -exec chmod ug-s {} + \
  && python -c "import pysched, pysched.plugins, pysched_policy, kopf, numpy, orjson" \
  && python -c "from pysched.framework.registry import build_registry; assert {'GPU', 'AZSpread'} <= set(build_registry())" \
  && echo '{"op":"version"}' | pysched-cel | grep -q '"kubernetes"'

@@ -9,11 +9,15 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-IMAGE ?= pysched:dev
-DOCKER ?= docker
-# empty: the Dockerfile's pinned defaults
+# make image (hack/image.sh): IMAGE empty = localhost/pysched:<pysched.__version__>; DOCKER docker or
+# buildah (empty: docker when a Docker engine answers, else buildah); BASE_IMAGE/GO_IMAGE empty: the
+# Dockerfile's pinned defaults, or local ones built first when no registry is reachable; IMAGE_OUT
+# empty: a cache directory keyed by the build inputs.
+IMAGE ?=
+DOCKER ?=
 BASE_IMAGE ?=
 GO_IMAGE ?=
+IMAGE_OUT ?=
 PYTEST_ARGS ?=
 # The oldest Kubernetes release pysched follows (the newest, 1.37.2, is hack/control-plane.sh's default).
 OLDEST_K8S ?= 1.35.4
@@ -136,12 +140,20 @@ soak: install control-plane kwok cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" \
 		$(PY) -m bench.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS) --results-md bench/SOAK.md
 
-# IMAGE=registry/name:tag; image-push builds, then pushes it (log in to the registry first).
-image:
-	$(DOCKER) build $(if $(BASE_IMAGE),--build-arg BASE_IMAGE=$(BASE_IMAGE)) $(if $(GO_IMAGE),--build-arg GO_IMAGE=$(GO_IMAGE)) -t $(IMAGE) .
+# The image from the Dockerfile, with docker or buildah (root; a private storage under
+# ~/.cache/pysched/containers), with or without a container registry (no registry: a Debian + Python
+# base from mmdebstrap and Go from the Go module proxy are built first, once). Writes image.oci.tar
+# (an OCI archive named IMAGE: ctr images import, docker load, podman load), image.digest,
+# sbom.cdx.json (CycloneDX) and scan.json into IMAGE_OUT or a cache directory, and prints that
+# directory last; an unchanged tree reuses it. tests/e2e/test_image_build.py checks all four.
+image: $(VENV)/.installed
+	IMAGE="$(IMAGE)" DOCKER="$(DOCKER)" BASE_IMAGE="$(BASE_IMAGE)" GO_IMAGE="$(GO_IMAGE)" IMAGE_OUT="$(IMAGE_OUT)" PY="$(PY)" ./hack/image.sh
 
+# image-push: make image, then copy the archive to the registry named by IMAGE (registry/name:tag; log
+# in first: skopeo reads docker's and podman's credentials).
 image-push: image
-	$(DOCKER) push $(IMAGE)
+	$(if $(IMAGE),,$(error image-push needs IMAGE=registry/name:tag))
+	skopeo copy "oci-archive:$$(IMAGE="$(IMAGE)" DOCKER="$(DOCKER)" BASE_IMAGE="$(BASE_IMAGE)" GO_IMAGE="$(GO_IMAGE)" PY="$(PY)" ./hack/image.sh | tail -1)/image.oci.tar" "docker://$(IMAGE)"
 
 # Every artifact of a release, built here from the commit, into dist/release (pysched_dev.release):
 # sdists, pysched's Linux amd64/arm64 wheels with pysched-cel, pysched-policy's wheel, the image as an

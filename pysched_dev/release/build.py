@@ -227,7 +227,10 @@ class Release:
             raise ReleaseError("hack/image.sh not found: the image cannot be built (--skip-image builds the rest)")
         work.mkdir(parents=True)
         proc = subprocess.run([str(script)], stdout=subprocess.PIPE, text=True,
-                              env=dict(self._env(), IMAGE=self.image_ref, IMAGE_OUT=str(work)))
+                              # PY: this interpreter (the project's venv, with the SBOM generator), also
+                              # when the release is built from a copy of the tree that has no .venv
+                              env=dict(self._env(), IMAGE=self.image_ref, IMAGE_OUT=str(work),
+                                       PY=os.environ.get("PY", sys.executable)))
         if proc.returncode != 0:
             raise ReleaseError(f"hack/image.sh failed (exit {proc.returncode})")
         made = Path(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else work

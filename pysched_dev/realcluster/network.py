@@ -86,8 +86,10 @@ def pick_subnets(taken: list[ipaddress.IPv4Network] | None = None, rng: random.R
     """A random /22 in 10.100.0.0-10.250.255.255 overlapping nothing in ``taken`` (the host's)."""
     taken = host_networks() if taken is None else taken
     rng = rng or random.Random()
-    for _ in range(500):
-        block = ipaddress.IPv4Network(f"10.{rng.randint(100, 250)}.{rng.randrange(0, 256, 4)}.0/22")
+    candidates = [(a, b) for a in range(100, 251) for b in range(0, 256, 4)]
+    rng.shuffle(candidates)   # two clusters starting together rarely try the same block first
+    for a, b in candidates:
+        block = ipaddress.IPv4Network(f"10.{a}.{b}.0/22")
         if not any(block.overlaps(n) for n in taken):
             return Subnets.of(block)
     raise RealClusterError(PIECE, "no free /22 in 10.100.0.0/16-10.250.255.255 on this host")

@@ -138,7 +138,7 @@ dev-cluster: install control-plane kwok
 # control plane, until Ctrl-C; needs root (docs/real-node.md). REAL_CLUSTER_ARGS: --kwok-nodes N,
 # --image ARCHIVE (imported into the node), --keep.
 real-cluster: install control-plane kwok kubelet
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_KUBELET_DIR="$$(./hack/kubelet.sh)" \
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_KUBELET_DIR="$$(./hack/kubelet.sh)" exec \
 		$(PY) -m pysched_dev.realcluster $(REAL_CLUSTER_ARGS)
 
 bench: install control-plane cel-helper

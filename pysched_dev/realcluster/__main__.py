@@ -1,6 +1,7 @@
 """``make real-cluster``: start a RealCluster, print its timings and KUBECONFIG, wait for Ctrl-C.
 
-Ctrl-C (SIGINT) or SIGTERM tears it down and prints how long that took.
+Ctrl-C (SIGINT) or SIGTERM tears it down and prints how long that took. ``--clean-up`` tears down
+instead the clusters whose process died without doing so (SIGKILL), from their work directories.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs) after teardown")
     p.add_argument("--image", action="append", default=[], metavar="ARCHIVE",
                    help="import this image archive (docker-archive or oci-archive) into the node; repeatable")
+    p.add_argument("--clean-up", action="store_true",
+                   help="tear down the clusters left behind by a process that was killed, then exit")
     args = p.parse_args(argv)
     if args.kwok_nodes < 0:
         p.error("--kwok-nodes: must be 0 or more")
@@ -35,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"real-cluster: cannot run here: {reason}", file=sys.stderr)
         return 2
+    if args.clean_up:
+        return clean_up_orphans()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
@@ -67,6 +72,20 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     print(f"torn down in {cluster.stop_timings['total']:.1f} s:\n{format_timings(cluster.stop_timings)}", flush=True)
     return 0
+
+
+def clean_up_orphans() -> int:
+    from pysched_dev.realcluster.cluster import clean_up, orphaned
+
+    failed = 0
+    for workdir in orphaned():
+        try:
+            clean_up(workdir)
+            print(f"cleaned up {workdir}")
+        except RealClusterError as exc:
+            failed += 1
+            print(f"real-cluster: {workdir}: {exc}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

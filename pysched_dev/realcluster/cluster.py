@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -38,6 +40,9 @@ from pysched_dev.realcluster.procs import Daemon, kill_pids, pids_referencing
 #: Host directories a work directory must not be under: the kubelet's namespace overlays them.
 _FORBIDDEN_PARENTS = ("/var/lib", "/var/log", "/run", "/var/run", "/proc", "/sys")
 KEEP_ENV = "PYSCHED_REAL_KEEP"
+#: In the work directory: the owning process and the host-side names, for clean_up().
+STATE_FILE = "cluster.json"
+WORKDIR_PREFIX = "pysched-real-"
 
 
 @dataclass
@@ -224,11 +229,14 @@ class RealCluster:
             raise RealClusterError("workdir", f"{parent}: the kubelet's mount namespace overlays "
                                               f"{', '.join(_FORBIDDEN_PARENTS[:3])}; choose another parent")
         self.id = secrets.token_hex(3)
-        self.workdir = Path(tempfile.mkdtemp(prefix=f"pysched-real-{self.id}-", dir=parent))
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{self.id}-", dir=parent))
         self._made.append("workdir")
         self.logs_dir.mkdir()
         self.bridge = f"psched-{self.id}"
         self.cgroup_root = f"pysched-real-{self.id}"
+        # what clean_up() needs when this process dies without stop()
+        (self.workdir / STATE_FILE).write_text(json.dumps({"owner": os.getpid(), "bridge": self.bridge,
+                                                           "cgroup_root": self.cgroup_root}))
 
     def _write_pki(self) -> None:
         assert self.subnets is not None
@@ -465,8 +473,6 @@ class RealCluster:
 
 def _networks_except(bridge: str) -> list[ipaddress.IPv4Network]:
     """The host's IPv4 networks from every link but ``bridge``."""
-    import json
-
     nets = []
     for link in json.loads(subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, check=True).stdout):
         if link.get("ifname") == bridge:
@@ -474,3 +480,34 @@ def _networks_except(bridge: str) -> list[ipaddress.IPv4Network]:
         for a in link.get("addr_info", ()):
             nets.append(ipaddress.IPv4Network(f"{a['local']}/{a['prefixlen']}", strict=False))
     return nets
+
+
+def orphaned(parent: Path | None = None) -> list[Path]:
+    """Work directories of clusters whose owning process is gone without stopping them."""
+    out = []
+    for d in Path(parent or tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
+        try:
+            owner = json.loads((d / STATE_FILE).read_text())["owner"]
+        except (OSError, ValueError, KeyError):
+            continue
+        if not Path(f"/proc/{owner}").exists():
+            out.append(d)
+    return out
+
+
+def clean_up(workdir: Path) -> None:
+    """Tear down a cluster whose owner died without ``stop()`` (a SIGKILL...), from its work
+    directory alone: every process naming the work directory or in its cgroups killed, its mounts,
+    bridge, cgroups and the directory removed. Its pods are not deleted through the API first: their
+    volume mounts are simply unmounted."""
+    state = json.loads((workdir / STATE_FILE).read_text())
+    kill_pids(pids_referencing(str(workdir) + "/"), signal.SIGTERM)
+    kill_pids(pids_referencing(str(workdir) + "/"))
+    cgroups.kill_all(state["cgroup_root"])
+    kill_pids(pids_referencing(str(workdir) + "/"))   # shims outlive their containers by a moment
+    mounts.unmount_all(workdir)
+    network.delete_bridge(state["bridge"])
+    cgroups.remove_root(state["cgroup_root"])
+    if mounts.mounts_under(workdir):
+        raise RealClusterError("workdir", f"{workdir} not removed: still mounted under it")
+    shutil.rmtree(workdir)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from pysched_dev.realcluster import RealCluster, unavailable_reason
+from pysched_dev.realcluster.cluster import clean_up, orphaned
 from tests.real import realkit
 
 
@@ -24,6 +25,8 @@ def real_cluster() -> Iterator[RealCluster]:
     reason = unavailable_reason()
     if reason:
         pytest.skip(f"no real node here: {reason}")
+    for workdir in orphaned():   # a killed earlier run's cluster still holds its processes
+        clean_up(workdir)
     cluster = RealCluster(kwok_nodes=3)
     cluster.start()
     print(f"\nreal cluster up in {cluster.timings['total']:.1f} s: {json.dumps(cluster.timings)}")

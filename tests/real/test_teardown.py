@@ -14,13 +14,20 @@ sysctls, /run/netns, default paths): both stay meaningful while the session's cl
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from pysched_dev.realcluster import RealCluster, cgroups, unavailable_reason
+from pysched_dev.realcluster.cluster import clean_up, orphaned
 from pysched_dev.realcluster.hoststate import HostState, leftovers
 from tests.real import realkit
 
 pytestmark = pytest.mark.real_node
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_stop_leaves_nothing_behind():
@@ -59,4 +66,43 @@ def test_stop_leaves_nothing_behind():
         cluster.stop()
     assert leftovers(workdir=cluster.workdir, bridge=cluster.bridge, block=block, cgroup_root=cluster.cgroup_root,
                      pids=pids) == []
+    assert before.diff(HostState.capture()) == []
+
+
+CHILD = """
+import json, sys, time
+from pysched_dev.realcluster import RealCluster
+from tests.real import realkit
+c = RealCluster(kwok_nodes=0).start()
+realkit.apply(c, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf", "namespace": "default"},
+                  "data": {"a": "1"}}, realkit.pause_pod(c, "real", "default", configmap="conf"))
+realkit.wait_running(c, "real", "default")
+print(json.dumps({"workdir": str(c.workdir), "bridge": c.bridge, "block": str(c.subnets.block),
+                  "cgroup_root": c.cgroup_root, "pids": list(c.pids().values())}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_clean_up_after_a_killed_owner():
+    """A cluster whose process is SIGKILLed (no stop()) is found by ``orphaned()`` and torn down by
+    ``clean_up()`` (``make real-cluster REAL_CLUSTER_ARGS=--clean-up``) from its work directory alone."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(f"no real node here: {reason}")
+    before = HostState.capture()
+    child = subprocess.Popen([sys.executable, "-c", CHILD], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline() if child.stdout else ""
+        assert line, f"the child cluster did not start (exit code {child.poll()})"
+        info = json.loads(line)
+    finally:
+        child.kill()
+        child.wait()
+    workdir = Path(info["workdir"])
+    assert workdir in orphaned()
+    assert leftovers(workdir=workdir, bridge=info["bridge"], block=info["block"], cgroup_root=info["cgroup_root"],
+                     pids=info["pids"])   # the daemons outlive their owner
+    clean_up(workdir)
+    assert leftovers(workdir=workdir, bridge=info["bridge"], block=info["block"], cgroup_root=info["cgroup_root"],
+                     pids=info["pids"]) == []
     assert before.diff(HostState.capture()) == []

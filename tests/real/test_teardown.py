@@ -64,6 +64,7 @@ def test_stop_leaves_nothing_behind():
             assert any(f"({fs} " in line for line in running), (fs, running)
     finally:
         cluster.stop()
+        print(f"\nstart {cluster.timings}\nstop with two pods {cluster.stop_timings}")
     assert leftovers(workdir=cluster.workdir, bridge=cluster.bridge, block=block, cgroup_root=cluster.cgroup_root,
                      pids=pids) == []
     assert before.diff(HostState.capture()) == []

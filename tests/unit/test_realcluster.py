@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 import tarfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -159,6 +160,8 @@ def test_kill_pids(tmp_path):
     marker = f"pysched-test-{random.getrandbits(40)}"
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", marker])
     try:
+        while not pids_referencing(marker) and proc.poll() is None:   # until it has exec'd
+            time.sleep(0.01)
         assert pids_referencing(marker) == [proc.pid]
         kill_pids(pids_referencing(marker))
         assert proc.wait(10) != 0

@@ -48,40 +48,11 @@ export CGO_ENABLED=0
 # build_k8s TMP BINARY...: builds in a module of our own under $CACHE_ROOT/src that requires
 # k8s.io/kubernetes (its staging modules replaced by their published versions), into TMP
 build_k8s() {
-  local tmp="$1" src="$CACHE_ROOT/src/k8s-v${K8S_VERSION}" upstream_mod b
+  local tmp="$1" src="$CACHE_ROOT/src/k8s-v${K8S_VERSION}" b
   shift
-  mkdir -p "$src"
-  upstream_mod="$(cd "$src" && GOFLAGS= go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
-  [[ -f "$upstream_mod" ]] || { log "could not download k8s.io/kubernetes@v${K8S_VERSION}"; exit 1; }
-  {
-    echo "module pysched.local/controlplane"
-    echo
-    echo "go $(sed -n 's/^go \([0-9.]*\).*/\1/p' "$upstream_mod")"
-    echo
-    echo "require k8s.io/kubernetes v${K8S_VERSION}"
-    echo
-    echo "replace ("
-    # every staging module the upstream go.mod replaces with ./staging/src/... maps to v0.<minor>.<patch>
-    sed -n 's#^\s*\(k8s.io/[^ ]*\) => ./staging/src/.*#\1#p' "$upstream_mod" | while read -r m; do
-      echo "	$m => $m v0.${K8S_VERSION#*.}"
-    done
-    echo ")"
-  } > "$src/go.mod"
-  cat > "$src/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kubectl"
-)
-GO
-  (cd "$src" && go mod tidy -e >&2 2>&1 || true)
+  k8s_module "$src" "$K8S_VERSION" cmd/kube-apiserver cmd/kube-scheduler cmd/kube-controller-manager cmd/kubectl
   for b in "$@"; do
-    (cd "$src" && go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION} -X k8s.io/client-go/pkg/version.gitVersion=v${K8S_VERSION}" -o "$tmp/$b" "k8s.io/kubernetes/cmd/$b")
+    k8s_build "$src" "$K8S_VERSION" "$tmp/$b" "cmd/$b"
   done
 }
 if [[ ${#need_k8s[@]} -gt 0 ]]; then
@@ -108,7 +79,7 @@ package tools
 
 import _ "go.etcd.io/etcd/server/v3"
 GO
-  (cd "$src" && go mod tidy -e >&2 2>&1 || true)
+  (cd "$src" && { go mod tidy -e >&2 2>&1 || true; })
   (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$1/etcd" go.etcd.io/etcd/server/v3)
 }
 if [[ ! -x "$BIN_DIR/etcd" ]]; then

@@ -79,3 +79,48 @@ go_build_into() {
   done
   rm -rf "$tmp"
 }
+
+# k8s_module SRC VERSION IMPORT...: makes SRC a Go module of our own that requires
+# k8s.io/kubernetes vVERSION (its staging modules, which the upstream go.mod replaces with
+# ./staging/src/..., replaced by their published v0.<minor>.<patch>) and imports each IMPORT (a
+# package path under k8s.io/kubernetes, e.g. cmd/kubelet) from a tools.go, then tidies it. Each
+# script keeps its own SRC: two scripts sharing one would rewrite each other's tools.go.
+k8s_module() {
+  local src="$1" version="$2" upstream_mod pkg
+  shift 2
+  mkdir -p "$src"
+  upstream_mod="$(cd "$src" && GOFLAGS='' go mod download -json "k8s.io/kubernetes@v${version}" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')"
+  [[ -f "$upstream_mod" ]] || { log "could not download k8s.io/kubernetes@v${version}"; exit 1; }
+  {
+    echo "module pysched.local/controlplane"
+    echo
+    echo "go $(sed -n 's/^go \([0-9.]*\).*/\1/p' "$upstream_mod")"
+    echo
+    echo "require k8s.io/kubernetes v${version}"
+    echo
+    echo "replace ("
+    sed -n 's#^\s*\(k8s.io/[^ ]*\) => ./staging/src/.*#\1#p' "$upstream_mod" | while read -r m; do
+      echo "	$m => $m v0.${version#*.}"
+    done
+    echo ")"
+  } > "$src/go.mod"
+  {
+    echo "//go:build tools"
+    echo
+    echo "package tools"
+    echo
+    echo "import ("
+    for pkg in "$@"; do
+      echo "	_ \"k8s.io/kubernetes/$pkg\""
+    done
+    echo ")"
+  } > "$src/tools.go"
+  (cd "$src" && { go mod tidy -e >&2 2>&1 || true; })
+}
+
+# k8s_build SRC VERSION OUT PKG: builds k8s.io/kubernetes/PKG (a main package) in the module
+# k8s_module made in SRC into the file OUT, stamped with VERSION as `--version` prints it.
+k8s_build() {
+  local src="$1" version="$2" out="$3" pkg="$4"
+  (cd "$src" && go build -trimpath -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v${version} -X k8s.io/client-go/pkg/version.gitVersion=v${version}" -o "$out" "k8s.io/kubernetes/$pkg")
+}

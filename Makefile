@@ -115,9 +115,9 @@ test-oldest: install control-plane-oldest cel-helper
 # The real-node tier (tests/real): a cluster with a real kubelet on this machine. Needs root: elsewhere
 # its tests skip, saying why. The packages and the kubelet are obtained first when root (a failure
 # there is reported by the tests' fixture).
-test-real: install control-plane kwok
+test-real: install control-plane kwok helm prometheus
 	@if [ "$$(id -u)" = 0 ] && ./hack/real-node-deps.sh >/dev/null; then ./hack/kubelet.sh >/dev/null; fi
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" \
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" \
 		$(PY) -m pytest -p no:cacheprovider tests/real $(PYTEST_ARGS)
 
 # The unit tier and the policy plugins' own tests, without building anything in Go: the cases

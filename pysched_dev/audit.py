@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import json
+from pathlib import Path
 from typing import Any
 
 
@@ -20,6 +21,13 @@ def audit_policy(*resources: tuple[str, list[str]], verbs: tuple[str, ...] = ("c
 
 #: Every pod binding (the scheduler's write), and nothing else.
 BINDINGS_POLICY = audit_policy(("", ["pods/binding"]), verbs=("create",))
+
+
+def apiserver_flags(policy_file: Path, log_file: Path) -> list[str]:
+    """kube-apiserver's flags to audit by ``policy_file`` into ``log_file`` (JSON lines, written before
+    each answer: blocking mode, so a test reads every request it made)."""
+    return [f"--audit-policy-file={policy_file}", f"--audit-log-path={log_file}", "--audit-log-format=json",
+            "--audit-log-mode=blocking"]
 
 
 def ok(event: dict[str, Any]) -> bool:

@@ -456,10 +456,11 @@ class ControlPlane:
     def _audit_args(self) -> list[str]:
         if not self.audit_policy:
             return []
+        from pysched_dev.audit import apiserver_flags
+
         policy = self.workdir / "audit-policy.yaml"
         policy.write_text(self.audit_policy)
-        return [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}",
-                "--audit-log-format=json", "--audit-log-mode=blocking"]
+        return apiserver_flags(policy, self.audit_log)
 
 
 def terminate_process(proc: subprocess.Popen | None, grace: float = 10.0) -> None:

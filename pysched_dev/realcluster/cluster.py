@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pysched_dev.audit import apiserver_flags
 from pysched_dev.realcluster import cgroups, containerd, controlplane, kubelet, kwok, mounts, network, prereq
 from pysched_dev.realcluster.api import Api, node_ready, untainted
 from pysched_dev.realcluster.errors import RealClusterError
@@ -60,6 +61,9 @@ class RealCluster:
     apiserver_args: list[str] = field(default_factory=list)
     controller_manager_args: list[str] = field(default_factory=list)
     scheduler_args: list[str] = field(default_factory=list)
+    #: An audit policy (YAML text, e.g. ``pysched_dev.audit.BINDINGS_POLICY``): the API server then
+    #: writes a JSON audit log, read with ``audit_events()``.
+    audit_policy: str | None = None
     #: Seconds each piece may take to become ready.
     timeout: float = 120.0
 
@@ -314,12 +318,26 @@ class RealCluster:
         self._daemon("etcd", argv).wait_ready(controlplane.http_ok(f"{self._etcd_url}/health"), self.timeout,
                                               "healthy")
 
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit log written so far (one JSON event per line; empty without ``audit_policy``)."""
+        if not self.audit_log.exists():
+            return []
+        return [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
+
     def _start_apiserver(self) -> None:
         assert self._bin is not None and self.subnets is not None
+        audit: list[str] = []
+        if self.audit_policy:
+            (self.workdir / "audit-policy.yaml").write_text(self.audit_policy)
+            audit = apiserver_flags(self.workdir / "audit-policy.yaml", self.audit_log)
         argv = controlplane.apiserver_argv(
             self._bin.control_plane, etcd=self._etcd_url, address=self.subnets.api_address,
             service_cidr=self.service_cidr, pki=self._pki, tokens=self.workdir / "tokens.csv",
-            cert_dir=self.workdir / "apiserver-certs", extra=self.apiserver_args)
+            cert_dir=self.workdir / "apiserver-certs", extra=[*audit, *self.apiserver_args])
         self._api = Api(self.server, self.ca_file, self.admin_token)
         self._daemon("kube-apiserver", argv).wait_ready(self._api.ready, self.timeout, "ready (/readyz)")
 

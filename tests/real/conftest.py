@@ -8,13 +8,19 @@ hack/real-node-deps.sh when missing). The tests skip, saying why, only where tha
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
+import pytest_asyncio
 
+from pysched.client.auth import load_kubeconfig
+from pysched.client.rest import KubeClient
+from pysched_dev.audit import BINDINGS_POLICY
 from pysched_dev.realcluster import RealCluster, unavailable_reason
 from pysched_dev.realcluster.cluster import clean_up, orphaned
 from tests.real import realkit
+from tests.real.shipkit import NEXT_IMAGE, SHIPPED_IMAGE, build_image, ctr, helm_binary, run
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +33,8 @@ def real_cluster() -> Iterator[RealCluster]:
         pytest.skip(f"no real node here: {reason}")
     for workdir in orphaned():   # a killed earlier run's cluster still holds its processes
         clean_up(workdir)
-    cluster = RealCluster(kwok_nodes=3)
+    # every binding audited: the fault tests judge "none lost, none twice" by the API server's record
+    cluster = RealCluster(kwok_nodes=3, audit_policy=BINDINGS_POLICY)
     cluster.start()
     print(f"\nreal cluster up in {cluster.timings['total']:.1f} s: {json.dumps(cluster.timings)}")
     try:
@@ -46,3 +53,38 @@ def real_namespace(real_cluster: RealCluster) -> Iterator[str]:
         yield name
     finally:
         real_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def shipped_image(real_cluster: RealCluster):
+    """The image `make image` builds (hack/image.sh), under the name the chart and manifests deploy,
+    imported into the real node's containerd; also tagged as the next version, for the upgrade."""
+    out = build_image()
+    start = time.monotonic()
+    names = real_cluster.import_image(out / "image.oci.tar")
+    assert SHIPPED_IMAGE in names, names
+    digest = (out / "image.digest").read_text().strip()
+    listed = ctr(real_cluster, "images", "ls").stdout
+    assert any(row.split()[:1] == [SHIPPED_IMAGE] and digest in row for row in listed.splitlines()), listed
+    ctr(real_cluster, "images", "tag", "--force", SHIPPED_IMAGE, NEXT_IMAGE)
+    print(f"\nimage {SHIPPED_IMAGE} ({digest}) imported in {time.monotonic() - start:.1f} s")
+    return out
+
+
+@pytest.fixture(scope="session")
+def helm(real_cluster: RealCluster):
+    """``helm(*args, timeout=..., check=...)`` as the cluster's admin."""
+    binary = helm_binary()
+
+    def call(*args, timeout: float = 300, check: bool = True):
+        return run(binary, *args, "--kubeconfig", real_cluster.kubeconfig, timeout=timeout, check=check)
+    return call
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def admin(real_cluster: RealCluster):
+    client = KubeClient(load_kubeconfig(real_cluster.kubeconfig), qps=0, burst=1)
+    try:
+        yield client
+    finally:
+        await client.close()

@@ -218,17 +218,32 @@ def binds_per_pod(events: Iterable[dict], ns: str) -> collections.Counter[Any]:
                                 if k[0] == ns})
 
 
-async def assert_each_bound_once(admin: KubeClient, events: list[dict], ns: str, count: int) -> None:
-    """Every pod of ``ns`` bound, by exactly one successful binding (none lost, none twice)."""
+async def assert_each_bound_once(admin: KubeClient, audit_events: Callable[[], list[dict]], ns: str,
+                                 count: int) -> None:
+    """Every pod of ``ns`` bound, by exactly one successful binding (none lost, none twice).
+
+    The API server writes a binding's audit event after the pod's update is stored (and before it
+    answers), so the log is read again for a few seconds until it holds every bound pod's binding."""
     pods = await list_pods(admin, ns)
     assert len(pods) == count
     unbound = [p["metadata"]["name"] for p in pods if not p["spec"].get("nodeName")]
     assert not unbound, f"{len(unbound)} pods lost: {unbound[:10]}"
-    binds = binds_per_pod(events, ns)
+    uids = {(ns, p["metadata"]["name"], p["metadata"]["uid"]) for p in pods}
+
+    async def complete() -> collections.Counter[Any] | None:
+        binds = binds_per_pod(audit_events(), ns)
+        return binds if uids <= set(binds) else None
+    try:
+        binds = await wait_for(complete, 15, interval=0.5, what="every binding in the audit log")
+    except AssertionError:
+        events = audit_events()
+        missing = sorted(uids - set(binds_per_pod(events, ns)))
+        seen = [e for e in events if (e.get("objectRef") or {}).get("name") in {m[1] for m in missing[:3]}]
+        raise AssertionError(f"{len(missing)} pods bound without an audited binding: {missing[:5]}; "
+                             f"their audit events: {seen}") from None
     twice = {k: v for k, v in binds.items() if v > 1}
     assert not twice, f"bound twice: {list(twice.items())[:10]}"
-    uids = {(ns, p["metadata"]["name"], p["metadata"]["uid"]) for p in pods}
-    assert set(binds) == uids, f"{len(uids - set(binds))} pods bound without an audited binding"
+    assert set(binds) == uids, f"bindings of pods that are not these: {sorted(set(binds) - uids)[:5]}"
 
 
 def elapsed(start: float) -> str:

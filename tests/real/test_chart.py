@@ -68,6 +68,8 @@ async def chart(real_cluster, shipped_image, helm, admin):
     print(f"helm install --wait: {elapsed(start)}")
     yield RELEASE
     helm("uninstall", RELEASE, "--namespace", NS, "--wait", "--timeout", "2m", timeout=200, check=False)
+    for i in range(10):
+        await admin.request("DELETE", f"/api/v1/nodes/burst-{i}")
 
 
 async def test_helm_install_runs_two_ready_replicas_as_shipped(chart, admin, real_cluster):
@@ -152,7 +154,7 @@ async def test_leader_killed_then_deleted_during_a_burst_loses_and_doubles_nothi
             print(f"pod {second} deleted; {third} leads after {elapsed(start)}")
         await wait_for(at_least(BURST, lambda: bound(admin, ns)), 300, what="every pod bound")
     print(f"{BURST} pods bound in {elapsed(start)}; peak working sets {mem.peak}")
-    await assert_each_bound_once(admin, real_cluster.audit_events(), ns, BURST)
+    await assert_each_bound_once(admin, real_cluster.audit_events, ns, BURST)
 
     pods = await wait_for(lambda: ready_replicas(admin, NS, RELEASE, 2), 180, what="two Ready replicas again")
     restarted = {p["metadata"]["name"]: p["status"]["containerStatuses"][0]["restartCount"] for p in pods}
@@ -189,7 +191,7 @@ async def test_helm_upgrade_to_a_new_tag_during_a_burst_loses_and_doubles_nothin
             "--set", f"image.tag={NEXT_IMAGE.rsplit(':', 1)[1]}", "--wait", "--timeout", "5m", timeout=400)
         print(f"helm upgrade at {at_upgrade} bound, rolled out after {elapsed(start)}")
         await wait_for(at_least(BURST, lambda: bound(admin, ns)), 300, what="every pod bound")
-    await assert_each_bound_once(admin, real_cluster.audit_events(), ns, BURST)
+    await assert_each_bound_once(admin, real_cluster.audit_events, ns, BURST)
     pods = await wait_for(lambda: ready_replicas(admin, NS, RELEASE, 2, image=NEXT_IMAGE), 180,
                           what="two Ready replicas of the new tag")
     assert not before & {p["metadata"]["name"] for p in pods}, "every replica was replaced"

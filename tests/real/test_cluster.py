@@ -21,7 +21,7 @@ SA_DIR = "var/run/secrets/kubernetes.io/serviceaccount"
 def test_nodes(real_cluster: RealCluster):
     items = json.loads(real_cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
     nodes = {n["metadata"]["name"]: n for n in items}
-    assert set(nodes) == {real_cluster.node_name, *real_cluster.kwok_node_names}
+    assert {real_cluster.node_name, *real_cluster.kwok_node_names} <= set(nodes)    # other tests add KWOK nodes
     real = nodes[real_cluster.node_name]
     assert real["status"]["nodeInfo"]["kubeletVersion"] == "v1.35.4"
     assert real["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.")

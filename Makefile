@@ -26,7 +26,7 @@ OLDEST_K8S ?= 1.35.4
 PYTEST_WORKERS ?= 4
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install docs control-plane control-plane-oldest test-oldest kwok kubelet real-node-deps real-cluster test-real helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-smoke soak image image-push release clean
+.PHONY: all venv install docs control-plane control-plane-oldest test-oldest kwok kubelet real-node-deps root-deps real-cluster test-real helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-smoke soak image image-push release clean
 
 all: test
 
@@ -64,6 +64,11 @@ helm:
 real-node-deps:
 	./hack/real-node-deps.sh
 
+# As root, the Debian packages of the tests that need root (the real node, the image build) before
+# any test runs; elsewhere nothing, and those tests skip saying why.
+root-deps:
+	@if [ "$$(id -u)" = 0 ]; then ./hack/real-node-deps.sh >/dev/null || echo "root-deps: the root-only tests will say what is missing" >&2; fi
+
 kubelet: real-node-deps
 	./hack/kubelet.sh
 
@@ -100,7 +105,7 @@ docs: install
 # Two legs: the whole suite against the newest release pysched follows (1.37.2: its control plane
 # and kube-scheduler as the oracle), then the tests marked oldest_release (the differential suites)
 # against the oldest (1.35.4), so both ends of the window stay checked.
-test: install lint docs control-plane control-plane-oldest kwok helm scheduler-plugins kueue prometheus cel-helper
+test: install lint docs root-deps control-plane control-plane-oldest kwok helm scheduler-plugins kueue prometheus cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_SCHEDULER_PLUGINS="$$(./hack/scheduler-plugins.sh)" PYSCHED_KUEUE="$$(./hack/kueue.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
 		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal --ignore=tests/real $(PYTEST_ARGS)

@@ -206,6 +206,38 @@ def test_each_platform_wheel_carries_its_architectures_helper(release):
         assert not any("_bin" in n for n in zf.namelist())
 
 
+QEMU = {"amd64": "qemu-x86_64-static", "arm64": "qemu-aarch64-static"}
+
+
+def qemu_user() -> Path | None:
+    """hack/qemu-user.sh's directory of emulators (Debian's qemu-user-static unpacked into the cache),
+    or None where apt cannot provide it."""
+    res = subprocess.run([str(REPO / "hack" / "qemu-user.sh")], capture_output=True, text=True, timeout=600)
+    return Path(res.stdout.strip().splitlines()[-1]) if res.returncode == 0 and res.stdout.strip() else None
+
+
+def test_every_platform_wheels_helper_answers_on_its_architecture(release, tmp_path):
+    """Each wheel's pysched-cel runs and answers: natively for this machine's architecture, under
+    qemu-user (Debian's qemu-user-static, unpacked by hack/qemu-user.sh, not installed) for the other."""
+    out, _ = release
+    qemu = None
+    for arch in wheels.PLATFORMS:
+        helper = tmp_path / f"pysched-cel-{arch}"
+        with zipfile.ZipFile(wheel_for(out, arch)) as zf:
+            helper.write_bytes(zf.read(wheels.HELPER_IN_WHEEL))
+        helper.chmod(0o755)
+        if arch == HOST_ARCH:
+            argv = [str(helper)]
+        else:
+            qemu = qemu or qemu_user()
+            if qemu is None:
+                pytest.skip(f"no {QEMU[arch]} (hack/qemu-user.sh needs apt-get): the {arch} helper cannot run here")
+            argv = [str(qemu / QEMU[arch]), str(helper)]
+        res = subprocess.run(argv, input='{"op":"version"}\n', capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout.splitlines()[0])["kubernetes"].startswith("v0.37."), res.stdout
+
+
 def test_the_sdists_build_a_pure_install_that_reports_the_missing_helper(release, venv):
     out, _ = release
     tools = buildenv.python()

@@ -310,6 +310,16 @@ else
   rm -rf "$CACHED"
   mv "$OUT_TMP" "$CACHED"
   chmod 0755 "$CACHED"
+  # buildah's storage keeps every build's layers (--layers: the next build reuses them) and the
+  # untagged images of earlier builds: past PYSCHED_IMAGE_STORAGE_GB (default 8) the untagged ones go
+  # (the next build then compiles its wheels again)
+  if [[ "$ENGINE" == buildah ]]; then
+    used_gb=$(( $(du -sk "$CACHE_ROOT/containers/storage" 2>/dev/null | cut -f1) / 1048576 ))
+    if (( used_gb > ${PYSCHED_IMAGE_STORAGE_GB:-8} )); then
+      log "buildah storage at ${used_gb} GB: removing untagged images"
+      "${BA[@]}" rmi --prune >&2 || log "buildah rmi --prune failed (storage left as it is)"
+    fi
+  fi
   # keep the three newest results (some 200 MB each)
   find "$WORK/out" -mindepth 1 -maxdepth 1 -type d -printf '%T@ %p\n' | sort -rn | tail -n +4 | cut -d' ' -f2- \
     | while read -r old; do log "removing the old result $old"; rm -rf "$old"; done

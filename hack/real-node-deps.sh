@@ -4,7 +4,8 @@
 #   containerd runc iptables conntrack containernetworking-plugins  the node (iptables and conntrack
 #                                                                   are what the kubelet expects on
 #                                                                   PATH; the cluster adds no rule)
-#   umoci skopeo                                                    the pause image (hack/kubelet.sh)
+#   umoci skopeo gcc libc6-dev binutils                             the pause image (hack/kubelet.sh:
+#                                                                   gcc -static needs libc.a, strip)
 #   mmdebstrap buildah                                              the project image (hack/image.sh)
 # Nothing is configured or started: the cluster runs its own containerd on a private socket. On a
 # systemd host, Debian's containerd package enables and starts containerd.service on
@@ -17,7 +18,8 @@ set -euo pipefail
 
 log() { echo "real-node-deps: $*" >&2; }
 
-PACKAGES=(containerd runc iptables conntrack containernetworking-plugins umoci skopeo mmdebstrap buildah)
+PACKAGES=(containerd runc iptables conntrack containernetworking-plugins umoci skopeo gcc libc6-dev binutils
+          mmdebstrap buildah)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

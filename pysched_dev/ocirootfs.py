@@ -176,7 +176,8 @@ def extract_rootfs(archive: str | os.PathLike[str], dest: str | os.PathLike[str]
                 elif ti.issym():
                     os.symlink(ti.linkname, target)
                 elif ti.islnk():
-                    os.link(resolve(root, norm(ti.linkname)), target)
+                    # a hard link to a symlink links the symlink itself, never what it points at
+                    os.link(resolve(root, norm(ti.linkname)), target, follow_symlinks=False)
                 elif ti.isfifo():
                     os.mkfifo(target)
                 else:
@@ -205,10 +206,10 @@ def extract_rootfs(archive: str | os.PathLike[str], dest: str | os.PathLike[str]
                                 dirnames.remove(name)
     # directory modes and owners last (a read-only directory would refuse what goes into it)
     for target, (mode, uid, gid, mtime) in sorted(dir_modes.items(), reverse=True):
-        if not os.path.isdir(target):
+        if os.path.islink(target) or not os.path.isdir(target):   # a later layer's symlink: not followed
             continue
         if as_root:
-            os.chown(target, uid, gid)
+            os.chown(target, uid, gid, follow_symlinks=False)
         os.chmod(target, mode)
         os.utime(target, (mtime, mtime))
     return counts

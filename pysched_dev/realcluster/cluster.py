@@ -482,6 +482,8 @@ class RealCluster:
 
     def _remove_workdir(self) -> None:
         if self._keep():
+            # stopped, kept for its logs: not an orphan for clean_up() to tear down (and delete)
+            (self.workdir / STATE_FILE).unlink(missing_ok=True)
             return
         left = mounts.mounts_under(self.workdir)
         if left:   # never delete through a mount
@@ -501,7 +503,8 @@ def _networks_except(bridge: str) -> list[ipaddress.IPv4Network]:
 
 
 def orphaned(parent: Path | None = None) -> list[Path]:
-    """Work directories of clusters whose owning process is gone without stopping them."""
+    """Work directories of clusters whose owning process is gone without stopping them (a cluster
+    stopped with its directory kept has no state file left)."""
     out = []
     for d in Path(parent or tempfile.gettempdir()).glob(f"{WORKDIR_PREFIX}*"):
         try:

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from pysched_dev.realcluster.errors import RealClusterError
+from pysched_dev.realcluster.mounts import keep_private
 from pysched_dev.realcluster.procs import Daemon, pids_referencing, run
 
 PIECE = "containerd"
@@ -33,7 +34,7 @@ OVERLAID = ("/run", "/var/lib")
 #: $1: the overlays' directory; then containerd's argv.
 NAMESPACE_SCRIPT = """
 overlays="$1"; shift
-""" + "".join(f"""
+""" + keep_private(*OVERLAID) + "".join(f"""
 mkdir -p "$overlays/{i}/upper" "$overlays/{i}/work"
 mount -t overlay overlay -o "lowerdir={d},upperdir=$overlays/{i}/upper,workdir=$overlays/{i}/work" {d}
 """ for i, d in enumerate(OVERLAID)) + """
@@ -85,6 +86,9 @@ oom_score = 0
 [{cri}]
   sandbox_image = "{self.sandbox_image}"
   restrict_oom_score_adj = true
+  # no AppArmor profile loaded into the kernel (CRI would load cri-containerd.apparmor.d and never
+  # unload it)
+  disable_apparmor = true
   netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"

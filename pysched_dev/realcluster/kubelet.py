@@ -24,6 +24,8 @@ from pathlib import Path
 
 import yaml
 
+from pysched_dev.realcluster.mounts import keep_private
+
 #: What setupKernelTunables (kubelet 1.35) sets, as ``/proc/sys`` paths.
 KERNEL_TUNABLES = {
     "vm/overcommit_memory": "1",
@@ -43,6 +45,7 @@ HEALTHZ_PORT = 10248
 # overlays' directory; then the kubelet's argv.
 NAMESPACE_SCRIPT = """
 tunables="$1"; overlays="$2"; shift 2
+""" + keep_private(*OVERLAID, *(f"/proc/sys/{t}" for t in KERNEL_TUNABLES)) + """
 for f in "$tunables"/*; do
   mount --bind "$f" "/proc/sys/$(basename "$f" | tr . /)"
 done

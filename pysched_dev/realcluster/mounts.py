@@ -19,6 +19,24 @@ from pysched_dev.realcluster.procs import run
 PIECE = "mounts"
 
 
+def keep_private(*paths: str) -> str:
+    """Shell lines, for the start of a namespace script (``unshare -m --propagation unchanged``), that
+    make the mounts holding ``paths`` private in that namespace, each on its own (not recursively).
+
+    With ``--propagation unchanged`` the namespace's copy of a host mount stays in the host's peer
+    group when the host made it shared (systemd makes ``/`` rshared at boot): an overlay or a bind
+    mounted on a directory of it would appear on the host too. Made private, the mounts holding the
+    overlaid directories and the shadowed ``/proc/sys`` files keep what is mounted on them inside
+    the namespace; the kubelet directory's own rshared bind mount, not touched, still carries the
+    volumes to containerd."""
+    quoted = " ".join(f"'{p}'" for p in paths)
+    return f"""
+for p in {quoted}; do
+  mount --make-private "$(findmnt -n -o TARGET -T "$p")"
+done
+"""
+
+
 def _unescape(field: str) -> str:
     """mountinfo escapes space, tab, newline and backslash as octal."""
     return (field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")

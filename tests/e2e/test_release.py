@@ -41,7 +41,8 @@ import yaml
 import pysched
 from pysched_dev.release import buildenv, versions, wheels
 
-pytestmark = pytest.mark.e2e
+# the release fixture builds the image (cold: base images, every wheel) and cross-compiles the helper
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(2400)]
 
 REPO = Path(__file__).resolve().parents[2]
 V = pysched.__version__

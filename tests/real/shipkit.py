@@ -147,6 +147,39 @@ class MemoryWatch:
             await asyncio.sleep(self.interval)
 
 
+class LeaseWatch:
+    """Every change of the Lease's holder while it runs, with how many pods of ``ns`` were bound then."""
+
+    def __init__(self, admin: KubeClient, lease_ns: str, lease: str, ns: str) -> None:
+        self.admin, self.lease_ns, self.lease, self.ns = admin, lease_ns, lease, ns
+        self.changes: list[tuple[str, int]] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> LeaseWatch:
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+
+    async def _run(self) -> None:
+        while True:
+            holder = await lease_holder(self.admin, self.lease_ns, self.lease)
+            if holder and (not self.changes or self.changes[-1][0] != holder):
+                self.changes.append((holder, await bound(self.admin, self.ns)))
+            await asyncio.sleep(0.2)
+
+
+#: The memory limit the kernel enforces on a container, read inside it (cgroup v1; v2's file otherwise).
+CGROUP_LIMIT = ("import pathlib; print(next(p for p in map(pathlib.Path, ('/sys/fs/cgroup/memory/"
+                "memory.limit_in_bytes', '/sys/fs/cgroup/memory.max')) if p.exists()).read_text())")
+
+
 def oom_killed(pod: dict) -> list[str]:
     """The containers of ``pod`` the kubelet reports OOMKilled (now or as their last state)."""
     out = []
@@ -243,6 +276,13 @@ async def assert_each_bound_once(admin: KubeClient, audit_events: Callable[[], l
                              f"their audit events: {seen}") from None
     twice = {k: v for k, v in binds.items() if v > 1}
     assert not twice, f"bound twice: {list(twice.items())[:10]}"
+    # The API server answers a second binding of a bound pod 409, so it never stores two: a replica
+    # that tried (two leaders at once, or a bind sent again by the next leader) shows as a 409 here.
+    refused = [(e["objectRef"]["name"], e["responseStatus"].get("code"), e.get("sourceIPs"))
+               for e in audit_events() if (e.get("objectRef") or {}).get("subresource") == "binding"
+               and e["objectRef"].get("namespace") == ns and e.get("stage") == "ResponseComplete"
+               and not audit.ok(e)]
+    assert not refused, f"{len(refused)} bindings refused (a pod bound elsewhere first): {refused[:10]}"
     assert set(binds) == uids, f"bindings of pods that are not these: {sorted(set(binds) - uids)[:5]}"
 
 

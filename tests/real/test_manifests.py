@@ -23,6 +23,7 @@ from pysched.apis.core.quantity import parse_quantity
 from pysched_dev.testkit import list_pods
 
 from .shipkit import (
+    CGROUP_LIMIT,
     REPO,
     SHIPPED_IMAGE,
     MemoryWatch,
@@ -36,7 +37,8 @@ from .shipkit import (
     workload_pod,
 )
 
-pytestmark = pytest.mark.real_node
+# the first test may wait for a cold image build (the session fixture)
+pytestmark = [pytest.mark.real_node, pytest.mark.timeout(1800)]
 
 NS = "scheduler-lab"
 SCHEDULER = yaml.safe_load((REPO / "manifests" / "deployment.yaml").read_text())
@@ -74,6 +76,8 @@ async def test_kubectl_apply_k_runs_two_ready_replicas_as_shipped(manifests, adm
         assert exec_python(real_cluster, NS, name, "import os; print(os.getuid())").stdout.strip() == "65532"
         ro = exec_python(real_cluster, NS, name, "open('/x', 'w')", check=False)
         assert ro.returncode != 0 and "Read-only file system" in ro.stderr
+        limit = int(parse_quantity(container["resources"]["limits"]["memory"]))
+        assert int(exec_python(real_cluster, NS, name, CGROUP_LIMIT).stdout.strip()) == limit   # the kernel's
     holder = await wait_for(lambda: lease_holder(admin, NS, "pysched"), 60, what="a leader")
     assert holder in {p["metadata"]["name"] for p in pods}
 

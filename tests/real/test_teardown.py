@@ -15,6 +15,7 @@ sysctls, /run/netns, default paths): both stay meaningful while the session's cl
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,28 @@ def test_clean_up_after_a_killed_owner():
     assert leftovers(workdir=workdir, bridge=info["bridge"], block=info["block"], cgroup_root=info["cgroup_root"],
                      pids=info["pids"]) == []
     assert before.diff(HostState.capture()) == []
+
+
+KEPT = """
+from pysched_dev.realcluster import RealCluster
+c = RealCluster(kwok_nodes=0, keep_dir=True).start()
+c.stop()
+print(c.workdir, flush=True)
+"""
+
+
+def test_a_kept_work_directory_is_not_an_orphan():
+    """A cluster stopped with its directory kept (``--keep``, PYSCHED_REAL_KEEP=1: the logs), by a
+    process that has exited since: the next session's orphan clean-up must not take it for a killed
+    cluster's, tear it down and delete the logs."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(f"no real node here: {reason}")
+    out = subprocess.run([sys.executable, "-c", KEPT], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    workdir = Path(out.stdout.strip().splitlines()[-1])
+    try:
+        assert (workdir / "logs" / "kubelet.log").is_file()
+        assert workdir not in orphaned()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

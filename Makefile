@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-# make image (hack/image.sh): IMAGE empty = localhost/pysched:<pysched.__version__>; DOCKER docker or
+# make image (hack/image.sh): IMAGE empty = ghcr.io/pysched/pysched:<pysched.__version__> (what the chart and manifests deploy); DOCKER docker or
 # buildah (empty: docker when a Docker engine answers, else buildah); BASE_IMAGE/GO_IMAGE empty: the
 # Dockerfile's pinned defaults, or local ones built first when no registry is reachable; IMAGE_OUT
 # empty: a cache directory keyed by the build inputs.
@@ -26,7 +26,7 @@ OLDEST_K8S ?= 1.35.4
 PYTEST_WORKERS ?= 4
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install docs control-plane control-plane-oldest test-oldest kwok kubelet real-node-deps root-deps real-cluster test-real helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-smoke soak image image-push release clean
+.PHONY: all venv install docs control-plane control-plane-oldest test-oldest kwok kubelet real-node-deps root-deps test-artifacts real-cluster test-real helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-smoke soak image image-push release clean
 
 all: test
 
@@ -63,6 +63,13 @@ helm:
 # (and the image tools), installed when missing (root, apt-get); the kubelet and pause image.
 real-node-deps:
 	./hack/real-node-deps.sh
+
+# What the image, release and real-node tests use, built before pytest starts so that no build
+# competes with the timing-sensitive tests for the CPU: the image (hack/image.sh, as root or with
+# docker; the tests then find it cached) and the arm64 pysched-cel of the release's wheels.
+test-artifacts: install root-deps
+	@if [ "$$(id -u)" = 0 ] || docker info >/dev/null 2>&1; then PY="$(PY)" ./hack/image.sh >/dev/null; fi
+	PYSCHED_CEL_GOARCH=arm64 ./hack/pysched-cel.sh >/dev/null
 
 # As root, the Debian packages of the tests that need root (the real node, the image build) before
 # any test runs; elsewhere nothing, and those tests skip saying why.
@@ -105,7 +112,7 @@ docs: install
 # Two legs: the whole suite against the newest release pysched follows (1.37.2: its control plane
 # and kube-scheduler as the oracle), then the tests marked oldest_release (the differential suites)
 # against the oldest (1.35.4), so both ends of the window stay checked.
-test: install lint docs root-deps control-plane control-plane-oldest kwok helm scheduler-plugins kueue prometheus cel-helper
+test: install lint docs root-deps control-plane control-plane-oldest kwok helm scheduler-plugins kueue prometheus cel-helper test-artifacts
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_HELM="$$(./hack/helm.sh)" PYSCHED_SCHEDULER_PLUGINS="$$(./hack/scheduler-plugins.sh)" PYSCHED_KUEUE="$$(./hack/kueue.sh)" PYSCHED_PROMETHEUS="$$(./hack/prometheus.sh)" PYSCHED_CHROMIUM="$$(./hack/chromium.sh)" PYSCHED_REQUIRE_CHROMIUM=1 \
 		PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" PYSCHED_REQUIRE_CEL_HELPER=1 \
 		$(PY) -m pytest -n $(PYTEST_WORKERS) --dist worksteal --ignore=tests/real $(PYTEST_ARGS)

@@ -14,7 +14,8 @@
 # and prints that directory as the last line of stdout (progress and per-step timings go to stderr).
 #
 # Environment (the Makefile's variables of the same names):
-#   IMAGE       tag of the image (default localhost/pysched:<pysched.__version__>)
+#   IMAGE       tag of the image (default ghcr.io/pysched/pysched:<pysched.__version__>, the name the
+#               chart and manifests deploy, so an imported archive serves them as shipped)
 #   IMAGE_OUT   output directory (default $CACHE_ROOT/image/out/<key>, the key hashing the build
 #               inputs: the git-tracked files the Dockerfile copies, the Dockerfile, the base images'
 #               ids, IMAGE and the labels; an unchanged tree reuses it in seconds). When set, the
@@ -40,7 +41,7 @@ PY="${PY:-$REPO/.venv/bin/python}"
 [[ -x "$PY" ]] || PY=python3
 VERSION="$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$REPO/scheduler/pysched/__init__.py")"
 [[ -n "$VERSION" ]] || { log "no __version__ in scheduler/pysched/__init__.py"; exit 1; }
-IMAGE="${IMAGE:-localhost/pysched:$VERSION}"
+IMAGE="${IMAGE:-ghcr.io/pysched/pysched:$VERSION}"
 "$PY" -c 'import cyclonedx_py' 2>/dev/null || {
   log "$PY has no cyclonedx-py (the SBOM's generator): make venv, or pip install -e '.[test]'"; exit 1; }
 CA_BUNDLE="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"

@@ -44,7 +44,7 @@ from .conftest import REPO
 from .test_image_entrypoint import final_stage
 
 pytestmark = pytest.mark.timeout(1800)   # a cold build: base images, the Go helper, every wheel
-DEFAULT_IMAGE = f"localhost/pysched:{__version__}"
+DEFAULT_IMAGE = f"ghcr.io/pysched/pysched:{__version__}"   # what the chart and manifests deploy
 
 
 def _canon(name: str) -> str:

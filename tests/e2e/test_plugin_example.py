@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -79,8 +80,12 @@ def example_env(tmp_path_factory) -> dict[str, str]:
     interpreter's site-packages leaves its entry point visible to this process without its module
     importable (the path a .pth adds is read only at start-up)."""
     site = tmp_path_factory.mktemp("example-site")
+    # built from a copy: setuptools writes build/ and *.egg-info next to the sources, and the
+    # checkout must stay as it is (tests/e2e/test_image_entrypoint.py watches it while others run)
+    source = tmp_path_factory.mktemp("example-source") / EXAMPLE.name
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
-                        str(EXAMPLE)], capture_output=True, text=True, timeout=600)
+                        str(source)], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, f"installing {EXAMPLE} failed:\n{r.stdout}\n{r.stderr}"
     env = _child_env(site)
     seen, err = _probe(env)

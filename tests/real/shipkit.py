@@ -114,16 +114,12 @@ async def container_working_sets(admin: KubeClient, node: str) -> dict[tuple[str
     return out
 
 
-class MemoryWatch:
-    """Samples the working set of every container of ``namespace`` on ``node`` until stopped; keeps the peaks."""
+class _Watch:
+    """An ``async with`` block during which ``_run()`` samples something in the background."""
 
-    def __init__(self, admin: KubeClient, node: str, namespace: str, interval: float = 1.0) -> None:
-        self.admin, self.node, self.namespace, self.interval = admin, node, namespace, interval
-        self.peak: dict[tuple[str, str], int] = {}
-        self.samples = 0
-        self._task: asyncio.Task[None] | None = None
+    _task: asyncio.Task[None] | None = None
 
-    async def __aenter__(self) -> MemoryWatch:
+    async def __aenter__(self) -> Any:
         self._task = asyncio.create_task(self._run())
         return self
 
@@ -134,6 +130,18 @@ class MemoryWatch:
             await self._task
         except asyncio.CancelledError:
             pass
+
+    async def _run(self) -> None:
+        raise NotImplementedError
+
+
+class MemoryWatch(_Watch):
+    """Samples the working set of every container of ``namespace`` on ``node`` until stopped; keeps the peaks."""
+
+    def __init__(self, admin: KubeClient, node: str, namespace: str, interval: float = 1.0) -> None:
+        self.admin, self.node, self.namespace, self.interval = admin, node, namespace, interval
+        self.peak: dict[tuple[str, str], int] = {}
+        self.samples = 0
 
     async def _run(self) -> None:
         while True:
@@ -147,25 +155,12 @@ class MemoryWatch:
             await asyncio.sleep(self.interval)
 
 
-class LeaseWatch:
+class LeaseWatch(_Watch):
     """Every change of the Lease's holder while it runs, with how many pods of ``ns`` were bound then."""
 
     def __init__(self, admin: KubeClient, lease_ns: str, lease: str, ns: str) -> None:
         self.admin, self.lease_ns, self.lease, self.ns = admin, lease_ns, lease, ns
         self.changes: list[tuple[str, int]] = []
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> LeaseWatch:
-        self._task = asyncio.create_task(self._run())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task
-        self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
 
     async def _run(self) -> None:
         while True:

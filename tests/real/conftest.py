@@ -14,11 +14,10 @@ from collections.abc import Iterator
 import pytest
 import pytest_asyncio
 
-from pysched.client.auth import load_kubeconfig
-from pysched.client.rest import KubeClient
 from pysched_dev.audit import BINDINGS_POLICY
 from pysched_dev.realcluster import RealCluster, unavailable_reason
 from pysched_dev.realcluster.cluster import clean_up, orphaned
+from tests.e2e.conftest import _admin_client as admin_client
 from tests.real import realkit
 from tests.real.shipkit import NEXT_IMAGE, SHIPPED_IMAGE, build_image, ctr, helm_binary, run
 
@@ -83,8 +82,5 @@ def helm(real_cluster: RealCluster):
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def admin(real_cluster: RealCluster):
-    client = KubeClient(load_kubeconfig(real_cluster.kubeconfig), qps=0, burst=1)
-    try:
+    async for client in admin_client(real_cluster):     # the e2e tier's, on this cluster's kubeconfig
         yield client
-    finally:
-        await client.close()

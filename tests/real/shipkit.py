@@ -16,7 +16,6 @@ from typing import Any
 
 from pysched import __version__
 from pysched.client.rest import KubeClient
-from pysched_dev import audit
 from pysched_dev.devcluster import hack_output
 from pysched_dev.testkit import create_pods, ensure_namespace, list_pods, poll_until
 
@@ -225,14 +224,19 @@ async def add_kwok_nodes(admin: KubeClient, names: Iterable[str], taint: dict, *
                                          labels={BURST_NODE_LABEL: reserved_for or "any"}) for n in names])
 
 
-async def delete_namespace(admin: KubeClient, name: str) -> None:
-    """Delete a namespace (its pods with it) if it exists."""
+async def delete_if_exists(admin: KubeClient, path: str) -> None:
+    """DELETE ``path``; an object already gone is fine."""
     from pysched.client.rest import ApiError
     try:
-        await admin.request("DELETE", f"/api/v1/namespaces/{name}")
+        await admin.request("DELETE", path)
     except ApiError as e:
         if e.status != 404:
             raise
+
+
+async def delete_namespace(admin: KubeClient, name: str) -> None:
+    """Delete a namespace (its pods with it) if it exists."""
+    await delete_if_exists(admin, f"/api/v1/namespaces/{name}")
 
 
 async def on_kwok(admin: KubeClient, node: str, taint: dict) -> bool:
@@ -264,12 +268,6 @@ def at_least(n: int, f: Callable[[], Awaitable[int]]) -> Callable[[], Awaitable[
         v = await f()
         return v if v >= n else None
     return check
-
-
-def binds_per_pod(events: Iterable[dict], ns: str) -> collections.Counter[Any]:
-    """Per pod of ``ns`` (namespace, name, uid), the bindings the API server answered 2xx."""
-    return collections.Counter({k: v for k, v in audit.successful_binds(list(events), by_uid=True).items()
-                                if k[0] == ns})
 
 
 def binding_attempts(events: Iterable[dict], ns: str) -> dict[tuple[str, str, str], list[int]]:

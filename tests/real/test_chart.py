@@ -19,7 +19,6 @@ import pytest_asyncio
 import yaml
 
 from pysched.apis.core.quantity import parse_quantity
-from pysched.client.rest import ApiError
 from pysched_dev.promkit import PrometheusServer, prometheus_binary
 from pysched_dev.testkit import ensure_namespace, list_pods
 from tests.e2e.test_scheduling import assert_no_overcommit
@@ -37,6 +36,7 @@ from .shipkit import (
     bound,
     burst,
     ctr,
+    delete_if_exists,
     delete_namespace,
     elapsed,
     exec_python,
@@ -78,11 +78,7 @@ async def chart(real_cluster, shipped_image, helm, admin):
     helm("uninstall", RELEASE, "--namespace", NS, "--wait", "--timeout", "2m", timeout=200, check=False)
     for i in range(10):
         for node in (f"burst-{i}", f"failover-{i}"):
-            try:
-                await admin.request("DELETE", f"/api/v1/nodes/{node}")
-            except ApiError as e:
-                if e.status != 404:
-                    raise
+            await delete_if_exists(admin, f"/api/v1/nodes/{node}")
 
 
 async def test_helm_install_runs_two_ready_replicas_as_shipped(chart, admin, real_cluster):

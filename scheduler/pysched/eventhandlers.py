@@ -172,7 +172,7 @@ OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persiste
                     "csidrivers": "CSIDriver", "csistoragecapacities": "CSIStorageCapacity",
                     "resourceclaims": "ResourceClaim", "deviceclasses": "DeviceClass",
                     "resourceslices": "ResourceSlice", "devicetaintrules": "DeviceTaintRule", "podgroups": "PodGroup",
-                    "elasticquotas": "ElasticQuota"}
+                    "elasticquotas": "ElasticQuota", "workloadpodgroups": "WorkloadPodGroup"}
 
 
 class ClusterEvents:

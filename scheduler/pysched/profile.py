@@ -96,4 +96,5 @@ def build_queue(cfg: SchedulerConfig, frameworks: dict[str, Framework]) -> Sched
     for fwk in frameworks.values():
         fwk.handle.nominator = queue.nominator
         fwk.handle.activate = queue.activate
+        fwk.handle.regate = queue.regate
     return queue

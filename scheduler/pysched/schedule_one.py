@@ -53,6 +53,7 @@ from pysched.framework.status import (
 from pysched.metrics import METRICS
 from pysched.podlocation import BOUND, GONE, locate
 from pysched.runtime.framework import CycleTrace, Framework
+from pysched.schedule_one_podgroup import PodGroupCycle
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.schedule_one")
@@ -118,7 +119,7 @@ class ScheduleResult:
         self.feasible = feasible
 
 
-class Scheduler:
+class Scheduler(PodGroupCycle):
     def __init__(self, *, cache: SchedulerCache, queue: SchedulingQueue, frameworks: dict[str, Framework],
                  recorder: EventRecorder | None = None, client=None, percentage_of_nodes_to_score: int = 0,
                  extenders=(), fence: WriteFence | None = None, max_binds_outstanding: int = MAX_BINDS_OUTSTANDING,
@@ -202,7 +203,9 @@ class Scheduler:
                 if qpi is None:
                     return
             try:
-                if self.extenders:
+                if self.is_group_member(qpi):
+                    self.schedule_pod_group(qpi)
+                elif self.extenders:
                     await self.schedule_one_async(qpi)
                 else:
                     self.schedule_one(qpi)
@@ -391,7 +394,9 @@ class Scheduler:
                       trace: CycleTrace | None) -> tuple[NodeBatch, Diagnosis, int]:
         """PreFilter and Filter from the rotating start, up to numFeasibleNodesToFind nodes."""
         table = self.cache.table
-        order = table.order()
+        # In a pod-group cycle's placement (``schedule_one_podgroup``) only the placement's nodes exist.
+        placement = self._placement_slots
+        order = table.order() if placement is None else placement
         n_all = len(order)
         if n_all == 0:
             raise NoNodesAvailable()
@@ -410,7 +415,7 @@ class Scheduler:
             raise FitError(pod.key, n_all, diagnosis)
 
         nominated = pod.nominated_node or self.queue.nominator.nominated_node(pod.uid)
-        if nominated and not self.extenders_filter_any():
+        if nominated and not self.extenders_filter_any() and placement is None:
             hit = self._evaluate_nominated_node(fwk, state, pod, table, nominated, pre_res)
             if hit is not None:
                 return hit, diagnosis, n_all

@@ -51,12 +51,15 @@ ALLOWED = {
 ENGINE = {"pysched.framework", "pysched.runtime", "pysched.backend", "pysched.client", "pysched.apis",
           "pysched.extender.client",
           "pysched.extender.wire", "pysched.explanation", "pysched.eventhandlers", "pysched.schedule_one",
+          "pysched.schedule_one_podgroup",
           "pysched.profile", "pysched.plugins", "pysched.loadmetrics", "pysched.podlocation",
           "pysched.podrecovery", "pysched.shadow"} | BASE
 ALLOWED.update({
     "pysched.explanation": {"pysched.explanation"} | BASE,
     "pysched.eventhandlers": ENGINE,
     "pysched.schedule_one": ENGINE,
+    # the pod-group cycle, mixed into the scheduler
+    "pysched.schedule_one_podgroup": ENGINE,
     # shadow mode's predictions, run by the live process in place of binding
     "pysched.shadow": ENGINE,
     "pysched.podlocation": BASE,

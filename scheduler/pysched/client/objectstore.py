@@ -17,6 +17,9 @@
 * PodGroups (``scheduling.x-k8s.io/v1alpha1``, scheduler-plugins' CRD) - Coscheduling's gangs. The
   CRD is optional: without it the store simply holds none (its informer lists again every
   ``optional_crd_poll_seconds`` until it is served, then watches it).
+* Workload PodGroups (``scheduling.k8s.io/v1beta1`` PodGroups, Kubernetes 1.36+ with the
+  GenericWorkload gate; stored as ``workloadpodgroups``) - GangScheduling's gangs, the pod-group
+  cycle and TopologyPlacementGenerator. Optional: an API server that does not serve them has none.
 
 Objects are kept as trimmed API dicts keyed by ``namespace/name`` (or ``name``). Waiters can
 await a change of a given object (VolumeBinding's PreBind waits for claims to be bound).
@@ -35,9 +38,10 @@ KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationco
          "csidrivers", "csistoragecapacities",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
          "resourceclaims", "deviceclasses", "resourceslices", "devicetaintrules", "poddisruptionbudgets", "podgroups",
-         "elasticquotas")
+         "elasticquotas", "workloadpodgroups")
 NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
-              "resourceclaims", "poddisruptionbudgets", "podgroups", "elasticquotas", "csistoragecapacities"}
+              "resourceclaims", "poddisruptionbudgets", "podgroups", "elasticquotas", "csistoragecapacities",
+              "workloadpodgroups"}
 # API group and version of the kinds outside the core group.
 GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "storageclasses": ("storage.k8s.io", "v1"), "csinodes": ("storage.k8s.io", "v1"),
@@ -47,10 +51,13 @@ GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "resourceslices": ("resource.k8s.io", "v1"), "devicetaintrules": ("resource.k8s.io", "v1"),
                   "poddisruptionbudgets": ("policy", "v1"),
                   "podgroups": ("scheduling.x-k8s.io", "v1alpha1"),
-                  "elasticquotas": ("scheduling.x-k8s.io", "v1alpha1")}
+                  "elasticquotas": ("scheduling.x-k8s.io", "v1alpha1"),
+                  "workloadpodgroups": ("scheduling.k8s.io", "v1beta1")}
+# The API's resource name of a store kind named otherwise (two kinds called PodGroup).
+RESOURCE_NAMES = {"workloadpodgroups": "podgroups"}
 # Kinds served by an optional CustomResourceDefinition, or by a newer API server only: a 404 on
 # LIST means "not installed" (listed again every ``optional_crd_poll_seconds``).
-OPTIONAL = {"podgroups", "elasticquotas", "devicetaintrules"}
+OPTIONAL = {"podgroups", "elasticquotas", "devicetaintrules", "workloadpodgroups"}
 KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet": "replicasets",
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
@@ -65,7 +72,8 @@ KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet"
 def api_path(plural: str) -> str:
     """The cluster-wide collection path of ``plural`` (``/apis/storage.k8s.io/v1/csinodes``...)."""
     group, version = GROUP_VERSIONS.get(plural, ("", "v1"))
-    return f"/apis/{group}/{version}/{plural}" if group else f"/api/v1/{plural}"
+    resource = RESOURCE_NAMES.get(plural, plural)
+    return f"/apis/{group}/{version}/{resource}" if group else f"/api/v1/{resource}"
 
 
 def resource_version(obj: dict) -> str:
@@ -138,6 +146,8 @@ class ObjectStore:
 
     def add(self, obj: dict) -> bool:
         plural = KIND_TO_PLURAL.get(obj.get("kind", ""))
+        if plural == "podgroups" and str(obj.get("apiVersion", "")).startswith("scheduling.k8s.io/"):
+            plural = "workloadpodgroups"
         if plural is None:
             return False
         self.apply(plural, "ADDED", obj)

@@ -278,6 +278,8 @@ class Handle:
     # the running loop, or nothing when no loop runs (offline).
     spawn: Callable[[Coroutine[Any, Any, None]], bool] | None = None
     activate: Callable[[Iterable[str]], None] | None = None   # move pods (by uid) to the activeQ
+    # Run PreEnqueue again for the pods (by uid) it holds back (a gang's last member arrived).
+    regate: Callable[[Iterable[str]], None] | None = None
     framework: FilterRunner | None = None      # the profile's framework (set when it is built)
     # Node load from metric sources (``framework.loadmetrics``): the background collector live, a
     # metrics file offline; None when nothing provides it (load-aware plugins then fall back).

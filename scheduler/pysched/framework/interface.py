@@ -703,6 +703,48 @@ class PostBindPlugin(Plugin[ArgsT]):
         raise NotImplementedError
 
 
+@dataclass
+class Placement:
+    """A set of nodes a pod group may be placed on as a whole (the pod-group cycle): ``name`` is the
+    topology domain ("" for every node), ``slots`` the nodes' slots in the snapshot's table."""
+
+    name: str
+    slots: np.ndarray
+
+
+@dataclass
+class PodGroupCycleInfo:
+    """What placement plugins see of the group being scheduled: its PodGroup (a
+    ``framework.podgroups.WorkloadPodGroup``), its members already scheduled (bound or assumed) and
+    the members this cycle places."""
+
+    pod_group: Any
+    scheduled: list[PodInfo]
+    members: list[PodInfo]
+
+
+class PlacementGeneratePlugin(Plugin[ArgsT]):
+    """PlacementGenerate (Kubernetes 1.37, TopologyAwareWorkloadScheduling): split ``parent`` into the
+    placements a whole pod group is tried on (TopologyPlacementGenerator: one per domain of the
+    group's topology key). Return ``[parent]`` when the group has nothing to split on."""
+
+    def generate_placements(self, group: PodGroupCycleInfo, parent: Placement,
+                            nodes: NodeBatch) -> list[Placement]:
+        raise NotImplementedError
+
+
+class PlacementScorePlugin(Plugin[ArgsT]):
+    """PlacementScore: rank the placements a pod group fits in whole. ``assignments`` are the
+    (pod, node) pairs the group's members got in ``placement``; ``nodes`` the placement's nodes.
+    Scores are weighted by the plugin's weight and summed; the highest total wins (ties at random).
+    A plugin may define ``normalize_placement_scores(group, scores) -> Status | None`` to rescale its
+    scores (in place) to 0..100 once all placements are scored."""
+
+    def score_placement(self, group: PodGroupCycleInfo, placement: Placement, nodes: NodeBatch,
+                        assignments: Sequence[tuple[PodInfo, str]]) -> int:
+        raise NotImplementedError
+
+
 EXTENSION_POINTS: dict[str, type] = {
     "preEnqueue": PreEnqueuePlugin,
     "queueSort": QueueSortPlugin,
@@ -716,6 +758,8 @@ EXTENSION_POINTS: dict[str, type] = {
     "preBind": PreBindPlugin,
     "bind": BindPlugin,
     "postBind": PostBindPlugin,
+    "placementGenerate": PlacementGeneratePlugin,
+    "placementScore": PlacementScorePlugin,
 }
 
 

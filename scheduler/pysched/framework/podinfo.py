@@ -106,7 +106,7 @@ class PodInfo:
         "image_volumes",
         "pvc_names", "volumes", "resource_claims", "scheduled_condition", "nominated_node", "raw",
         "parse_error", "spec_hash", "affinity_terms", "fit_score_requests",
-        "preemption_policy", "start_time", "preempted_by_scheduler",
+        "preemption_policy", "start_time", "preempted_by_scheduler", "scheduling_group",
     )
 
     # Declared fields (filled by ``from_dict``; treat as read-only).
@@ -156,6 +156,9 @@ class PodInfo:
     preemption_policy: str                     # spec.preemptionPolicy ("PreemptLowerPriority" or "Never")
     start_time: float                          # status.startTime, epoch seconds (0.0: not started)
     preempted_by_scheduler: bool               # condition DisruptionTarget=True, reason PreemptionByScheduler
+    # spec.schedulingGroup.podGroupName (Kubernetes 1.36+ Workload API): the PodGroup (scheduling.k8s.io)
+    # this pod belongs to, in its namespace; "" for none.
+    scheduling_group: str
 
     def __repr__(self) -> str:
         return f"PodInfo({self.key}, node={self.node_name or '-'})"
@@ -214,6 +217,7 @@ class PodInfo:
         p.raw = obj if keep_raw and isinstance(obj, dict) else None
         p.spec_hash = None
         p.preemption_policy, p.start_time, p.preempted_by_scheduler = "PreemptLowerPriority", 0.0, False
+        p.scheduling_group = ""
         p.parse_error = problem
         return p
 
@@ -294,6 +298,8 @@ class PodInfo:
         p.tolerations = parse_tolerations(spec.get("tolerations"))
         p.node_selector = spec.get("nodeSelector") or None
         p.gates = tuple(g.get("name", "") for g in spec.get("schedulingGates") or ())
+        group = spec.get("schedulingGroup")
+        p.scheduling_group = (group.get("podGroupName") or "") if isinstance(group, dict) else ""
         p.spread_constraints = spec.get("topologySpreadConstraints") or None
         claims = []
         inline: list[PodVolume] = []

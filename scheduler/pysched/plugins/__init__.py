@@ -14,7 +14,10 @@ NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, VolumeRest
 NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity,
 NodeResourcesBalancedAllocation, ImageLocality, DefaultBinder, DefaultPreemption, DynamicResources (DRA:
 claims allocated from ResourceSlices, as kube-scheduler 1.35 with its default gates); NodeDeclaredFeatures
-(kube-scheduler 1.37's, acting only under its feature gate, off in 1.35: a profile enables it). From
+(kube-scheduler 1.37's, acting only under its feature gate, off in 1.35: a profile enables it);
+GangScheduling, TopologyPlacementGenerator and PodGroupPodsCount (Kubernetes' own gangs,
+``scheduling.k8s.io`` PodGroups scheduled a whole group per cycle: default under the GenericWorkload
+and TopologyAwareWorkloadScheduling gates, as kube-scheduler 1.37). From
 scheduler-plugins, opt-in: Coscheduling (gang scheduling of PodGroups), CapacityScheduling (team quotas:
 ElasticQuotas with borrowing and reclaim) and the load-aware scores in
 ``loadaware`` (TargetLoadPacking, LoadVariationRiskBalancing, MetricScore), which need a metrics
@@ -29,6 +32,7 @@ from pysched.plugins.coscheduling import Coscheduling
 from pysched.plugins.default_binder import DefaultBinder
 from pysched.plugins.default_preemption import DefaultPreemption
 from pysched.plugins.dynamic_resources import DynamicResources
+from pysched.plugins.gang_scheduling import GangScheduling
 from pysched.plugins.image_locality import ImageLocality
 from pysched.plugins.inter_pod_affinity import InterPodAffinity
 from pysched.plugins.loadaware.load_variation_risk_balancing import LoadVariationRiskBalancing
@@ -42,9 +46,11 @@ from pysched.plugins.node_resources_fit import NodeResourcesFit
 from pysched.plugins.node_unschedulable import NodeUnschedulable
 from pysched.plugins.node_volume_limits import NodeVolumeLimits
 from pysched.plugins.pod_topology_spread import PodTopologySpread
+from pysched.plugins.podgroup_pods_count import PodGroupPodsCount
 from pysched.plugins.queue_sort import PrioritySort
 from pysched.plugins.scheduling_gates import SchedulingGates
 from pysched.plugins.taint_toleration import TaintToleration
+from pysched.plugins.topology_placement import TopologyPlacementGenerator
 from pysched.plugins.volume_binding import VolumeBinding
 from pysched.plugins.volume_restrictions import VolumeRestrictions
 from pysched.plugins.volume_zone import VolumeZone
@@ -75,6 +81,9 @@ IN_TREE = [
     MetricScore,
     DefaultBinder,
     NodeDeclaredFeatures,
+    GangScheduling,
+    TopologyPlacementGenerator,
+    PodGroupPodsCount,
 ]
 
 __all__ = ["IN_TREE"]

@@ -39,6 +39,7 @@ Reads: the batch's allocatable, requested and non-zero requested amounts and pod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,9 @@ from pysched.framework import (
     FilterResult,
     Handle,
     NodeBatch,
+    Placement,
+    PlacementScorePlugin,
+    PodGroupCycleInfo,
     PodInfo,
     PreFilterPlugin,
     PreFilterResult,
@@ -171,7 +175,8 @@ def broken_linear(shape: list[UtilizationShapePoint], p: Int64Array) -> Int64Arr
 
 
 class NodeResourcesFit(PreFilterPlugin[NodeResourcesFitArgs], FilterPlugin[NodeResourcesFitArgs],
-                       PreScorePlugin[NodeResourcesFitArgs], ScorePlugin[NodeResourcesFitArgs], EnqueueExtensions):
+                       PreScorePlugin[NodeResourcesFitArgs], ScorePlugin[NodeResourcesFitArgs],
+                       PlacementScorePlugin[NodeResourcesFitArgs], EnqueueExtensions):
     name = "NodeResourcesFit"
     pre_filter_reads_other_pods = False   # PreFilter reads the pod itself (and objects), never other pods
 
@@ -303,6 +308,27 @@ class NodeResourcesFit(PreFilterPlugin[NodeResourcesFitArgs], FilterPlugin[NodeR
                 out = np.where(wsum > 0, np.floor(total / np.maximum(wsum, 1) + 0.5), 0)
             return out.astype(np.int64)
         return np.where(wsum > 0, total // np.maximum(wsum, 1), 0)
+
+    def score_placement(self, group: PodGroupCycleInfo, placement: Placement, nodes: NodeBatch,
+                        assignments: Sequence[tuple[PodInfo, str]]) -> int:
+        """A pod group's placement (TopologyAwareWorkloadScheduling): MostAllocated over the
+        placement's nodes taken together, the group's pods added - the domain the group leaves
+        fullest, whatever the profile's own strategy (as kube-scheduler 1.37). Requests count as
+        the node score counts them (cpu and memory with their non-zero defaults)."""
+        total = wsum = 0
+        for r in self.strategy.resources:
+            name = r.name
+            podreq = sum(self._pod_score_request(pod, name) for pod, _ in assignments)
+            if (podreq == 0 and is_scalar(name)) or name == "pods" or not nodes.has_resource(name):
+                continue
+            alloc = int(nodes.allocatable(name).sum())
+            if alloc <= 0:
+                continue
+            used = nodes.non_zero_requested(name) if name in (CPU, MEMORY) else nodes.requested(name)
+            requested = int(used.sum()) + podreq
+            total += min(requested, alloc) * MAX_NODE_SCORE // alloc * r.weight
+            wsum += r.weight
+        return total // wsum if wsum else 0
 
     def events_to_register(self) -> tuple[ClusterEventWithHint, ...]:
         # (Node/UpdateNodeTaint is added for every plugin that registers Node/Add, with no hint,

@@ -38,6 +38,8 @@ from pysched.framework.interface import (
     NodeBatch,
     OverlayBatch,
     PermitPlugin,
+    PlacementGeneratePlugin,
+    PlacementScorePlugin,
     Plugin,
     PodWatcher,
     PostBindPlugin,
@@ -208,6 +210,7 @@ class Framework:
             self.plugin_args[name] = args
 
         self.weights: dict[str, int] = {}
+        self.placement_weights: dict[str, int] = {}
         ordered = {ep: self._expand(ep, sets) for ep in EXTENSION_POINTS}
         self.pre_enqueue: list[PreEnqueuePlugin] = _of(PreEnqueuePlugin, ordered["preEnqueue"])
         self.queue_sort: list[QueueSortPlugin] = _of(QueueSortPlugin, ordered["queueSort"])
@@ -228,6 +231,16 @@ class Framework:
         self.pre_bind: list[PreBindPlugin] = _of(PreBindPlugin, ordered["preBind"])
         self.bind: list[BindPlugin] = _of(BindPlugin, ordered["bind"])
         self.post_bind: list[PostBindPlugin] = _of(PostBindPlugin, ordered["postBind"])
+        # The pod-group cycle (GenericWorkload): GangScheduling's PlacementFeasible, and with
+        # TopologyAwareWorkloadScheduling the placement plugins.
+        self.placement_generate: list[PlacementGeneratePlugin] = _of(PlacementGeneratePlugin,
+                                                                     ordered["placementGenerate"])
+        self.placement_score: list[PlacementScorePlugin] = _of(PlacementScorePlugin, ordered["placementScore"])
+        for placement_scorer in self.placement_score:
+            name = placement_scorer.name
+            self.placement_weights[name] = self.placement_weights.get(name) or 1
+        # GangScheduling (typed Any: a plugin's own API, which the framework does not import).
+        self.gang: Any = self.plugins.get("GangScheduling") if "GenericWorkload" in handle.feature_gates else None
         if len(self.queue_sort) != 1:
             raise ConfigError(f"{path}.plugins.queueSort: only one queue sort plugin can be enabled, "
                               f"got {len(self.queue_sort)}")
@@ -265,6 +278,8 @@ class Framework:
                 raise ConfigError(f"{self.profile.path}.plugins.{ep}: plugin {r.name!r} does not implement {ep}")
             if ep == "score" and r.weight:
                 self.weights[r.name] = r.weight
+            if ep == "placementScore" and r.weight:
+                self.placement_weights[r.name] = r.weight
         disabled = set(specific.disabled)
         if "*" in disabled:
             return [self.plugins[n] for n in enabled_names]
@@ -283,6 +298,8 @@ class Framework:
             multi_enabled.append(r.name)
             if ep == "score" and r.name not in self.weights and r.weight:
                 self.weights[r.name] = r.weight
+            if ep == "placementScore" and r.name not in self.placement_weights and r.weight:
+                self.placement_weights[r.name] = r.weight
         out = [n for n in enabled_names if n in overrides]
         out += multi_enabled
         out += [n for n in enabled_names if n not in overrides]

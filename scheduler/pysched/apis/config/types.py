@@ -15,8 +15,9 @@ EXTENSION_POINT_KEYS = ("preEnqueue", "queueSort", "preFilter", "filter", "postF
                         "score", "reserve", "permit", "preBind", "bind", "postBind", "multiPoint",
                         "placementGenerate", "placementScore", "podGroupPostFilter")
 # Extension points of kube-scheduler 1.36/1.37's pod-group cycle (GenericWorkload,
-# TopologyAwareWorkloadScheduling: off by default). Accepted, validated and written as kube-scheduler
-# does; pysched runs no pod-group cycle, so their plugins are built but never called here.
+# TopologyAwareWorkloadScheduling: off by default). placementGenerate and placementScore run in
+# pysched's pod-group cycle (``schedule_one_podgroup``); podGroupPostFilter is accepted and
+# validated, and pysched's group preemption is not a plugin yet.
 WORKLOAD_EXTENSION_POINT_KEYS = ("placementGenerate", "placementScore", "podGroupPostFilter")
 
 # kube-scheduler's default MultiPoint list (``getDefaultPlugins`` and ``applyFeatureGates`` in

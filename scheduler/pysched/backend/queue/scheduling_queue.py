@@ -424,6 +424,32 @@ class SchedulingQueue:
                 del self._unsched[uid]
             self._push_active(qpi, FORCE_ACTIVATE)
 
+    def regate(self, uids: Iterable[str]) -> None:
+        """Run PreEnqueue again for the pods (by uid) it holds back; those it now lets through go to
+        activeQ (GangScheduling: the member that completes a gang arrived)."""
+        for uid in uids:
+            qpi = self._pods.get(uid)
+            if qpi is None or qpi.where != UNSCHEDULABLE or not qpi.gated:
+                continue
+            del self._unsched[uid]
+            self._set_where(qpi, "")
+            if self._gate(qpi):
+                self._push_unschedulable(qpi, POD_UPDATE)
+                continue
+            qpi.timestamp = self._clock()
+            self._push_active(qpi, POD_UPDATE)
+
+    def take(self, uid: str) -> QueuedPodInfo | None:
+        """Pop ``uid`` wherever it waits (activeQ, backoffQ, the unschedulable pool), as ``pop`` would:
+        the other members of a pod group scheduled in one cycle. None when it is not queued there or
+        PreEnqueue holds it back."""
+        qpi = self._pods.get(uid)
+        if qpi is None or qpi.gated or qpi.where not in (ACTIVE, BACKOFF, UNSCHEDULABLE):
+            return None
+        if qpi.where == UNSCHEDULABLE:
+            del self._unsched[uid]
+        return self._popped(qpi)   # a heap entry left behind is dropped lazily (where/seq)
+
     def force_activate(self, uid: str, event: str = FORCE_ACTIVATE) -> str:
         """Move a pending pod to activeQ now, bypassing its backoff (upstream's ``Activate``, for
         one pod a user asked about). A pod in flight is moved when its attempt fails (``Activate``
@@ -474,6 +500,9 @@ class SchedulingQueue:
         qpi = self._pop_now()
         if qpi is None:
             return None
+        return self._popped(qpi)
+
+    def _popped(self, qpi: QueuedPodInfo) -> QueuedPodInfo:
         self._set_where(qpi, IN_FLIGHT)
         self._inflight_since[qpi.pod.uid] = self._event_seq
         self._inflight_order.append((self._event_seq, qpi.pod.uid))

@@ -1,0 +1,136 @@
+"""Workload PodGroups (``scheduling.k8s.io/v1beta1``, Kubernetes 1.36+): the parsed object and the
+scheduler's view of each group's pods, as kube-scheduler's PodGroupManager keeps them.
+
+A pod joins a group with ``spec.schedulingGroup.podGroupName``; the PodGroup, in the pod's
+namespace, says how the group is scheduled: ``schedulingPolicy.gang.minCount`` (all or nothing for
+at least that many pods) or ``schedulingPolicy.basic`` (each pod on its own, but in one cycle), and
+``schedulingConstraints.topology`` (the first key: the whole group in one domain of that node
+label). The object store keeps them as ``workloadpodgroups`` (``WORKLOAD_PODGROUPS``).
+
+``PodGroupStates`` follows every pod of ours that names a group (``track``/``forget``, fed by the
+GangScheduling plugin's pod events) and answers what upstream's PodGroupState does: how many pods
+the group has, which are scheduled (bound, or assumed in the scheduler's cache) and which are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pysched.framework.podinfo import PodInfo
+
+WORKLOAD_PODGROUPS = "workloadpodgroups"
+CONDITION_SCHEDULED = "PodGroupInitiallyScheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_SCHEDULER_ERROR = "SchedulerError"
+REASON_SCHEDULED = "Scheduled"
+
+
+@dataclass(frozen=True)
+class WorkloadPodGroup:
+    """One ``scheduling.k8s.io`` PodGroup, as the scheduler reads it."""
+
+    namespace: str
+    name: str
+    generation: int
+    gang: bool                       # schedulingPolicy.gang (else basic)
+    min_count: int                   # gang.minCount; 1 for a basic group
+    topology_keys: tuple[str, ...]   # schedulingConstraints.topology[*].key
+    priority: int | None             # spec.priority (resolved by the API server from priorityClassName)
+    preemption_policy: str | None
+    conditions: tuple[dict[str, Any], ...]
+    status: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def condition(self, type_: str) -> dict[str, Any] | None:
+        for c in self.conditions:
+            if c.get("type") == type_:
+                return c
+        return None
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> WorkloadPodGroup:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        policy = spec.get("schedulingPolicy") or {}
+        gang = policy.get("gang")
+        try:
+            min_count = int((gang or {}).get("minCount") or 0) if gang is not None else 1
+        except (TypeError, ValueError):
+            min_count = 0
+        constraints = spec.get("schedulingConstraints") or {}
+        keys = tuple(t.get("key", "") for t in constraints.get("topology") or ()
+                     if isinstance(t, dict) and t.get("key"))
+        prio = spec.get("priority")
+        status = obj.get("status") or {}
+        return cls(namespace=meta.get("namespace") or "default", name=meta.get("name") or "",
+                   generation=int(meta.get("generation") or 0), gang=gang is not None, min_count=min_count,
+                   topology_keys=keys, priority=prio if isinstance(prio, int) else None,
+                   preemption_policy=spec.get("preemptionPolicy"),
+                   conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)),
+                   status=dict(status))
+
+
+def group_key_of(pod: PodInfo) -> str:
+    """``namespace/podGroupName`` of the group ``pod`` names, or ""."""
+    return f"{pod.namespace}/{pod.scheduling_group}" if pod.scheduling_group else ""
+
+
+class PodGroupStates:
+    """The pods of each workload PodGroup this scheduler knows of (pending or placed).
+
+    ``assumed(uid)`` tells whether the scheduler's cache holds a pod (assumed or bound): a pod is
+    *scheduled* when it is bound or assumed, as upstream's ``ScheduledPodsCount`` counts it.
+    """
+
+    def __init__(self, assumed: Callable[[str], bool]):
+        self._assumed = assumed
+        self.members: dict[str, dict[str, PodInfo]] = {}   # group key -> uid -> pod
+        self.group_of: dict[str, str] = {}                  # uid -> group key
+
+    def track(self, pod: PodInfo) -> tuple[str, bool]:
+        """Record ``pod``; returns (its group key, whether it is new to the group)."""
+        key = group_key_of(pod)
+        old = self.group_of.get(pod.uid)
+        if old is not None and old != key:
+            self.forget(pod.uid)
+        if not key:
+            return "", False
+        pods = self.members.setdefault(key, {})
+        new = pod.uid not in pods
+        pods[pod.uid] = pod
+        self.group_of[pod.uid] = key
+        return key, new
+
+    def forget(self, uid: str) -> str:
+        key = self.group_of.pop(uid, "")
+        pods = self.members.get(key)
+        if pods is not None:
+            pods.pop(uid, None)
+            if not pods:
+                del self.members[key]
+        return key
+
+    def pods(self, key: str) -> Iterable[PodInfo]:
+        return (self.members.get(key) or {}).values()
+
+    def all_count(self, key: str) -> int:
+        """Pods of the group the scheduler knows of, pending (scheduling gates or not), assumed or
+        bound - upstream's ``AllPodsCount``."""
+        return len(self.members.get(key) or ())
+
+    def is_scheduled(self, pod: PodInfo) -> bool:
+        return bool(pod.node_name) or self._assumed(pod.uid)
+
+    def scheduled(self, key: str) -> list[PodInfo]:
+        return [p for p in self.pods(key) if self.is_scheduled(p)]
+
+    def scheduled_count(self, key: str) -> int:
+        return sum(1 for p in self.pods(key) if self.is_scheduled(p))
+
+    def unscheduled(self, key: str) -> list[PodInfo]:
+        return [p for p in self.pods(key) if not self.is_scheduled(p)]

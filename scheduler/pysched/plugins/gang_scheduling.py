@@ -1,0 +1,150 @@
+"""GangScheduling: Kubernetes' own gangs (``scheduling.k8s.io/v1beta1`` PodGroups, GenericWorkload).
+
+A pod names its group with ``spec.schedulingGroup.podGroupName``. As kube-scheduler 1.37's plugin:
+
+* PreEnqueue holds a member until its PodGroup exists (``waiting for pods's pod group "<name>" to
+  appear in scheduling queue``) and, for a gang, until the scheduler knows ``minCount`` of its pods
+  (``waiting for minCount pods from a gang to appear in scheduling queue``). Both are
+  UnschedulableAndUnresolvable: the pod waits in the unschedulable pool, no Event, no status.
+* PlacementFeasible (the pod-group cycle, ``schedule_one_podgroup``) judges a placement as its
+  members are tried: ``minCount (M) cannot be satisfied: S scheduled, R remaining`` once the
+  members left cannot reach ``minCount``; ``minCount (M) is not yet satisfied: ...`` while they
+  still can.
+* Permit makes a member wait (5 minutes) until ``minCount`` members are scheduled (assumed or
+  bound), then allows every waiting one. The pod-group cycle assumes the whole group before the
+  first Permit, so a gang placed in one cycle never waits; the wait only holds a member whose
+  siblings were placed in earlier cycles.
+* Events: a member's arrival (or its PodGroup's) releases the members PreEnqueue held - counted
+  here as the pods arrive (``PodGroupStates``), not by scanning the pool on every pod - and a
+  PodGroup added or whose ``minCount`` went down requeues its members.
+
+The engine runs the pod-group cycle only for members of a group whose PodGroup it reads; a pod
+that names a group with this plugin disabled is scheduled on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pysched.framework import (
+    ClusterEvent,
+    ClusterEventWithHint,
+    Code,
+    CycleState,
+    EnqueueExtensions,
+    Handle,
+    PermitPlugin,
+    PodInfo,
+    PodWatcher,
+    PreEnqueuePlugin,
+    Status,
+)
+from pysched.framework.podgroups import WORKLOAD_PODGROUPS, PodGroupStates, WorkloadPodGroup, group_key_of
+
+NAME = "GangScheduling"
+PERMIT_TIMEOUT_SECONDS = 300.0
+WAITING_FOR_GANG = "waiting for minCount pods from a gang to appear in scheduling queue"
+
+
+def waiting_for_group(name: str) -> str:
+    return f'waiting for pods\'s pod group "{name}" to appear in scheduling queue'
+
+
+def feasibility(min_count: int, scheduled: int, remaining: int) -> Status | None:
+    """PlacementFeasible: None when ``minCount`` is met; Wait while it still can be; else Unschedulable."""
+    if remaining + scheduled < min_count:
+        return Status(Code.UNSCHEDULABLE, f"minCount ({min_count}) cannot be satisfied: "
+                                          f"{scheduled} scheduled, {remaining} remaining")
+    if scheduled < min_count:
+        return Status(Code.WAIT, f"minCount ({min_count}) is not yet satisfied: "
+                                 f"{scheduled} scheduled, {remaining} remaining")
+    return None
+
+
+class GangScheduling(PreEnqueuePlugin[None], PermitPlugin[None], EnqueueExtensions, PodWatcher):
+    name = NAME
+    object_kinds = (WORKLOAD_PODGROUPS,)
+
+    def __init__(self, args: None, handle: Handle) -> None:
+        super().__init__(args, handle)
+        self.states = PodGroupStates(lambda uid: uid in handle.snapshot.pods)
+
+    # -- PodGroups and members -------------------------------------------------------------------
+
+    def podgroup(self, key: str) -> WorkloadPodGroup | None:
+        objects = self.handle.objects
+        obj = objects.get(WORKLOAD_PODGROUPS, key) if objects is not None else None
+        return WorkloadPodGroup.from_dict(obj) if obj is not None else None
+
+    def pod_seen(self, pod: PodInfo) -> None:
+        key, new = self.states.track(pod)
+        if not new or not key:
+            return
+        pg = self.podgroup(key)
+        if pg is not None and self.states.all_count(key) >= pg.min_count:
+            self._regate(key)
+
+    def pod_gone(self, uid: str) -> None:
+        self.states.forget(uid)
+
+    def _regate(self, key: str) -> None:
+        """Run PreEnqueue again for the group's pending members (the queue skips pods it does not hold
+        back): the pod just counted may be the one the others waited for."""
+        regate = getattr(self.handle, "regate", None)
+        if regate is not None:
+            regate([p.uid for p in self.states.pods(key) if not self.states.is_scheduled(p)])
+
+    # -- PreEnqueue / Permit ---------------------------------------------------------------------
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        if not pod.scheduling_group:
+            return None
+        key, _ = self.states.track(pod)
+        pg = self.podgroup(key)
+        if pg is None:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, waiting_for_group(pod.scheduling_group))
+        if pg.gang and self.states.all_count(key) < pg.min_count:
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, WAITING_FOR_GANG)
+        return None
+
+    def placement_feasible(self, pg: WorkloadPodGroup, scheduled: int, remaining: int) -> Status | None:
+        return feasibility(pg.min_count if pg.gang else 1, scheduled, remaining)
+
+    def permit(self, state: CycleState, pod: PodInfo, node_name: str) -> tuple[Status | None, float]:
+        key = group_key_of(pod)
+        if not key:
+            return None, 0.0
+        pg = self.podgroup(key)
+        if pg is None:
+            return Status(Code.ERROR, f"failed to get podGroup {key}: podgroup {pod.scheduling_group!r} "
+                                      "not found"), 0.0
+        if not pg.gang:
+            return None, 0.0
+        self.states.track(pod)
+        if self.states.scheduled_count(key) < pg.min_count:
+            if self.handle.activate is not None:
+                self.handle.activate([p.uid for p in self.states.unscheduled(key)])
+            return Status(Code.WAIT, "waiting for minCount pods from a gang to be scheduled"), PERMIT_TIMEOUT_SECONDS
+        for p in self.states.pods(key):
+            wp = self.handle.waiting_pods.get(p.uid)
+            if wp is not None:
+                wp.allow(self.name)
+        return None, 0.0
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def events_to_register(self) -> Iterable[ClusterEventWithHint]:
+        def own_group(pod: PodInfo, old: Any, new: Any) -> bool:
+            obj = new if new is not None else old
+            meta = (obj or {}).get("metadata") or {}
+            return meta.get("namespace") == pod.namespace and meta.get("name") == pod.scheduling_group
+
+        def min_count_down(pod: PodInfo, old: Any, new: Any) -> bool:
+            if not own_group(pod, old, new) or old is None or new is None:
+                return False
+            was, now = WorkloadPodGroup.from_dict(old), WorkloadPodGroup.from_dict(new)
+            return was.gang and now.gang and now.min_count < was.min_count
+
+        return (ClusterEventWithHint(ClusterEvent("WorkloadPodGroup", "Add"), own_group),
+                ClusterEventWithHint(ClusterEvent("WorkloadPodGroup", "Update"), min_count_down))

@@ -1,0 +1,411 @@
+"""The pod-group cycle: a whole ``scheduling.k8s.io`` PodGroup placed from one snapshot, all or
+nothing, as kube-scheduler 1.37 does with GenericWorkload (``schedule_one_podgroup.go``).
+
+When the scheduler pops a member of a workload PodGroup (GangScheduling enabled), it takes every
+other member the queue holds (activeQ, backoffQ, the unschedulable pool; not the ones PreEnqueue
+holds back) and schedules them together:
+
+1. Validation: every member has the same schedulerName, the same priority (the PodGroup's
+   ``priority`` when set) and preemption policy, the members already scheduled included; else
+   each member fails with the reason and the PodGroup's condition says ``SchedulerError``.
+2. Placements: with TopologyAwareWorkloadScheduling the PlacementGenerate plugins split the nodes
+   (TopologyPlacementGenerator: one placement per domain of the group's topology key); without
+   it the group has one placement, every node.
+3. Per placement, the members are tried one after the other (priority, attempts, queue time,
+   name) on the placement's nodes only, each assumed and reserved so the next one sees it;
+   GangScheduling's PlacementFeasible stops as soon as ``minCount`` is out of reach. Every
+   assumption is then taken back: the snapshot is as before the cycle.
+4. The placements the group fits in are scored (PlacementScore plugins, weighted; ties at random)
+   and the best is kept. Its members are then assumed, reserved and permitted for real and go to
+   their binding cycles; GangScheduling's Permit finds ``minCount`` scheduled at once, so no
+   member of a gang placed in one cycle waits, holding resources, for the others.
+5. A group that does not fit: each member fails with upstream's message (its own filter verdict
+   for the member that fit nowhere, ``pod group is unschedulable, ...`` for the others), the
+   PodGroup's ``PodGroupInitiallyScheduled`` condition says why (``Unschedulable``), and the group
+   goes back to the queue as one: its members failed together, so they back off together.
+
+Statuses mirror kube-scheduler's (``GroupStatus``: a code, reasons, and the "pod group is
+unschedulable" error some of them carry), so every message reads as upstream's.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from pysched.backend.queue.scheduling_queue import QueuedPodInfo
+from pysched.framework import Code, CycleState, FrameworkError, PodGroupCycleInfo, PodInfo, Status
+from pysched.framework.interface import NodeBatch, Placement
+from pysched.framework.podgroups import (
+    CONDITION_SCHEDULED,
+    REASON_SCHEDULED,
+    REASON_SCHEDULER_ERROR,
+    REASON_UNSCHEDULABLE,
+    WorkloadPodGroup,
+    group_key_of,
+)
+from pysched.framework.status import FitError, NoNodesAvailable
+from pysched.util.logs import kv
+
+if TYPE_CHECKING:
+    from pysched.runtime.framework import Framework
+
+log = logging.getLogger("pysched.scheduler")
+
+POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+PODGROUPS_PATH = "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status"
+
+
+@dataclass
+class GroupStatus:
+    """kube-scheduler's Status as the pod-group cycle uses it: ``message`` joins the error (when set:
+    ``pod group is unschedulable``) and the reasons."""
+
+    code: Code
+    reasons: list[str] = field(default_factory=list)
+    err: str = ""
+
+    def message(self) -> str:
+        return ", ".join(([self.err] if self.err else []) + self.reasons)
+
+    def error_text(self) -> str:
+        """``AsError().Error()``: the error when set, else the message."""
+        return self.err or self.message()
+
+    def clone(self) -> GroupStatus:
+        return GroupStatus(self.code, list(self.reasons), self.err)
+
+    def is_success(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    def is_rejected(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    @classmethod
+    def of(cls, st: Status | None) -> GroupStatus:
+        if st is None:
+            return cls(Code.SUCCESS)
+        return cls(st.code, [st.message()] if st.message() else [])
+
+
+def unschedulable(*reasons: str) -> GroupStatus:
+    return GroupStatus(Code.UNSCHEDULABLE, list(reasons), POD_GROUP_UNSCHEDULABLE)
+
+
+@dataclass
+class MemberResult:
+    """One member's outcome in a placement: its node (None: it fit nowhere, or was not tried), the
+    status of its own attempt and the cycle state its plugins wrote."""
+
+    qpi: QueuedPodInfo
+    host: str | None = None
+    status: Status | None = None
+    diagnosis: Any = None
+    state: CycleState | None = None
+    tried: bool = False
+
+
+@dataclass
+class GroupResult:
+    status: GroupStatus
+    members: list[MemberResult]
+    placement: Placement | None = None
+    any_scheduled: bool = False
+
+
+def member_order(qpi: QueuedPodInfo) -> tuple:
+    """Upstream's PodGroupMemberPodsOrderingFunc: priority, attempts (more first), queue time, name."""
+    return (-qpi.pod.priority, -qpi.attempts, qpi.timestamp, qpi.pod.name)
+
+
+class PodGroupCycle:
+    """The pod-group cycle, mixed into ``schedule_one.Scheduler`` (it uses the scheduler's cache,
+    queue, node selection, failure handling and binding cycle)."""
+
+    _placement_slots: np.ndarray | None = None
+
+    def is_group_member(self, qpi: QueuedPodInfo) -> bool:
+        fwk = self.frameworks.get(qpi.pod.scheduler_name)   # type: ignore[attr-defined]
+        return bool(qpi.pod.scheduling_group) and fwk is not None and fwk.gang is not None
+
+    # -- the cycle ----------------------------------------------------------------------------
+
+    def schedule_pod_group(self, first: QueuedPodInfo) -> None:
+        fwk: Framework = self.frameworks[first.pod.scheduler_name]   # type: ignore[attr-defined]
+        gang = fwk.gang
+        key = group_key_of(first.pod)
+        start = time.perf_counter()
+        taken = [first]
+        for pod in list(gang.states.pods(key)):
+            if pod.uid != first.pod.uid and not gang.states.is_scheduled(pod):
+                q = self.queue.take(pod.uid)   # type: ignore[attr-defined]
+                if q is not None:
+                    taken.append(q)
+        members = [q for q in taken if self._still_to_schedule(fwk, q, start)]
+        if not members:
+            return
+        members.sort(key=member_order)
+        pg = gang.podgroup(key)
+        if pg is None:
+            self._group_failed(fwk, members, GroupStatus(
+                Code.ERROR, [f'podgroup.scheduling.k8s.io "{first.pod.scheduling_group}" not found']), start, None)
+            return
+        scheduled = gang.states.scheduled(key)
+        problem = validate_group(pg, [q.pod for q in members], scheduled)
+        if problem:
+            self._group_failed(fwk, members, GroupStatus(Code.ERROR, [problem]), start, pg)
+            return
+        info = PodGroupCycleInfo(pg, scheduled, [q.pod for q in members])
+        log.debug("attempting to schedule pod group", extra=kv(pod_group=key, members=len(members)))
+        try:
+            result = self._group_algorithm(fwk, gang, pg, info, members)
+        except FrameworkError as exc:
+            result = GroupResult(GroupStatus(Code.ERROR, [exc.status.message()]), [MemberResult(q) for q in members])
+        if result.status.is_success() and not result.any_scheduled:
+            result.status = unschedulable()
+        if result.status.code == Code.UNSCHEDULABLE:
+            post = self._group_post_filter(fwk, pg)
+            if post is not None:
+                if post.code == Code.ERROR:
+                    result.status = post
+                else:
+                    result.status.reasons.append(post.message())
+        self._submit(fwk, pg, result, start)
+
+    def _still_to_schedule(self, fwk: Framework, qpi: QueuedPodInfo, start: float) -> bool:
+        """``_begin``'s checks for a member: deleting, already placed, unparsable."""
+        pod = qpi.pod
+        if pod.deleting:
+            self._record(fwk, pod, "Warning", "FailedScheduling", "Scheduling",   # type: ignore[attr-defined]
+                         f"skip schedule deleting pod: {pod.namespace}/{pod.name}")
+            self.queue.done(pod.uid)   # type: ignore[attr-defined]
+            return False
+        if pod.uid in self.cache.pods:   # type: ignore[attr-defined]
+            self.queue.done(pod.uid)   # type: ignore[attr-defined]
+            return False
+        if pod.parse_error:
+            self._fail(fwk, qpi, Status(Code.ERROR, f"invalid pod: {pod.parse_error}"), start)   # type: ignore[attr-defined]
+            return False
+        return True
+
+    def _group_algorithm(self, fwk: Framework, gang: Any, pg: WorkloadPodGroup, info: PodGroupCycleInfo,
+                         members: list[QueuedPodInfo]) -> GroupResult:
+        table = self.cache.table   # type: ignore[attr-defined]
+        everything = Placement("", table.order())
+        if "TopologyAwareWorkloadScheduling" not in fwk.handle.feature_gates:
+            return self._try_placement(fwk, gang, pg, info, members, None)
+        placements = [everything]
+        for pl in fwk.placement_generate:
+            nodes = NodeBatch(table, placements[0].slots)
+            placements = pl.generate_placements(info, placements[0], nodes)
+        first: GroupResult | None = None
+        fits: list[GroupResult] = []
+        for placement in placements:
+            result = self._try_placement(fwk, gang, pg, info, members, placement)
+            if result.status.code == Code.ERROR:
+                return result
+            first = first or result
+            if result.status.is_success():
+                fits.append(result)
+        if not fits:
+            if first is None:
+                return GroupResult(unschedulable(f"0/{len(placements)} placements are available"),
+                                   [MemberResult(q) for q in members])
+            first.status = unschedulable(f"0/{len(placements)} placements are available, first placement "
+                                         f"status: {first.status.error_text()}")
+            return first
+        if len(fits) == 1:
+            return fits[0]
+        return self._best_placement(fwk, info, fits)
+
+    def _best_placement(self, fwk: Framework, info: PodGroupCycleInfo, fits: list[GroupResult]) -> GroupResult:
+        table = self.cache.table   # type: ignore[attr-defined]
+        totals = [0] * len(fits)
+        for pl in fwk.placement_score:
+            scores = []
+            for r in fits:
+                assert r.placement is not None
+                assignments = [(m.qpi.pod, m.host) for m in r.members if m.host]
+                scores.append(int(pl.score_placement(info, r.placement, NodeBatch(table, r.placement.slots),
+                                                     assignments)))
+            normalize = getattr(pl, "normalize_placement_scores", None)
+            if normalize is not None:
+                st = normalize(info, scores)
+                if st is not None and not st.is_success():
+                    raise FrameworkError(st)
+            weight = fwk.placement_weights.get(pl.name, 1)
+            for i, s in enumerate(scores):
+                totals[i] += s * weight
+        top = max(totals)
+        best = [i for i, t in enumerate(totals) if t == top]
+        return fits[best[self.rng.randrange(len(best))] if len(best) > 1 else best[0]]   # type: ignore[attr-defined]
+
+    def _try_placement(self, fwk: Framework, gang: Any, pg: WorkloadPodGroup, info: PodGroupCycleInfo,
+                       members: list[QueuedPodInfo], placement: Placement | None) -> GroupResult:
+        """Members one after the other on ``placement``'s nodes, each assumed so the next sees it;
+        every assumption is taken back before returning."""
+        scheduled = len(info.scheduled)
+        remaining = len(members)
+        results = [MemberResult(q) for q in members]
+        out = GroupResult(unschedulable(), results, placement)
+        st = gang.placement_feasible(pg, scheduled, remaining)
+        if st is not None and st.code == Code.UNSCHEDULABLE:
+            out.status = GroupStatus(Code.UNSCHEDULABLE, [st.message()], POD_GROUP_UNSCHEDULABLE)
+            return out
+        out.status = GroupStatus.of(st)
+        assumed: list[tuple[CycleState, PodInfo, str]] = []
+        self._placement_slots = placement.slots if placement is not None else None
+        try:
+            for r in results:
+                r.tried = True
+                r.state = state = CycleState()
+                pod = r.qpi.pod
+                try:
+                    host = self.schedule_pod(fwk, state, pod).host   # type: ignore[attr-defined]
+                except FitError as exc:
+                    r.status, r.diagnosis = Status(Code.UNSCHEDULABLE, exc.message()), exc.diagnosis
+                    code = Code.PENDING if exc.diagnosis.pending_plugins and not exc.diagnosis.unschedulable_plugins \
+                        else Code.UNSCHEDULABLE
+                    r.status = Status(code, exc.message())
+                except (NoNodesAvailable, FrameworkError) as exc:
+                    msg = exc.status.message() if isinstance(exc, FrameworkError) else str(exc)
+                    r.status = Status(Code.ERROR, msg)
+                    out.status = GroupStatus(Code.ERROR, [f"failed to schedule other pod from a pod group: {msg}"])
+                    break
+                else:
+                    a = self.cache.assume(pod, host)   # type: ignore[attr-defined]
+                    rst = fwk.run_reserve(state, a, host)
+                    if rst is not None and not rst.is_success():
+                        fwk.run_unreserve(state, a, host)
+                        self.cache.forget(a)   # type: ignore[attr-defined]
+                        r.status = rst if rst.is_rejected() else Status(Code.ERROR, rst.message())
+                        if not rst.is_rejected():
+                            out.status = GroupStatus(Code.ERROR, [f"failed to schedule other pod from a pod group: "
+                                                                  f"{rst.message()}"])
+                            break
+                    else:
+                        assumed.append((state, a, host))
+                        r.host = host
+                        scheduled += 1
+                        out.any_scheduled = True
+                remaining -= 1
+                st = gang.placement_feasible(pg, scheduled, remaining)
+                out.status = GroupStatus.of(st)
+                if st is not None and st.code == Code.UNSCHEDULABLE:
+                    break
+        finally:
+            self._placement_slots = None
+            for state, a, host in reversed(assumed):
+                fwk.run_unreserve(state, a, host)
+                self.cache.forget(a)   # type: ignore[attr-defined]
+        if out.status.code == Code.WAIT:
+            out.status = GroupStatus(Code.UNSCHEDULABLE, out.status.reasons, POD_GROUP_UNSCHEDULABLE)
+        if not out.status.is_success():
+            out.any_scheduled = False
+        return out
+
+    def _group_post_filter(self, fwk: Framework, pg: WorkloadPodGroup) -> GroupStatus | None:
+        """PodGroupPostFilter (DefaultPreemption's for a pod group). pysched does not preempt for a
+        pod group yet: it says so, or - when no pod of lower priority runs anywhere, which is what
+        kube-scheduler finds first - gives upstream's verdict."""
+        if "DefaultPreemption" not in fwk.plugins:
+            return None
+        priority = pg.priority if pg.priority is not None else 0
+        if not fwk.handle.snapshot.has_pod_below(priority):
+            return GroupStatus(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                               ["pod group preemption: No preemption victims found for incoming preemptor"])
+        return GroupStatus(Code.UNSCHEDULABLE, ["pod group preemption: preempting for a pod group is not "
+                                                "supported by pysched yet"])
+
+    # -- outcome ------------------------------------------------------------------------------
+
+    def _submit(self, fwk: Framework, pg: WorkloadPodGroup, result: GroupResult, start: float) -> None:
+        gst = result.status
+        if gst.code == Code.ERROR:
+            self._group_failed(fwk, [m.qpi for m in result.members], gst, start, pg)
+            return
+        from pysched.schedule_one import ScheduleResult
+        for m in result.members:
+            if not m.tried:
+                m.status = Status(gst.code, gst.message())
+                self._fail(fwk, m.qpi, m.status, start)   # type: ignore[attr-defined]
+            elif m.host is not None and gst.is_success():
+                self._finish(fwk, m.state, m.qpi, ScheduleResult(m.host, 1, 1), start, None)   # type: ignore[attr-defined]
+            elif m.host is not None:
+                self._fail(fwk, m.qpi, Status(Code.UNSCHEDULABLE, f"{POD_GROUP_UNSCHEDULABLE}, {gst.message()}"),   # type: ignore[attr-defined]
+                           start)
+            else:
+                assert m.status is not None
+                self._fail(fwk, m.qpi, m.status, start, diagnosis=m.diagnosis)   # type: ignore[attr-defined]
+        if gst.is_success():
+            self._set_condition(pg, "True", REASON_SCHEDULED, gst.message())
+            log.info("scheduled a pod group", extra=kv(pod_group=pg.key, placement=result.placement.name
+                                                       if result.placement else "",
+                                                       pods=sum(1 for m in result.members if m.host)))
+        else:
+            self._set_condition(pg, "False", REASON_UNSCHEDULABLE, gst.message())
+            log.info("unable to schedule a pod group", extra=kv(pod_group=pg.key, err=gst.message()))
+
+    def _group_failed(self, fwk: Framework, members: list[QueuedPodInfo], gst: GroupStatus, start: float,
+                      pg: WorkloadPodGroup | None) -> None:
+        st = Status(Code.ERROR, gst.message())
+        for q in members:
+            self._fail(fwk, q, st, start)   # type: ignore[attr-defined]
+        if pg is not None:
+            self._set_condition(pg, "False", REASON_SCHEDULER_ERROR, gst.message())
+        log.warning("error scheduling a pod group", extra=kv(pod_group=pg.key if pg else "", err=gst.message()))
+
+    def _set_condition(self, pg: WorkloadPodGroup, status: str, reason: str, message: str) -> None:
+        """``updatePodGroupCondition``: never back from True; nothing sent when nothing changes."""
+        existing = pg.condition(CONDITION_SCHEDULED)
+        if existing is not None and existing.get("status") == "True" and status != "True":
+            return
+        if (existing is not None and existing.get("status") == status and existing.get("reason") == reason
+                and existing.get("message") == message and existing.get("observedGeneration") == pg.generation):
+            return
+        cond: dict[str, Any] = {"type": CONDITION_SCHEDULED, "status": status, "reason": reason,
+                                "message": message, "observedGeneration": pg.generation}
+        if existing is None or existing.get("status") != status:
+            cond["lastTransitionTime"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        else:
+            cond["lastTransitionTime"] = existing.get("lastTransitionTime")
+        conditions = [c for c in pg.conditions if c.get("type") != CONDITION_SCHEDULED] + [cond]
+        client = self.client   # type: ignore[attr-defined]
+        if client is None:
+            return
+        path = PODGROUPS_PATH.format(namespace=pg.namespace, name=pg.name)
+
+        async def patch() -> None:
+            try:
+                await client.request("PATCH", path, body={"status": {"conditions": conditions}},
+                                     content_type="application/merge-patch+json")
+            except Exception as exc:  # noqa: BLE001 - a status write must not stop the scheduler
+                log.warning("could not update the PodGroup's condition", extra=kv(pod_group=pg.key, err=str(exc)))
+
+        self._spawn_api_task(patch())   # type: ignore[attr-defined]
+
+
+def validate_group(pg: WorkloadPodGroup, pending: list[PodInfo], scheduled: list[PodInfo]) -> str:
+    """``validatePodGroup``: one schedulerName, one priority (the PodGroup's when it has one) and one
+    preemption policy across the group. Returns the problem, or ""."""
+    scheduler_name = pending[0].scheduler_name if pending else ""
+    priority = pg.priority if pg.priority is not None else (pending[0].priority if pending else 0)
+    policy = ""
+    for pod in [*pending, *scheduled]:
+        if pod.scheduler_name != scheduler_name:
+            return ("all pods in a single pod group should have the same .spec.schedulerName set, "
+                    f'got: "{pod.scheduler_name}" and "{scheduler_name}"')
+        if pod.priority != priority:
+            return ("all pods in a single pod group should have the same priority as the pod group's "
+                    f"priority, got {pod.priority} and {priority}")
+        if not policy:
+            policy = pod.preemption_policy
+        elif pod.preemption_policy != policy:
+            return ("all pods in a single pod group should have the same preemption policy, "
+                    f"got {pod.preemption_policy} and {policy}")
+    return ""

@@ -205,13 +205,18 @@ class PodGroupCycle:
             placements = pl.generate_placements(info, placements[0], nodes)
         first: GroupResult | None = None
         fits: list[GroupResult] = []
-        for placement in placements:
-            result = self._try_placement(fwk, gang, pg, info, members, placement)
-            if result.status.code == Code.ERROR:
-                return result
-            first = first or result
-            if result.status.is_success():
-                fits.append(result)
+        for tier in sorted({p.tier for p in placements}):
+            for placement in placements:
+                if placement.tier != tier:
+                    continue
+                result = self._try_placement(fwk, gang, pg, info, members, placement)
+                if result.status.code == Code.ERROR:
+                    return result
+                first = first or result
+                if result.status.is_success():
+                    fits.append(result)
+            if fits:
+                break
         if not fits:
             if first is None:
                 return GroupResult(unschedulable(f"0/{len(placements)} placements are available"),

@@ -706,10 +706,13 @@ class PostBindPlugin(Plugin[ArgsT]):
 @dataclass
 class Placement:
     """A set of nodes a pod group may be placed on as a whole (the pod-group cycle): ``name`` is the
-    topology domain ("" for every node), ``slots`` the nodes' slots in the snapshot's table."""
+    topology domain ("" for every node), ``slots`` the nodes' slots in the snapshot's table.
+    ``tier``: placements are tried tier by tier, lowest first, and the cycle stops at the first tier
+    where the group fits (a rack before a block before a zone); upstream's generator makes one tier."""
 
     name: str
     slots: np.ndarray
+    tier: int = 0
 
 
 @dataclass

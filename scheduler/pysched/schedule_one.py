@@ -203,8 +203,9 @@ class Scheduler(PodGroupCycle):
                 if qpi is None:
                     return
             try:
-                if self.is_group_member(qpi):
-                    self.schedule_pod_group(qpi)
+                source = self.group_source(qpi)
+                if source is not None:
+                    self.schedule_pod_group(qpi, source)
                 elif self.extenders:
                     await self.schedule_one_async(qpi)
                 else:

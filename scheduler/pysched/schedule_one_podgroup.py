@@ -46,8 +46,8 @@ from pysched.framework.podgroups import (
     REASON_SCHEDULED,
     REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
+    PodGroupSource,
     WorkloadPodGroup,
-    group_key_of,
 )
 from pysched.framework.status import FitError, NoNodesAvailable
 from pysched.util.logs import kv
@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("pysched.scheduler")
 
 POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+# In the CycleState of a member tried on a placement (every assumption is taken back after): a
+# plugin's Reserve/Unreserve there must not end the group's attempt (Coscheduling).
+SIMULATION_KEY = "pysched/pod-group-placement-trial"
 PODGROUPS_PATH = "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status"
 
 
@@ -116,6 +119,8 @@ class GroupResult:
     members: list[MemberResult]
     placement: Placement | None = None
     any_scheduled: bool = False
+    # What the members never tried are told: the status before PodGroupPostFilter added its reason.
+    untried: GroupStatus | None = None
 
 
 def member_order(qpi: QueuedPodInfo) -> tuple:
@@ -129,36 +134,42 @@ class PodGroupCycle:
 
     _placement_slots: np.ndarray | None = None
 
-    def is_group_member(self, qpi: QueuedPodInfo) -> bool:
+    def group_source(self, qpi: QueuedPodInfo) -> PodGroupSource | None:
+        """The plugin whose pod-group cycle ``qpi``'s pod goes through, or None (scheduled on its own)."""
         fwk = self.frameworks.get(qpi.pod.scheduler_name)   # type: ignore[attr-defined]
-        return bool(qpi.pod.scheduling_group) and fwk is not None and fwk.gang is not None
+        if fwk is None:
+            return None
+        for source in fwk.group_sources:
+            if source.cycle_group_key(qpi.pod):
+                return source
+        return None
 
     # -- the cycle ----------------------------------------------------------------------------
 
-    def schedule_pod_group(self, first: QueuedPodInfo) -> None:
+    def schedule_pod_group(self, first: QueuedPodInfo, gang: PodGroupSource) -> None:
         fwk: Framework = self.frameworks[first.pod.scheduler_name]   # type: ignore[attr-defined]
-        gang = fwk.gang
-        key = group_key_of(first.pod)
+        key = gang.cycle_group_key(first.pod)
         start = time.perf_counter()
         taken = [first]
-        for pod in list(gang.states.pods(key)):
-            if pod.uid != first.pod.uid and not gang.states.is_scheduled(pod):
+        for pod in list(gang.cycle_members(key)):
+            if pod.uid != first.pod.uid and not gang.cycle_is_scheduled(pod):
                 q = self.queue.take(pod.uid)   # type: ignore[attr-defined]
                 if q is not None:
                     taken.append(q)
         members = [q for q in taken if self._still_to_schedule(fwk, q, start)]
         if not members:
             return
-        members.sort(key=member_order)
-        pg = gang.podgroup(key)
+        members.sort(key=getattr(gang, "cycle_member_order", member_order))
+        pg = gang.cycle_podgroup(key)
         if pg is None:
+            name = key.partition("/")[2]
             self._group_failed(fwk, members, GroupStatus(
-                Code.ERROR, [f'podgroup.scheduling.k8s.io "{first.pod.scheduling_group}" not found']), start, None)
+                Code.ERROR, [f'podgroup.scheduling.k8s.io "{name}" not found']), start, None)
             return
-        scheduled = gang.states.scheduled(key)
+        scheduled = [p for p in gang.cycle_members(key) if gang.cycle_is_scheduled(p)]
         problem = validate_group(pg, [q.pod for q in members], scheduled)
         if problem:
-            self._group_failed(fwk, members, GroupStatus(Code.ERROR, [problem]), start, pg)
+            self._group_failed(fwk, members, GroupStatus(Code.ERROR, [problem]), start, pg, gang)
             return
         info = PodGroupCycleInfo(pg, scheduled, [q.pod for q in members])
         log.debug("attempting to schedule pod group", extra=kv(pod_group=key, members=len(members)))
@@ -168,6 +179,7 @@ class PodGroupCycle:
             result = GroupResult(GroupStatus(Code.ERROR, [exc.status.message()]), [MemberResult(q) for q in members])
         if result.status.is_success() and not result.any_scheduled:
             result.status = unschedulable()
+        result.untried = result.status.clone()
         if result.status.code == Code.UNSCHEDULABLE:
             post = self._group_post_filter(fwk, pg)
             if post is not None:
@@ -175,7 +187,7 @@ class PodGroupCycle:
                     result.status = post
                 else:
                     result.status.reasons.append(post.message())
-        self._submit(fwk, pg, result, start)
+        self._submit(fwk, pg, result, start, gang)
 
     def _still_to_schedule(self, fwk: Framework, qpi: QueuedPodInfo, start: float) -> bool:
         """``_begin``'s checks for a member: deleting, already placed, unparsable."""
@@ -193,7 +205,7 @@ class PodGroupCycle:
             return False
         return True
 
-    def _group_algorithm(self, fwk: Framework, gang: Any, pg: WorkloadPodGroup, info: PodGroupCycleInfo,
+    def _group_algorithm(self, fwk: Framework, gang: PodGroupSource, pg: WorkloadPodGroup, info: PodGroupCycleInfo,
                          members: list[QueuedPodInfo]) -> GroupResult:
         table = self.cache.table   # type: ignore[attr-defined]
         everything = Placement("", table.order())
@@ -250,7 +262,7 @@ class PodGroupCycle:
         best = [i for i, t in enumerate(totals) if t == top]
         return fits[best[self.rng.randrange(len(best))] if len(best) > 1 else best[0]]   # type: ignore[attr-defined]
 
-    def _try_placement(self, fwk: Framework, gang: Any, pg: WorkloadPodGroup, info: PodGroupCycleInfo,
+    def _try_placement(self, fwk: Framework, gang: PodGroupSource, pg: WorkloadPodGroup, info: PodGroupCycleInfo,
                        members: list[QueuedPodInfo], placement: Placement | None) -> GroupResult:
         """Members one after the other on ``placement``'s nodes, each assumed so the next sees it;
         every assumption is taken back before returning."""
@@ -269,6 +281,7 @@ class PodGroupCycle:
             for r in results:
                 r.tried = True
                 r.state = state = CycleState()
+                state.write(SIMULATION_KEY, True)
                 pod = r.qpi.pod
                 try:
                     host = self.schedule_pod(fwk, state, pod).host   # type: ignore[attr-defined]
@@ -329,17 +342,21 @@ class PodGroupCycle:
 
     # -- outcome ------------------------------------------------------------------------------
 
-    def _submit(self, fwk: Framework, pg: WorkloadPodGroup, result: GroupResult, start: float) -> None:
+    def _submit(self, fwk: Framework, pg: WorkloadPodGroup, result: GroupResult, start: float,
+                gang: PodGroupSource) -> None:
         gst = result.status
         if gst.code == Code.ERROR:
-            self._group_failed(fwk, [m.qpi for m in result.members], gst, start, pg)
+            self._group_failed(fwk, [m.qpi for m in result.members], gst, start, pg, gang)
             return
         from pysched.schedule_one import ScheduleResult
         for m in result.members:
             if not m.tried:
-                m.status = Status(gst.code, gst.message())
+                told = result.untried or gst
+                m.status = Status(told.code, told.message())
                 self._fail(fwk, m.qpi, m.status, start)   # type: ignore[attr-defined]
             elif m.host is not None and gst.is_success():
+                assert m.state is not None
+                m.state.delete(SIMULATION_KEY)
                 self._finish(fwk, m.state, m.qpi, ScheduleResult(m.host, 1, 1), start, None)   # type: ignore[attr-defined]
             elif m.host is not None:
                 self._fail(fwk, m.qpi, Status(Code.UNSCHEDULABLE, f"{POD_GROUP_UNSCHEDULABLE}, {gst.message()}"),   # type: ignore[attr-defined]
@@ -347,22 +364,29 @@ class PodGroupCycle:
             else:
                 assert m.status is not None
                 self._fail(fwk, m.qpi, m.status, start, diagnosis=m.diagnosis)   # type: ignore[attr-defined]
-        if gst.is_success():
+        if not gst.is_success():
+            gang.cycle_failed(pg.key, gst.message())
+        if not gang.writes_condition:
+            pass
+        elif gst.is_success():
             self._set_condition(pg, "True", REASON_SCHEDULED, gst.message())
             log.info("scheduled a pod group", extra=kv(pod_group=pg.key, placement=result.placement.name
                                                        if result.placement else "",
                                                        pods=sum(1 for m in result.members if m.host)))
         else:
             self._set_condition(pg, "False", REASON_UNSCHEDULABLE, gst.message())
+        if not gst.is_success():
             log.info("unable to schedule a pod group", extra=kv(pod_group=pg.key, err=gst.message()))
 
     def _group_failed(self, fwk: Framework, members: list[QueuedPodInfo], gst: GroupStatus, start: float,
-                      pg: WorkloadPodGroup | None) -> None:
+                      pg: WorkloadPodGroup | None, gang: PodGroupSource | None = None) -> None:
         st = Status(Code.ERROR, gst.message())
         for q in members:
             self._fail(fwk, q, st, start)   # type: ignore[attr-defined]
-        if pg is not None:
-            self._set_condition(pg, "False", REASON_SCHEDULER_ERROR, gst.message())
+        if pg is not None and gang is not None:
+            gang.cycle_failed(pg.key, gst.message())
+            if gang.writes_condition:
+                self._set_condition(pg, "False", REASON_SCHEDULER_ERROR, gst.message())
         log.warning("error scheduling a pod group", extra=kv(pod_group=pg.key if pg else "", err=gst.message()))
 
     def _set_condition(self, pg: WorkloadPodGroup, status: str, reason: str, message: str) -> None:

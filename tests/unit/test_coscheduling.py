@@ -398,7 +398,9 @@ def live_sim(gpus, groups, args=None):
 
 def test_timeout_releases_every_waiting_member_together():
     # PostFilter never rejects (100 %): only the group's deadline can end the wait
-    sim = live_sim(2, [podgroup("g", 3, timeout=1)], args={"podGroupRejectPercentage": 100})
+    # (members wait at Permit only when scheduled one by one, as scheduler-plugins does)
+    sim = live_sim(2, [podgroup("g", 3, timeout=1)], args={"podGroupRejectPercentage": 100,
+                                                          "schedulerPluginsCompatible": True})
     before = METRICS.podgroups_timed_out.labels("pysched").value
     waits = METRICS.permit_wait_duration.labels("Unschedulable")
     waits_before = sum(waits.counts)
@@ -425,7 +427,8 @@ def test_timeout_releases_every_waiting_member_together():
 
 def test_members_deleted_while_waiting_at_permit_are_released_at_once_and_their_group_forgotten():
     # Permit would hold them 30 s; PostFilter never rejects (100 %)
-    sim = live_sim(2, [podgroup("g", 3, timeout=30)], args={"podGroupRejectPercentage": 100})
+    sim = live_sim(2, [podgroup("g", 3, timeout=30)], args={"podGroupRejectPercentage": 100,
+                                                           "schedulerPluginsCompatible": True})
     waiting_room = sim.frameworks["pysched"].handle.waiting_pods
 
     async def body():

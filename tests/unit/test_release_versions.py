@@ -26,8 +26,12 @@ def tree(tmp_path):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO / rel, tmp_path / rel)
     changelog = tmp_path / versions.CHANGELOG
+    text = changelog.read_text()
+    if re.search(rf"^## \[{re.escape(V)}\]", text, re.M):
+        # released already, work since under Unreleased: those notes join the release's section
+        text = re.sub(r"^## \[Unreleased\]\n\n", "", text, count=1, flags=re.M)
     heading = re.compile(rf"^## \[(?:Unreleased|{re.escape(V)})\][^\n]*$", re.M)
-    changelog.write_text(heading.sub(f"## [{V}] - 2026-01-01", changelog.read_text(), count=1))
+    changelog.write_text(heading.sub(f"## [{V}] - 2026-01-01", text, count=1))
     return tmp_path
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pysched.framework.podinfo import PodInfo
 
@@ -37,7 +37,9 @@ class WorkloadPodGroup:
     gang: bool                       # schedulingPolicy.gang (else basic)
     min_count: int                   # gang.minCount; 1 for a basic group
     topology_keys: tuple[str, ...]   # schedulingConstraints.topology[*].key
-    priority: int | None             # spec.priority (resolved by the API server from priorityClassName)
+    # spec.priority (resolved by the API server from priorityClassName; 0 when unset, as upstream);
+    # None: the group has none of its own (scheduler-plugins' PodGroups) - its members must agree
+    priority: int | None
     preemption_policy: str | None
     conditions: tuple[dict[str, Any], ...]
     status: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -69,10 +71,30 @@ class WorkloadPodGroup:
         status = obj.get("status") or {}
         return cls(namespace=meta.get("namespace") or "default", name=meta.get("name") or "",
                    generation=int(meta.get("generation") or 0), gang=gang is not None, min_count=min_count,
-                   topology_keys=keys, priority=prio if isinstance(prio, int) else None,
+                   topology_keys=keys, priority=prio if isinstance(prio, int) else 0,
                    preemption_policy=spec.get("preemptionPolicy"),
                    conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)),
                    status=dict(status))
+
+
+class PodGroupSource(Protocol):
+    """A plugin whose gangs go through the pod-group cycle (``schedule_one_podgroup``): GangScheduling
+    (``scheduling.k8s.io`` PodGroups) and Coscheduling (scheduler-plugins' PodGroups, unless
+    ``schedulerPluginsCompatible``). The cycle asks it, for a pod, which group it is in; for a group,
+    its pods and its PodGroup (as a ``WorkloadPodGroup``: ``min_count`` is scheduler-plugins'
+    ``minMember``); and, as placements are tried, whether ``minCount`` is still within reach."""
+
+    name: str
+    # Whether the cycle writes the PodGroup's PodGroupInitiallyScheduled condition (scheduler-plugins'
+    # PodGroups have a status controller of their own).
+    writes_condition: bool
+
+    def cycle_group_key(self, pod: PodInfo) -> str: ...
+    def cycle_members(self, key: str) -> Iterable[PodInfo]: ...
+    def cycle_is_scheduled(self, pod: PodInfo) -> bool: ...
+    def cycle_podgroup(self, key: str) -> WorkloadPodGroup | None: ...
+    def placement_feasible(self, pg: WorkloadPodGroup, scheduled: int, remaining: int) -> Any: ...
+    def cycle_failed(self, key: str, message: str) -> None: ...
 
 
 def group_key_of(pod: PodInfo) -> str:

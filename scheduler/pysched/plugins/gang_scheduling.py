@@ -65,6 +65,8 @@ def feasibility(min_count: int, scheduled: int, remaining: int) -> Status | None
 class GangScheduling(PreEnqueuePlugin[None], PermitPlugin[None], EnqueueExtensions, PodWatcher):
     name = NAME
     object_kinds = (WORKLOAD_PODGROUPS,)
+    writes_condition = True
+    group_cycle = True
 
     def __init__(self, args: None, handle: Handle) -> None:
         super().__init__(args, handle)
@@ -100,13 +102,33 @@ class GangScheduling(PreEnqueuePlugin[None], PermitPlugin[None], EnqueueExtensio
     def pre_enqueue(self, pod: PodInfo) -> Status | None:
         if not pod.scheduling_group:
             return None
-        key, _ = self.states.track(pod)
+        key, new = self.states.track(pod)
         pg = self.podgroup(key)
         if pg is None:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, waiting_for_group(pod.scheduling_group))
-        if pg.gang and self.states.all_count(key) < pg.min_count:
+        count = self.states.all_count(key)
+        if pg.gang and count < pg.min_count:
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, WAITING_FOR_GANG)
+        if new and pg.gang and count == pg.min_count:
+            self._regate(key)   # the pod the others waited for: they may go now
         return None
+
+    # -- the pod-group cycle (framework.podgroups.PodGroupSource) ---------------------------------
+
+    def cycle_group_key(self, pod: PodInfo) -> str:
+        return group_key_of(pod)
+
+    def cycle_members(self, key: str) -> Iterable[PodInfo]:
+        return self.states.pods(key)
+
+    def cycle_is_scheduled(self, pod: PodInfo) -> bool:
+        return self.states.is_scheduled(pod)
+
+    def cycle_podgroup(self, key: str) -> WorkloadPodGroup | None:
+        return self.podgroup(key)
+
+    def cycle_failed(self, key: str, message: str) -> None:
+        """Nothing to keep: the group's members back off in the queue, together."""
 
     def placement_feasible(self, pg: WorkloadPodGroup, scheduled: int, remaining: int) -> Status | None:
         return feasibility(pg.min_count if pg.gang else 1, scheduled, remaining)

@@ -56,6 +56,7 @@ from pysched.framework.interface import (
     ScorePlugin,
     WaitingPod,
 )
+from pysched.framework.podgroups import PodGroupSource
 from pysched.framework.podinfo import PodInfo
 from pysched.framework.status import Code, Diagnosis, FrameworkError, Status
 from pysched.util.goduration import go_duration
@@ -239,8 +240,11 @@ class Framework:
         for placement_scorer in self.placement_score:
             name = placement_scorer.name
             self.placement_weights[name] = self.placement_weights.get(name) or 1
-        # GangScheduling (typed Any: a plugin's own API, which the framework does not import).
-        self.gang: Any = self.plugins.get("GangScheduling") if "GenericWorkload" in handle.feature_gates else None
+        # The plugins whose gangs go through the pod-group cycle (framework.podgroups.PodGroupSource):
+        # GangScheduling with GenericWorkload on; Coscheduling unless schedulerPluginsCompatible.
+        self.group_sources: list[PodGroupSource] = [
+            p for p in self.plugins.values() if getattr(p, "group_cycle", False)   # type: ignore[misc]
+            and (p.name != "GangScheduling" or "GenericWorkload" in handle.feature_gates)]
         if len(self.queue_sort) != 1:
             raise ConfigError(f"{path}.plugins.queueSort: only one queue sort plugin can be enabled, "
                               f"got {len(self.queue_sort)}")

@@ -436,8 +436,7 @@ class SchedulingQueue:
             if self._gate(qpi):
                 self._push_unschedulable(qpi, POD_UPDATE)
                 continue
-            qpi.timestamp = self._clock()
-            self._push_active(qpi, POD_UPDATE)
+            self._push_active(qpi, POD_UPDATE)   # its queue time kept: a group's members keep their order
 
     def take(self, uid: str) -> QueuedPodInfo | None:
         """Pop ``uid`` wherever it waits (activeQ, backoffQ, the unschedulable pool), as ``pop`` would:

@@ -1,7 +1,17 @@
 """Coscheduling: gang scheduling of PodGroups, wire-compatible with scheduler-plugins.
 
 A pod labelled ``scheduling.x-k8s.io/pod-group: <name>`` belongs to PodGroup ``<name>``
-(``scheduling.x-k8s.io/v1alpha1``) in its namespace. A group is placed all or nothing:
+(``scheduling.x-k8s.io/v1alpha1``) in its namespace. A group is placed all or nothing.
+
+By default a group goes through the pod-group cycle (``schedule_one_podgroup``, the engine
+kube-scheduler 1.37 runs for its own PodGroups): when a member is popped, the members the queue
+holds come with it and are placed from one snapshot, each assumed so the next sees it, stopping as
+soon as ``minMember`` is out of reach (``minMember (M) cannot be satisfied: S scheduled, R
+remaining``); either ``minMember`` of them fit and all of those are reserved and go to Permit
+together (which finds the quorum at once), or nothing is held and the group backs off as a unit.
+The rules below still decide (PreFilter, Reserve, Permit, PreBind, the backoff); PostFilter's
+release does not run (no member waits). ``schedulerPluginsCompatible: true`` schedules members one
+by one, as scheduler-plugins does:
 
 * QueueSort: priority, then the group's time (the PodGroup's creationTimestamp, or its last
   failure, so a group that keeps failing goes behind newer ones), then the group key, then the
@@ -83,12 +93,14 @@ from pysched.framework import (
     arg,
 )
 from pysched.framework.api import format_resource, resource_value
+from pysched.framework.podgroups import WorkloadPodGroup
 
 NAME = "Coscheduling"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 PODGROUPS = "podgroups"
 DEFAULT_WAIT_SECONDS = 60
 GEN_KEY = NAME + "/generation"
+PLACEMENT_TRIAL_KEY = "pysched/pod-group-placement-trial"   # schedule_one_podgroup.SIMULATION_KEY
 UAU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
@@ -181,8 +193,13 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
     object_kinds = (PODGROUPS,)
     args: CoschedulingArgs
 
+    writes_condition = False
+
     def __init__(self, args: CoschedulingArgs | None, handle: Handle) -> None:
         super().__init__(args, handle)
+        # pysched's default: a group's members are placed together in one pod-group cycle
+        # (``schedule_one_podgroup``); scheduler-plugins' member-by-member wait at Permit otherwise.
+        self.group_cycle = not self.args.scheduler_plugins_compatible
         self.groups: dict[str, Group] = {}
         self.group_of: dict[str, str] = {}       # uid -> group key
         self.clock = time.monotonic
@@ -326,6 +343,46 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
             return seconds
         return float(min(2 ** min(g.failures, 8), 10))
 
+    # -- the pod-group cycle (framework.podgroups.PodGroupSource) ---------------------------------
+
+    def cycle_group_key(self, pod: PodInfo) -> str:
+        return group_key(pod)
+
+    def cycle_members(self, key: str) -> Iterable[PodInfo]:
+        g = self.groups.get(key)
+        return g.members.values() if g is not None else ()
+
+    def cycle_member_order(self, qpi: QueuedPod) -> tuple[Any, ...]:
+        """Members are tried in the queue's order: the largest first."""
+        return self.sort_key(qpi)
+
+    def cycle_is_scheduled(self, pod: PodInfo) -> bool:
+        return bool(pod.node_name) or pod.uid in self.handle.snapshot.pods
+
+    def cycle_podgroup(self, key: str) -> WorkloadPodGroup | None:
+        pg = self.podgroup(key)
+        if pg is None:
+            return None
+        namespace, _, name = key.partition("/")
+        return WorkloadPodGroup(namespace=namespace, name=name, generation=0, gang=True,
+                                min_count=pg.min_member, topology_keys=(), priority=None,
+                                preemption_policy=None, conditions=())
+
+    def placement_feasible(self, pg: WorkloadPodGroup, scheduled: int, remaining: int) -> Status | None:
+        if remaining + scheduled < pg.min_count:
+            return Status(Code.UNSCHEDULABLE, f"minMember ({pg.min_count}) cannot be satisfied: "
+                                              f"{scheduled} scheduled, {remaining} remaining")
+        if scheduled < pg.min_count:
+            return Status(Code.WAIT, f"minMember ({pg.min_count}) is not yet satisfied: "
+                                     f"{scheduled} scheduled, {remaining} remaining")
+        return None
+
+    def cycle_failed(self, key: str, message: str) -> None:
+        """The group did not fit in its cycle: it backs off as a unit (``group_backoff``)."""
+        g = self.groups.get(key)
+        if g is not None:
+            self._fail_group(g, message)
+
     # -- QueueSort -------------------------------------------------------------------------------
 
     def sort_key(self, qpi: QueuedPod) -> tuple[Any, ...]:
@@ -428,7 +485,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         key = group_key(pod)
-        if not key:
+        if not key or state.get(PLACEMENT_TRIAL_KEY):
             return None
         g = self._group(key)
         if pod.uid not in g.members:
@@ -440,8 +497,8 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         key = group_key(pod)
-        if not key:
-            return
+        if not key or state.get(PLACEMENT_TRIAL_KEY):
+            return   # a placement tried in the pod-group cycle and taken back: the attempt goes on
         g = self.groups.get(key)
         if g is None:
             return

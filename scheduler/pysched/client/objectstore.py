@@ -20,6 +20,9 @@
 * Workload PodGroups (``scheduling.k8s.io/v1beta1`` PodGroups, Kubernetes 1.36+ with the
   GenericWorkload gate; stored as ``workloadpodgroups``) - GangScheduling's gangs, the pod-group
   cycle and TopologyPlacementGenerator. Optional: an API server that does not serve them has none.
+* Kueue Topologies (``kueue.x-k8s.io/v1beta1``, stored as ``kueuetopologies``) -
+  TopologyAwarePlacement with ``kueueTopology``: the levels it places groups on. Optional (Kueue's
+  CRD), read only when that plugin is configured so.
 
 Objects are kept as trimmed API dicts keyed by ``namespace/name`` (or ``name``). Waiters can
 await a change of a given object (VolumeBinding's PreBind waits for claims to be bound).
@@ -38,7 +41,7 @@ KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationco
          "csidrivers", "csistoragecapacities",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
          "resourceclaims", "deviceclasses", "resourceslices", "devicetaintrules", "poddisruptionbudgets", "podgroups",
-         "elasticquotas", "workloadpodgroups")
+         "elasticquotas", "workloadpodgroups", "kueuetopologies")
 NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
               "resourceclaims", "poddisruptionbudgets", "podgroups", "elasticquotas", "csistoragecapacities",
               "workloadpodgroups"}
@@ -52,12 +55,13 @@ GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "poddisruptionbudgets": ("policy", "v1"),
                   "podgroups": ("scheduling.x-k8s.io", "v1alpha1"),
                   "elasticquotas": ("scheduling.x-k8s.io", "v1alpha1"),
-                  "workloadpodgroups": ("scheduling.k8s.io", "v1beta1")}
+                  "workloadpodgroups": ("scheduling.k8s.io", "v1beta1"),
+                  "kueuetopologies": ("kueue.x-k8s.io", "v1beta1")}
 # The API's resource name of a store kind named otherwise (two kinds called PodGroup).
-RESOURCE_NAMES = {"workloadpodgroups": "podgroups"}
+RESOURCE_NAMES = {"workloadpodgroups": "podgroups", "kueuetopologies": "topologies"}
 # Kinds served by an optional CustomResourceDefinition, or by a newer API server only: a 404 on
 # LIST means "not installed" (listed again every ``optional_crd_poll_seconds``).
-OPTIONAL = {"podgroups", "elasticquotas", "devicetaintrules", "workloadpodgroups"}
+OPTIONAL = {"podgroups", "elasticquotas", "devicetaintrules", "workloadpodgroups", "kueuetopologies"}
 KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet": "replicasets",
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
@@ -66,7 +70,7 @@ KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet"
                   "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses",
                   "ResourceSlice": "resourceslices", "DeviceTaintRule": "devicetaintrules",
                   "PodDisruptionBudget": "poddisruptionbudgets",
-                  "PodGroup": "podgroups", "ElasticQuota": "elasticquotas"}
+                  "PodGroup": "podgroups", "ElasticQuota": "elasticquotas", "Topology": "kueuetopologies"}
 
 
 def api_path(plural: str) -> str:

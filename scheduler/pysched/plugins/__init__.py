@@ -17,7 +17,9 @@ claims allocated from ResourceSlices, as kube-scheduler 1.35 with its default ga
 (kube-scheduler 1.37's, acting only under its feature gate, off in 1.35: a profile enables it);
 GangScheduling, TopologyPlacementGenerator and PodGroupPodsCount (Kubernetes' own gangs,
 ``scheduling.k8s.io`` PodGroups scheduled a whole group per cycle: default under the GenericWorkload
-and TopologyAwareWorkloadScheduling gates, as kube-scheduler 1.37). From
+and TopologyAwareWorkloadScheduling gates, as kube-scheduler 1.37); TopologyAwarePlacement (pysched's
+own, opt-in in place of TopologyPlacementGenerator: a pod group in the lowest topology domain that
+holds it, best fit first; ``topology_aware``). From
 scheduler-plugins, opt-in: Coscheduling (gang scheduling of PodGroups), CapacityScheduling (team quotas:
 ElasticQuotas with borrowing and reclaim) and the load-aware scores in
 ``loadaware`` (TargetLoadPacking, LoadVariationRiskBalancing, MetricScore), which need a metrics
@@ -50,6 +52,7 @@ from pysched.plugins.podgroup_pods_count import PodGroupPodsCount
 from pysched.plugins.queue_sort import PrioritySort
 from pysched.plugins.scheduling_gates import SchedulingGates
 from pysched.plugins.taint_toleration import TaintToleration
+from pysched.plugins.topology_aware import TopologyAwarePlacement
 from pysched.plugins.topology_placement import TopologyPlacementGenerator
 from pysched.plugins.volume_binding import VolumeBinding
 from pysched.plugins.volume_restrictions import VolumeRestrictions
@@ -84,6 +87,7 @@ IN_TREE = [
     GangScheduling,
     TopologyPlacementGenerator,
     PodGroupPodsCount,
+    TopologyAwarePlacement,
 ]
 
 __all__ = ["IN_TREE"]

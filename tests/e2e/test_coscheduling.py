@@ -149,7 +149,9 @@ async def test_member_whose_node_is_deleted_releases_the_whole_group(admin, sche
     # unschedulable (the PostFilter rejection is not what this test is about); the timeout is long.
     await create_nodes(admin, [make_node("old", cpu="4", labels={"pool": "a"})])
     await create_podgroup(admin, podgroup("g", "default", 3, scheduleTimeoutSeconds=50))
-    sched = scheduler_factory(gang_config(podGroupRejectPercentage=100)).start()
+    # Members scheduled one by one (scheduler-plugins' way): in the pod-group cycle m0 and m1 would
+    # never wait at Permit for m2.
+    sched = scheduler_factory(gang_config(podGroupRejectPercentage=100, schedulerPluginsCompatible=True)).start()
     await sched.wait_log("caches synced", 60)
     await create_pods(admin, [make_pod(f"m{i}", labels={LABEL: "g"}, cpu="1", node_selector={"pool": "a"})
                               for i in range(2)]

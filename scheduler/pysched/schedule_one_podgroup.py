@@ -60,6 +60,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("pysched.scheduler")
 
 POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
+# DynamicResources' PodGroupPostFilter verdict (it releases the members' claims, then lets the next
+# plugin try); stands aside (no reason) for a topology-constrained group with TAS on.
+DRA_GROUP_POST_FILTER = "deallocation and deletion of ResourceClaims completed"
 PODGROUPS_PATH = "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status"
 
 
@@ -341,6 +344,15 @@ class PodGroupCycle:
                     [Assignment(m.qpi.pod, m.host, m.state) for m in again.members if m.host and m.state is not None])
 
         post, st = run(pg, uid, [q.pod for q in members], feasibility)
+        if st.code == Code.UNSCHEDULABLE:
+            # RunPodGroupPostFilterPlugins: the Unschedulable plugins' reasons, in order - DRA's
+            # PodGroupPostFilter (before DefaultPreemption) gives one unless it stands aside.
+            names = [p.name for p in fwk.post_filter]
+            dra = ("DynamicResources" in names and "DefaultPreemption" in names
+                   and names.index("DynamicResources") < names.index("DefaultPreemption")
+                   and not ("TopologyAwareWorkloadScheduling" in fwk.handle.feature_gates and pg.topology_keys))
+            if dra:
+                st = Status(Code.UNSCHEDULABLE, ", ".join(r for r in (DRA_GROUP_POST_FILTER, st.message()) if r))
         if st.code == Code.SUCCESS:
             result.waiting_on_preemption = True
             result.nominating = dict(post.nominating) if post is not None else {}

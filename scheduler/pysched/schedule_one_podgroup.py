@@ -41,11 +41,13 @@ import numpy as np
 from pysched.backend.queue.scheduling_queue import QueuedPodInfo
 from pysched.framework import Code, CycleState, FrameworkError, PodGroupCycleInfo, PodInfo, Status
 from pysched.framework.interface import NodeBatch, Placement
+from pysched.framework.podgroup_preemption import Assignment
 from pysched.framework.podgroups import (
     CONDITION_SCHEDULED,
     REASON_SCHEDULED,
     REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
+    WORKLOAD_PODGROUPS,
     PodGroupSource,
     WorkloadPodGroup,
 )
@@ -61,6 +63,9 @@ POD_GROUP_UNSCHEDULABLE = "pod group is unschedulable"
 # In the CycleState of a member tried on a placement (every assumption is taken back after): a
 # plugin's Reserve/Unreserve there must not end the group's attempt (Coscheduling).
 SIMULATION_KEY = "pysched/pod-group-placement-trial"
+# DynamicResources' PodGroupPostFilter verdict (it releases the members' claims, then lets the next
+# plugin try); stands aside (no reason) for a topology-constrained group with TAS on.
+DRA_GROUP_POST_FILTER = "deallocation and deletion of ResourceClaims completed"
 PODGROUPS_PATH = "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status"
 
 
@@ -121,6 +126,8 @@ class GroupResult:
     any_scheduled: bool = False
     # What the members never tried are told: the status before PodGroupPostFilter added its reason.
     untried: GroupStatus | None = None
+    waiting_on_preemption: bool = False          # PodGroupPostFilter succeeded: victims are going
+    nominating: dict[str, str] = field(default_factory=dict)   # member uid -> nominated node ("": none)
 
 
 def member_order(qpi: QueuedPodInfo) -> tuple:
@@ -181,12 +188,7 @@ class PodGroupCycle:
             result.status = unschedulable()
         result.untried = result.status.clone()
         if result.status.code == Code.UNSCHEDULABLE:
-            post = self._group_post_filter(fwk, pg)
-            if post is not None:
-                if post.code == Code.ERROR:
-                    result.status = post
-                else:
-                    result.status.reasons.append(post.message())
+            self._group_post_filter(fwk, gang, pg, info, members, result)
         self._submit(fwk, pg, result, start, gang)
 
     def _still_to_schedule(self, fwk: Framework, qpi: QueuedPodInfo, start: float) -> bool:
@@ -212,9 +214,12 @@ class PodGroupCycle:
         if "TopologyAwareWorkloadScheduling" not in fwk.handle.feature_gates:
             return self._try_placement(fwk, gang, pg, info, members, None)
         placements = [everything]
-        for pl in fwk.placement_generate:
-            nodes = NodeBatch(table, placements[0].slots)
-            placements = pl.generate_placements(info, placements[0], nodes)
+        if fwk.placement_generate:   # the first PlacementGenerate plugin only, as upstream
+            placements = fwk.placement_generate[0].generate_placements(info, everything,
+                                                                       NodeBatch(table, everything.slots))
+            if not placements:
+                return GroupResult(GroupStatus(Code.UNSCHEDULABLE, ["no feasible placements found"]),
+                                   [MemberResult(q) for q in members])
         first: GroupResult | None = None
         fits: list[GroupResult] = []
         for tier in sorted({p.tier for p in placements}):
@@ -327,18 +332,50 @@ class PodGroupCycle:
             out.any_scheduled = False
         return out
 
-    def _group_post_filter(self, fwk: Framework, pg: WorkloadPodGroup) -> GroupStatus | None:
-        """PodGroupPostFilter (DefaultPreemption's for a pod group). pysched does not preempt for a
-        pod group yet: it says so, or - when no pod of lower priority runs anywhere, which is what
-        kube-scheduler finds first - gives upstream's verdict."""
-        if "DefaultPreemption" not in fwk.plugins:
-            return None
-        priority = pg.priority if pg.priority is not None else 0
-        if not fwk.handle.snapshot.has_pod_below(priority):
-            return GroupStatus(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                               ["pod group preemption: No preemption victims found for incoming preemptor"])
-        return GroupStatus(Code.UNSCHEDULABLE, ["pod group preemption: preempting for a pod group is not "
-                                                "supported by pysched yet"])
+    def _group_post_filter(self, fwk: Framework, gang: Any, pg: WorkloadPodGroup, info: PodGroupCycleInfo,
+                           members: list[QueuedPodInfo], result: GroupResult) -> None:
+        """PodGroupPostFilter (``applyPodGroupPostFilterResult``): DefaultPreemption's preemption for
+        the group (``framework.podgroup_preemption``). Its status message is appended to the group's
+        (an Error replaces it); on Success the group waits on the preemption and the members get
+        their nominations. The members never tried keep the group's status as it was before."""
+        plugin = fwk.plugins.get("DefaultPreemption")
+        run = getattr(plugin, "pod_group_post_filter", None)
+        if run is None:
+            return
+        before = result.status.clone()
+        for m in result.members:
+            if not m.tried:
+                m.status = Status(before.code, before.message())
+        obj = fwk.handle.objects.get(WORKLOAD_PODGROUPS, pg.key) if fwk.handle.objects is not None else None
+        uid = ((obj or {}).get("metadata") or {}).get("uid") or pg.key
+
+        def feasibility() -> tuple[Status, list[Assignment]]:
+            try:
+                again = self._group_algorithm(fwk, gang, pg, info, members)
+            except FrameworkError as exc:
+                return Status(Code.ERROR, exc.status.message()), []
+            if again.status.is_success() and not again.any_scheduled:
+                again.status = unschedulable()
+            return (Status(again.status.code, again.status.message()),
+                    [Assignment(m.qpi.pod, m.host, m.state) for m in again.members if m.host and m.state is not None])
+
+        post, st = run(pg, uid, [q.pod for q in members], feasibility)
+        if st.code == Code.UNSCHEDULABLE:
+            # RunPodGroupPostFilterPlugins: the Unschedulable plugins' reasons, in order - DRA's
+            # PodGroupPostFilter (before DefaultPreemption) gives one unless it stands aside.
+            names = [p.name for p in fwk.post_filter]
+            dra = ("DynamicResources" in names and "DefaultPreemption" in names
+                   and names.index("DynamicResources") < names.index("DefaultPreemption")
+                   and not ("TopologyAwareWorkloadScheduling" in fwk.handle.feature_gates and pg.topology_keys))
+            if dra:
+                st = Status(Code.UNSCHEDULABLE, ", ".join(r for r in (DRA_GROUP_POST_FILTER, st.message()) if r))
+        if st.code == Code.SUCCESS:
+            result.waiting_on_preemption = True
+            result.nominating = dict(post.nominating) if post is not None else {}
+        if st.code == Code.ERROR:
+            result.status = GroupStatus(Code.ERROR, [st.message()])
+        else:
+            result.status.reasons.append(st.message())
 
     # -- outcome ------------------------------------------------------------------------------
 
@@ -349,23 +386,30 @@ class PodGroupCycle:
             self._group_failed(fwk, [m.qpi for m in result.members], gst, start, pg, gang)
             return
         from pysched.schedule_one import ScheduleResult
+        nominating = result.nominating
         for m in result.members:
+            # A member the preemption nominated gets that node; any other keeps its nomination
+            # (upstream's nil NominatingInfo), but a placed member of a group that does not wait.
+            keep = nominating.get(m.qpi.pod.uid) if m.qpi.pod.uid in nominating else None
             if not m.tried:
-                told = result.untried or gst
-                m.status = Status(told.code, told.message())
-                self._fail(fwk, m.qpi, m.status, start)   # type: ignore[attr-defined]
+                if m.status is None:
+                    told = result.untried or gst
+                    m.status = Status(told.code, told.message())
+                self._fail(fwk, m.qpi, m.status, start, nominating=keep)   # type: ignore[attr-defined]
             elif m.host is not None and gst.is_success():
                 assert m.state is not None
                 m.state.delete(SIMULATION_KEY)
                 self._finish(fwk, m.state, m.qpi, ScheduleResult(m.host, 1, 1), start, None)   # type: ignore[attr-defined]
+            elif m.host is not None and result.waiting_on_preemption:
+                self._fail(fwk, m.qpi, Status(gst.code, gst.message()), start, nominating=keep)   # type: ignore[attr-defined]
             elif m.host is not None:
                 self._fail(fwk, m.qpi, Status(Code.UNSCHEDULABLE, f"{POD_GROUP_UNSCHEDULABLE}, {gst.message()}"),   # type: ignore[attr-defined]
                            start)
             else:
                 assert m.status is not None
-                self._fail(fwk, m.qpi, m.status, start, diagnosis=m.diagnosis)   # type: ignore[attr-defined]
-        if not gst.is_success():
-            gang.cycle_failed(pg.key, gst.message())
+                self._fail(fwk, m.qpi, m.status, start, diagnosis=m.diagnosis, nominating=keep)   # type: ignore[attr-defined]
+        if not gst.is_success() and not result.waiting_on_preemption:
+            gang.cycle_failed(pg.key, gst.message())   # a group waiting for its victims to go does not back off
         if not gang.writes_condition:
             pass
         elif gst.is_success():

@@ -221,9 +221,10 @@ def run_group(s, pg_obj, pods):
     for i in infos:
         s.observe_pending(i)
     fwk = s.frameworks["pysched"]
-    pg = fwk.gang.podgroup(f"default/{pg_obj['metadata']['name']}")
+    gang = fwk.plugins["GangScheduling"]
+    pg = gang.podgroup(f"default/{pg_obj['metadata']['name']}")
     qs = [QueuedPodInfo(i, float(n)) for n, i in enumerate(infos)]
-    return s.scheduler._group_algorithm(fwk, fwk.gang, pg, PodGroupCycleInfo(pg, [], infos), qs)
+    return s.scheduler._group_algorithm(fwk, gang, pg, PodGroupCycleInfo(pg, [], infos), qs)
 
 
 def pg_obj(name, min_count, key=None):

@@ -66,6 +66,27 @@ def importance(pod: PodInfo) -> tuple[int, float]:
     return (-pod.priority, start_time(pod))
 
 
+@dataclass(frozen=True)
+class GroupPreemptor:
+    """A pod group preempting (``podGroupPreemptor``): the victims' Events and conditions name it,
+    and its unscheduled members (``member_uids``) are held back while its victims go."""
+    uid: str                  # the PodGroup's
+    key: str                  # namespace/name
+    scheduler_name: str
+    priority: int
+    member_uids: tuple[str, ...]
+    kind: str = "podgroup"
+
+
+def preemptor_kind(preemptor: PodInfo | GroupPreemptor) -> str:
+    return preemptor.kind if isinstance(preemptor, GroupPreemptor) else "pod"
+
+
+def held_uids(preemptor: PodInfo | GroupPreemptor) -> tuple[str, ...]:
+    """The pods held back from activeQ while the preemption runs."""
+    return preemptor.member_uids if isinstance(preemptor, GroupPreemptor) else (preemptor.uid,)
+
+
 @dataclass
 class Candidate:
     """A node where preemption makes room: its victims (most important first) and how many of
@@ -374,31 +395,35 @@ class Evaluator:
         current = self.handle.snapshot.pods.get(last.uid)
         return current is not None and not current.deleting
 
-    def prepare_candidate_async(self, c: Candidate, pod: PodInfo) -> None:
+    def prepare_candidate_async(self, c: Candidate, pod: PodInfo | GroupPreemptor) -> None:
         """``prepareCandidateAsync``: evict the victims and clear lower-priority nominations in
-        the background; the cycle does not wait."""
+        the background; the cycle does not wait. ``pod`` is the preemptor: a pod, or a pod group
+        (``actuatePodGroupPreemption``: candidate ``cluster``, every member held back)."""
         METRICS.preemption_victims.observe(len(c.victims))
         victims = [v for v in c.victims if not v.deleting]
         if not victims or self.handle.client is None:
             return
         for v in victims:     # terminating from now on, for pod_eligible (upstream: once the DELETE lands)
             self.note_doomed(v.uid)
-        self.preempting.add(pod.uid)
-        self._spawn(pod.uid, self._preempt_in_background(c, pod, victims))
+        held = held_uids(pod)
+        self.preempting.update(held)
+        self._spawn(held, self._preempt_in_background(c, pod, victims))
 
-    def _spawn(self, uid: str, coro: Coroutine[Any, Any, None]) -> None:
+    def _spawn(self, held: tuple[str, ...], coro: Coroutine[Any, Any, None]) -> None:
         if self.handle.spawn is not None:
             if not self.handle.spawn(coro):
                 coro.close()
-                self.preempting.discard(uid)
+                self.preempting.difference_update(held)
             return
         try:
             asyncio.get_running_loop().create_task(coro)
         except RuntimeError:          # no loop (offline): nothing to send
             coro.close()
-            self.preempting.discard(uid)
+            self.preempting.difference_update(held)
 
-    async def _preempt_in_background(self, c: Candidate, pod: PodInfo, victims: list[PodInfo]) -> None:
+    async def _preempt_in_background(self, c: Candidate, pod: PodInfo | GroupPreemptor,
+                                     victims: list[PodInfo]) -> None:
+        held = held_uids(pod)
         ok = True
         try:
             if not await self.clear_lower_nominations(pod, c.name):
@@ -412,7 +437,8 @@ class Evaluator:
                         if isinstance(r, asyncio.CancelledError):
                             raise r
                         log.warning("error during async preemption", extra=kv(pod=pod.key, node=c.name, error=str(r)))
-            self.last_victim[pod.uid] = victims[-1]
+            for uid in held:
+                self.last_victim[uid] = victims[-1]
             try:
                 await self.preempt_pod(c, pod, victims[-1])
             except asyncio.CancelledError:
@@ -421,8 +447,9 @@ class Evaluator:
                 ok = False
                 log.warning("error during async preemption", extra=kv(pod=pod.key, node=c.name, error=str(exc)))
         finally:
-            self.preempting.discard(pod.uid)
-            self.last_victim.pop(pod.uid, None)
+            self.preempting.difference_update(held)
+            for uid in held:
+                self.last_victim.pop(uid, None)
             if not ok:
                 # Victims whose deletion failed are not leaving: the preemptor must not wait for them.
                 pods = self.handle.snapshot.pods
@@ -435,10 +462,10 @@ class Evaluator:
                 # The pod may wait in the unschedulable pool for events that never come: a failed
                 # deletion, or victims all gone already - their Delete events (another preemption
                 # deleted them first) arrived while this pod was held, so none will move it now.
-                self.handle.activate([pod.uid])
+                self.handle.activate(list(held))
         log.info("async preemption finished", extra=kv(pod=pod.key, node=c.name, ok=ok, victims=len(victims)))
 
-    async def clear_lower_nominations(self, pod: PodInfo, node: str) -> bool:
+    async def clear_lower_nominations(self, pod: PodInfo | GroupPreemptor, node: str) -> bool:
         """``getLowerPriorityNominatedPods`` + ``clearNominatedNodeName``: lower-priority pods
         nominated for ``node`` may not fit any more; dropping their nomination sends them to look
         elsewhere sooner."""
@@ -466,12 +493,13 @@ class Evaluator:
         assert client is not None
         return client
 
-    async def preempt_pod(self, c: Candidate, preemptor: PodInfo, victim: PodInfo) -> None:
+    async def preempt_pod(self, c: Candidate, preemptor: PodInfo | GroupPreemptor, victim: PodInfo) -> None:
         """``PreemptPod``: reject a victim waiting at Permit; otherwise mark it
         ``DisruptionTarget`` and delete it. Then the ``Preempted`` event on the victim."""
         waiting = self.handle.waiting_pods.get(victim.uid)
         since_1_37 = self.handle.kube_version >= (1, 37)
-        note = f"Preempted by pod {preemptor.uid} on node {c.name}"
+        kind = preemptor_kind(preemptor)
+        note = f"Preempted by {kind} {preemptor.uid} on node {c.name}"
         if waiting is not None:
             if since_1_37:   # 1.37: an Error for the victim's cycle, and the Event says so
                 waiting.preempt(self.plugin_name, "preempted")
@@ -484,7 +512,7 @@ class Evaluator:
             if not victim.preempted_by_scheduler:
                 cond: dict[str, Any] = {
                     "type": DISRUPTION_TARGET, "status": "True", "reason": REASON_PREEMPTION_BY_SCHEDULER,
-                    "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority pod",
+                    "message": f"{preemptor.scheduler_name}: preempting to accommodate a higher priority {kind}",
                     "lastProbeTime": None,
                     "lastTransitionTime": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
                 if victim.generation:
@@ -512,7 +540,7 @@ class Evaluator:
         if recorder is not None:
             # 1.37 passes its preemptor wrapper (not an API type) as the related object, which the
             # event recorder cannot reference: its Preempted Events have none, and so do ours.
-            related = None if since_1_37 else preemptor
+            related = None if since_1_37 or isinstance(preemptor, GroupPreemptor) else preemptor
             recorder.record(victim, controller=self.handle.profile_name, type_="Normal", reason="Preempted",
                             action="Preempting", note=note, related=related)
 

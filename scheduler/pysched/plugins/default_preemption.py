@@ -39,7 +39,10 @@ from pysched.framework import (
     arg,
 )
 from pysched.framework.api import ConfigError
+from pysched.framework.gang_victims import SCHEDULER_PLUGINS_LABEL, GangIndex, VictimSelection
 from pysched.framework.interface import OverlayBatch
+from pysched.framework.podgroup_preemption import Feasibility, PodGroupEvaluator, PodGroupPostFilterResult
+from pysched.framework.podgroups import WorkloadPodGroup
 from pysched.framework.preemption import NO_VICTIMS, PDB, Evaluator, importance, split_by_pdb
 from pysched.framework.status import Code, Diagnosis
 
@@ -80,6 +83,7 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs], EnqueueExtensio
         super().__init__(args, handle)
         self.rng = random.Random()
         self.evaluator = Evaluator(NAME, handle, self)
+        self._gangs: tuple[CycleState, GangIndex] | None = None
 
     # -- PostFilter -------------------------------------------------------------------------------
 
@@ -91,6 +95,14 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs], EnqueueExtensio
                                 diagnosis: Diagnosis) -> tuple[PostFilterResult | None, Status | None]:
         """PostFilter when extenders may take part (``preemptVerb``)."""
         return self._prefixed(*await self.evaluator.preempt_async(state, pod, diagnosis))
+
+    def pod_group_post_filter(self, pg: WorkloadPodGroup, pg_uid: str, members: Sequence[PodInfo],
+                              feasibility: Feasibility) -> tuple[PodGroupPostFilterResult | None, Status]:
+        """PodGroupPostFilter: preemption for a pod group the pod-group cycle could not place
+        (``framework.podgroup_preemption``); the message is prefixed ``pod group preemption: ``."""
+        result, st = PodGroupEvaluator(self.evaluator).preempt(pg, pg_uid, members, feasibility)
+        msg = st.message()
+        return result, (Status(st.code, "pod group preemption: " + msg) if msg else st)
 
     @staticmethod
     def _prefixed(result: PostFilterResult | None, st: Status) -> tuple[PostFilterResult | None, Status | None]:
@@ -177,6 +189,8 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs], EnqueueExtensio
             potential = [p for p in info.pods.values() if p.priority < prio]
             if not potential:
                 continue
+            if any(in_gang(p) for p in potential):
+                return None       # gangs go as units, possibly across nodes: node by node
             for p in potential:
                 v = vec(p)
                 if v is None:
@@ -249,6 +263,8 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs], EnqueueExtensio
         """``SelectVictimsOnNode``: the fewest lower-priority pods to evict from ``node`` so that
         ``pod`` passes the filters, and how many of them a PDB protects."""
         prio = pod.priority
+        if any(in_gang(p) for p in node.pods.values()):
+            return self.select_gang_victims(state, pod, node, pdbs)
         potential = [p for p in node.pods.values() if p.priority < prio]
         if not potential:
             return [], 0, _NO_VICTIMS
@@ -283,3 +299,62 @@ class DefaultPreemption(PostFilterPlugin[DefaultPreemptionArgs], EnqueueExtensio
         if violating and non_violating:
             victims.sort(key=importance)
         return victims, num_violating, None
+
+    def gang_index(self, state: CycleState) -> GangIndex:
+        """The gangs of the snapshot's pods, read once per preemption (the cycle's state)."""
+        cached = self._gangs
+        if cached is not None and cached[0] is state:
+            return cached[1]
+        index = GangIndex(self.handle.snapshot.pods.values(), self.handle.objects,
+                          workloads=GENERIC_WORKLOAD in self.handle.feature_gates)
+        self._gangs = (state, index)
+        return index
+
+    def select_gang_victims(self, state: CycleState, pod: PodInfo, node: NodeInfo,
+                            pdbs: Sequence[PDB]) -> tuple[list[PodInfo], int, Status | None]:
+        """``select_victims`` when gang members run on ``node``: an all-mode gang is one victim,
+        whole, wherever its pods are (upstream); a gang that keeps a minimum goes whole rather than
+        below it (pysched's rule, ``gang_victims``)."""
+        victims = self.gang_index(state).victims(node.pods.values(), pod.priority)
+        if not victims:
+            return [], 0, _NO_VICTIMS
+        fwk = self.handle.framework
+        assert fwk is not None
+        node_name = node.name
+        moves = self.handle.snapshot.what_if()
+
+        def fits() -> bool:
+            st = fwk.filter_with_nominated(state, pod, node_name, simulated=True)
+            if st is not None and st.code == Code.ERROR:
+                raise _FilterError(st)
+            return st is None
+
+        try:
+            for v in victims:
+                for p in v.pods:
+                    moves.remove(p)
+            st = fwk.filter_with_nominated(state, pod, node_name, simulated=True)
+            if st is not None:
+                return [], 0, st
+            selection = VictimSelection(victims, pdbs, moves.add, moves.remove, fits)
+            try:
+                chosen = selection.select()
+            except _FilterError as exc:
+                return [], 0, exc.status
+        finally:
+            moves.restore()
+        return [p for v in chosen for p in v.pods], selection.num_pdb_violations, None
+
+
+GENERIC_WORKLOAD = "GenericWorkload"
+
+
+def in_gang(pod: PodInfo) -> bool:
+    """A member of a workload PodGroup or of a scheduler-plugins one (cheap: labels and spec only)."""
+    return bool(pod.scheduling_group) or bool(pod.labels and SCHEDULER_PLUGINS_LABEL in pod.labels)
+
+
+class _FilterError(Exception):
+    def __init__(self, status: Status):
+        super().__init__(status.message())
+        self.status = status

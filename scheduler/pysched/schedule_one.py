@@ -53,7 +53,7 @@ from pysched.framework.status import (
 from pysched.metrics import METRICS
 from pysched.podlocation import BOUND, GONE, locate
 from pysched.runtime.framework import CycleTrace, Framework
-from pysched.schedule_one_podgroup import PodGroupCycle
+from pysched.schedule_one_podgroup import GROUP_PREFIX, PodGroupCycle
 from pysched.util.logs import kv
 
 log = logging.getLogger("pysched.schedule_one")
@@ -920,6 +920,8 @@ class Scheduler(PodGroupCycle):
         """``/debug/explain``: the pod's last traced cycle; for a pending pod that asked for an
         explanation but has no trace yet (it failed before it asked, and its re-evaluation has
         not ended), where it waits (``explain.reevaluating``); else None."""
+        if pod_key.startswith(GROUP_PREFIX):
+            return self.group_explanation(pod_key[len(GROUP_PREFIX):])
         got = self.traces.get(pod_key)
         if got is not None:
             return got

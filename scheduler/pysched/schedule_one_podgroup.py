@@ -67,6 +67,20 @@ SIMULATION_KEY = "pysched/pod-group-placement-trial"
 # plugin try); stands aside (no reason) for a topology-constrained group with TAS on.
 DRA_GROUP_POST_FILTER = "deallocation and deletion of ResourceClaims completed"
 PODGROUPS_PATH = "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status"
+API_VERSION = "scheduling.k8s.io/v1beta1"
+GROUP_PREFIX = "podgroup:"   # Scheduler.explanation("podgroup:ns/name"): a group's last attempt
+GROUP_TRACES_KEPT = 500
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """What the Event recorder needs of the object an Event is about."""
+
+    namespace: str
+    name: str
+    uid: str
+    api_version: str
+    resource_version: str = ""
 
 
 @dataclass
@@ -126,8 +140,38 @@ class GroupResult:
     any_scheduled: bool = False
     # What the members never tried are told: the status before PodGroupPostFilter added its reason.
     untried: GroupStatus | None = None
+    # Every placement tried, for the group's Event, /debug/explain and simulate --explain:
+    # {"placement", "tier", "nodes", "fits", "message", "placed": {pod: node}, "scores": {plugin: n}}.
+    tried: list[dict[str, Any]] = field(default_factory=list)
     waiting_on_preemption: bool = False          # PodGroupPostFilter succeeded: victims are going
     nominating: dict[str, str] = field(default_factory=dict)   # member uid -> nominated node ("": none)
+
+
+def placement_trace(placement: Placement, result: GroupResult) -> dict[str, Any]:
+    """What one placement's trial showed (``GroupResult.tried``)."""
+    return {"placement": placement.name or "all nodes", "tier": placement.tier, "nodes": len(placement.slots),
+            "fits": result.status.is_success(), "message": result.status.message(),
+            "placed": {m.qpi.pod.name: m.host for m in result.members if m.host},
+            "unplaced": {m.qpi.pod.name: m.status.message() for m in result.members
+                         if m.tried and not m.host and m.status is not None},
+            "scores": {}, "_placement": placement}
+
+
+def group_note(result: GroupResult, message: str) -> str:
+    """The note of a pod group's Event: what the attempt found, placement by placement."""
+    tried = result.tried
+    if result.status.is_success():
+        placed = sum(1 for m in result.members if m.host)
+        where = f" in {result.placement.name}" if result.placement is not None and result.placement.name else ""
+        fitting = sum(1 for t in tried if t["fits"])
+        of = f" (best of {fitting} placements that fit)" if fitting > 1 else ""
+        return f"placed {placed} pod(s){where}{of}"
+    parts = [message] if message else []
+    if len(tried) > 1:
+        parts.append("placements tried: " + "; ".join(
+            f"{t['placement']}: {'fits' if t['fits'] else t['message'] or 'does not fit'}" for t in tried[:8])
+            + ("; ..." if len(tried) > 8 else ""))
+    return ". ".join(parts)
 
 
 def member_order(qpi: QueuedPodInfo) -> tuple:
@@ -222,12 +266,15 @@ class PodGroupCycle:
                                    [MemberResult(q) for q in members])
         first: GroupResult | None = None
         fits: list[GroupResult] = []
+        tried: list[dict[str, Any]] = []
         for tier in sorted({p.tier for p in placements}):
             for placement in placements:
                 if placement.tier != tier:
                     continue
                 result = self._try_placement(fwk, gang, pg, info, members, placement)
+                tried.append(placement_trace(placement, result))
                 if result.status.code == Code.ERROR:
+                    result.tried = tried
                     return result
                 first = first or result
                 if result.status.is_success():
@@ -237,17 +284,20 @@ class PodGroupCycle:
         if not fits:
             if first is None:
                 return GroupResult(unschedulable(f"0/{len(placements)} placements are available"),
-                                   [MemberResult(q) for q in members])
+                                   [MemberResult(q) for q in members], tried=tried)
             first.status = unschedulable(f"0/{len(placements)} placements are available, first placement "
                                          f"status: {first.status.error_text()}")
+            first.tried = tried
             return first
-        if len(fits) == 1:
-            return fits[0]
-        return self._best_placement(fwk, info, fits)
+        best = fits[0] if len(fits) == 1 else self._best_placement(fwk, info, fits, tried)
+        best.tried = tried
+        return best
 
-    def _best_placement(self, fwk: Framework, info: PodGroupCycleInfo, fits: list[GroupResult]) -> GroupResult:
+    def _best_placement(self, fwk: Framework, info: PodGroupCycleInfo, fits: list[GroupResult],
+                        tried: list[dict[str, Any]]) -> GroupResult:
         table = self.cache.table   # type: ignore[attr-defined]
         totals = [0] * len(fits)
+        traces = {id(r.placement): t for r in fits for t in tried if t["_placement"] is r.placement}
         for pl in fwk.placement_score:
             scores = []
             for r in fits:
@@ -263,6 +313,9 @@ class PodGroupCycle:
             weight = fwk.placement_weights.get(pl.name, 1)
             for i, s in enumerate(scores):
                 totals[i] += s * weight
+                trace = traces.get(id(fits[i].placement))
+                if trace is not None:
+                    trace["scores"][pl.name] = s * weight
         top = max(totals)
         best = [i for i, t in enumerate(totals) if t == top]
         return fits[best[self.rng.randrange(len(best))] if len(best) > 1 else best[0]]   # type: ignore[attr-defined]
@@ -410,6 +463,9 @@ class PodGroupCycle:
                 self._fail(fwk, m.qpi, m.status, start, diagnosis=m.diagnosis, nominating=keep)   # type: ignore[attr-defined]
         if not gst.is_success() and not result.waiting_on_preemption:
             gang.cycle_failed(pg.key, gst.message())   # a group waiting for its victims to go does not back off
+        self._record_group(fwk, pg, gang, "Normal" if gst.is_success() else "Warning",
+                           "Scheduled" if gst.is_success() else "FailedScheduling", group_note(result, gst.message()))
+        self._keep_group_trace(pg, result)
         if not gang.writes_condition:
             pass
         elif gst.is_success():
@@ -428,10 +484,36 @@ class PodGroupCycle:
         for q in members:
             self._fail(fwk, q, st, start)   # type: ignore[attr-defined]
         if pg is not None and gang is not None:
+            self._record_group(fwk, pg, gang, "Warning", "FailedScheduling", gst.message())
             gang.cycle_failed(pg.key, gst.message())
             if gang.writes_condition:
                 self._set_condition(pg, "False", REASON_SCHEDULER_ERROR, gst.message())
         log.warning("error scheduling a pod group", extra=kv(pod_group=pg.key if pg else "", err=gst.message()))
+
+    def _record_group(self, fwk: Framework, pg: WorkloadPodGroup, gang: PodGroupSource, type_: str, reason: str,
+                      note: str) -> None:
+        """One Event per group attempt, on the PodGroup (``regarding`` it: ``kubectl describe``)."""
+        recorder = self.recorder   # type: ignore[attr-defined]
+        if recorder is None:
+            return
+        ref = ObjectRef(pg.namespace, pg.name, pg.uid, getattr(gang, "podgroup_api_version", API_VERSION))
+        recorder.record(ref, controller=fwk.profile_name, type_=type_, reason=reason, action="Scheduling",
+                        note=note, kind="PodGroup", api_version=ref.api_version)
+
+    def _keep_group_trace(self, pg: WorkloadPodGroup, result: GroupResult) -> None:
+        traces: dict[str, Any] = self.__dict__.setdefault("group_traces", {})
+        traces.pop(pg.key, None)
+        traces[pg.key] = {"status": result.status.message() or "Scheduled",
+                          "placement": result.placement.name if result.placement is not None else "",
+                          "placements": [{k: v for k, v in t.items() if not k.startswith("_")} for t in result.tried]}
+        if len(traces) > GROUP_TRACES_KEPT:
+            del traces[next(iter(traces))]
+
+    def group_explanation(self, key: str) -> dict[str, Any] | None:
+        """The last attempt of pod group ``namespace/name``, placement by placement (/debug/explain)."""
+        traces: dict[str, Any] = self.__dict__.get("group_traces", {})
+        out = traces.get(key)
+        return out if isinstance(out, dict) else None
 
     def _set_condition(self, pg: WorkloadPodGroup, status: str, reason: str, message: str) -> None:
         """``updatePodGroupCondition``: never back from True; nothing sent when nothing changes."""

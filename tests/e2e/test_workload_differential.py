@@ -268,3 +268,17 @@ async def test_pysched_schedules_the_group_as_kube_scheduler(scenario):
     ours = await outcome_of("pysched")
     assert ours.first[scenario.name] == kube.first[scenario.name], ours.explain(scenario.name)
     assert ours.outcomes[scenario.name] == kube.outcomes[scenario.name], ours.explain(scenario.name)
+
+
+async def test_pysched_writes_one_event_per_group_attempt_on_the_podgroup():
+    """pysched's addition (kube-scheduler writes no Event about a PodGroup): each attempt of a group
+    is one Event regarding its PodGroup - Scheduled, or FailedScheduling with the group's reason."""
+    kube = await outcome_of("kube")
+    ours = await outcome_of("pysched")
+    assert all(not evs for evs in kube.group_events.values()), kube.group_events
+    (whole,) = ours.group_events["whole"].values()
+    assert whole == [("Normal", "Scheduled", "placed 3 pod(s)")], whole
+    (short,) = ours.group_events["short"].values()
+    condition = ours.outcomes["short"]["podgroups"]
+    (message,) = [c["message"] for c in condition.values()]
+    assert short[0][:2] == ("Warning", "FailedScheduling") and short[0][2] == message, short

@@ -216,6 +216,18 @@ def podgroup_condition(pg: dict) -> dict | None:
     return None
 
 
+async def podgroup_events(admin: KubeClient, ns: str) -> dict[str, list[tuple[str, str, str]]]:
+    """The Events about each PodGroup of ``ns``: (type, reason, note), oldest first."""
+    events, _ = await admin.list_all(f"/apis/events.k8s.io/v1/namespaces/{ns}/events")
+    out: dict[str, list[tuple[str, str, str, str]]] = {}
+    for e in events:
+        if (e.get("regarding") or {}).get("kind") == "PodGroup":
+            when = e.get("eventTime") or e["metadata"]["creationTimestamp"]
+            out.setdefault(e["regarding"]["name"], []).append((when, e.get("type", ""), e.get("reason", ""),
+                                                               e.get("note") or ""))
+    return {name: [t[1:] for t in sorted(evs)] for name, evs in out.items()}
+
+
 async def outcome(admin: KubeClient, scenario: Scenario) -> dict:
     ns = scenario.namespace
     failures = await first_failures(admin, ns)
@@ -253,6 +265,9 @@ class Run:
     unsettled: list[str]
     log_tail: str
     seconds: float
+    # scenario -> PodGroup name -> its Events' (type, reason, note), oldest first (pysched's own:
+    # kube-scheduler writes none about a PodGroup)
+    group_events: dict[str, dict[str, list[tuple[str, str, str]]]] = field(default_factory=dict)
 
     def explain(self, scenario: str) -> str:
         return (f"{self.who}: scenario {scenario} {'did not settle' if scenario in self.unsettled else 'settled'}; "
@@ -331,8 +346,9 @@ async def run_scenarios(who: str, scenarios: list[Scenario], timeout: float = 30
                 unsettled = sorted(set(unsettled) | set(await settle(admin, acts, lambda s: s.expected(), timeout,
                                                                      grace=0.5)))
                 outcomes = {s.name: await outcome(admin, s) for s in scenarios}
+                group_events = {s.name: await podgroup_events(admin, s.namespace) for s in scenarios}
             finally:
                 stop()
-            return Run(who, first, outcomes, unsettled, _tail(log_path), time.monotonic() - start)
+            return Run(who, first, outcomes, unsettled, _tail(log_path), time.monotonic() - start, group_events)
         finally:
             await admin.close()

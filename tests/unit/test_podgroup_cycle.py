@@ -249,3 +249,27 @@ def test_a_scheduler_plugins_gang_that_fits_binds_whole():
         await until(lambda: len(FlakyBinder.bound) == 3)
         assert len(set(FlakyBinder.bound.values())) == 3
     run_live(sim, body)
+
+
+def test_a_groups_attempt_is_explained_placement_by_placement():
+    from pysched.schedule_one_podgroup import GROUP_PREFIX
+    from pysched.server import secure
+    assert secure.GROUP_PREFIX == GROUP_PREFIX     # /debug/explain?podgroup= asks the engine this way
+    sim = sim_with()
+    for rack, cpus in (("r1", ("2", "2")), ("r2", ("4", "4"))):
+        for i, cpu in enumerate(cpus):
+            sim.add_node(node(f"{rack}-n{i}", cpu=cpu, labels={"rack": rack}))
+    sim.add_object(workload_group("g", 4, topology="rack"))
+
+    async def body():
+        for i in range(4):
+            sim.add_pod(workload_member(f"m{i}", "g", cpu="1500m"))
+        await until(lambda: len(FlakyBinder.bound) == 4)
+        got = sim.scheduler.explanation(GROUP_PREFIX + "default/g")
+        assert got["placement"] == "r2"
+        by = {p["placement"]: p for p in got["placements"]}
+        assert by["r2"]["fits"] and sorted(by["r2"]["placed"]) == ["m0", "m1", "m2", "m3"]
+        assert not by["r1"]["fits"]
+        assert by["r1"]["message"] == "minCount (4) cannot be satisfied: 2 scheduled, 1 remaining"
+        assert "Insufficient cpu" in next(iter(by["r1"]["unplaced"].values()))
+    run_live(sim, body)

@@ -141,9 +141,10 @@ class EventRecorder:
     # -- recording -------------------------------------------------------------------------------
 
     def record(self, pod, *, controller: str, type_: str, reason: str, action: str, note: str,
-               related=None) -> None:
+               related=None, kind: str = "Pod", api_version: str = "v1") -> None:
         """Count one occurrence of an event about ``pod`` (``related``: a second pod the event
-        names, as the preemptor in ``Preempted``)."""
+        names, as the preemptor in ``Preempted``); ``kind``/``api_version``: an object other than a
+        pod (a PodGroup), with the same ``namespace``, ``name``, ``uid``, ``resource_version``."""
         if self.client is None:
             return
         if not self._accepting:
@@ -151,7 +152,7 @@ class EventRecorder:
                 self._drop("shutdown", 1)
             return
         ns = pod.namespace or "default"
-        regarding = {"apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": pod.name, "uid": pod.uid}
+        regarding = {"apiVersion": api_version, "kind": kind, "namespace": ns, "name": pod.name, "uid": pod.uid}
         if pod.resource_version:
             regarding["resourceVersion"] = pod.resource_version
         rel = None

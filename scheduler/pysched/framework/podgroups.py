@@ -43,6 +43,7 @@ class WorkloadPodGroup:
     preemption_policy: str | None
     conditions: tuple[dict[str, Any], ...]
     status: dict[str, Any] = field(default_factory=dict, compare=False)
+    uid: str = ""
 
     @property
     def key(self) -> str:
@@ -74,7 +75,7 @@ class WorkloadPodGroup:
                    topology_keys=keys, priority=prio if isinstance(prio, int) else 0,
                    preemption_policy=spec.get("preemptionPolicy"),
                    conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)),
-                   status=dict(status))
+                   status=dict(status), uid=meta.get("uid") or "")
 
 
 class PodGroupSource(Protocol):

@@ -10,6 +10,7 @@ kube-scheduler does, a self-signed one written to ``--cert-dir`` on first start
   process is not shutting down; 503 with the failing check otherwise.
 * ``/metrics``: the Prometheus registry; ``/configz``: the effective configuration.
 * ``/debug/explain?pod=ns/name``: the last cycle's per-plugin trace for a pod (see ``explain``);
+  ``?podgroup=ns/name``: a pod group's last attempt, placement by placement;
   202 with where the pod waits while a pod that just asked is being re-evaluated.
 
 Every request goes through delegated authentication and authorization (``delegated_auth``), as
@@ -44,6 +45,8 @@ from pysched.server.connguard import ConnectionGuard
 from pysched.server.delegated_auth import DelegatedAuth
 from pysched.util.logs import kv
 
+# How the explain callback is asked for a pod group (schedule_one_podgroup.GROUP_PREFIX).
+GROUP_PREFIX = "podgroup:"
 log = logging.getLogger("pysched.server.secure")
 # Memory under hostile clients (``connguard``): at most this many connections, each holding at
 # most 64 header fields of 8 KiB, each closed if it has not sent a request head within 10 s.
@@ -155,6 +158,14 @@ class SecureServer:
         return web.Response(text=json.dumps(self.configz(), indent=2), content_type="application/json")
 
     async def _explain(self, request):
+        group = request.query.get("podgroup", "")
+        if group:
+            if "/" not in group:
+                return web.Response(status=400, text="query parameter podgroup=<namespace>/<name> needs a namespace")
+            got = self.explain(GROUP_PREFIX + group) if self.explain is not None else None
+            if got is None:
+                return web.Response(status=404, text=f"no scheduling attempt recorded for pod group {group}")
+            return web.Response(text=json.dumps(got, indent=2), content_type="application/json")
         key = request.query.get("pod", "")
         if "/" not in key:
             return web.Response(status=400, text="query parameter pod=<namespace>/<name> is required")

@@ -194,6 +194,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
     args: CoschedulingArgs
 
     writes_condition = False
+    podgroup_api_version = "scheduling.x-k8s.io/v1alpha1"   # the group's Events regard this PodGroup
 
     def __init__(self, args: CoschedulingArgs | None, handle: Handle) -> None:
         super().__init__(args, handle)
@@ -364,9 +365,11 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         if pg is None:
             return None
         namespace, _, name = key.partition("/")
+        obj = self.handle.objects.get(PODGROUPS, key) if self.handle.objects is not None else None
         return WorkloadPodGroup(namespace=namespace, name=name, generation=0, gang=True,
                                 min_count=pg.min_member, topology_keys=(), priority=None,
-                                preemption_policy=None, conditions=())
+                                preemption_policy=None, conditions=(),
+                                uid=((obj or {}).get("metadata") or {}).get("uid") or "")
 
     def placement_feasible(self, pg: WorkloadPodGroup, scheduled: int, remaining: int) -> Status | None:
         if remaining + scheduled < pg.min_count:

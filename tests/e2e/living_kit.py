@@ -19,11 +19,15 @@ PATHS = {
     "PodDisruptionBudget": "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
     "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "PodGroup": "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
+    "WorkloadPodGroup": "/apis/scheduling.k8s.io/v1beta1/namespaces/{ns}/podgroups",
 }
 
 
 def path_of(obj: dict[str, Any], name: str | None = None) -> str:
-    base = PATHS[obj["kind"]].format(ns=obj["metadata"].get("namespace", "default"))
+    kind = obj["kind"]
+    if kind == "PodGroup" and str(obj.get("apiVersion", "")).startswith("scheduling.k8s.io/"):
+        kind = "WorkloadPodGroup"      # Kubernetes' own, not scheduler-plugins'
+    base = PATHS[kind].format(ns=obj["metadata"].get("namespace", "default"))
     return f"{base}/{name}" if name else base
 
 

@@ -188,6 +188,22 @@ def test_the_second_chance_reprieves_what_the_whole_gang_makes_unnecessary():
     assert chosen == ["g-0", "g-1"]
 
 
+def test_gangs_broken_by_the_member_by_member_reprieve_are_offered_back_whole():
+    """Four gangs of 4 x 1 CPU, one member of each on each of 4 nodes of 4 CPU; the preemptor needs
+    6 CPU (2, 1, 1, 2 on the nodes). The member-by-member reprieve (oldest first) keeps a and b on n0
+    but c and d on n3, so every gang loses a member and all four go whole - 16 pods for 6 CPU. Offered
+    back whole, a and b stay: two whole gangs are enough."""
+    def started(g, i):     # c and d are the younger on every node but n3, where a and b are
+        late = g in ("ab" if i == 3 else "cd")
+        return f"2026-01-01T00:00:{10 + 5 * late + 'abcd'.index(g)}Z"
+    pods = infos(*(running(f"{g}-{i}", f"n{i}", "1", 5, group=g, start=started(g, i))
+                   for i in range(4) for g in "abcd"))
+    index = GangIndex(pods, Objects(*(workload_pg(g, 4, 5) for g in "abcd")), workloads=True)
+    chosen, sel, _ = select(pods, index.victims(pods, 1000), {"n0": 2000, "n1": 1000, "n2": 1000, "n3": 2000})
+    assert len(chosen) == 8 and len(sel.expanded) == 2, chosen
+    assert len({name.split("-")[0] for name in chosen}) == 2, chosen
+
+
 def test_a_gang_with_a_surplus_loses_only_surplus_members():
     pods = infos(*(running(f"g-{i}", "n1", "1", 5, group="g") for i in range(4)))
     index = GangIndex(pods, Objects(workload_pg("g", 2, 5)), workloads=True)

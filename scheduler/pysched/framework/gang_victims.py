@@ -295,15 +295,22 @@ class VictimSelection:
             return chosen
         keys = {g.key for g in broken}
         rest: list[tuple[Victim, int]] = [(v, n) for v, n in chosen if v.gang is None or v.gang.key not in keys]
-        wholes: list[tuple[Victim, int]] = []
+        wholes: list[tuple[Victim, Gang]] = []
         for g in broken:
             members = [(v, n) for v, n in chosen if v.gang is g]
             whole = Victim(list(g.scheduled), members[0][0].priority, RANK_PODGROUP, whole=True)
             self.take_out(whole)
-            wholes.append((whole, 0))
-            self.expanded.append(g)
-        # Second chance: with the gangs gone whole, the other victims may no longer be needed.
-        kept = [v for v, _ in rest if not self._offer(v)] + [v for v, _ in wholes]
+            wholes.append((whole, g))
+        # Second chance, whole gangs first (most important first): the reprieve above went member by
+        # member and may have kept some members of every gang, so each broken gang is offered back
+        # whole - as many gangs as the preemptor leaves room for stay; then the other victims, which
+        # the gangs gone whole may have made unnecessary.
+        gone: list[Victim] = []
+        for whole, g in sorted(wholes, key=lambda w: more_important(w[0])):
+            if not self._offer(whole):
+                gone.append(whole)
+                self.expanded.append(g)
+        kept = [v for v, _ in rest if not self._offer(v)] + gone
         # The PDB violations of the set that goes, counted afresh (the whole gangs' pods were not
         # all classified before the reprieves).
         violating, _ = split_by_pdb(sorted(kept, key=more_important), self.pdbs)

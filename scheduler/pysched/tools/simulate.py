@@ -16,9 +16,15 @@ exactly as the live scheduler assumes before binding. Pods left unschedulable ar
 pass places at least one pod (a later pod can satisfy an earlier pod's affinity or spread, as the
 live queue retries on Pod/Add events).
 
-Gangs (pods labelled ``scheduling.x-k8s.io/pod-group`` with Coscheduling enabled) go through
-Permit: a group is placed all or nothing, and the report gives each group's verdict and the member
-that blocks it.
+Gangs a pod-group source claims (Kubernetes' own PodGroups with GangScheduling and the
+GenericWorkload gate - ``--feature-gates`` -, scheduler-plugins' with Coscheduling) are placed as
+the live pod-group cycle places them: when the queue order reaches a group's first member, all its
+members still to schedule go into one attempt (``OfflineScheduler.schedule_group``), placed whole
+in the best placement (a topology domain with TopologyAwareWorkloadScheduling) or not at all, with
+the cycle's messages. Other gangs (Coscheduling's ``schedulerPluginsCompatible``) go member by
+member through Permit. The result gives each group's verdict and the member that blocks it;
+``--explain podgroup/NS/NAME`` (or a member) adds the group's attempt placement by placement
+(``format_group_explain``; ``explainPodGroups`` in JSON).
 
 ``--pods`` may also hold the supporting objects those pods need (PodGroups, PriorityClasses,
 PodDisruptionBudgets, ElasticQuotas...: ``snapshot.SUPPORTING_KINDS``); they join the snapshot's
@@ -377,7 +383,8 @@ class Simulation:
                                                if created_key(created[i]) in explained}):
             if key in group_traces:
                 verdict = next(v for v in verdicts if v["group"] == key)
-                explain_groups[key] = dict(group_traces[key], verdict=verdict["verdict"], placed=verdict["placed"])
+                explain_groups[key] = dict(group_traces[key], verdict=verdict["verdict"],
+                                          membersPlaced=verdict["placed"])
         return SimulationResult(profile, self.seed, placements, before, utilisation(self.sim, resources),
                                 traces, notes, verdicts, _added_summary(added_nodes, added_from or {}, placements),
                                 explain_groups=explain_groups)

@@ -245,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--report", metavar="OUT.html",
                      help="write a self-contained HTML report with utilisation charts, the configuration and the "
                           "inputs (files with sha256, flags) that reproduce it")
+    sim.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
+                     help="kube-scheduler's feature gates, as pysched run takes them (default: those of the newest "
+                          "release pysched follows); e.g. GenericWorkload=true,TopologyAwareWorkloadScheduling=true "
+                          "places Kubernetes' own PodGroups per topology domain")
     sim.add_argument("--seed", type=int, default=0,
                      help="tie-break random seed (default: 0; the live scheduler with the same seed agrees)")
     sim.add_argument("--output", default="text", choices=("text", "json"),

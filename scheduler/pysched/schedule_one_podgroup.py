@@ -211,17 +211,27 @@ class PodGroupCycle:
         if not members:
             return
         members.sort(key=getattr(gang, "cycle_member_order", member_order))
+        pg, result = self.attempt_group(fwk, gang, key, members)
+        if pg is None:
+            self._group_failed(fwk, members, result.status, start, None)
+            return
+        self._submit(fwk, pg, result, start, gang)
+
+    def attempt_group(self, fwk: Framework, gang: PodGroupSource, key: str,
+                      members: list[QueuedPodInfo]) -> tuple[WorkloadPodGroup | None, GroupResult]:
+        """One attempt of group ``key`` for ``members`` (in the order they are tried): validation,
+        the placements, PodGroupPostFilter - nothing assumed, reported or queued (the live cycle's
+        ``_submit`` does that; ``tools.offline`` assumes the winners itself). The PodGroup is None
+        when it does not exist (the result then says so, as an Error)."""
         pg = gang.cycle_podgroup(key)
         if pg is None:
             name = key.partition("/")[2]
-            self._group_failed(fwk, members, GroupStatus(
-                Code.ERROR, [f'podgroup.scheduling.k8s.io "{name}" not found']), start, None)
-            return
+            return None, GroupResult(GroupStatus(Code.ERROR, [f'podgroup.scheduling.k8s.io "{name}" not found']),
+                                     [MemberResult(q) for q in members])
         scheduled = [p for p in gang.cycle_members(key) if gang.cycle_is_scheduled(p)]
         problem = validate_group(pg, [q.pod for q in members], scheduled)
         if problem:
-            self._group_failed(fwk, members, GroupStatus(Code.ERROR, [problem]), start, pg, gang)
-            return
+            return pg, GroupResult(GroupStatus(Code.ERROR, [problem]), [MemberResult(q) for q in members])
         info = PodGroupCycleInfo(pg, scheduled, [q.pod for q in members])
         log.debug("attempting to schedule pod group", extra=kv(pod_group=key, members=len(members)))
         try:
@@ -233,7 +243,7 @@ class PodGroupCycle:
         result.untried = result.status.clone()
         if result.status.code == Code.UNSCHEDULABLE:
             self._group_post_filter(fwk, gang, pg, info, members, result)
-        self._submit(fwk, pg, result, start, gang)
+        return pg, result
 
     def _still_to_schedule(self, fwk: Framework, qpi: QueuedPodInfo, start: float) -> bool:
         """``_begin``'s checks for a member: deleting, already placed, unparsable."""

@@ -863,3 +863,53 @@ async def test_ui_shows_a_gang_and_its_team_quota(tmp_path):
         assert panels["gang"] and "job" in panels["gang"], panels
         assert panels["quota"] and "team" in panels["quota"], panels
         await assert_no_script_error(page)
+
+
+async def test_ui_shows_a_gangs_attempt_rack_by_rack(tmp_path):
+    """Kubernetes' own PodGroup with a rack constraint (``pysched ui --feature-gates``): a member's
+    explanation shows the group's attempt, one row per rack - the rack that cannot hold the gang
+    with its reason, the chosen rack marked - as ``simulate --explain podgroup/...`` gives it."""
+    rack = "example.com/rack"
+    nodes = [{"apiVersion": "v1", "kind": "Node",
+              "metadata": {"name": f"{r}-{i}", "labels": {rack: f"rack-{r}", "kubernetes.io/hostname": f"{r}-{i}"}},
+              "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}}}
+             for r, cpu in (("a", "4"), ("b", "4"), ("c", "8")) for i in range(2)]
+    busy = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "busy", "namespace": "default"},
+            "spec": {"nodeName": "a-0", "containers": [{"name": "c", "image": "x",
+                                                         "resources": {"requests": {"cpu": "2"}}}]}}
+    cluster = tmp_path / "racks.yaml"
+    cluster.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [*nodes, busy]}))
+    pods = tmp_path / "gang.yaml"
+    pods.write_text(yaml.safe_dump_all([
+        {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+         "metadata": {"name": "train", "namespace": "default"},
+         "spec": {"schedulingPolicy": {"gang": {"minCount": 4}},
+                  "schedulingConstraints": {"topology": [{"key": rack}]}}},
+        *[{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"m{i}", "namespace": "default"},
+           "spec": {"schedulerName": "pysched", "schedulingGroup": {"podGroupName": "train"}, "containers": [
+               {"name": "c", "image": "x", "resources": {"requests": {"cpu": "1500m", "memory": "1Gi"}}}]}}
+          for i in range(4)]]))
+    gates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+    async with ui_session(tmp_path, "--cluster", str(cluster), "--pods", str(pods),
+                          "--feature-gates", gates) as (server, page):
+        await page.goto(server.url)
+        await page.wait_for(READY, timeout=LOAD_TIMEOUT)
+        await click_run(page)
+        await select_pod(page, "default/m1")
+        got = await page.evaluate("""(() => {
+            const box = document.querySelector('#group-attempt');
+            const rows = [...box.querySelectorAll('tr[data-placement]')].map((tr) => ({
+                placement: tr.dataset.placement, fits: tr.dataset.fits, chosen: tr.classList.contains('chosen'),
+                text: tr.textContent}));
+            return {hidden: box.hidden, head: (box.querySelector('#group-attempt-head') || {}).textContent, rows,
+                    gang: document.querySelector('#gang-state').textContent};
+        })()""")
+        assert not got["hidden"], got
+        assert got["head"] == "placed in rack-b (best of 2 placements that fit)", got
+        assert [(r["placement"], r["fits"], r["chosen"]) for r in got["rows"]] == [
+            ("rack-a", "false", False), ("rack-b", "true", True), ("rack-c", "true", False)], got
+        assert "minCount (4) cannot be satisfied: 3 scheduled, 0 remaining" in got["rows"][0]["text"], got
+        assert "Insufficient cpu" in got["rows"][0]["text"], got
+        assert "placed in rack-b" in got["gang"] and "minCount 4" in got["gang"], got
+        await page.screenshot(tmp_path / "ui-gang.png")
+        await assert_no_script_error(page)

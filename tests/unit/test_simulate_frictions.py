@@ -150,7 +150,8 @@ def test_pod_file_takes_podgroups_priorityclasses_pdbs_and_elasticquotas(tmp_pat
     eq = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "ElasticQuota",
           "metadata": {"name": "quota", "namespace": "ml"}, "spec": {"max": {"cpu": "8"}}}
     members = [make_pod(f"m{i}", namespace="ml", labels={GROUP: "gang"}) for i in range(2)]
-    members[0]["spec"]["priorityClassName"] = "urgent"
+    for m in members:     # one priority: the pod-group cycle refuses a gang whose members disagree
+        m["spec"]["priorityClassName"] = "urgent"
     cfg = write(tmp_path, "c.yaml", COSCHED)
     simulation, res = run(tmp_path, nodes(), [pg, pc, pdb, eq, *members], config=cfg)
     assert [g["verdict"] for g in res.groups] == ["placed"]            # the PodGroup came from --pods

@@ -16,9 +16,15 @@ exactly as the live scheduler assumes before binding. Pods left unschedulable ar
 pass places at least one pod (a later pod can satisfy an earlier pod's affinity or spread, as the
 live queue retries on Pod/Add events).
 
-Gangs (pods labelled ``scheduling.x-k8s.io/pod-group`` with Coscheduling enabled) go through
-Permit: a group is placed all or nothing, and the report gives each group's verdict and the member
-that blocks it.
+Gangs a pod-group source claims (Kubernetes' own PodGroups with GangScheduling and the
+GenericWorkload gate - ``--feature-gates`` -, scheduler-plugins' with Coscheduling) are placed as
+the live pod-group cycle places them: when the queue order reaches a group's first member, all its
+members still to schedule go into one attempt (``OfflineScheduler.schedule_group``), placed whole
+in the best placement (a topology domain with TopologyAwareWorkloadScheduling) or not at all, with
+the cycle's messages. Other gangs (Coscheduling's ``schedulerPluginsCompatible``) go member by
+member through Permit. The result gives each group's verdict and the member that blocks it;
+``--explain podgroup/NS/NAME`` (or a member) adds the group's attempt placement by placement
+(``format_group_explain``; ``explainPodGroups`` in JSON).
 
 ``--pods`` may also hold the supporting objects those pods need (PodGroups, PriorityClasses,
 PodDisruptionBudgets, ElasticQuotas...: ``snapshot.SUPPORTING_KINDS``); they join the snapshot's
@@ -42,6 +48,7 @@ Exit status (``exitcodes.py``): 0 every pod placed, 1 some not placed, 2 bad inp
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import hashlib
 import json
 import sys
@@ -50,6 +57,7 @@ from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pysched.apis import config as configmod
 from pysched.apis.core import defaults as apidefaults
@@ -114,6 +122,9 @@ class SimulationResult:
     added_nodes: list[dict] = field(default_factory=list)   # --add-nodes: template, nodes, pods they took
     config: dict = field(default_factory=dict)     # the effective KubeSchedulerConfiguration (v1 form)
     inputs: dict = field(default_factory=dict)     # files (name, sha256) and flags: what reproduces the run
+    # --explain of a gang placed by the pod-group cycle (a member, or podgroup/ns/name): its last
+    # attempt placement by placement (``offline.GroupOutcome.trace``), by group key
+    explain_groups: dict[str, dict] = field(default_factory=dict)
 
     @property
     def all_placed(self) -> bool:
@@ -128,6 +139,7 @@ class SimulationResult:
     def as_dict(self) -> dict:
         return {"profile": self.profile, "seed": self.seed, "placements": [p.as_dict() for p in self.placements],
                 "utilisation": {"before": self.before, "after": self.after}, "explain": self.explain,
+                "explainPodGroups": self.explain_groups,
                 "notes": self.notes, "podGroups": self.groups, "addedNodes": self.added_nodes,
                 "sampling": self.sampling_summary(), "inputs": self.inputs, "config": self.config}
 
@@ -171,15 +183,16 @@ def _resources_of(nodes: list[dict]) -> list[str]:
 
 class Simulation:
     def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, seed: int = 0, plugin_modules=(),
-                 load: LoadMetrics | None = None):
+                 load: LoadMetrics | None = None, feature_gates: frozenset[str] | None = None):
         """``load``: node load for load-aware plugins (``loadmetrics.StaticLoad`` from a metrics file).
         With it, their ``metricProvider`` is not reached: one without an address (or naming token
-        or CA files absent here) is accepted (``offline_metric_providers``)."""
+        or CA files absent here) is accepted (``offline_metric_providers``). ``feature_gates``: the
+        gates on (default: the newest release's; ``--feature-gates``)."""
         self.cfg = cfg or configmod.default_config()
         self.seed = seed
         registry = default_registry(plugin_modules)
         self.metrics_notes = offline_metric_providers(self.cfg, registry) if load is not None else []
-        self.sim = OfflineScheduler(self.cfg, registry=registry, seed=seed, load=load)
+        self.sim = OfflineScheduler(self.cfg, registry=registry, seed=seed, load=load, feature_gates=feature_gates)
 
     def effective_config(self) -> dict:
         """The configuration this run used, defaults applied, as ``pysched run --write-config-to``
@@ -291,14 +304,23 @@ class Simulation:
         sources_of = sources or {}
         srcs = ["snapshot"] * len(pending) + [sources_of.get(k, "pods") for k in keys]
         created = pending + created
-        explained, unmatched = self._explained(list(explain), created)
+        # Gangs a pod-group source claims (GangScheduling with GenericWorkload, Coscheduling unless
+        # schedulerPluginsCompatible) are placed whole, one group attempt at a time; the others'
+        # members go one by one through Permit.
+        cycle_of: dict[int, str] = {}
+        for i, pod in enumerate(created):
+            claim = self.sim.group_of(pod) if pod["spec"]["schedulerName"] in self.sim.frameworks else None
+            if claim is not None and claim[1]:
+                cycle_of[i] = claim[1]
+        groups = _groups_of(created, cycle_of)
+        explained, explained_groups, unmatched = self._explained(list(explain), created, groups)
         for pattern in unmatched:
             notes.append(f"--explain {pattern}: no pod scheduled here matches it (the --pods pods and the "
                          "snapshot's pending ones are scheduled; its bound pods are not)")
-        groups = _groups_of(created)
         first_of = {key: idx[0] for key, idx in groups.items()}
+        group_of = {i: key for key, idx in groups.items() for i in idx}
         order = sorted(range(len(created)), key=lambda i: (-(created[i]["spec"].get("priority") or 0),
-                                                           first_of.get(_group_key(created[i]), i), i))
+                                                           first_of.get(group_of.get(i, ""), i), i))
         for key in groups:
             for i in groups[key]:
                 self.sim.observe_pending(created[i])
@@ -306,9 +328,11 @@ class Simulation:
         outcomes: dict[int, Outcome] = {}
         own_failure: dict[int, str] = {}
         traces: dict[str, dict] = {}
+        group_traces: dict[str, dict] = {}
         todo = order
         for _ in range(MAX_RETRY_PASSES):
             failed = []
+            attempted: set[str] = set()
             for i in todo:
                 pod = created[i]
                 name = pod["spec"]["schedulerName"]
@@ -317,13 +341,27 @@ class Simulation:
                     outcomes[i] = Outcome(key, None, f"no profile for schedulerName {name!r} "
                                           f"(profiles: {', '.join(sorted(self.sim.frameworks))})", "NotHandled")
                     continue
-                out = self.sim.schedule(pod, explain=key in explained)
-                outcomes[i] = out
-                if out.trace is not None:
-                    traces[key] = dict(out.trace, pod=key, result=out.code, message=out.message)
-                if not out.node and out.code == "Unschedulable":
-                    failed.append(i)
-                    own_failure.setdefault(i, out.message)
+                gkey = cycle_of.get(i)
+                if gkey is not None:
+                    # The live queue pops the group's first member and takes every other one it holds.
+                    if gkey in attempted:
+                        continue
+                    attempted.add(gkey)
+                    batch = [j for j in todo if cycle_of.get(j) == gkey]
+                    got = self.sim.schedule_group([created[j] for j in batch], explain=explained)
+                    group_traces[gkey] = got.trace
+                    results = list(zip(batch, got.outcomes))
+                else:
+                    results = [(i, self.sim.schedule(pod, explain=key in explained))]
+                for j, out in results:
+                    outcomes[j] = out
+                    if out.trace is not None:
+                        traces[out.pod] = dict(out.trace, pod=out.pod, result=out.code, message=out.message)
+                        if gkey is not None:
+                            traces[out.pod]["podGroup"] = gkey
+                    if not out.node and out.code == "Unschedulable":
+                        failed.append(j)
+                        own_failure.setdefault(j, out.message)
                 released = self._apply_settled(outcomes, index_of_uid)
                 failed.extend(j for j in released if j not in failed)
             if not failed or len(failed) == len(todo):
@@ -331,7 +369,7 @@ class Simulation:
             todo = sorted(failed, key=order.index)
         self.sim.expire_waiting()
         self._apply_settled(outcomes, index_of_uid)
-        verdicts = self._group_verdicts(groups, created, outcomes, own_failure)
+        verdicts = self._group_verdicts(groups, created, outcomes, own_failure, group_traces)
         owners = owners or {}
         placements = [Placement(outcomes[i].pod, outcomes[i].node, outcomes[i].code, outcomes[i].message,
                                 created[i]["spec"]["schedulerName"], outcomes[i].nominated_node,
@@ -340,14 +378,24 @@ class Simulation:
         summary = _sampling_note(placements)
         if summary:
             notes.append(summary)
+        explain_groups = {}
+        for key in sorted(explained_groups | {group_of[i] for i in group_of
+                                               if created_key(created[i]) in explained}):
+            if key in group_traces:
+                verdict = next(v for v in verdicts if v["group"] == key)
+                explain_groups[key] = dict(group_traces[key], verdict=verdict["verdict"],
+                                          membersPlaced=verdict["placed"])
         return SimulationResult(profile, self.seed, placements, before, utilisation(self.sim, resources),
-                                traces, notes, verdicts, _added_summary(added_nodes, added_from or {}, placements))
+                                traces, notes, verdicts, _added_summary(added_nodes, added_from or {}, placements),
+                                explain_groups=explain_groups)
 
-    def _explained(self, patterns: list[str], created: list[dict]) -> tuple[set[str], list[str]]:
-        """The ns/name of the scheduled pods ``patterns`` name, and the patterns naming none."""
+    def _explained(self, patterns: list[str], created: list[dict],
+                   groups: dict[str, list[int]]) -> tuple[set[str], set[str], list[str]]:
+        """The ns/name of the scheduled pods ``patterns`` name, the gangs they name
+        (``podgroup/ns/name``, the name may be a glob), and the patterns naming none."""
         from pysched.tools.workloads import explain_matches, owner_chain
         if not patterns:
-            return set(), []
+            return set(), set(), []
         store = self.sim.objects
         plurals = {"ReplicaSet": "replicasets", "StatefulSet": "statefulsets",
                    "ReplicationController": "replicationcontrollers"}
@@ -357,14 +405,19 @@ class Simulation:
             return store.get(plural, f"{ns}/{name}") if plural else None
         chains = [owner_chain(p, lookup) for p in created]
         out: set[str] = set()
+        out_groups: set[str] = set()
         unmatched = []
         for pattern in dict.fromkeys(patterns):
-            hits = {f"{p['metadata']['namespace']}/{p['metadata']['name']}"
-                    for p, chain in zip(created, chains) if explain_matches(pattern, p, chain)}
+            if pattern.lower().startswith(GROUP_PATTERN):
+                hit_groups = {k for k in groups if fnmatch.fnmatchcase(k, pattern[len(GROUP_PATTERN):])}
+                if hit_groups:
+                    out_groups |= hit_groups
+                    continue
+            hits = {created_key(p) for p, chain in zip(created, chains) if explain_matches(pattern, p, chain)}
             if not hits:
                 unmatched.append(pattern)
             out |= hits
-        return out, unmatched
+        return out, out_groups, unmatched
 
     def _apply_settled(self, outcomes: dict[int, Outcome], index_of_uid: dict[str, int]) -> list[int]:
         """Pods held at Permit that were since allowed or released: their outcomes; returns the
@@ -384,14 +437,21 @@ class Simulation:
         return released
 
     def _group_verdicts(self, groups: dict[str, list[int]], created: list[dict], outcomes: dict[int, Outcome],
-                        own_failure: dict[int, str]) -> list[dict]:
+                        own_failure: dict[int, str], group_traces: dict[str, dict]) -> list[dict]:
         """Each gang's verdict: placed (all-or-nothing, at least minMember members) or not, and
-        the member that blocks it with its own reason; its unplaced members' messages say so."""
+        the member that blocks it with its own reason. A gang of the pod-group cycle
+        (``group_traces``) keeps its members' messages (the cycle's) and adds its last attempt:
+        ``source``, ``status``, the ``placement`` it went to and every ``placements`` tried; the
+        others' unplaced members' messages say what blocks the group."""
         out = []
         for key, idx in groups.items():
+            trace = group_traces.get(key)
+            placed = [i for i in idx if i in outcomes and outcomes[i].node]
+            if trace is not None:
+                out.append(self._cycle_verdict(key, idx, placed, trace, created[idx[0]]["spec"]["schedulerName"]))
+                continue
             pg = self.sim.objects.get("podgroups", key)
             min_member = int(((pg or {}).get("spec") or {}).get("minMember") or 0)
-            placed = [i for i in idx if i in outcomes and outcomes[i].node]
             ok = pg is not None and len(placed) >= min_member
             verdict = {"group": key, "minMember": min_member, "members": len(idx), "placed": len(placed),
                        "verdict": "placed" if ok else "not placed"}
@@ -417,6 +477,31 @@ class Simulation:
             out.append(verdict)
         return out
 
+    def _cycle_verdict(self, key: str, idx: list[int], placed: list[int], trace: dict,
+                       scheduler_name: str) -> dict:
+        """The verdict of a gang the pod-group cycle placed (or not): at least its minimum placed
+        (this run's members and those already on a node), else the last attempt's reason - the
+        blocking member's own verdict when one fit nowhere, the group's status otherwise."""
+        fwk = self.sim.frameworks[scheduler_name]
+        source: Any = fwk.plugins.get(trace.get("source", ""))
+        pg = source.cycle_podgroup(key) if source is not None else None
+        minimum = pg.min_count if pg is not None else int(trace.get("minCount") or 0)
+        on_nodes = sum(1 for p in (source.cycle_members(key) if source is not None else ()) if p.node_name)
+        ok = pg is not None and len(placed) + on_nodes >= minimum and bool(placed or on_nodes)
+        verdict: dict = {"group": key, "source": trace.get("source", ""),
+                         "minMember": minimum, "members": len(idx), "placed": len(placed),
+                         "verdict": "placed" if ok else "not placed", "status": trace.get("status", ""),
+                         "placement": trace.get("placement", ""), "placementsTried": len(trace.get("placements", []))}
+        if on_nodes:
+            verdict["alreadyOnNodes"] = on_nodes
+        if not ok:
+            blocker = trace.get("blockedBy", "")
+            placement = next((p for p in trace.get("placements", []) if blocker.partition("/")[2] in p["unplaced"]),
+                             None) if blocker else None
+            verdict["blockedBy"] = blocker
+            verdict["reason"] = placement["unplaced"][blocker.partition("/")[2]] if placement else \
+                trace.get("status", "")
+        return verdict
 
 def _object_key(obj: dict) -> tuple[str, str]:
     meta = obj.get("metadata") or {}
@@ -492,6 +577,7 @@ def run_inputs(args) -> dict:
              "metricsFile": getattr(args, "metrics_file", None)}
     flags = {"seed": args.seed, "addNodes": list(getattr(args, "add_nodes", None) or ()),
              "scale": list(getattr(args, "scale", None) or ()), "explain": list(getattr(args, "explain", None) or ()),
+             "featureGates": getattr(args, "feature_gates", None) or "",
              "pluginModules": list(getattr(args, "plugin_module", None) or ())}
     digests = {k: file_digest(v) for k, v in files.items() if v}
     for i, spec in enumerate(flags["addNodes"]):     # a template may be a Node YAML file
@@ -508,6 +594,8 @@ def run_inputs(args) -> dict:
             cmd += [flag, v]
     for v in flags["explain"]:
         cmd += ["--explain", v]
+    if flags["featureGates"]:
+        cmd += ["--feature-gates", flags["featureGates"]]
     cmd += ["--seed", str(args.seed)]
     import shlex
 
@@ -535,6 +623,11 @@ def _added_summary(added: Sequence[dict], template_of: dict[str, str], placement
 
 
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+GROUP_PATTERN = "podgroup/"     # --explain podgroup/NS/NAME: a gang, by its PodGroup
+
+
+def created_key(pod: dict) -> str:
+    return f"{pod['metadata'].get('namespace') or 'default'}/{pod['metadata']['name']}"
 
 
 def _group_key(pod: dict) -> str:
@@ -543,11 +636,12 @@ def _group_key(pod: dict) -> str:
     return f"{meta.get('namespace') or 'default'}/{name}" if name else ""
 
 
-def _groups_of(pods: list[dict]) -> dict[str, list[int]]:
-    """Gang members by ``namespace/podgroup`` (Coscheduling's pod label), in file order."""
+def _groups_of(pods: list[dict], cycle_of: dict[int, str] | None = None) -> dict[str, list[int]]:
+    """Gang members by ``namespace/podgroup``, in file order: the group a pod-group source claims
+    the pod for (``cycle_of``), else Coscheduling's pod label."""
     out: dict[str, list[int]] = {}
     for i, pod in enumerate(pods):
-        key = _group_key(pod)
+        key = (cycle_of or {}).get(i) or _group_key(pod)
         if key:
             out.setdefault(key, []).append(i)
     return out
@@ -598,9 +692,12 @@ def format_text(res: SimulationResult, explain_nodes: str = "summary") -> str:
         rows = [["POD GROUP", "PLACED", "VERDICT"]]
         for g in res.groups:
             text = g["verdict"]
+            if g["verdict"] == "placed" and g.get("placement") and g["placement"] != "all nodes":
+                text += f" in {g['placement']}"
             if g.get("reason"):
                 text += f": blocked by {g.get('blockedBy') or 'missing members'}: {g['reason']}"
-            rows.append([g["group"], f"{g['placed']}/{g['members']} (minMember {g['minMember']})", text])
+            minimum = "minCount" if g.get("source") == "GangScheduling" else "minMember"
+            rows.append([g["group"], f"{g['placed']}/{g['members']} ({minimum} {g['minMember']})", text])
         out += [_table(rows), ""]
     resources = res.before["resources"]
     out.append("Utilisation by node, requested/allocatable (before -> after):")
@@ -618,6 +715,8 @@ def format_text(res: SimulationResult, explain_nodes: str = "summary") -> str:
         for a in res.added_nodes:
             rows.append([a["template"], str(a["count"]), str(a["podsPlaced"])])
         out.append(_table(rows))
+    for _key, group in res.explain_groups.items():
+        out += ["", format_group_explain(group)]
     for _key, trace in res.explain.items():
         out += ["", format_explain(trace, explain_nodes)]
     if res.notes:
@@ -633,6 +732,9 @@ def format_explain(trace: dict, nodes: str = "summary") -> str:
     head = (trace.get("selectedNode")
             or f"{trace.get('result', 'Unschedulable')}: {trace.get('message') or trace.get('error')}")
     out = [f"Explain {trace.get('pod', '')}: {head}"]
+    if trace.get("podGroup"):
+        where = f" on placement {trace['groupPlacement']}" if trace.get("groupPlacement") else ""
+        out.append(f"  (its cycle{where} in pod group {trace['podGroup']}'s attempt)")
     for pf in trace.get("preFilter") or ():
         out.append(f"  PreFilter {pf['plugin']}: {pf['status']}")
     verdicts: dict[str, list[str]] = {}
@@ -677,6 +779,49 @@ def format_explain(trace: dict, nodes: str = "summary") -> str:
         out.append(f"  {plugin} read:")
         for node in keep:
             out.append(f"    {node}: {notes[node]}")
+    return "\n".join(out)
+
+
+def format_group_explain(group: dict) -> str:
+    """A gang's last attempt in the pod-group cycle, placement by placement (one per topology
+    domain with TopologyAwareWorkloadScheduling, else every node as one): its nodes, whether the
+    gang fits there or why not, the members placed where and not, the placement scores, and the
+    placement chosen (``*``)."""
+    minimum = "minCount" if group.get("source") == "GangScheduling" else "minMember"
+    placements = group.get("placements") or []
+    fitting = sum(1 for p in placements if p["fits"])
+    if group.get("result") == "Scheduled":
+        head = f"placed in {group.get('placement') or 'all nodes'}"
+        if fitting > 1:
+            head += f" (best of {fitting} placements that fit)"
+    else:
+        head = f"{group.get('result', 'Unschedulable')}: {group.get('status', '')}"
+    out = [f"Explain pod group {group['group']} ({group.get('source', '')}, {minimum} {group.get('minCount', '?')}, "
+           f"{group.get('inAttempt', 0)} of {group.get('members', 0)} pod(s) tried in its last attempt): {head}"]
+    if group.get("inAttempt", 0) < group.get("members", 0) and group.get("inAttempt", 0) == 0:
+        out.append("  no member was tried: PreEnqueue holds them back")
+    if placements:
+        tiers = sorted({p.get("tier", 0) for p in placements})
+        more = f" in {len(tiers)} tiers, lowest first" if len(tiers) > 1 else ""
+        chosen = "; * chosen" if any(p.get("chosen") for p in placements) else "; none chosen"
+        out.append(f"  Placements tried ({len(placements)}{more}{chosen}):")
+    for p in placements:
+        mark = "*" if p.get("chosen") else " "
+        verdict = "fits" if p["fits"] else (p.get("message") or "does not fit")
+        tier = f", tier {p['tier']}" if len(placements) > 1 and p.get("tier") else ""
+        line = f"  {mark} {p['placement']} ({p['nodes']} node{'s' if p['nodes'] != 1 else ''}{tier}): {verdict}"
+        if p.get("scores"):
+            total = sum(p["scores"].values())
+            line += f"; score {total} (" + ", ".join(f"{k} {v}" for k, v in sorted(p["scores"].items())) + ")"
+        out.append(line)
+        placed = p.get("placed") or {}
+        if placed:
+            out.append("      placed: " + ", ".join(f"{pod} -> {node}" for pod, node in
+                                               sorted(placed.items(), key=lambda kv: natural_key(kv[0]))))
+        for pod, why in sorted((p.get("unplaced") or {}).items(), key=lambda kv: natural_key(kv[0])):
+            out.append(f"      not placed: {pod}: {why}")
+    for pod, node in sorted((group.get("nominated") or {}).items()):
+        out.append(f"  nominated: {pod} -> {node} (PodGroupPostFilter: waiting for its victims to go)")
     return "\n".join(out)
 
 
@@ -801,7 +946,14 @@ def prepare(args) -> tuple[Simulation, Snapshot, list[dict], dict]:
             load = StaticLoad(load_metrics_file(args.metrics_file), now=time.time())
         except configmod.ConfigError as exc:
             raise SnapshotError(f"--metrics-file: {exc}") from None
-    simulation = Simulation(cfg, seed=args.seed, plugin_modules=args.plugin_module, load=load)
+    gates = None
+    if getattr(args, "feature_gates", ""):
+        from pysched.apis.features import NEWEST, FeatureGateError, parse_flag, resolve
+        try:
+            gates = resolve(NEWEST, parse_flag(args.feature_gates)).enabled
+        except FeatureGateError as exc:
+            raise SnapshotError(f"--feature-gates: {exc}") from None
+    simulation = Simulation(cfg, seed=args.seed, plugin_modules=args.plugin_module, load=load, feature_gates=gates)
     return simulation, snapshot, pods, {"objects": [*supporting, *expander.out.objects], "added_nodes": added,
                                         "added_from": template_of, "owners": expander.out.origin,
                                         "notes": notes, "removed": removed, "sources": sources}

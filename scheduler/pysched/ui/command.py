@@ -62,6 +62,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ui.add_argument("--context", help="kubeconfig context (with --kubeconfig)")
     ui.add_argument("--pods", metavar="FILE", help="pods, workloads and supporting objects to add (YAML)")
     ui.add_argument("--config", help="KubeSchedulerConfiguration file (default: kube-scheduler's plugins)")
+    ui.add_argument("--feature-gates", default="", metavar="NAME=BOOL,...",
+                    help="kube-scheduler's feature gates for every run, as pysched simulate takes them (e.g. "
+                         "GenericWorkload=true,TopologyAwareWorkloadScheduling=true)")
     ui.add_argument("--address", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     ui.add_argument("--port", type=int, default=0, help="port (default: 0, any free one)")
     ui.add_argument("--insecure-bind-any", action="store_true",
@@ -115,7 +118,7 @@ def _snapshot(args: argparse.Namespace) -> Snapshot:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pysched.ui.scenario import Scenario, ScenarioError
+    from pysched.ui.scenario import FieldError, Scenario, ScenarioError
     from pysched.ui.server import serve
 
     if not _loopback(args.address) and not args.insecure_bind_any:
@@ -136,6 +139,12 @@ def main(args: argparse.Namespace) -> int:
         pods = [obj for obj, _ in read_objects(args.pods)] if args.pods else None
         config = Path(args.config).read_text() if args.config else None
         scenario = Scenario.from_snapshot(snapshot, pods, config, limits)
+        if args.feature_gates:
+            from pysched.apis.features import NEWEST, FeatureGateError, parse_flag, resolve
+            try:
+                scenario.feature_gates = resolve(NEWEST, parse_flag(args.feature_gates)).enabled
+            except FeatureGateError as exc:
+                raise ScenarioError([FieldError("feature-gates", str(exc))]) from None
         scenario.sources = {k: v for k, v in (("cluster", args.cluster), ("kubeconfig", args.kubeconfig),
                                                 ("pods", args.pods), ("config", args.config)) if v}
     except (SnapshotError, ScenarioError) as exc:

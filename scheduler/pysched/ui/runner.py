@@ -93,7 +93,7 @@ def placement_dict(p: Placement) -> dict:
 def simulate(state: ScenarioState, explain: Iterable[str] = ()) -> SimulationResult:
     """``Simulation(config, seed=SEED).run(snapshot, pending pods, explain=...)`` of a frozen scenario."""
     try:
-        sim = Simulation(state.config(), seed=SEED)
+        sim = Simulation(state.config(), seed=SEED, feature_gates=state.feature_gates)
         return sim.run(state.snapshot(), state.to_schedule(), explain=list(explain))
     except (configmod.ConfigError, RegistryError) as exc:
         raise ScenarioError([FieldError("config", str(exc))]) from None
@@ -175,7 +175,13 @@ def explain(r: Run, pod: str) -> dict:
     res = simulate(r.state, explain={pod})
     placement = next(p for p in res.placements if p.pod == pod)
     trace = res.explain.get(pod) or {"pod": pod, "result": placement.code, "message": placement.message}
-    return explain_view(trace, placement)
+    view = explain_view(trace, placement)
+    group = next(iter(res.explain_groups.values()), None)
+    if group is not None:
+        # A gang member: its group's last attempt, placement by placement (simulate --explain's
+        # ``explainPodGroups`` entry, unchanged).
+        view["groupAttempt"] = group
+    return view
 
 
 def explain_view(trace: dict, placement: Placement) -> dict:

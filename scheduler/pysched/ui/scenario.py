@@ -215,6 +215,7 @@ class ScenarioState:
     objects: tuple[dict, ...]
     ignored: dict[str, int] = field(default_factory=dict)
     json_bytes: int = 0               # the objects' JSON size (``Scenario.json_bytes``)
+    feature_gates: frozenset[str] | None = None   # ``pysched ui --feature-gates`` (None: the release's)
 
     def config(self) -> configmod.SchedulerConfig:
         return configmod.parse(parse_yaml(self.config_yaml))
@@ -358,6 +359,7 @@ class Scenario:
         self.config_yaml = DEFAULT_CONFIG
         self.version = 0
         self.ignored: dict[str, int] = {}                     # the snapshot's kinds that do not schedule
+        self.feature_gates: frozenset[str] | None = None      # --feature-gates (None: the release's)
         self.sources: dict[str, Any] = {}                     # where it was loaded from (the CLI's files)
         self.skipped_terminated = 0
         self.limits = limits or Limits()
@@ -418,7 +420,7 @@ class Scenario:
             (bound if (pod.get("spec") or {}).get("nodeName") else pending).append(pod)
         return ScenarioState(self.version, self.config_yaml, tuple(self.nodes.values()), tuple(bound),
                              tuple(queue_order(pending)), tuple(self.objects.values()), dict(self.ignored),
-                             self.json_bytes)
+                             self.json_bytes, self.feature_gates)
 
     def export_yaml(self, state: ScenarioState | None = None) -> str:
         """``ScenarioState.export_yaml`` of the scenario now (or of ``state``, frozen from it
@@ -498,6 +500,10 @@ class Scenario:
                "node": spec.get("nodeName") or None, "state": "bound" if spec.get("nodeName") else "pending",
                "requests": requests, "priority": prio if isinstance(prio, int) and not isinstance(prio, bool) else 0,
                "labels": dict(meta.get("labels") or {}), "owner": owner}
+        group = (spec.get("schedulingGroup") or {}).get("podGroupName") if isinstance(spec.get("schedulingGroup"),
+                                                                                      dict) else None
+        if group:   # a member of Kubernetes' own PodGroup (spec.schedulingGroup)
+            row["podGroup"] = f"{row['namespace']}/{group}"
         pc = str(spec.get("priorityClassName") or "")
         self._pod_rows[key] = (pod, row, pc)
         return row, pc

@@ -3,7 +3,7 @@
 
 import { ApiError, busy, del, get, post, seg } from './api.js';
 import { setupEditors } from './editors.js';
-import { explainTableHTML, metaHTML, renderPodSummary, whyText } from './explain.js';
+import { explainTableHTML, groupAttemptHTML, metaHTML, renderPodSummary, whyText } from './explain.js';
 import { markCells, renderHeatmap, renderSummary, revealCell } from './heatmap.js';
 import { deriveView } from './model.js';
 import { filterPods, renderPods } from './pods.js';
@@ -185,6 +185,8 @@ function selectNode(name, { scroll = false } = {}) {
 function clearExplain(message) {
   $('#explain-table').innerHTML = '';
   $('#explain-meta').innerHTML = '';
+  $('#group-attempt').innerHTML = '';
+  $('#group-attempt').hidden = true;
   $('#explain-status').textContent = message;
 }
 
@@ -257,6 +259,9 @@ async function loadExplain(pod) {
   });
   applyCompact();
   $('#explain-meta').innerHTML = metaHTML(ex);
+  const attempt = groupAttemptHTML(ex.groupAttempt);
+  $('#group-attempt').innerHTML = attempt;
+  $('#group-attempt').hidden = !attempt;
   const why = whyText(ex, pod.placement, classified);
   const prev = $('#chosen-why').textContent;
   $('#chosen-why').textContent = prev && !pod.node ? `${prev} ${why}` : why;

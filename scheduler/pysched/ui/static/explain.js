@@ -223,10 +223,44 @@ export function gangHTML(pod, run) {
   const g = ((run && run.groups) || []).find((x) => x.group === key);
   if (!g) return `<h3>PodGroup <span class="mono">${esc(key)}</span></h3><p class="muted">No verdict for this group in the displayed run.</p>`;
   const ok = g.verdict === 'placed';
+  const minimum = g.source === 'GangScheduling' ? 'minCount' : 'minMember';
+  const where = ok && g.placement && g.placement !== 'all nodes' ? ` in <span class="mono">${esc(g.placement)}</span>` : '';
   let html = `<h3>PodGroup <span class="mono">${esc(g.group)}</span> <span class="badge ${ok ? 'ok' : 'bad'}">${esc(g.verdict)}</span></h3>`
-    + `<p>${esc(fmtInt(g.placed))} of ${esc(fmtInt(g.members))} members placed (minMember ${esc(fmtInt(g.minMember))})</p>`;
+    + `<p>${esc(fmtInt(g.placed))} of ${esc(fmtInt(g.members))} members placed${where} (${minimum} ${esc(fmtInt(g.minMember))})</p>`;
   if (g.reason) html += `<p class="why">blocked by <span class="mono">${esc(g.blockedBy || 'missing members')}</span>: ${esc(g.reason)}</p>`;
   return html;
+}
+
+/** A gang's last attempt in the pod-group cycle (the explanation's `groupAttempt`, simulate
+ * --explain's `explainPodGroups` entry): one row per placement tried (a topology domain, or every
+ * node), its verdict, the members placed where, its placement scores; the chosen one marked. */
+export function groupAttemptHTML(g) {
+  if (!g) return '';
+  const rows = (g.placements || []).map((p) => {
+    const placed = Object.entries(p.placed || {}).sort((a, b) => naturalCompare(a[0], b[0]))
+      .map(([pod, node]) => `${pod} → ${node}`).join(', ');
+    const unplaced = Object.entries(p.unplaced || {}).sort((a, b) => naturalCompare(a[0], b[0]))
+      .map(([pod, why]) => `<li><span class="mono">${esc(pod)}</span>: ${esc(why)}</li>`).join('');
+    const scores = Object.entries(p.scores || {});
+    const total = scores.reduce((a, [, v]) => a + v, 0);
+    const scoreText = scores.length ? `${total} (${scores.map(([k, v]) => `${k} ${v}`).join(', ')})` : '–';
+    return `<tr data-placement="${esc(p.placement)}" data-fits="${p.fits ? 'true' : 'false'}"${p.chosen ? ' class="chosen"' : ''}>`
+      + `<td class="mono">${p.chosen ? '★ ' : ''}${esc(p.placement)}</td><td class="num">${esc(fmtInt(p.nodes))}</td>`
+      + `<td class="${p.fits ? 'ok' : 'bad'}">${p.fits ? 'fits' : esc(p.message || 'does not fit')}`
+      + `${unplaced ? `<ul class="unplaced">${unplaced}</ul>` : ''}</td>`
+      + `<td class="mono">${esc(placed || '–')}</td><td class="num">${esc(scoreText)}</td></tr>`;
+  }).join('');
+  const fitting = (g.placements || []).filter((p) => p.fits).length;
+  const head = g.result === 'Scheduled'
+    ? `placed in <span class="mono">${esc(g.placement || 'all nodes')}</span>${fitting > 1 ? ` (best of ${fitting} placements that fit)` : ''}`
+    : `${esc(g.result || 'Unschedulable')}: ${esc(g.status || '')}`;
+  const minimum = g.source === 'GangScheduling' ? 'minCount' : 'minMember';
+  return `<h3>Pod group attempt <span class="mono">${esc(g.group)}</span></h3>`
+    + `<p class="why" id="group-attempt-head">${head}</p>`
+    + `<p class="muted">${esc(g.source || '')}, ${minimum} ${esc(fmtInt(g.minCount ?? 0))}: `
+    + `${esc(fmtInt(g.inAttempt ?? 0))} of ${esc(fmtInt(g.members ?? 0))} pods in its last attempt, placement by placement</p>`
+    + (rows ? '<table class="data compact group-attempt"><thead><tr><th>placement</th><th class="num">nodes</th><th>verdict</th>'
+      + `<th>members placed</th><th class="num">score</th></tr></thead><tbody>${rows}</tbody></table>` : '');
 }
 
 export function quotaHTML(pod, run) {

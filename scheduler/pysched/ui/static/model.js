@@ -123,6 +123,7 @@ export function deriveView(scenario, run) {
       priority: sp ? sp.priority ?? 0 : null,
       labels: sp ? sp.labels || {} : {},
       owner: sp ? sp.owner || null : null,
+      podGroup: sp ? sp.podGroup || null : null,
       scenarioState: sp ? sp.state : null,
       scenarioNode: sp ? sp.node || null : null,
       placement,
@@ -208,6 +209,7 @@ export function groupNodes(nodes, by) {
 }
 
 export function podGroupOf(pod) {
+  if (pod.podGroup) return pod.podGroup;   // spec.schedulingGroup: Kubernetes' own PodGroup
   for (const k of POD_GROUP_LABELS) if (pod.labels && pod.labels[k]) return `${pod.namespace}/${pod.labels[k]}`;
   const m = /PodGroup (\S+\/\S+)/.exec(pod.message || '');
   return m ? m[1] : null;

@@ -22,6 +22,9 @@ borrows what the other quotas' ``min`` leaves unused. Arithmetic: ``elasticquota
   quota only evict each other, by priority. Every node that failed as Unschedulable is tried (no
   sampling); victims are reprieved (most important first, PDB-protected ones first) while the pod
   still fits and its quota rules still hold. The node is chosen as DefaultPreemption chooses.
+* PodGroupPostFilter (the pod-group cycle): the same rules for a whole group, with the group's
+  whole request - a gang reclaims only while all of it keeps its quota within ``min``, which is
+  what keeps two teams from reclaiming from each other in a loop (``group_reclaim``).
 * Several quotas in one namespace: the oldest applies (upstream keeps whichever it saw first).
 
 A quota governs the resources it names: one naming only GPUs leaves cpu and memory alone, and the

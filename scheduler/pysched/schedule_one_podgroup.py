@@ -397,13 +397,26 @@ class PodGroupCycle:
 
     def _group_post_filter(self, fwk: Framework, gang: Any, pg: WorkloadPodGroup, info: PodGroupCycleInfo,
                            members: list[QueuedPodInfo], result: GroupResult) -> None:
-        """PodGroupPostFilter (``applyPodGroupPostFilterResult``): DefaultPreemption's preemption for
-        the group (``framework.podgroup_preemption``). Its status message is appended to the group's
-        (an Error replaces it); on Success the group waits on the preemption and the members get
-        their nominations. The members never tried keep the group's status as it was before."""
-        plugin = fwk.plugins.get("DefaultPreemption")
-        run = getattr(plugin, "pod_group_post_filter", None)
-        if run is None:
+        """PodGroupPostFilter (``RunPodGroupPostFilterPlugins`` + ``applyPodGroupPostFilterResult``):
+        the profile's postFilter plugins that can act for a pod group, in order - DefaultPreemption's
+        preemption (``framework.podgroup_preemption``), CapacityScheduling's reclaim
+        (``capacity_scheduling.group_reclaim``), DynamicResources' verdict. The first Success wins
+        (the group waits on the preemption and the members get their nominations); the Unschedulable
+        ones' reasons are collected in order; UnschedulableAndUnresolvable stops with its own
+        reason; an Error replaces the group's status. The reasons are appended to the group's
+        message. The members never tried keep the group's status as it was before."""
+        dra_stands_aside = "TopologyAwareWorkloadScheduling" in fwk.handle.feature_gates and bool(pg.topology_keys)
+        plugins: list[tuple[str, Any]] = []
+        for pl in fwk.post_filter:
+            if pl.name == "DynamicResources":
+                # Its PodGroupPostFilter releases the members' claims, then lets the next plugin try;
+                # it stands aside (no reason) for a topology-constrained group with TAS on.
+                plugins.append((pl.name, None))
+                continue
+            run = getattr(pl, "pod_group_post_filter", None)
+            if run is not None:
+                plugins.append((pl.name, run))
+        if not any(run is not None for _, run in plugins):
             return
         before = result.status.clone()
         for m in result.members:
@@ -422,22 +435,32 @@ class PodGroupCycle:
             return (Status(again.status.code, again.status.message()),
                     [Assignment(m.qpi.pod, m.host, m.state) for m in again.members if m.host and m.state is not None])
 
-        post, st = run(pg, uid, [q.pod for q in members], feasibility)
-        if st.code == Code.UNSCHEDULABLE:
-            # RunPodGroupPostFilterPlugins: the Unschedulable plugins' reasons, in order - DRA's
-            # PodGroupPostFilter (before DefaultPreemption) gives one unless it stands aside.
-            names = [p.name for p in fwk.post_filter]
-            dra = ("DynamicResources" in names and "DefaultPreemption" in names
-                   and names.index("DynamicResources") < names.index("DefaultPreemption")
-                   and not ("TopologyAwareWorkloadScheduling" in fwk.handle.feature_gates and pg.topology_keys))
-            if dra:
-                st = Status(Code.UNSCHEDULABLE, ", ".join(r for r in (DRA_GROUP_POST_FILTER, st.message()) if r))
+        pods = [q.pod for q in members]
+        reasons: list[str] = []
+        post = None
+        st = Status(Code.UNSCHEDULABLE)
+        for name, run in plugins:
+            if run is None:
+                if not dra_stands_aside:
+                    reasons.append(DRA_GROUP_POST_FILTER)
+                continue
+            post, st = run(pg, uid, pods, feasibility)
+            if st.code in (Code.SUCCESS, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
+                break
+            if st.code == Code.UNSCHEDULABLE:
+                if st.message():
+                    reasons.append(st.message())
+                continue
+            st = Status(Code.ERROR, f'error in "{name}" PodGroupPostFilter plugins: {st.message()}')
+            break
+        else:
+            st = Status(Code.UNSCHEDULABLE, ", ".join(reasons))
         if st.code == Code.SUCCESS:
             result.waiting_on_preemption = True
             result.nominating = dict(post.nominating) if post is not None else {}
         if st.code == Code.ERROR:
             result.status = GroupStatus(Code.ERROR, [st.message()])
-        else:
+        elif st.message():
             result.status.reasons.append(st.message())
 
     # -- outcome ------------------------------------------------------------------------------

@@ -15,6 +15,10 @@ PodGroupPostFilter looks for lower-priority victims across the whole cluster.
    pods counted) and, if it passes, counted there and reserved so that the next member sees it;
    a victim the members do not all fit beside stays a victim. Then pysched's rule: a gang is
    never left below its minimum (``gang_victims``). Every move is undone before returning.
+Which pods are victims, and what else must hold beside the members' filters, is the plugin's
+(``GroupVictimRules``): DefaultPreemption's are above; CapacityScheduling's reclaim borrowed quota
+(``capacity_scheduling.group_reclaim``) on the same steps.
+
 5. The victims are preempted as a single pod's are (``Evaluator.prepare_candidate_async``:
    candidate ``cluster``, ``DisruptionTarget``, delete, ``Preempted by podgroup <uid> on node
    cluster``), the members are held back from activeQ until the last delete went out, and each
@@ -29,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.gang_victims import GangIndex, VictimSelection
+from pysched.framework.gang_victims import GangIndex, Victim, VictimSelection
 from pysched.framework.podgroups import WorkloadPodGroup
 from pysched.framework.podinfo import PodInfo
 from pysched.framework.preemption import Candidate, Evaluator, GroupPreemptor
@@ -74,13 +78,45 @@ def preemption_policy(pg: WorkloadPodGroup, members: Sequence[PodInfo], gates: f
     return "PreemptLowerPriority"
 
 
+class GroupVictimRules:
+    """Which pods a pod group's preemption may take and what must hold besides the members'
+    filters; these are DefaultPreemption's (every pod of a lower priority than the group's, a whole
+    all-mode gang as one). A plugin with other rules (CapacityScheduling) overrides them."""
+
+    def __init__(self, evaluator: Evaluator, pg: WorkloadPodGroup, members: Sequence[PodInfo]):
+        self.ev = evaluator
+        self.pg = pg
+        self.members = members
+        self.priority = pg.priority if pg.priority is not None else 0
+
+    def leaving_victim(self, index: GangIndex, pod: PodInfo) -> bool:
+        """``pod`` is leaving because of a preemption and the group could be waiting for it."""
+        return index.priority_of(pod) < self.priority and self.ev.terminating(pod)
+
+    def victims(self, index: GangIndex, pods: Sequence[PodInfo]) -> list[Victim]:
+        return index.victims(pods, self.priority)
+
+    def take_out(self, pod: PodInfo) -> None:
+        """A victim leaves the what-if snapshot (the plugin's own accounting follows it)."""
+
+    def put_back(self, pod: PodInfo) -> None:
+        """A victim is back in the what-if snapshot."""
+
+    def holds(self) -> bool:
+        """Beside the members' filters, with the members reserved on their nodes: may they stay?"""
+        return True
+
+
 class PodGroupEvaluator:
     """DefaultPreemption's preemption for a pod group, on the plugin's ``Evaluator`` (its PDBs,
-    its record of victims being preempted, its background eviction)."""
+    its record of victims being preempted, its background eviction). ``rules``: another plugin's
+    victims (default: DefaultPreemption's, ``GroupVictimRules``)."""
 
-    def __init__(self, evaluator: Evaluator):
+    def __init__(self, evaluator: Evaluator,
+                 rules: Callable[[Evaluator, WorkloadPodGroup, Sequence[PodInfo]], GroupVictimRules] | None = None):
         self.ev = evaluator
         self.handle = evaluator.handle
+        self.rules = rules or GroupVictimRules
 
     def preempt(self, pg: WorkloadPodGroup, pg_uid: str, members: Sequence[PodInfo],
                 feasibility: Feasibility) -> tuple[PodGroupPostFilterResult | None, Status]:
@@ -88,26 +124,35 @@ class PodGroupEvaluator:
         nodes = handle.snapshot.nodes
         pods = [p for info in nodes.values() for p in info.pods.values()]
         index = GangIndex(pods, handle.objects, workloads=True)
-        priority = pg.priority if pg.priority is not None else 0
+        rules = self.rules(self.ev, pg, members)
+        priority = rules.priority
         if preemption_policy(pg, members, handle.feature_gates) == "Never":
             return None, Status(Code.UNSCHEDULABLE, NOT_ELIGIBLE_NEVER)
         nominated = {uid: node for uid, node in ((p.uid, self._nominated(p)) for p in members)}
         for node in set(nominated.values()):
             info = nodes.get(node) if node else None
-            if info is not None and any(index.priority_of(p) < priority and self.ev.terminating(p)
-                                        for p in info.pods.values()):
+            if info is not None and any(rules.leaving_victim(index, p) for p in info.pods.values()):
                 return PodGroupPostFilterResult(dict(nominated)), Status(Code.SUCCESS, ONGOING)
-        victims = index.victims(pods, priority)
+        victims = rules.victims(index, pods)
         if not victims:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS_FOR_GROUP)
         pdbs = self.ev.pdbs()
         fwk: Any = handle.framework
         assert fwk is not None
         moves = handle.snapshot.what_if()
+
+        def take_out(p: PodInfo) -> None:
+            moves.remove(p)
+            rules.take_out(p)
+
+        def put_back(p: PodInfo) -> None:
+            moves.add(p)
+            rules.put_back(p)
+
         try:
             for v in victims:
                 for p in v.pods:
-                    moves.remove(p)
+                    take_out(p)
             st, assignments = feasibility()
             if not st.is_success():
                 return None, st
@@ -124,13 +169,13 @@ class PodGroupEvaluator:
                         placed.add(on_node)
                         fwk.run_reserve(a.state, on_node, a.node)
                         reserved.append((a, on_node))
-                    return True
+                    return rules.holds()
                 finally:
                     for a, on_node in reversed(reserved):
                         fwk.run_unreserve(a.state, on_node, a.node)
                     placed.restore()
 
-            selection = VictimSelection(victims, pdbs, moves.add, moves.remove, fits)
+            selection = VictimSelection(victims, pdbs, put_back, take_out, fits)
             chosen = selection.select()
         finally:
             moves.restore()

@@ -22,6 +22,9 @@ borrows what the other quotas' ``min`` leaves unused. Arithmetic: ``elasticquota
   quota only evict each other, by priority. Every node that failed as Unschedulable is tried (no
   sampling); victims are reprieved (most important first, PDB-protected ones first) while the pod
   still fits and its quota rules still hold. The node is chosen as DefaultPreemption chooses.
+* PodGroupPostFilter (the pod-group cycle): the same rules for a whole group, with the group's
+  whole request - a gang reclaims only while all of it keeps its quota within ``min``, which is
+  what keeps two teams from reclaiming from each other in a loop (``group_reclaim``).
 * Several quotas in one namespace: the oldest applies (upstream keeps whichever it saw first).
 
 A quota governs the resources it names: one naming only GPUs leaves cpu and memory alone, and the
@@ -63,17 +66,23 @@ from pysched.framework import (
     Status,
 )
 from pysched.framework.api import format_resource
+from pysched.framework.podgroup_preemption import Feasibility, PodGroupEvaluator, PodGroupPostFilterResult
+from pysched.framework.podgroups import WorkloadPodGroup
 from pysched.framework.preemption import PDB, Evaluator, importance, split_by_pdb
 from pysched.framework.status import Diagnosis
 from pysched.plugins.capacity_scheduling.elasticquota import (
     UNLIMITED,
     QuotaSpec,
     Usage,
+    UsageOverlay,
     add_into,
     countable_requests,
     exceeds,
     exceeds_named,
 )
+from pysched.plugins.capacity_scheduling.group_reclaim import GroupReclaim
+
+_Overlay = UsageOverlay
 
 log = logging.getLogger("pysched.plugins.capacity_scheduling")
 
@@ -99,34 +108,6 @@ class PreFilterState:
     quota: QuotaSpec | None
 
 
-class _Overlay:
-    """Usage with some pods taken off or put back, for one node's dry run (the live ``Usage`` is
-    not touched)."""
-
-    def __init__(self, usage: Usage) -> None:
-        self.usage = usage
-        self.delta: dict[str, dict[str, int]] = {}
-
-    def _req(self, pod: PodInfo) -> dict[str, int]:
-        counted = self.usage.pods.get(pod.uid)
-        return counted[1] if counted is not None else countable_requests(pod.requests)
-
-    def remove(self, pod: PodInfo) -> None:
-        add_into(self.delta.setdefault(pod.namespace, {}), self._req(pod), -1)
-
-    def add(self, pod: PodInfo) -> None:
-        add_into(self.delta.setdefault(pod.namespace, {}), self._req(pod))
-
-    def of(self, namespace: str) -> dict[str, int]:
-        base = self.usage.of(namespace)
-        d = self.delta.get(namespace)
-        if not d:
-            return base
-        out = dict(base)
-        add_into(out, d)
-        return out
-
-
 class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlugin[CapacitySchedulingArgs],
                          ReservePlugin[CapacitySchedulingArgs], EnqueueExtensions, PodWatcher, QuotaStatusSource):
     name = NAME
@@ -148,6 +129,7 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
         self.rng = random.Random()
         self._state: CycleState | None = None
         self._dry_run = False
+        self._group: GroupReclaim | None = None                # a pod group's reclaim under way
         # Called with a namespace whose usage changed (``watch_usage``: the ElasticQuota status controller's queue).
         self.on_usage_change: Callable[[str], None] | None = None
         self.handle.metrics.export_quotas(self)
@@ -260,32 +242,54 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
             state.write(STATE_KEY, PreFilterState(req, req, req, None))
             return None, None
         in_quota, with_pod = dict(req), dict(req)
-        nom = self.handle.nominator
-        if nom:
-            for node in nom.node_names():
-                for p in nom.pods_for_node(node):
-                    if p.uid == pod.uid:
-                        continue
-                    pq = quotas.get(p.namespace)
-                    if pq is None:
-                        continue
-                    preq = countable_requests(p.requests)
-                    if p.namespace == pod.namespace:
-                        if p.priority >= pod.priority:
-                            add_into(in_quota, preq)
-                            add_into(with_pod, preq)
-                    elif not self.over_min(self.usage.of(p.namespace), {}, pq):
-                        add_into(with_pod, preq)
+        extra_in, extra_with = self.nominated_beside(pod.namespace, pod.priority, {pod.uid})
+        add_into(in_quota, extra_in)
+        add_into(with_pod, extra_with)
         state.write(STATE_KEY, PreFilterState(req, in_quota, with_pod, q))
         if state.explaining():
             self._explain(state, q, in_quota, with_pod)
-        if self.over_max(in_quota, self.usage.of(pod.namespace), q):
+        if self.over_max(in_quota, self.used_of(pod.namespace), q):
             return None, Status(Code.UNSCHEDULABLE, f"Pod {pod.namespace}/{pod.name} is rejected in PreFilter "
                                                     f"because ElasticQuota {q.namespace} is more than Max")
-        if self.aggregate_exceeds(with_pod, self.usage.of, req):
+        if self.aggregate_exceeds(with_pod, self.used_of, req):
             return None, Status(Code.UNSCHEDULABLE, f"Pod {pod.namespace}/{pod.name} is rejected in PreFilter "
                                                     "because total ElasticQuota used is more than min")
         return None, None
+
+    def used_of(self, namespace: str) -> dict[str, int]:
+        """What ``namespace`` holds as PreFilter counts it: during a pod group's reclaim, with the
+        victims gone (``GroupReclaim.usage``)."""
+        group = self._group
+        return group.usage.of(namespace) if group is not None else self.usage.of(namespace)
+
+    def nominated_beside(self, namespace: str, priority: int,
+                         skip: set[str]) -> tuple[dict[str, int], dict[str, int]]:
+        """The nominated pods a pod (or group: ``skip``, its own) of ``namespace`` counts, as upstream:
+        those of its quota with at least its priority (against its max and the total min), and
+        those of another quota while that quota is within its min (against the total min only). A
+        pod already counted in the usage (assumed or bound) is not counted again."""
+        in_quota: dict[str, int] = {}
+        with_pod: dict[str, int] = {}
+        nom = self.handle.nominator
+        if not nom:
+            return in_quota, with_pod
+        quotas = self.quotas()
+        counted = self.usage.pods
+        for node in nom.node_names():
+            for p in nom.pods_for_node(node):
+                if p.uid in skip or p.uid in counted:
+                    continue
+                pq = quotas.get(p.namespace)
+                if pq is None:
+                    continue
+                preq = countable_requests(p.requests)
+                if p.namespace == namespace:
+                    if p.priority >= priority:
+                        add_into(in_quota, preq)
+                        add_into(with_pod, preq)
+                elif not self.over_min(self.used_of(p.namespace), {}, pq):
+                    add_into(with_pod, preq)
+        return in_quota, with_pod
 
     def _explain(self, state: CycleState, q: QuotaSpec, in_quota: dict[str, int], with_pod: dict[str, int]) -> None:
         """The explanation names the quota and what it holds (simulate --explain, /debug/explain)."""
@@ -344,6 +348,38 @@ class CapacityScheduling(PreFilterPlugin[CapacitySchedulingArgs], PostFilterPlug
             self._state = None
         self._count_victims(pod, result, st)
         return result, st
+
+    def pod_group_post_filter(self, pg: WorkloadPodGroup, pg_uid: str, members: Sequence[PodInfo],
+                              feasibility: Feasibility) -> tuple[PodGroupPostFilterResult | None, Status]:
+        """PodGroupPostFilter: reclaim (or, over its min, preemption inside its own quota) for a
+        whole pod group the pod-group cycle could not place (``group_reclaim``); the message is
+        prefixed ``pod group preemption: `` as DefaultPreemption's."""
+        def rules(ev: Evaluator, group: WorkloadPodGroup, pods: Sequence[PodInfo]) -> GroupReclaim:
+            self._group = GroupReclaim(self, ev, group, pods)
+            return self._group
+
+        try:
+            result, st = PodGroupEvaluator(self.evaluator, rules).preempt(pg, pg_uid, members, feasibility)
+        finally:
+            self._group = None
+        if st.is_success() and result is not None and result.victims:
+            self._count_group_victims(members[0].namespace if members else pg.namespace, set(result.victims))
+        msg = st.message()
+        return result, (Status(st.code, "pod group preemption: " + msg) if msg else st)
+
+    def _count_group_victims(self, namespace: str, keys: set[str]) -> None:
+        """``_count_victims`` for a pod group's victims, wherever they run."""
+        doomed = self.evaluator.doomed_victims
+        quotas = self.quotas()
+        for victim in self.handle.snapshot.pods.values():
+            if victim.key not in keys or victim.uid in self._counted or victim.uid not in doomed:
+                continue
+            self._counted.add(victim.uid)
+            if self.usage.mark_leaving(victim.uid):
+                self._changed(victim.namespace)
+            q = quotas.get(victim.namespace)
+            if q is not None:
+                self.handle.metrics.quota_victim(q.key, "reclaim" if victim.namespace != namespace else "priority")
 
     def _count_victims(self, pod: PodInfo, result: PostFilterResult | None, st: Status) -> None:
         """Count the victims this preemption sent away (once each: a later preemption may choose a

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pysched.framework.api import resource_value
+from pysched.framework.podinfo import PodInfo
 
 NATIVE = ("cpu", "memory", "ephemeral-storage")
 UNLIMITED = 2**63 - 1
@@ -198,3 +199,31 @@ class Usage:
 
     def namespaces(self) -> Iterable[str]:
         return self.used.keys()
+
+
+class UsageOverlay:
+    """Usage with some pods taken off or put back, for a dry run (the live ``Usage`` is not
+    touched; what it counts meanwhile, such as a trial's reservations, shows through)."""
+
+    def __init__(self, usage: Usage) -> None:
+        self.usage = usage
+        self.delta: dict[str, dict[str, int]] = {}
+
+    def _req(self, pod: PodInfo) -> dict[str, int]:
+        counted = self.usage.pods.get(pod.uid)
+        return counted[1] if counted is not None else countable_requests(pod.requests)
+
+    def remove(self, pod: PodInfo) -> None:
+        add_into(self.delta.setdefault(pod.namespace, {}), self._req(pod), -1)
+
+    def add(self, pod: PodInfo) -> None:
+        add_into(self.delta.setdefault(pod.namespace, {}), self._req(pod))
+
+    def of(self, namespace: str) -> dict[str, int]:
+        base = self.usage.of(namespace)
+        d = self.delta.get(namespace)
+        if not d:
+            return base
+        out = dict(base)
+        add_into(out, d)
+        return out

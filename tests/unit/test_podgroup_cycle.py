@@ -273,3 +273,21 @@ def test_a_groups_attempt_is_explained_placement_by_placement():
         assert by["r1"]["message"] == "minCount (4) cannot be satisfied: 2 scheduled, 1 remaining"
         assert "Insufficient cpu" in next(iter(by["r1"]["unplaced"].values()))
     run_live(sim, body)
+
+
+def test_a_scheduler_plugins_gang_preempts_at_its_members_priority():
+    """scheduler-plugins' PodGroups have no priority of their own: the group's preemption judges
+    victims by its members' (the group cycle validated they agree), not by 0."""
+    sim = sim_with(COSCHED)
+    for i in range(2):
+        sim.add_node(node(f"n{i}", extended={GPU: "1"}))
+        sim.add_pod(pod(f"low{i}", extended={GPU: "1"}, node_name=f"n{i}", priority=5))
+    sim.add_object(podgroup("g", 2))
+
+    async def body():
+        for i in range(2):
+            sim.add_pod(member(f"m{i}", "g", priority=100))
+        await until(lambda: sim.scheduler.group_explanation("default/g") is not None)
+        got = sim.scheduler.group_explanation("default/g")["status"]
+        assert got.endswith("pod group preemption: found a placement for podgroup, preempting 2 victims"), got
+    run_live(sim, body)

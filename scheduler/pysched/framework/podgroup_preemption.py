@@ -87,7 +87,8 @@ class GroupVictimRules:
         self.ev = evaluator
         self.pg = pg
         self.members = members
-        self.priority = pg.priority if pg.priority is not None else 0
+        # scheduler-plugins' PodGroups have no priority of their own: the members' (validated equal)
+        self.priority = pg.priority if pg.priority is not None else (members[0].priority if members else 0)
 
     def leaving_victim(self, index: GangIndex, pod: PodInfo) -> bool:
         """``pod`` is leaving because of a preemption and the group could be waiting for it."""

@@ -58,8 +58,6 @@ class GroupReclaim(GroupVictimRules):
     def __init__(self, plugin: CapacityScheduling, evaluator: Evaluator, pg: WorkloadPodGroup,
                  members: Sequence[PodInfo]):
         super().__init__(evaluator, pg, members)
-        if pg.priority is None and members:      # scheduler-plugins' PodGroups: the members' priority
-            self.priority = members[0].priority
         self.plugin = plugin
         self.ns = members[0].namespace if members else pg.namespace
         self.quotas = plugin.quotas()

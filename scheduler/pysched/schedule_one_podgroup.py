@@ -43,11 +43,13 @@ from pysched.framework import Code, CycleState, FrameworkError, PodGroupCycleInf
 from pysched.framework.interface import NodeBatch, Placement
 from pysched.framework.podgroup_preemption import Assignment
 from pysched.framework.podgroups import (
+    API_VERSION,
     CONDITION_SCHEDULED,
     REASON_SCHEDULED,
     REASON_SCHEDULER_ERROR,
     REASON_UNSCHEDULABLE,
     WORKLOAD_PODGROUPS,
+    ObjectRef,
     PodGroupSource,
     WorkloadPodGroup,
 )
@@ -67,20 +69,8 @@ SIMULATION_KEY = "pysched/pod-group-placement-trial"
 # plugin try); stands aside (no reason) for a topology-constrained group with TAS on.
 DRA_GROUP_POST_FILTER = "deallocation and deletion of ResourceClaims completed"
 PODGROUPS_PATH = "/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups/{name}/status"
-API_VERSION = "scheduling.k8s.io/v1beta1"
 GROUP_PREFIX = "podgroup:"   # Scheduler.explanation("podgroup:ns/name"): a group's last attempt
 GROUP_TRACES_KEPT = 500
-
-
-@dataclass(frozen=True)
-class ObjectRef:
-    """What the Event recorder needs of the object an Event is about."""
-
-    namespace: str
-    name: str
-    uid: str
-    api_version: str
-    resource_version: str = ""
 
 
 @dataclass
@@ -167,6 +157,10 @@ def group_note(result: GroupResult, message: str) -> str:
         of = f" (best of {fitting} placements that fit)" if fitting > 1 else ""
         return f"placed {placed} pod(s){where}{of}"
     parts = [message] if message else []
+    blocking = next(((m.qpi.pod.name, m.status.message()) for m in result.members
+                     if m.tried and not m.host and m.status is not None and m.status.message()), None)
+    if blocking is not None:
+        parts.append(f"{blocking[0]} fits nowhere: {blocking[1]}")
     if len(tried) > 1:
         parts.append("placements tried: " + "; ".join(
             f"{t['placement']}: {'fits' if t['fits'] else t['message'] or 'does not fit'}" for t in tried[:8])

@@ -277,8 +277,15 @@ async def test_pysched_writes_one_event_per_group_attempt_on_the_podgroup():
     ours = await outcome_of("pysched")
     assert all(not evs for evs in kube.group_events.values()), kube.group_events
     (whole,) = ours.group_events["whole"].values()
-    assert whole == [("Normal", "Scheduled", "placed 3 pod(s)")], whole
+    assert whole[-1] == ("Normal", "Scheduled", "placed 3 pod(s)"), whole
+    # "waiting": two of three pods for a while, then the third - why it waited, then that it ran
+    (waiting,) = ours.group_events["waiting"].values()
+    assert waiting[0] == ("Normal", "WaitingForMembers",
+                          "waiting for minCount pods: fewer than 3 of the group's pods exist"), waiting
+    assert waiting[-1] == ("Normal", "Scheduled", "placed 3 pod(s)"), waiting
     (short,) = ours.group_events["short"].values()
     condition = ours.outcomes["short"]["podgroups"]
     (message,) = [c["message"] for c in condition.values()]
-    assert short[0][:2] == ("Warning", "FailedScheduling") and short[0][2] == message, short
+    failed = [e for e in short if e[1] == "FailedScheduling"]
+    assert failed[0][0] == "Warning" and failed[0][2].startswith(message), short
+    assert "fits nowhere: 0/34 nodes are available" in failed[0][2], short

@@ -186,8 +186,11 @@ class APIClient(Protocol):
 
 
 class EventRecorder(Protocol):
-    def record(self, pod: PodInfo, *, controller: str, type_: str, reason: str, action: str,
-               note: str, related: PodInfo | None = None) -> None: ...
+    """Events about a pod (or, with ``kind``/``api_version``, another object: a PodGroup - anything
+    with ``namespace``, ``name``, ``uid`` and ``resource_version``)."""
+
+    def record(self, pod: Any, *, controller: str, type_: str, reason: str, action: str,
+               note: str, related: PodInfo | None = None, kind: str = "Pod", api_version: str = "v1") -> None: ...
 
 
 class QuotaSource(Protocol):

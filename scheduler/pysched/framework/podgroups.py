@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pysched.framework.podinfo import PodInfo
 
 WORKLOAD_PODGROUPS = "workloadpodgroups"
+API_VERSION = "scheduling.k8s.io/v1beta1"
 CONDITION_SCHEDULED = "PodGroupInitiallyScheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
@@ -96,6 +97,17 @@ class PodGroupSource(Protocol):
     def cycle_podgroup(self, key: str) -> WorkloadPodGroup | None: ...
     def placement_feasible(self, pg: WorkloadPodGroup, scheduled: int, remaining: int) -> Any: ...
     def cycle_failed(self, key: str, message: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """What the Event recorder needs of a PodGroup an Event is about."""
+
+    namespace: str
+    name: str
+    uid: str
+    api_version: str = API_VERSION
+    resource_version: str = ""
 
 
 def group_key_of(pod: PodInfo) -> str:

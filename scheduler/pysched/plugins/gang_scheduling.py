@@ -5,7 +5,9 @@ A pod names its group with ``spec.schedulingGroup.podGroupName``. As kube-schedu
 * PreEnqueue holds a member until its PodGroup exists (``waiting for pods's pod group "<name>" to
   appear in scheduling queue``) and, for a gang, until the scheduler knows ``minCount`` of its pods
   (``waiting for minCount pods from a gang to appear in scheduling queue``). Both are
-  UnschedulableAndUnresolvable: the pod waits in the unschedulable pool, no Event, no status.
+  UnschedulableAndUnresolvable: the pod waits in the unschedulable pool, with no Event and no status
+  of its own, as upstream; pysched adds a ``WaitingForMembers`` Event on the PodGroup (``waiting
+  for minCount pods: fewer than 3 of the group's pods exist``).
 * PlacementFeasible (the pod-group cycle, ``schedule_one_podgroup``) judges a placement as its
   members are tried: ``minCount (M) cannot be satisfied: S scheduled, R remaining`` once the
   members left cannot reach ``minCount``; ``minCount (M) is not yet satisfied: ...`` while they
@@ -40,7 +42,14 @@ from pysched.framework import (
     PreEnqueuePlugin,
     Status,
 )
-from pysched.framework.podgroups import WORKLOAD_PODGROUPS, PodGroupStates, WorkloadPodGroup, group_key_of
+from pysched.framework.podgroups import (
+    API_VERSION,
+    WORKLOAD_PODGROUPS,
+    ObjectRef,
+    PodGroupStates,
+    WorkloadPodGroup,
+    group_key_of,
+)
 
 NAME = "GangScheduling"
 PERMIT_TIMEOUT_SECONDS = 300.0
@@ -71,6 +80,7 @@ class GangScheduling(PreEnqueuePlugin[None], PermitPlugin[None], EnqueueExtensio
     def __init__(self, args: None, handle: Handle) -> None:
         super().__init__(args, handle)
         self.states = PodGroupStates(lambda uid: uid in handle.snapshot.pods)
+        self._reported: dict[str, int] = {}   # group key -> pod count last reported missing members at
 
     # -- PodGroups and members -------------------------------------------------------------------
 
@@ -108,6 +118,7 @@ class GangScheduling(PreEnqueuePlugin[None], PermitPlugin[None], EnqueueExtensio
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, waiting_for_group(pod.scheduling_group))
         count = self.states.all_count(key)
         if pg.gang and count < pg.min_count:
+            self._report_missing(pg, count)
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, WAITING_FOR_GANG)
         if new and pg.gang and count == pg.min_count:
             self._regate(key)   # the pod the others waited for: they may go now
@@ -129,6 +140,21 @@ class GangScheduling(PreEnqueuePlugin[None], PermitPlugin[None], EnqueueExtensio
 
     def cycle_failed(self, key: str, message: str) -> None:
         """Nothing to keep: the group's members back off in the queue, together."""
+
+    def _report_missing(self, pg: WorkloadPodGroup, count: int) -> None:
+        """Why the group waits before any attempt (pysched's; upstream says nothing): an Event on the
+        PodGroup when it is short of ``minCount`` pods (its note does not count them: repeats of an
+        Event are one series, which keeps the first note)."""
+        if self._reported.get(pg.key) == pg.min_count or self.handle.recorder is None:
+            return
+        self._reported[pg.key] = pg.min_count
+        if len(self._reported) > 10_000:
+            del self._reported[next(iter(self._reported))]
+        self.handle.recorder.record(ObjectRef(pg.namespace, pg.name, pg.uid), controller=self.handle.profile_name,
+                                    type_="Normal", reason="WaitingForMembers", action="Scheduling",
+                                    note=f"waiting for minCount pods: fewer than {pg.min_count} of the group's "
+                                         "pods exist",
+                                    kind="PodGroup", api_version=API_VERSION)
 
     def placement_feasible(self, pg: WorkloadPodGroup, scheduled: int, remaining: int) -> Status | None:
         return feasibility(pg.min_count if pg.gang else 1, scheduled, remaining)

@@ -172,7 +172,8 @@ OBJECT_RESOURCES = {"persistentvolumeclaims": "PersistentVolumeClaim", "persiste
                     "csidrivers": "CSIDriver", "csistoragecapacities": "CSIStorageCapacity",
                     "resourceclaims": "ResourceClaim", "deviceclasses": "DeviceClass",
                     "resourceslices": "ResourceSlice", "devicetaintrules": "DeviceTaintRule", "podgroups": "PodGroup",
-                    "elasticquotas": "ElasticQuota", "workloadpodgroups": "WorkloadPodGroup"}
+                    "elasticquotas": "ElasticQuota", "workloadpodgroups": "WorkloadPodGroup",
+                    "compositepodgroups": "CompositePodGroup"}
 
 
 class ClusterEvents:

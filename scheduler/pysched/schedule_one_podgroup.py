@@ -192,6 +192,12 @@ class PodGroupCycle:
     # -- the cycle ----------------------------------------------------------------------------
 
     def schedule_pod_group(self, first: QueuedPodInfo, gang: PodGroupSource) -> None:
+        tree = getattr(gang, "cycle_tree", None)
+        root = tree(first.pod) if tree is not None else None
+        if root is not None:   # a PodGroup with a parent: its whole tree, from the root
+            from pysched.schedule_composite_podgroup import schedule_tree
+            schedule_tree(self, first, gang, root)   # type: ignore[arg-type]
+            return
         fwk: Framework = self.frameworks[first.pod.scheduler_name]   # type: ignore[attr-defined]
         key = gang.cycle_group_key(first.pod)
         start = time.perf_counter()
@@ -256,11 +262,13 @@ class PodGroupCycle:
         return True
 
     def _group_algorithm(self, fwk: Framework, gang: PodGroupSource, pg: WorkloadPodGroup, info: PodGroupCycleInfo,
-                         members: list[QueuedPodInfo]) -> GroupResult:
+                         members: list[QueuedPodInfo], parent: Placement | None = None) -> GroupResult:
+        """The placements of ``parent`` (every node when None; a CompositePodGroup's placement for
+        one of its PodGroups) the group is tried on, and the best one that holds it."""
         table = self.cache.table   # type: ignore[attr-defined]
-        everything = Placement("", table.order())
+        everything = parent if parent is not None else Placement("", table.order())
         if "TopologyAwareWorkloadScheduling" not in fwk.handle.feature_gates:
-            return self._try_placement(fwk, gang, pg, info, members, None)
+            return self._try_placement(fwk, gang, pg, info, members, parent)
         placements = [everything]
         if fwk.placement_generate:   # the first PlacementGenerate plugin only, as upstream
             placements = fwk.placement_generate[0].generate_placements(info, everything,

@@ -59,12 +59,16 @@ GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 APISERVER_ARGS = [f"--feature-gates={GATES}", "--runtime-config=scheduling.k8s.io/v1beta1=true"]
 SCHEDULER_ARGS = [f"--feature-gates={GATES}"]
 V1BETA1 = "scheduling.k8s.io/v1beta1"
+V1ALPHA3 = "scheduling.k8s.io/v1alpha3"
+# CompositePodGroups (``scheduling.k8s.io/v1alpha3``, alpha): the extra gate and API version
+COMPOSITE_GATES = f"{GATES},CompositePodGroup=true"
+COMPOSITE_RUNTIME_CONFIG = f"{V1ALPHA3}=true,{V1BETA1}=true"
 CONDITION = "PodGroupInitiallyScheduled"
 PROFILE = "wl-diff"           # both schedulers' profile: the pods are the same objects for both
 OTHER_PROFILE = "wl-diff-b"   # a second profile, for a group whose members name different ones
 SCENARIO_LABEL = "wl.example.com/scenario"
 
-_PATHS = {"PodGroup": "podgroups", "Pod": "pods"}
+_PATHS = {"PodGroup": "podgroups", "Pod": "pods", "CompositePodGroup": "compositepodgroups"}
 _CLUSTER_PATHS = {"PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses"}
 
 
@@ -125,18 +129,19 @@ def node(name: str, scenario: str, cpu: str, *, rack: str | None = None) -> dict
     return make_node(name, cpu=cpu, memory="16Gi", labels=labels)
 
 
-def control_plane() -> ControlPlane:
-    """A control plane (not started) serving ``scheduling.k8s.io/v1beta1`` with the two gates."""
-    return ControlPlane(extra_apiserver_args=list(APISERVER_ARGS))
+def control_plane(gates: str = GATES, runtime_config: str = f"{V1BETA1}=true") -> ControlPlane:
+    """A control plane (not started) serving ``scheduling.k8s.io/v1beta1`` with the two gates (or
+    ``gates`` and ``runtime_config``: ``COMPOSITE_GATES``, ``COMPOSITE_RUNTIME_CONFIG``)."""
+    return ControlPlane(extra_apiserver_args=[f"--feature-gates={gates}", f"--runtime-config={runtime_config}"])
 
 
 async def create_object(admin: KubeClient, obj: dict) -> dict:
-    """Create a PodGroup, Pod or PriorityClass."""
+    """Create a PodGroup, CompositePodGroup, Pod or PriorityClass."""
     kind = obj["kind"]
     if kind in _CLUSTER_PATHS:
         return await admin.request("POST", _CLUSTER_PATHS[kind], body=obj, rate_limit=False)
     ns = obj["metadata"]["namespace"]
-    base = f"/apis/{V1BETA1}" if kind == "PodGroup" else "/api/v1"
+    base = {"PodGroup": f"/apis/{V1BETA1}", "CompositePodGroup": f"/apis/{V1ALPHA3}"}.get(kind, "/api/v1")
     return await admin.request("POST", f"{base}/namespaces/{ns}/{_PATHS[kind]}", body=obj, rate_limit=False)
 
 
@@ -234,7 +239,11 @@ async def outcome(admin: KubeClient, scenario: Scenario) -> dict:
     pods = {p["metadata"]["name"]: pod_outcome(p, failures.get(p["metadata"]["name"]))
             for p in await list_pods(admin, ns)}
     groups, _ = await admin.list_all(f"/apis/{V1BETA1}/namespaces/{ns}/podgroups")
-    out = {"pods": pods, "podgroups": {g["metadata"]["name"]: podgroup_condition(g) for g in groups}}
+    out: dict[str, Any] = {"pods": pods, "podgroups": {g["metadata"]["name"]: podgroup_condition(g) for g in groups}}
+    if any(o["kind"] == "CompositePodGroup" for o in [*scenario.objects, *scenario.then]):
+        # CompositePodGroups: their status.conditions, whole (kube-scheduler writes none)
+        cpgs, _ = await admin.list_all(f"/apis/{V1ALPHA3}/namespaces/{ns}/compositepodgroups")
+        out["compositepodgroups"] = {c["metadata"]["name"]: (c.get("status") or {}).get("conditions") for c in cpgs}
     return scenario.mask(out) if scenario.mask else out
 
 
@@ -307,30 +316,32 @@ async def wait_ready(admin: KubeClient, timeout: float) -> None:
     await poll_until(judged, timeout, fail=lambda _: AssertionError(f"the scheduler judged no pod in {timeout}s"))
 
 
-async def run_scenarios(who: str, scenarios: list[Scenario], timeout: float = 30.0) -> Run:
+async def run_scenarios(who: str, scenarios: list[Scenario], timeout: float = 30.0, *, gates: str = GATES,
+                        runtime_config: str = f"{V1BETA1}=true") -> Run:
     """A fresh control plane with every scenario's nodes, one scheduler alone (kube-scheduler or
     ``python -m pysched``, both with ``GATES`` and ``profiles()``), then, once it has judged a pod,
     every scenario's objects one at a time; when every scenario settled on its first act (or
-    ``timeout``), the second acts, and again; the outcomes read back.
+    ``timeout``), the second acts, and again; the outcomes read back. ``gates`` and
+    ``runtime_config``: the API server's and both schedulers' (``COMPOSITE_GATES``...).
 
     The objects are created while the scheduler runs, not before: upstream orders a group's
     members by the time each reached its queue, and a scheduler that lists pods at startup
     receives them in no fixed order."""
     assert who in SCHEDULERS, who
     start = time.monotonic()
-    with control_plane() as cp:
+    with control_plane(gates, runtime_config) as cp:
         admin = KubeClient(load_kubeconfig(cp.kubeconfig), qps=0, burst=1)
         try:
             await prepare(admin, scenarios)
             if who == "kube":
                 kube = KubeSchedulerProcess(cp, {"profiles": profiles(),
                                                  "clientConnection": {"qps": 500, "burst": 1000}},
-                                            extra_args=list(SCHEDULER_ARGS)).start()
+                                            extra_args=[f"--feature-gates={gates}"]).start()
                 stop, log_path = kube.stop, kube.log_path
             else:
                 assert cp.workdir is not None
                 ours = SchedulerProcess(cp, cp.workdir, scheduler_config(profiles=profiles()), name=who,
-                                        extra_args=list(SCHEDULER_ARGS)).start()
+                                        extra_args=[f"--feature-gates={gates}"]).start()
                 stop, log_path = ours.close, ours.log_path
             try:
                 await wait_ready(admin, 60.0)

@@ -51,7 +51,7 @@ ALLOWED = {
 ENGINE = {"pysched.framework", "pysched.runtime", "pysched.backend", "pysched.client", "pysched.apis",
           "pysched.extender.client",
           "pysched.extender.wire", "pysched.explanation", "pysched.eventhandlers", "pysched.schedule_one",
-          "pysched.schedule_one_podgroup",
+          "pysched.schedule_one_podgroup", "pysched.schedule_composite_podgroup",
           "pysched.profile", "pysched.plugins", "pysched.loadmetrics", "pysched.podlocation",
           "pysched.podrecovery", "pysched.shadow"} | BASE
 ALLOWED.update({
@@ -60,6 +60,8 @@ ALLOWED.update({
     "pysched.schedule_one": ENGINE,
     # the pod-group cycle, mixed into the scheduler
     "pysched.schedule_one_podgroup": ENGINE,
+    # the pod-group cycle of a tree of CompositePodGroups, run by the one above
+    "pysched.schedule_composite_podgroup": ENGINE,
     # shadow mode's predictions, run by the live process in place of binding
     "pysched.shadow": ENGINE,
     "pysched.podlocation": BASE,

@@ -20,6 +20,9 @@
 * Workload PodGroups (``scheduling.k8s.io/v1beta1`` PodGroups, Kubernetes 1.36+ with the
   GenericWorkload gate; stored as ``workloadpodgroups``) - GangScheduling's gangs, the pod-group
   cycle and TopologyPlacementGenerator. Optional: an API server that does not serve them has none.
+* CompositePodGroups (``scheduling.k8s.io/v1alpha3``, the alpha CompositePodGroup gate; stored as
+  ``compositepodgroups``) - the trees GangScheduling and the pod-group cycle schedule whole. Read
+  only with that gate on; optional as workload PodGroups are.
 * Kueue Topologies (``kueue.x-k8s.io/v1beta1``, stored as ``kueuetopologies``) -
   TopologyAwarePlacement with ``kueueTopology``: the levels it places groups on. Optional (Kueue's
   CRD), read only when that plugin is configured so.
@@ -41,10 +44,10 @@ KINDS = ("namespaces", "services", "replicasets", "statefulsets", "replicationco
          "csidrivers", "csistoragecapacities",
          "persistentvolumeclaims", "persistentvolumes", "storageclasses", "csinodes", "volumeattachments",
          "resourceclaims", "deviceclasses", "resourceslices", "devicetaintrules", "poddisruptionbudgets", "podgroups",
-         "elasticquotas", "workloadpodgroups", "kueuetopologies")
+         "elasticquotas", "workloadpodgroups", "compositepodgroups", "kueuetopologies")
 NAMESPACED = {"services", "replicasets", "statefulsets", "replicationcontrollers", "persistentvolumeclaims",
               "resourceclaims", "poddisruptionbudgets", "podgroups", "elasticquotas", "csistoragecapacities",
-              "workloadpodgroups"}
+              "workloadpodgroups", "compositepodgroups"}
 # API group and version of the kinds outside the core group.
 GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "storageclasses": ("storage.k8s.io", "v1"), "csinodes": ("storage.k8s.io", "v1"),
@@ -56,12 +59,14 @@ GROUP_VERSIONS = {"replicasets": ("apps", "v1"), "statefulsets": ("apps", "v1"),
                   "podgroups": ("scheduling.x-k8s.io", "v1alpha1"),
                   "elasticquotas": ("scheduling.x-k8s.io", "v1alpha1"),
                   "workloadpodgroups": ("scheduling.k8s.io", "v1beta1"),
+                  "compositepodgroups": ("scheduling.k8s.io", "v1alpha3"),
                   "kueuetopologies": ("kueue.x-k8s.io", "v1beta1")}
 # The API's resource name of a store kind named otherwise (two kinds called PodGroup).
 RESOURCE_NAMES = {"workloadpodgroups": "podgroups", "kueuetopologies": "topologies"}
 # Kinds served by an optional CustomResourceDefinition, or by a newer API server only: a 404 on
 # LIST means "not installed" (listed again every ``optional_crd_poll_seconds``).
-OPTIONAL = {"podgroups", "elasticquotas", "devicetaintrules", "workloadpodgroups", "kueuetopologies"}
+OPTIONAL = {"podgroups", "elasticquotas", "devicetaintrules", "workloadpodgroups", "compositepodgroups",
+            "kueuetopologies"}
 KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet": "replicasets",
                   "StatefulSet": "statefulsets", "ReplicationController": "replicationcontrollers",
                   "PersistentVolumeClaim": "persistentvolumeclaims", "PersistentVolume": "persistentvolumes",
@@ -70,7 +75,8 @@ KIND_TO_PLURAL = {"Namespace": "namespaces", "Service": "services", "ReplicaSet"
                   "ResourceClaim": "resourceclaims", "DeviceClass": "deviceclasses",
                   "ResourceSlice": "resourceslices", "DeviceTaintRule": "devicetaintrules",
                   "PodDisruptionBudget": "poddisruptionbudgets",
-                  "PodGroup": "podgroups", "ElasticQuota": "elasticquotas", "Topology": "kueuetopologies"}
+                  "PodGroup": "podgroups", "ElasticQuota": "elasticquotas", "Topology": "kueuetopologies",
+                  "CompositePodGroup": "compositepodgroups"}
 
 
 def api_path(plural: str) -> str:

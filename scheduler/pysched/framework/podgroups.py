@@ -7,6 +7,12 @@ at least that many pods) or ``schedulingPolicy.basic`` (each pod on its own, but
 ``schedulingConstraints.topology`` (the first key: the whole group in one domain of that node
 label). The object store keeps them as ``workloadpodgroups`` (``WORKLOAD_PODGROUPS``).
 
+CompositePodGroups (``scheduling.k8s.io/v1alpha3``, the alpha ``CompositePodGroup`` gate; stored as
+``compositepodgroups``) group PodGroups into trees: a PodGroup names its parent with
+``spec.parentCompositePodGroupName``, a CompositePodGroup may name one too. ``GroupTree`` is one
+such tree as the pod-group cycle walks it (``schedule_composite_podgroup``): the whole tree is
+scheduled as one, from its root.
+
 ``PodGroupStates`` follows every pod of ours that names a group (``track``/``forget``, fed by the
 GangScheduling plugin's pod events) and answers what upstream's PodGroupState does: how many pods
 the group has, which are scheduled (bound, or assumed in the scheduler's cache) and which are not.
@@ -22,6 +28,8 @@ from pysched.framework.podinfo import PodInfo
 
 WORKLOAD_PODGROUPS = "workloadpodgroups"
 API_VERSION = "scheduling.k8s.io/v1beta1"
+COMPOSITE_PODGROUPS = "compositepodgroups"
+COMPOSITE_GATE = "CompositePodGroup"
 CONDITION_SCHEDULED = "PodGroupInitiallyScheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_SCHEDULER_ERROR = "SchedulerError"
@@ -45,6 +53,7 @@ class WorkloadPodGroup:
     conditions: tuple[dict[str, Any], ...]
     status: dict[str, Any] = field(default_factory=dict, compare=False)
     uid: str = ""
+    parent: str | None = None        # spec.parentCompositePodGroupName (CompositePodGroup gate)
 
     @property
     def key(self) -> str:
@@ -76,7 +85,138 @@ class WorkloadPodGroup:
                    topology_keys=keys, priority=prio if isinstance(prio, int) else 0,
                    preemption_policy=spec.get("preemptionPolicy"),
                    conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)),
-                   status=dict(status), uid=meta.get("uid") or "")
+                   status=dict(status), uid=meta.get("uid") or "",
+                   parent=spec.get("parentCompositePodGroupName") or None)
+
+
+@dataclass(frozen=True)
+class CompositePodGroup:
+    """One ``scheduling.k8s.io/v1alpha3`` CompositePodGroup: a group of PodGroups (and of other
+    CompositePodGroups). ``gang.minGroupCount`` of its children must be placed (1 for a basic one);
+    ``schedulingConstraints.topology``'s first key holds its whole subtree in one domain."""
+
+    namespace: str
+    name: str
+    generation: int
+    gang: bool
+    min_group_count: int
+    topology_keys: tuple[str, ...]
+    priority: int | None
+    preemption_policy: str | None
+    parent: str | None
+    uid: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def min_count(self) -> int:
+        """What PlacementFeasible counts against: children, not pods (upstream's ``getMinCount``)."""
+        return self.min_group_count if self.gang else 1
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> CompositePodGroup:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        gang = (spec.get("schedulingPolicy") or {}).get("gang")
+        try:
+            count = int((gang or {}).get("minGroupCount") or 0) if gang is not None else 1
+        except (TypeError, ValueError):
+            count = 0
+        constraints = spec.get("schedulingConstraints") or {}
+        keys = tuple(t.get("key", "") for t in constraints.get("topology") or ()
+                     if isinstance(t, dict) and t.get("key"))
+        prio = spec.get("priority")
+        return cls(namespace=meta.get("namespace") or "default", name=meta.get("name") or "",
+                   generation=int(meta.get("generation") or 0), gang=gang is not None, min_group_count=count,
+                   topology_keys=keys, priority=prio if isinstance(prio, int) else 0,
+                   preemption_policy=spec.get("preemptionPolicy"),
+                   parent=spec.get("parentCompositePodGroupName") or None, uid=meta.get("uid") or "")
+
+
+@dataclass
+class GroupTree:
+    """A CompositePodGroup and its subtree, or a leaf PodGroup (``podgroup``; no children)."""
+
+    key: str
+    composite: CompositePodGroup | None = None
+    podgroup: WorkloadPodGroup | None = None
+    children: list[GroupTree] = field(default_factory=list)
+
+    @property
+    def group(self) -> CompositePodGroup | WorkloadPodGroup:
+        g = self.composite if self.composite is not None else self.podgroup
+        assert g is not None
+        return g
+
+    def leaves(self) -> list[GroupTree]:
+        if self.composite is None:
+            return [self]
+        return [leaf for c in self.children for leaf in c.leaves()]
+
+    def walk(self) -> list[GroupTree]:
+        """Every node of the tree, parents before their children."""
+        return [self, *(n for c in self.children for n in c.walk())]
+
+
+class PodGroupHierarchy:
+    """The parent links of PodGroups and CompositePodGroups, as upstream's workload forest keeps
+    them: each node's root, each CompositePodGroup's children, the tree under a root.
+
+    ``podgroups`` and ``composites`` map ``namespace/name`` to the parsed objects."""
+
+    def __init__(self, podgroups: Mapping[str, WorkloadPodGroup], composites: Mapping[str, CompositePodGroup]):
+        self.podgroups = podgroups
+        self.composites = composites
+        self.children: dict[str, list[tuple[bool, str]]] = {}   # cpg key -> [(is composite, key)]
+        for key, pg in podgroups.items():
+            if pg.parent:
+                self.children.setdefault(f"{pg.namespace}/{pg.parent}", []).append((False, key))
+        for key, cpg in composites.items():
+            if cpg.parent:
+                self.children.setdefault(f"{cpg.namespace}/{cpg.parent}", []).append((True, key))
+
+    def root_of_composite(self, key: str) -> str | None:
+        """The key of the root CompositePodGroup above (or at) CompositePodGroup ``key``; None when
+        one on the way is missing or the parents go round in a circle."""
+        seen: set[str] = set()
+        while key not in seen:
+            seen.add(key)
+            cpg = self.composites.get(key)
+            if cpg is None:
+                return None
+            if not cpg.parent:
+                return key
+            key = f"{cpg.namespace}/{cpg.parent}"
+        return None
+
+    def root_of(self, podgroup_key: str) -> tuple[bool, str] | None:
+        """(is composite, key) of the root of PodGroup ``podgroup_key``'s tree (itself when it has no
+        parent); None when the PodGroup or a CompositePodGroup on the way is missing."""
+        pg = self.podgroups.get(podgroup_key)
+        if pg is None:
+            return None
+        if not pg.parent:
+            return False, podgroup_key
+        root = self.root_of_composite(f"{pg.namespace}/{pg.parent}")
+        return (True, root) if root is not None else None
+
+    def tree(self, cpg_key: str, seen: set[str] | None = None) -> GroupTree:
+        """CompositePodGroup ``cpg_key`` and everything under it (a node met twice is left out)."""
+        seen = seen if seen is not None else set()
+        seen.add("c:" + cpg_key)
+        node = GroupTree(cpg_key, composite=self.composites.get(cpg_key))
+        for composite, key in self.children.get(cpg_key, ()):
+            mark = ("c:" if composite else "p:") + key
+            if mark in seen:
+                continue
+            if composite:
+                node.children.append(self.tree(key, seen))
+            else:
+                seen.add(mark)
+                node.children.append(GroupTree(key, podgroup=self.podgroups[key]))
+        return node
 
 
 class PodGroupSource(Protocol):
@@ -95,7 +235,7 @@ class PodGroupSource(Protocol):
     def cycle_members(self, key: str) -> Iterable[PodInfo]: ...
     def cycle_is_scheduled(self, pod: PodInfo) -> bool: ...
     def cycle_podgroup(self, key: str) -> WorkloadPodGroup | None: ...
-    def placement_feasible(self, pg: WorkloadPodGroup, scheduled: int, remaining: int) -> Any: ...
+    def placement_feasible(self, pg: Any, scheduled: int, remaining: int) -> Any: ...
     def cycle_failed(self, key: str, message: str) -> None: ...
 
 

@@ -172,6 +172,24 @@ def test_a_gang_victim_goes_whole_in_a_reclaim():
     assert st.code == Code.SUCCESS and sorted(result.victims) == ["g/w0", "g/w1"]
 
 
+def test_a_reclaim_never_takes_a_quota_below_its_min_to_keep_a_gang_whole():
+    """g (min 4) runs a 1-CPU pod and a gang of 4 x 1 CPU (minMember 4): 5, one over its min. f (min 2)
+    needs 2 x 1 CPU on a 6-CPU node (1 free). GroupReclaim.victims lists only the least important
+    unit while g is over its min (a gang member, w3); the gang rule then expands it to the whole gang,
+    so g loses 4 CPU and ends at 1, below the min ElasticQuota guarantees it - where evicting the plain
+    pod 'solo' alone leaves g at its min and its gang whole."""
+    sim = sim_with([node("n0", cpu="6")], [quota("f", "2", "6"), quota("g", "4", "6")],
+                   [running("solo", "g", "1", start="2026-01-01T00:00:00Z"),
+                    *[running(f"w{i}", "g", "1", group="gg", start=f"2026-01-01T00:0{i + 1}:00Z")
+                      for i in range(4)]],
+                   groups=[podgroup("gg", 4, ns="g")])
+    members = [gang_member(f"m{i}", "f", "job", "1") for i in range(2)]
+    result, st, _ = reclaim(sim, "job", "f", members, ["n0", "n0"])
+    taken = sorted(result.victims) if result is not None else []
+    # g must keep its min of 4 CPU: at most 1 CPU of it may go.
+    assert st.code != Code.SUCCESS or len(taken) <= 1, f"g loses {taken}: 5 -> {5 - len(taken)} CPU, min 4"
+
+
 # -- never a loop between two teams ----------------------------------------------------------------
 
 def two_teams():
@@ -226,11 +244,14 @@ def test_two_teams_never_reclaim_from_each_other_in_a_loop():
 
 
 def test_judged_by_one_members_request_the_two_teams_reclaim_forever(monkeypatch):
-    """The loop the rule prevents: with the group's request read as one member's, each gang takes
-    the other's, again and again (the test stops it after three rounds each)."""
+    """The loop the rules prevent: with the group's request read as one member's, and a victim gang
+    taken whole even when that leaves its quota below its min, each gang takes the other's, again and
+    again (the test stops it after three rounds each). Either rule alone stops it: the whole request
+    keeps b from reclaiming at all; the min guarantee keeps a's gang (a would fall to 1 of its 4)."""
     monkeypatch.setattr(group_reclaim, "group_request",
                         lambda members: max((group_reclaim.countable_requests(p.requests) for p in members),
                                             key=lambda r: r.get("cpu", 0)))
+    monkeypatch.setattr(group_reclaim, "below_min", lambda used, minimum: False)
     sim, evicted, _ = two_teams()
 
     async def body():

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from pysched.framework.gang_victims import GangIndex, Victim, more_important
+from pysched.framework.gang_victims import RANK_PODGROUP, GangIndex, Victim, more_important
 from pysched.framework.podgroup_preemption import GroupVictimRules
 from pysched.framework.podgroups import WorkloadPodGroup
 from pysched.framework.podinfo import PodInfo
@@ -94,15 +94,38 @@ class GroupReclaim(GroupVictimRules):
             return index.victims([p for p in pods if p.namespace == self.ns], self.priority)
         units = index.victims([p for p in pods if p.namespace != self.ns and p.namespace in self.quotas],
                               ANY_PRIORITY)
-        # Least important first, each while its quota is over its min with it still counted.
+        # Least important first, each while its quota is over its min with it still counted. A unit
+        # that would take a gang below its minimum takes the gang whole (the gang rule): it is a
+        # victim only if its quota keeps its min with the whole gang gone - a quota's guarantee is
+        # never spent to keep a gang whole; the next unit (a plain pod) is offered instead.
         counted = UsageOverlay(self.plugin.usage)
         out: list[Victim] = []
+        gone: set[str] = set()
+        taken: dict[str, int] = {}
         for v in sorted(units, key=more_important, reverse=True):
             ns = v.pods[0].namespace
-            if self.plugin.over_min(counted.of(ns), {}, self.quotas[ns]):
-                out.append(v)
-                for p in v.pods:
-                    counted.remove(p)
+            q = self.quotas[ns]
+            if not self.plugin.over_min(counted.of(ns), {}, q):
+                continue
+            going = [p for p in v.pods if p.uid not in gone]
+            g = v.gang
+            if g is not None and not v.whole and taken.get(g.key, 0) + len(v.pods) > g.surplus:
+                going = [p for p in g.scheduled if p.uid not in gone]
+                after = UsageOverlay(self.plugin.usage)
+                after.delta = {k: dict(d) for k, d in counted.delta.items()}
+                for p in going:
+                    after.remove(p)
+                if below_min(after.of(ns), q.min):
+                    continue
+                v = Victim(going, v.priority, RANK_PODGROUP, whole=True)   # the gang, whole
+            if g is not None:
+                taken[g.key] = taken.get(g.key, 0) + len(v.pods)
+            if not going:
+                continue
+            out.append(v)
+            for p in going:
+                counted.remove(p)
+                gone.add(p.uid)
         return out
 
     def take_out(self, pod: PodInfo) -> None:
@@ -118,3 +141,8 @@ class GroupReclaim(GroupVictimRules):
             return True
         return not (self.plugin.over_max(self.in_quota_extra, self.usage.of(self.ns), q)
                     or self.plugin.aggregate_exceeds(self.with_group_extra, self.usage.of, self.request))
+
+
+def below_min(used: dict[str, int], minimum: dict[str, int]) -> bool:
+    """Whether ``used`` is under the quota's ``min`` in any resource the min names."""
+    return any(used.get(r, 0) < amount for r, amount in minimum.items() if amount)

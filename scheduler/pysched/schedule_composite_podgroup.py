@@ -290,7 +290,7 @@ def schedule_tree(sched: Scheduler, first: QueuedPodInfo, gang: PodGroupSource, 
         for pod in list(gang.cycle_members(leaf.key)):
             if gang.cycle_is_scheduled(pod):
                 continue
-            q = first if pod.uid == first.pod.uid else sched.queue.take(pod.uid)
+            q = first if pod.uid == first.pod.uid else sched.take_member(pod.uid)
             if q is not None:
                 taken.setdefault(leaf.key, []).append(q)
     if not any(q is first for qs in taken.values() for q in qs):

@@ -212,8 +212,9 @@ class Scheduler(PodGroupCycle):
                     self.schedule_one(qpi)
             except Exception:  # noqa: BLE001 - never let one pod stop the loop
                 log.exception("scheduling cycle crashed", extra=kv(pod=qpi.pod.key))
-                self._fail(self.frameworks.get(qpi.pod.scheduler_name), qpi, Status(Code.ERROR, "internal error"),
-                           time.perf_counter())
+                if qpi.pod.uid not in self.binding_pods:   # a binding cycle owns it now
+                    self._fail(self.frameworks.get(qpi.pod.scheduler_name), qpi, Status(Code.ERROR, "internal error"),
+                               time.perf_counter())
             await asyncio.sleep(0)
 
     def _note_result(self, uid: str, result: dict) -> None:

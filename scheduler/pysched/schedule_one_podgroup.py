@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pysched.backend.queue.scheduling_queue import QueuedPodInfo
+from pysched.backend.queue.scheduling_queue import IN_FLIGHT, QueuedPodInfo
 from pysched.framework import Code, CycleState, FrameworkError, PodGroupCycleInfo, PodInfo, Status
 from pysched.framework.interface import NodeBatch, Placement
 from pysched.framework.podgroup_preemption import Assignment
@@ -53,7 +53,7 @@ from pysched.framework.podgroups import (
     PodGroupSource,
     WorkloadPodGroup,
 )
-from pysched.framework.status import FitError, NoNodesAvailable
+from pysched.framework.status import Diagnosis, FitError, NoNodesAvailable
 from pysched.util.logs import kv
 
 if TYPE_CHECKING:
@@ -178,20 +178,60 @@ class PodGroupCycle:
     queue, node selection, failure handling and binding cycle)."""
 
     _placement_slots: np.ndarray | None = None
+    _cycle_taken: list[QueuedPodInfo] = []
 
     def group_source(self, qpi: QueuedPodInfo) -> PodGroupSource | None:
         """The plugin whose pod-group cycle ``qpi``'s pod goes through, or None (scheduled on its own)."""
         fwk = self.frameworks.get(qpi.pod.scheduler_name)   # type: ignore[attr-defined]
-        if fwk is None:
+        if fwk is None or not fwk.group_sources:
             return None
         for source in fwk.group_sources:
             if source.cycle_group_key(qpi.pod):
+                if self._extenders_judge(qpi.pod):
+                    return None
                 return source
         return None
+
+    def _extenders_judge(self, pod: PodInfo) -> bool:
+        """A filter or prioritize extender is interested in ``pod``: the pod-group cycle does not call
+        extenders, so the group's members are scheduled one by one (GangScheduling's and
+        Coscheduling's Permit hold them until the quorum), each through the extenders."""
+        extenders = self.extenders   # type: ignore[attr-defined]
+        if not extenders or not any((e.filter_verb or e.prioritize_verb) and e.is_interested(pod) for e in extenders):
+            return False
+        if not self.__dict__.get("_extenders_logged"):
+            self._extenders_logged = True
+            log.warning("extenders are configured: pod groups whose members an extender judges are scheduled "
+                        "member by member, held at Permit until their quorum, not in one pod-group cycle",
+                        extra=kv(pod=pod.key))
+        return True
 
     # -- the cycle ----------------------------------------------------------------------------
 
     def schedule_pod_group(self, first: QueuedPodInfo, gang: PodGroupSource) -> None:
+        """One pod-group cycle; never raises. On a crash every member it took from the queue and did
+        not hand to a binding cycle or fail fails with an error (back to the queue, backing off)."""
+        self._cycle_taken: list[QueuedPodInfo] = [first]
+        start = time.perf_counter()
+        try:
+            self._schedule_pod_group(first, gang)
+        except Exception:  # noqa: BLE001 - a plugin's bug must not strand the group's members
+            log.exception("pod-group cycle crashed", extra=kv(pod=first.pod.key, pod_group=first.pod.scheduling_group))
+            fwk = self.frameworks.get(first.pod.scheduler_name)   # type: ignore[attr-defined]
+            for q in self._cycle_taken:
+                if q.where == IN_FLIGHT and q.pod.uid not in self.binding_pods:   # type: ignore[attr-defined]
+                    self._fail(fwk, q, Status(Code.ERROR, "internal error"), start)   # type: ignore[attr-defined]
+        finally:
+            self._cycle_taken = []
+
+    def take_member(self, uid: str) -> QueuedPodInfo | None:
+        """``queue.take`` for the cycle in progress (remembered: a crash gives them back)."""
+        q = self.queue.take(uid)   # type: ignore[attr-defined]
+        if q is not None:
+            self._cycle_taken.append(q)
+        return q
+
+    def _schedule_pod_group(self, first: QueuedPodInfo, gang: PodGroupSource) -> None:
         tree = getattr(gang, "cycle_tree", None)
         root = tree(first.pod) if tree is not None else None
         if root is not None:   # a PodGroup with a parent: its whole tree, from the root
@@ -204,7 +244,7 @@ class PodGroupCycle:
         taken = [first]
         for pod in list(gang.cycle_members(key)):
             if pod.uid != first.pod.uid and not gang.cycle_is_scheduled(pod):
-                q = self.queue.take(pod.uid)   # type: ignore[attr-defined]
+                q = self.take_member(pod.uid)
                 if q is not None:
                     taken.append(q)
         members = [q for q in taken if self._still_to_schedule(fwk, q, start)]
@@ -213,9 +253,25 @@ class PodGroupCycle:
         members.sort(key=getattr(gang, "cycle_member_order", member_order))
         pg, result = self.attempt_group(fwk, gang, key, members)
         if pg is None:
-            self._group_failed(fwk, members, result.status, start, None)
+            self._podgroup_gone(fwk, gang, key, members, start)
             return
         self._submit(fwk, pg, result, start, gang)
+
+    def _podgroup_gone(self, fwk: Framework, gang: PodGroupSource, key: str, members: list[QueuedPodInfo],
+                       start: float) -> None:
+        """The members' PodGroup does not exist (deleted while they waited): GangScheduling's wait
+        at PreEnqueue again, silently, as upstream's incomplete-group pods (its Add requeues them);
+        Coscheduling's ``PodGroup not found``, Unschedulable until the PodGroup is added."""
+        missing = getattr(gang, "cycle_missing", None)
+        st = missing(key) if missing is not None else None
+        if st is None:
+            for q in members:
+                self.queue.regate_in_flight(q)   # type: ignore[attr-defined]
+            return
+        diagnosis = Diagnosis()
+        diagnosis.unschedulable_plugins = {gang.name}
+        for q in members:
+            self._fail(fwk, q, st, start, diagnosis=diagnosis)   # type: ignore[attr-defined]
 
     def attempt_group(self, fwk: Framework, gang: PodGroupSource, key: str,
                       members: list[QueuedPodInfo]) -> tuple[WorkloadPodGroup | None, GroupResult]:
@@ -475,6 +531,15 @@ class PodGroupCycle:
             return
         from pysched.schedule_one import ScheduleResult
         nominating = result.nominating
+        # The members fail together: each waits (the unschedulable pool) for what could help the one
+        # that fit nowhere - its plugins' events - not in the error backoff, retried every few seconds.
+        rejected = Diagnosis()
+        for m in result.members:
+            if m.diagnosis is not None:
+                rejected.unschedulable_plugins |= m.diagnosis.unschedulable_plugins
+                rejected.pending_plugins |= m.diagnosis.pending_plugins
+        if not rejected.unschedulable_plugins and not rejected.pending_plugins:
+            rejected.unschedulable_plugins = {gang.name}
         for m in result.members:
             # A member the preemption nominated gets that node; any other keeps its nomination
             # (upstream's nil NominatingInfo), but a placed member of a group that does not wait.
@@ -483,19 +548,21 @@ class PodGroupCycle:
                 if m.status is None:
                     told = result.untried or gst
                     m.status = Status(told.code, told.message())
-                self._fail(fwk, m.qpi, m.status, start, nominating=keep)   # type: ignore[attr-defined]
+                self._fail(fwk, m.qpi, m.status, start, nominating=keep, diagnosis=rejected)   # type: ignore[attr-defined]
             elif m.host is not None and gst.is_success():
                 assert m.state is not None
                 m.state.delete(SIMULATION_KEY)
                 self._finish(fwk, m.state, m.qpi, ScheduleResult(m.host, 1, 1), start, None)   # type: ignore[attr-defined]
             elif m.host is not None and result.waiting_on_preemption:
-                self._fail(fwk, m.qpi, Status(gst.code, gst.message()), start, nominating=keep)   # type: ignore[attr-defined]
+                self._fail(fwk, m.qpi, Status(gst.code, gst.message()), start, nominating=keep,   # type: ignore[attr-defined]
+                           diagnosis=rejected)
             elif m.host is not None:
                 self._fail(fwk, m.qpi, Status(Code.UNSCHEDULABLE, f"{POD_GROUP_UNSCHEDULABLE}, {gst.message()}"),   # type: ignore[attr-defined]
-                           start)
+                           start, diagnosis=rejected)
             else:
                 assert m.status is not None
-                self._fail(fwk, m.qpi, m.status, start, diagnosis=m.diagnosis, nominating=keep)   # type: ignore[attr-defined]
+                self._fail(fwk, m.qpi, m.status, start, diagnosis=m.diagnosis or rejected,   # type: ignore[attr-defined]
+                           nominating=keep)
         if not gst.is_success() and not result.waiting_on_preemption:
             gang.cycle_failed(pg.key, gst.message())   # a group waiting for its victims to go does not back off
         self._record_group(fwk, pg, gang, "Normal" if gst.is_success() else "Warning",
@@ -584,12 +651,15 @@ def validate_group(pg: WorkloadPodGroup, pending: list[PodInfo], scheduled: list
     """``validatePodGroup``: one schedulerName, one priority (the PodGroup's when it has one) and one
     preemption policy across the group. Returns the problem, or ""."""
     scheduler_name = pending[0].scheduler_name if pending else ""
-    priority = pg.priority if pg.priority is not None else (pending[0].priority if pending else 0)
-    policy = ""
     for pod in [*pending, *scheduled]:
         if pod.scheduler_name != scheduler_name:
             return ("all pods in a single pod group should have the same .spec.schedulerName set, "
                     f'got: "{pod.scheduler_name}" and "{scheduler_name}"')
+    if pg.priority is None:
+        return ""   # scheduler-plugins' PodGroups: members may differ (their queue sort orders them)
+    priority = pg.priority
+    policy = ""
+    for pod in [*pending, *scheduled]:
         if pod.priority != priority:
             return ("all pods in a single pod group should have the same priority as the pod group's "
                     f"priority, got {pod.priority} and {priority}")

@@ -138,6 +138,11 @@ class EventRecorder:
             self._drop("shutdown", len(left))
             log.warning("events not written before shutdown", extra=kv(count=len(left), drain=drain))
 
+    @property
+    def accepting(self) -> bool:
+        """Events are being written (started, not stopping): a standby replica's recorder is not."""
+        return self._accepting
+
     # -- recording -------------------------------------------------------------------------------
 
     def record(self, pod, *, controller: str, type_: str, reason: str, action: str, note: str,

@@ -231,6 +231,11 @@ class GangScheduling(PreEnqueuePlugin[None], PermitPlugin[None], EnqueueExtensio
     def cycle_podgroup(self, key: str) -> WorkloadPodGroup | None:
         return self.podgroup(key)
 
+    def cycle_missing(self, key: str) -> None:
+        """A PodGroup gone while its members waited: PreEnqueue holds them again (no status, no
+        Event), as upstream's incomplete-group pods; its Add requeues them."""
+        return None
+
     def cycle_failed(self, key: str, message: str) -> None:
         """Nothing to keep: the group's members back off in the queue, together."""
 
@@ -238,12 +243,13 @@ class GangScheduling(PreEnqueuePlugin[None], PermitPlugin[None], EnqueueExtensio
         """Why the group waits before any attempt (pysched's; upstream says nothing): an Event on the
         PodGroup when it is short of ``minCount`` pods (its note does not count them: repeats of an
         Event are one series, which keeps the first note)."""
-        if self._reported.get(pg.key) == pg.min_count or self.handle.recorder is None:
-            return
+        recorder = self.handle.recorder
+        if self._reported.get(pg.key) == pg.min_count or recorder is None or not getattr(recorder, "accepting", True):
+            return   # reported, or not writing Events (a standby): the leader that writes them reports it
         self._reported[pg.key] = pg.min_count
         if len(self._reported) > 10_000:
             del self._reported[next(iter(self._reported))]
-        self.handle.recorder.record(ObjectRef(pg.namespace, pg.name, pg.uid), controller=self.handle.profile_name,
+        recorder.record(ObjectRef(pg.namespace, pg.name, pg.uid), controller=self.handle.profile_name,
                                     type_="Normal", reason="WaitingForMembers", action="Scheduling",
                                     note=f"waiting for minCount pods: fewer than {pg.min_count} of the group's "
                                          "pods exist",

@@ -438,6 +438,17 @@ class SchedulingQueue:
                 continue
             self._push_active(qpi, POD_UPDATE)   # its queue time kept: a group's members keep their order
 
+    def regate_in_flight(self, qpi: QueuedPodInfo) -> None:
+        """A pod taken for a cycle that PreEnqueue holds back again (its PodGroup is gone): back to
+        the unschedulable pool, gated, with no failure counted - or to activeQ if it passes now."""
+        if self._pods.get(qpi.pod.uid) is not qpi or qpi.where != IN_FLIGHT:
+            return
+        self._set_where(qpi, "")
+        if self._gate(qpi):
+            self._push_unschedulable(qpi, POD_UPDATE)
+        else:
+            self._push_active(qpi, POD_UPDATE)
+
     def take(self, uid: str) -> QueuedPodInfo | None:
         """Pop ``uid`` wherever it waits (activeQ, backoffQ, the unschedulable pool), as ``pop`` would:
         the other members of a pod group scheduled in one cycle. None when it is not queued there or

@@ -380,6 +380,10 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
                                      f"{scheduled} scheduled, {remaining} remaining")
         return None
 
+    def cycle_missing(self, key: str) -> Status:
+        """A member whose PodGroup does not exist: what Permit says when scheduled one by one."""
+        return Status(Code.UNSCHEDULABLE, "PodGroup not found", plugin=self.name)
+
     def cycle_failed(self, key: str, message: str) -> None:
         """The group did not fit in its cycle: it backs off as a unit (``group_backoff``)."""
         g = self.groups.get(key)

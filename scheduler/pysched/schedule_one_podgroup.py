@@ -563,6 +563,11 @@ class PodGroupCycle:
                 assert m.status is not None
                 self._fail(fwk, m.qpi, m.status, start, diagnosis=m.diagnosis or rejected,   # type: ignore[attr-defined]
                            nominating=keep)
+        for m in result.members:
+            if m.host is not None and gst.is_success():
+                # Permit activated its in-flight siblings (upstream's Activate of the unscheduled): a
+                # placed member's later bind failure must still back off.
+                m.qpi.activate_on_return = ""
         if not gst.is_success() and not result.waiting_on_preemption:
             gang.cycle_failed(pg.key, gst.message())   # a group waiting for its victims to go does not back off
         self._record_group(fwk, pg, gang, "Normal" if gst.is_success() else "Warning",
@@ -631,7 +636,6 @@ class PodGroupCycle:
             cond["lastTransitionTime"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         else:
             cond["lastTransitionTime"] = existing.get("lastTransitionTime")
-        conditions = [c for c in pg.conditions if c.get("type") != CONDITION_SCHEDULED] + [cond]
         client = self.client   # type: ignore[attr-defined]
         if client is None:
             return
@@ -639,8 +643,9 @@ class PodGroupCycle:
 
         async def patch() -> None:
             try:
-                await client.request("PATCH", path, body={"status": {"conditions": conditions}},
-                                     content_type="application/merge-patch+json")
+                # A strategic merge by the condition's type: the others (another writer's) stay.
+                await client.request("PATCH", path, body={"status": {"conditions": [cond]}},
+                                     content_type="application/strategic-merge-patch+json")
             except Exception as exc:  # noqa: BLE001 - a status write must not stop the scheduler
                 log.warning("could not update the PodGroup's condition", extra=kv(pod_group=pg.key, err=str(exc)))
 

@@ -318,13 +318,13 @@ def schedule_tree(sched: Scheduler, first: QueuedPodInfo, gang: PodGroupSource, 
         r = attempt.results[leaf.key]
         assert leaf.podgroup is not None
         r.untried = None
-        _submit_leaf(sched, fwk, leaf, r, start, gang)
+        _submit_leaf(sched, fwk, leaf, r, start, gang, result.status.is_success())
     from pysched.schedule_one_podgroup import log
     log.debug("attempted a composite pod group", extra=kv(root=root.key, status=result.status.message()))
 
 
 def _submit_leaf(sched: Any, fwk: Framework, leaf: GroupTree, result: GroupResult, start: float,
-                 gang: PodGroupSource) -> None:
+                 gang: PodGroupSource, root_fits: bool) -> None:
     """One leaf's outcome, as a pod group's (``PodGroupCycle._submit``)."""
     assert leaf.podgroup is not None
-    sched._submit(fwk, leaf.podgroup, result, start, gang)
+    sched._submit(fwk, leaf.podgroup, result, start, gang, root_fits)

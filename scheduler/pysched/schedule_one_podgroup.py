@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pysched.backend.queue.scheduling_queue import IN_FLIGHT, QueuedPodInfo
+from pysched.backend.queue.scheduling_queue import FORCE_ACTIVATE, IN_FLIGHT, QueuedPodInfo
 from pysched.framework import Code, CycleState, FrameworkError, PodGroupCycleInfo, PodInfo, Status
 from pysched.framework.interface import NodeBatch, Placement
 from pysched.framework.podgroup_preemption import Assignment
@@ -524,8 +524,13 @@ class PodGroupCycle:
     # -- outcome ------------------------------------------------------------------------------
 
     def _submit(self, fwk: Framework, pg: WorkloadPodGroup, result: GroupResult, start: float,
-                gang: PodGroupSource) -> None:
+                gang: PodGroupSource, root_fits: bool | None = None) -> None:
+        """The attempt's outcome, member by member. ``root_fits``: the cycle's root (this group, or
+        the root of its CompositePodGroup tree) fits - then the members left over go straight back
+        to activeQ, as upstream moves a pod group that succeeded there (a member beyond minCount, a
+        child of a tree whose minGroupCount was met)."""
         gst = result.status
+        retry_now = gst.is_success() if root_fits is None else root_fits
         if gst.code == Code.ERROR:
             self._group_failed(fwk, [m.qpi for m in result.members], gst, start, pg, gang)
             return
@@ -544,6 +549,8 @@ class PodGroupCycle:
             # A member the preemption nominated gets that node; any other keeps its nomination
             # (upstream's nil NominatingInfo), but a placed member of a group that does not wait.
             keep = nominating.get(m.qpi.pod.uid) if m.qpi.pod.uid in nominating else None
+            if retry_now and not (m.host is not None and gst.is_success()):
+                m.qpi.activate_on_return = FORCE_ACTIVATE
             if not m.tried:
                 if m.status is None:
                     told = result.untried or gst

@@ -299,8 +299,9 @@ def sections(results: list[dict]) -> list[tuple[str, str]]:
            (f"Targets (drain mode, workloads with >= {aggregate.TARGET_MIN_NODES:,} nodes)", targets_table(cs)),
            ("pysched's profiles against its default profile", profiles_table(cs)),
            ("Gang workloads", gang_table(cs)),
-           ("Gang backlog: where the gangs went (time to place all: from the scheduler's start with every pod "
-            "created; sched CPU per pod from /proc)", gang_backlog_table(cs)),
+           ("Gang backlog: where the gangs went (time to place all: to the last bind, in drain mode from the "
+            "scheduler's start with every pod created, in burst mode from the first creation; sched CPU per pod "
+            "from /proc)", gang_backlog_table(cs)),
            ("Other load on the machine", load_table(cs))]
     return [(t, body) for t, body in out if body]
 

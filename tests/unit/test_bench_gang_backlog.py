@@ -123,3 +123,10 @@ def test_backlog_table_reports_medians_the_worst_whole_count_and_fails_partial_g
     assert [r["scheduler"] for r in report.failed_runs([_run("kube-scheduler", 0, 1.0, 2, 2, partial=1)])] == [
         "kube-scheduler"]
     assert report.failed_runs([_run("kube-scheduler", 0, 1.0, 2, 2, partial=1, semantics="none (reference)")]) == []
+
+
+def test_chart_lines_tell_pysched_profiles_apart():
+    from bench.charts import series
+    assert series({"scheduler": "pysched", "profile": "topology"}) == "pysched (topology)"
+    assert series({"scheduler": "pysched", "profile": "default"}) == "pysched"
+    assert series({"scheduler": "kube-scheduler", "profile": ""}) == "kube-scheduler"

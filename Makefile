@@ -26,7 +26,7 @@ OLDEST_K8S ?= 1.35.4
 PYTEST_WORKERS ?= 4
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install docs control-plane control-plane-oldest test-oldest kwok kubelet real-node-deps root-deps test-artifacts real-cluster test-real helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-smoke soak image image-push release clean
+.PHONY: all venv install docs control-plane control-plane-oldest test-oldest kwok kubelet real-node-deps root-deps test-artifacts real-cluster test-real helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-gangs bench-smoke soak image image-push release clean
 
 all: test
 
@@ -166,6 +166,16 @@ bench: install control-plane cel-helper
 bench-gang-retries: install control-plane scheduler-plugins
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m bench.gang_retries --repeats 3 --results-md bench/GANG_RETRIES.md \
 		$(if $(SCHEDULER_PLUGINS_SOURCE),,--schedulers pysched,pysched-compatible,scheduler-plugins)
+
+# A backlog of 100 gangs of 8 on 1,000 KWOK nodes in 4 blocks x 10 racks (bench.workloads GangBacklog;
+# bench/GANGS.md, docs/benchmark.md): kube-scheduler 1.37 and pysched (upstream's topology placement,
+# and its own TopologyAwarePlacement) on Kubernetes' PodGroups; scheduler-plugins and pysched on
+# scheduler-plugins' PodGroups (Coscheduling). GANG_REPEATS=3 for medians of three (about 15 minutes).
+GANG_REPEATS ?= 3
+bench-gangs: install control-plane scheduler-plugins
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m bench.run --workloads GangBacklog --cluster living \
+		--modes drain --schedulers pysched,kube-scheduler,scheduler-plugins --pysched-profile default,topology \
+		--repeats $(GANG_REPEATS) --pin auto --results-md bench/GANGS.md
 
 # The soak (bench/soak.py): pysched on a living cluster of 1,000 KWOK nodes for SOAK_MINUTES under churn
 # (Deployments rescaled, Jobs, node failures, leader handovers), sampled every minute; writes

@@ -1,6 +1,6 @@
 """One PNG per workload: cumulative measured pods bound over time, one panel per mode.
 
-Each scheduler has one colour; every repeat is a line (the first labelled). Time 0 is the first
+Each scheduler (and pysched profile) has one colour; every repeat is a line (the first labelled). Time 0 is the first
 measured pod's creation (steady, burst) or the start of the fresh scheduler (drain); dotted lines
 are the pods the watcher saw created (steady, burst).
 """
@@ -12,6 +12,13 @@ from pathlib import Path
 from . import stats
 from .modes import MODES
 from .schedulers import NULL
+
+
+def series(run: dict) -> str:
+    """A run's line: its scheduler, with pysched's profile when it is not the default (profiles are
+    lines and colours of their own)."""
+    profile = run.get("profile") or ""
+    return f"{run['scheduler']} ({profile})" if profile not in ("", "default") else run["scheduler"]
 
 
 def chart(results: list[dict], out: Path) -> list[Path]:
@@ -32,7 +39,7 @@ def chart(results: list[dict], out: Path) -> list[Path]:
                     continue
                 step = max(0.01, max(r["bind_offsets"]) / 400)
                 xs, ys = stats.bound_over_time(0.0, r["bind_offsets"], step)
-                name = f"{r['scheduler']} qps {r['qps']:g}"
+                name = f"{series(r)} qps {r['qps']:g}"
                 label = None if name in labelled else name
                 labelled.add(name)
                 line, = ax.plot(xs, ys, label=label, color=colours.get(name), linewidth=1.2,

@@ -32,7 +32,6 @@ import asyncio
 import contextlib
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,6 +46,7 @@ from pysched_dev.testkit import create_nodes, create_pods, list_pods, make_node,
 
 from . import prom
 from .process import REPO, Process
+from .schedulers import scheduler_plugins_binary
 from .scrape import ALLOW_PATHS, scrape, wait_serving
 
 GPU = "nvidia.com/gpu"
@@ -54,7 +54,6 @@ LABEL = "scheduling.x-k8s.io/pod-group"
 PG_API = "/apis/scheduling.x-k8s.io/v1alpha1"
 CRD = REPO / "manifests" / "components" / "coscheduling" / "crd.yaml"
 SCHEDULERS = ("pysched", "pysched-compatible", "scheduler-plugins", "scheduler-plugins-1.35")
-SP_SCRIPT = REPO / "hack" / "scheduler-plugins.sh"
 QPS, BURST = 50, 100        # kube-scheduler's default client limits, for every scheduler
 
 
@@ -65,19 +64,6 @@ def profile(kind: str) -> dict:
     if kind == "pysched-compatible":
         prof["pluginConfig"] = [{"name": "Coscheduling", "args": {"schedulerPluginsCompatible": True}}]
     return prof
-
-
-def scheduler_plugins_binary(kubernetes: str = "") -> Path:
-    env = dict(os.environ, SCHEDULER_PLUGINS_KUBERNETES=kubernetes)
-    if kubernetes:
-        env.pop("PYSCHED_SCHEDULER_PLUGINS", None)   # that one is the default build
-        if not env.get("SCHEDULER_PLUGINS_SOURCE"):
-            raise SystemExit("scheduler-plugins-1.35 needs SCHEDULER_PLUGINS_SOURCE: a checkout of "
-                             "sigs.k8s.io/scheduler-plugins whose go.mod follows Kubernetes 1.35")
-    else:
-        env.pop("SCHEDULER_PLUGINS_SOURCE", None)
-    out = subprocess.run([str(SP_SCRIPT)], env=env, check=True, stdout=subprocess.PIPE, text=True)
-    return Path(out.stdout.strip().splitlines()[-1])
 
 
 def start(kind: str, cp: ControlPlane, rundir: Path) -> Process:

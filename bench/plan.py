@@ -99,4 +99,6 @@ def runs(workloads: list[Workload], modes: list[str], qps: list[tuple[float, int
                     for kind, profile in abba_order(who, r):
                         if kind == NULL and (q < 1000 or wl.gang_size):
                             continue  # the ceiling is only interesting unthrottled, and means nothing for gangs
+                        if not wl.admits(kind, profile):
+                            continue  # e.g. scheduler-plugins' PodGroups are not kube-scheduler's
                         yield Planned(wl, mode, q, b, r, kind, profile)

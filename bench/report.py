@@ -17,6 +17,7 @@ from .scrape import EXTENSION_POINTS
 from .stats import Spread, ratio, spread
 
 NA = "n/a"
+NO_GANGS = "none (reference)"
 
 
 def fmt(s: Spread | None, nd: int = 0, of: int = 0) -> str:
@@ -171,7 +172,7 @@ def gang_table(all_cells: list[Cell]) -> str:
         gs = [r["gang"] for r in c.runs if r.get("gang")]
         if not gs:
             continue
-        sem = "Coscheduling" if c.scheduler == PYSCHED else "none (reference)"
+        sem = gs[0].get("semantics") or ("Coscheduling" if c.scheduler == PYSCHED else NO_GANGS)
         rows.append([c.workload, c.mode, _qps(c), c.label, sem,
                      f"{min(g['placed'] for g in gs)} / {gs[0]['fitting']} / {gs[0]['groups']}",
                      str(max(g["partial"] for g in gs)), fmt(spread(g["groups_per_s"] for g in gs), 2),
@@ -183,11 +184,42 @@ def gang_table(all_cells: list[Cell]) -> str:
                    "admit p99 ms"], ["---"] * 5 + ["---:"] * 5, rows)
 
 
+def gang_backlog_table(all_cells: list[Cell]) -> str:
+    """Gang runs that counted where their groups went (``bench.gangs.domains``): time to place all,
+    groups whole and inside one rack / one block, partial groups, attempts per group, CPU per pod."""
+    rows = []
+    for c in all_cells:
+        runs = [r for r in c.completed if "whole" in (r.get("gang") or {})]
+        if not runs:
+            continue
+        gs = [r["gang"] for r in runs]
+
+        def g(key: str, nd: int = 0, gs: list[dict] = gs) -> str:
+            return fmt(spread(x.get(key) for x in gs), nd)
+
+        last = spread(r["bind_offsets"][-1] if r.get("bind_offsets") else None for r in runs)
+        rows.append([c.workload, c.mode, c.label, gs[0].get("semantics") or NA, str(len(runs)), fmt(last, 1),
+                     f"{min(x['whole'] for x in gs)} / {gs[0]['groups']}", g("one_rack"), g("one_block"),
+                     str(max(x["partial"] for x in gs)), g("pod_attempts_per_group", 1),
+                     g("group_attempts_per_group", 2), cf(c, "cpu_per_1000", 2), cf(c, "peak_rss"),
+                     cf(c, "loadavg1", 2)])
+    if not rows:
+        return ""
+    return _table(["workload", "mode", "scheduler", "gang semantics", "repeats", "time to place all s",
+                   "gangs whole (min) / total", "in one rack", "in one block", "partial gangs (max)",
+                   "pod attempts / gang", "group attempts / gang", "sched CPU ms / pod", "peak RSS MiB",
+                   "loadavg 1 min at start"], ["---"] * 5 + ["---:"] * 10, rows)
+
+
 def failed_runs(results: list[dict]) -> list[dict]:
     """Runs that make ``bench.run`` exit 1: errors, placement violations (not the null binder's), and
-    partial groups under pysched's Coscheduling (kube-scheduler's gang row is only a reference)."""
+    partial groups under a scheduler with gang semantics (pysched's Coscheduling or pod-group cycle,
+    kube-scheduler 1.37's, scheduler-plugins'; kube-scheduler on scheduler-plugins' PodGroups is only
+    a reference)."""
+    def gangs(r: dict) -> bool:
+        return (r["gang"].get("semantics") or ("Coscheduling" if r["scheduler"] == PYSCHED else NO_GANGS)) != NO_GANGS
     return [r for r in results if r["error"] or (r["violations"] and r["scheduler"] != NULL)
-            or (r.get("gang") and r["scheduler"] == PYSCHED and r["gang"]["partial"])]
+            or (r.get("gang") and gangs(r) and r["gang"]["partial"])]
 
 
 def profiles_table(all_cells: list[Cell]) -> str:
@@ -267,6 +299,9 @@ def sections(results: list[dict]) -> list[tuple[str, str]]:
            (f"Targets (drain mode, workloads with >= {aggregate.TARGET_MIN_NODES:,} nodes)", targets_table(cs)),
            ("pysched's profiles against its default profile", profiles_table(cs)),
            ("Gang workloads", gang_table(cs)),
+           ("Gang backlog: where the gangs went (time to place all: to the last bind, in drain mode from the "
+            "scheduler's start with every pod created, in burst mode from the first creation; sched CPU per pod "
+            "from /proc)", gang_backlog_table(cs)),
            ("Other load on the machine", load_table(cs))]
     return [(t, body) for t, body in out if body]
 
@@ -282,6 +317,8 @@ PROFILE_TEXT = {
                  "release) plus TargetLoadPacking and LoadVariationRiskBalancing, reading every node's cpu/memory "
                  "figures from a real Prometheus (scraping one exporter every 5 s; the scheduler fetches at the "
                  "default 15 s interval, 2 s timeout).",
+    "topology": "pysched ran the topology profile: its default profile with TopologyAwarePlacement (levels "
+                "block, rack) in place of upstream's TopologyPlacementGenerator.",
 }
 
 

@@ -9,7 +9,12 @@ under test runs alone on the last CPU and everything else on the others (``bench
 
 Gang workloads (``Workload.gang_size``) also install the PodGroup CRD and one PodGroup per group
 before the measured pods; pysched runs its Coscheduling profile, kube-scheduler (no Coscheduling
-plugin) schedules the same pods without gang semantics as a reference (``bench.gangs``).
+plugin) schedules the same pods without gang semantics as a reference (``bench.gangs``). The
+gang-backlog workloads (``GangBacklog/...``, ``make bench-gangs``, bench/GANGS.md) put their gangs in
+Kubernetes 1.37's PodGroups (the API server and the schedulers with the workload's feature gates;
+pysched's ``topology`` profile: TopologyAwarePlacement) or in scheduler-plugins' (for
+``scheduler-plugins``, its own scheduler, and pysched's Coscheduling), and count where each gang
+went (one rack, one block) and the attempts per gang; a workload may name the schedulers it runs with.
 
 Results go to ``--out`` (``results.json.gz``: the pinning, the machine and every run, gzipped as
 ``bench/runs`` keeps them, ``bench.rawdata``; a PNG chart per workload) and are printed as tables,
@@ -107,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default="drain,steady,burst", help="comma-separated: drain, steady, burst")
     p.add_argument("--qps", default="5000/5000", help="client QPS/burst pairs, comma-separated (e.g. 50/100,5000/5000)")
     p.add_argument("--schedulers", default="pysched,kube-scheduler",
-                   help="comma-separated, in ABBA order: pysched, kube-scheduler, null-binder")
+                   help="comma-separated, in ABBA order: pysched, kube-scheduler, null-binder, scheduler-plugins "
+                        "(its kube-scheduler with Coscheduling: hack/scheduler-plugins.sh)")
     p.add_argument("--repeats", type=int, default=3, help="runs per (workload, mode, scheduler), interleaved ABBA")
     p.add_argument("--steady-rate", type=float, default=100.0, help="steady mode: measured pods created per second")
     p.add_argument("--cluster", default="bare",
@@ -124,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
                         "default: kube-scheduler's plugins, as kube-scheduler runs them (like with like); "
                         "shipped: plus pysched's own scores, as the shipped ConfigMap; "
                         "loadaware: the default plus TargetLoadPacking and LoadVariationRiskBalancing on a real "
-                        "Prometheus (needs the prometheus binary: PYSCHED_PROMETHEUS or hack/prometheus.sh)")
+                        "Prometheus (needs the prometheus binary: PYSCHED_PROMETHEUS or hack/prometheus.sh); "
+                        "topology: the default with TopologyAwarePlacement (levels: the gang-backlog workloads' "
+                        "block and rack) in place of TopologyPlacementGenerator")
     p.add_argument("--load-metrics", default="loadaware", choices=("loadaware", "all"),
                    help="which runs get the node exporter and Prometheus: only the loadaware profile's, or all "
                         "(profiles then compared on the same machine load)")

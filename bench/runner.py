@@ -47,11 +47,12 @@ from .schedulers import (
     NULL,
     PYSCHED,
     SCHEDULER_NAMES,
+    SCHEDULER_PLUGINS,
     load_aware_pump,
     load_aware_queries,
     start_scheduler,
 )
-from .workloads import NAMESPACE, PHASE_LABEL, Workload, podgroups
+from .workloads import BLOCK, NAMESPACE, PHASE_LABEL, RACK, Workload, podgroups
 
 
 @dataclass
@@ -159,7 +160,8 @@ class Run:
 
     @property
     def gang(self) -> bool:
-        return bool(self.spec.workload.gang_size)
+        """Gangs in scheduler-plugins' PodGroups: their CRD, and Coscheduling in pysched's profile."""
+        return self.spec.workload.coscheduling
 
     @property
     def timeout(self) -> float:
@@ -178,7 +180,7 @@ class Run:
     async def create_measured(self, pods: list[dict]) -> float:
         """Create the measured pods - bare, or (living) through Deployments whose controllers create
         them - and return pods created per second."""
-        if self.living:
+        if self.living and not self.spec.workload.bare_pods:
             return await living.create_owned(self.client, pods, "measure", self.timeout)
         await create_pod_objects(self.client, self.spec.workload, self.spec.kind, "measure")
         t = time.monotonic()
@@ -193,7 +195,7 @@ class Run:
     def start_scheduler(self, tag: str = "") -> Process:
         s = self.spec
         p = start_scheduler(s.kind, self.cp, s.qps, s.burst, s.rundir, s.pinning, gang=self.gang, tag=tag,
-                            profile=s.pysched_profile,
+                            profile=s.pysched_profile, feature_gates=s.workload.feature_gates,
                             metrics_address=self.prometheus.address if self.prometheus is not None else "")
         self.processes.append(p)
         if self.prometheus is not None and not self.load_aware:
@@ -300,7 +302,12 @@ async def create_pod_objects(client: KubeClient, workload: Workload, kind: str, 
 
 
 async def install_podgroups(client: KubeClient, workload: Workload) -> None:
-    """The PodGroup CRD (the coscheduling component's) and the workload's groups."""
+    """The workload's groups: Kubernetes' PodGroups (served by the API server with the workload's
+    ``apiserver_args``), or the PodGroup CRD (the coscheduling component's) and scheduler-plugins'."""
+    if workload.gang_api == "kubernetes":
+        await create_objects(client, [(f"/apis/scheduling.k8s.io/v1beta1/namespaces/{NAMESPACE}/podgroups", pg)
+                                      for pg in podgroups(workload)])
+        return
     await client.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                          body=yaml.safe_load(COSCHEDULING_CRD.read_text()), rate_limit=False)
     path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NAMESPACE}/podgroups"
@@ -330,13 +337,27 @@ async def _wait_all_bound(client: KubeClient, phase: str, sched: Process, kind: 
         await asyncio.sleep(0.5)
 
 
-def gang_report(workload: Workload, t0: float, records: dict, all_pods: list[dict]) -> dict:
-    group_of = {p["metadata"]["name"]: p["metadata"]["labels"][verify.GANG_LABEL] for p in all_pods
-                if verify.GANG_LABEL in (p["metadata"].get("labels") or {})}
+def gang_semantics(workload: Workload, kind: str) -> str:
+    """What treats the workload's groups as gangs under scheduler ``kind``."""
+    if workload.gang_api == "kubernetes":
+        return "pod-group cycle (scheduling.k8s.io PodGroups)"
+    return "Coscheduling" if kind in (PYSCHED, SCHEDULER_PLUGINS) else "none (reference)"
+
+
+def gang_report(workload: Workload, kind: str, t0: float, records: dict, all_pods: list[dict], nodes: list[dict],
+                metrics: dict) -> dict:
+    label = workload.group_label
+    group_of = {p["metadata"]["name"]: p["metadata"]["labels"][label] for p in all_pods
+                if label in (p["metadata"].get("labels") or {})}
     out = gangs.gang_summary(t0, records, group_of, workload.gang_size)
     need = {f"{NAMESPACE}/{g}": workload.gang_size for g in set(group_of.values())}
-    out["partial"] = len(verify.check_gangs(all_pods, need))
+    out["partial"] = len(verify.check_gangs(all_pods, need, label))
     out["fitting"] = workload.fitting_groups
+    out["semantics"] = gang_semantics(workload, kind)
+    node_labels = {n["metadata"]["name"]: n["metadata"].get("labels") or {} for n in nodes}
+    hosts = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in all_pods}
+    out.update(gangs.domains(group_of, hosts, node_labels, workload.gang_size, {"rack": RACK, "block": BLOCK}))
+    out.update(gangs.attempts_per_group(metrics, out["groups"]))
     return out
 
 
@@ -428,7 +449,7 @@ async def _measure(run: Run, phase: Phase) -> RunResult:
         peak_rss_mib=round(end.peak_rss_mib, 1), metrics=metrics, events=ev, load=load, affinity=affinity,
         violations=violations, bind_offsets=[round(b - t0, 4) for b in sorted(binds)],
         seen_offsets=sorted(round(r["seen"] - t0, 4) for r in records.values() if r.get("seen") is not None),
-        error=error, gang=gang_report(w, t0, records, all_pods) if w.gang_size else {},
+        error=error, gang=gang_report(w, kind, t0, records, all_pods, nodes, metrics) if w.gang_size else {},
         profile=spec.pysched_profile if kind == PYSCHED else "", load_metrics=run.prometheus is not None,
         load_queries=run.load_aware or (run.pump is not None and run.pump.rounds > 0),
         cluster=spec.cluster, living=living_figures)
@@ -444,11 +465,12 @@ async def run_one(spec: RunSpec) -> RunResult:
         if why:
             raise BenchError(f"{w.name} cannot run on a living cluster: {why}")
         lc = LivingCluster(lease_duration_seconds=living.LEASE_SECONDS,
-                           node_monitor_grace_seconds=living.NODE_GRACE_SECONDS).start()
+                           node_monitor_grace_seconds=living.NODE_GRACE_SECONDS,
+                           extra_apiserver_args=list(w.apiserver_args)).start()
         assert lc.cp is not None
         cp = lc.cp
     else:
-        cp = ControlPlane()
+        cp = ControlPlane(extra_apiserver_args=list(w.apiserver_args))
         cp.start()
     run = Run(spec, cp, KubeClient(load_kubeconfig(cp.kubeconfig), qps=0, burst=1,
                                    max_connections=CREATE_CONCURRENCY))
@@ -462,7 +484,7 @@ async def run_one(spec: RunSpec) -> RunResult:
         await create_node_objects(run.client, w)
         if run.load_aware or spec.load_metrics_always:
             await run.start_load_metrics()
-        if run.gang:
+        if w.gang_size:
             await install_podgroups(run.client, w)
         sched: Process | None = None
         if spec.mode != "drain" or w.init_pods:

@@ -1,4 +1,5 @@
-"""The schedulers under test, started as processes: pysched, the control plane's kube-scheduler, the null binder.
+"""The schedulers under test, started as processes: pysched, the control plane's kube-scheduler, the null
+binder, scheduler-plugins' kube-scheduler.
 
 All get the same client QPS/burst and leader election off. pysched runs one of three profiles
 (``PROFILES``): ``default``, kube-scheduler's default plugins, the very set kube-scheduler
@@ -6,8 +7,13 @@ runs beside it (like with like: the same Filter and Score work per pod); ``shipp
 pysched's own scores (GPU, AZSpread, CapacityType, InstanceType) as the shipped ConfigMap enables
 them; or ``loadaware``, the default plus TargetLoadPacking and LoadVariationRiskBalancing reading
 a real Prometheus that scrapes one exporter of every node's figures (``Run.start_load_metrics``).
-Gang workloads add Coscheduling to any of them (its PodGroup status controller off so only
-scheduling is measured). pysched and kube-scheduler serve /metrics without credentials
+A fourth, ``topology``, is the default plus pysched's TopologyAwarePlacement (levels: the
+benchmark's block and rack labels) in place of upstream's TopologyPlacementGenerator, for gangs
+in Kubernetes' PodGroups. Gang workloads in scheduler-plugins' PodGroups add Coscheduling to any
+of them (its PodGroup status controller off so only scheduling is measured); a workload's
+``feature_gates`` go to pysched and kube-scheduler. ``scheduler-plugins`` is scheduler-plugins'
+own kube-scheduler (``hack/scheduler-plugins.sh``) with kube-scheduler's default plugins and
+Coscheduling. pysched and kube-scheduler serve /metrics without credentials
 (``--authorization-always-allow-paths``, a bench-only lab setting) so the driver can scrape them.
 Every scheduler starts through the pinning's ``preexec_fn``: on its own CPU when pinned.
 """
@@ -15,6 +21,7 @@ Every scheduler starts through the pinning's ``preexec_fn``: on its own CPU when
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -33,13 +40,17 @@ from .process import REPO, Process
 from .querypump import QueryPump
 from .scrape import ALLOW_PATHS
 
-PYSCHED, KUBE, NULL = "pysched", "kube-scheduler", "null-binder"
-KINDS = (PYSCHED, KUBE, NULL)
-SCHEDULER_NAMES = {PYSCHED: "pysched", KUBE: "default-scheduler", NULL: "bench-null-binder"}
+PYSCHED, KUBE, NULL, SCHEDULER_PLUGINS = "pysched", "kube-scheduler", "null-binder", "scheduler-plugins"
+KINDS = (PYSCHED, KUBE, NULL, SCHEDULER_PLUGINS)
+SCHEDULER_NAMES = {PYSCHED: "pysched", KUBE: "default-scheduler", NULL: "bench-null-binder",
+                   SCHEDULER_PLUGINS: "scheduler-plugins"}
 COSCHEDULING_CRD = REPO / "manifests" / "components" / "coscheduling" / "crd.yaml"
+SP_SCRIPT = REPO / "hack" / "scheduler-plugins.sh"
 
 
-PROFILES = ("default", "shipped", "loadaware")
+PROFILES = ("default", "shipped", "loadaware", "topology")
+#: The topology profile's TopologyAwarePlacement levels (bench.workloads' node labels, outermost first).
+TOPOLOGY_LEVELS = ("bench.pysched.io/block", "bench.pysched.io/rack")
 LOAD_AWARE_PLUGINS = ("TargetLoadPacking", "LoadVariationRiskBalancing")
 
 
@@ -86,18 +97,39 @@ def pysched_profile(scheduler_name: str, profile: str = "default", gang: bool = 
             raise ValueError("the loadaware profile needs a Prometheus address")
         out["plugins"]["multiPoint"]["enabled"] += [{"name": n} for n in LOAD_AWARE_PLUGINS]
         out["pluginConfig"] = load_aware_args(metrics_address)
+    if profile == "topology":
+        out["plugins"]["placementGenerate"] = {"enabled": [{"name": "TopologyAwarePlacement"}],
+                                               "disabled": [{"name": "TopologyPlacementGenerator"}]}
+        out["pluginConfig"] = [{"name": "TopologyAwarePlacement", "args": {"levels": list(TOPOLOGY_LEVELS)}}]
     if gang:
         out["plugins"]["queueSort"] = {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
         out["plugins"]["multiPoint"]["enabled"].append({"name": "Coscheduling"})
     return out
 
 
+def scheduler_plugins_binary(kubernetes: str = "") -> Path:
+    """scheduler-plugins' kube-scheduler (``hack/scheduler-plugins.sh`` builds or finds it):
+    v0.34.7 by default, or a checkout following Kubernetes ``kubernetes`` (``SCHEDULER_PLUGINS_SOURCE``)."""
+    env = dict(os.environ, SCHEDULER_PLUGINS_KUBERNETES=kubernetes)
+    if kubernetes:
+        env.pop("PYSCHED_SCHEDULER_PLUGINS", None)   # that one is the default build
+        if not env.get("SCHEDULER_PLUGINS_SOURCE"):
+            raise SystemExit("scheduler-plugins-1.35 needs SCHEDULER_PLUGINS_SOURCE: a checkout of "
+                             "sigs.k8s.io/scheduler-plugins whose go.mod follows Kubernetes 1.35")
+    else:
+        env.pop("SCHEDULER_PLUGINS_SOURCE", None)
+    out = subprocess.run([str(SP_SCRIPT)], env=env, check=True, stdout=subprocess.PIPE, text=True)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
 def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir: Path, pinning: Pinning,
-                    gang: bool = False, tag: str = "", profile: str = "default", metrics_address: str = "") -> Process:
+                    gang: bool = False, tag: str = "", profile: str = "default", metrics_address: str = "",
+                    feature_gates: str = "") -> Process:
     """Start scheduler ``kind``; ``tag`` tells apart a second process of the same run (drain mode)."""
     client_connection = {"qps": qps, "burst": burst}
     preexec = pinning.scheduler_preexec()
     port = free_port()
+    gates = [f"--feature-gates={feature_gates}"] if feature_gates else []
     if kind == PYSCHED:
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                "leaderElection": {"leaderElect": False}, "clientConnection": client_connection,
@@ -110,7 +142,7 @@ def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir:
                         "--log-level", os.environ.get("PYSCHED_BENCH_LOG_LEVEL", "warning"),
                         "--bind-address", "127.0.0.1", "--secure-port", str(port),
                         f"--authorization-always-allow-paths={ALLOW_PATHS}",
-                        "--cert-dir", str(rundir / f"pysched-certs{tag}"), "--podgroup-controller=off"],
+                        "--cert-dir", str(rundir / f"pysched-certs{tag}"), "--podgroup-controller=off", *gates],
                        rundir / f"pysched{tag}.log", preexec=preexec, metrics_port=port)
     if kind == KUBE:
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
@@ -120,8 +152,19 @@ def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir:
         path = rundir / "kube-scheduler-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return Process([str(cp.bin / "kube-scheduler"), f"--config={path}", f"--secure-port={port}",
+                        "--bind-address=127.0.0.1", f"--authorization-always-allow-paths={ALLOW_PATHS}", "--v=1",
+                        *gates], rundir / f"kube-scheduler{tag}.log", preexec=preexec, metrics_port=port)
+    if kind == SCHEDULER_PLUGINS:
+        # Built on Kubernetes 1.34's libraries: it knows neither 1.37's gates nor its PodGroups.
+        prof = pysched_profile(SCHEDULER_NAMES[SCHEDULER_PLUGINS], gang=True)
+        cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+               "leaderElection": {"leaderElect": False},
+               "clientConnection": {**client_connection, "kubeconfig": str(cp.kubeconfig)}, "profiles": [prof]}
+        path = rundir / "scheduler-plugins-config.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        return Process([str(scheduler_plugins_binary()), f"--config={path}", f"--secure-port={port}",
                         "--bind-address=127.0.0.1", f"--authorization-always-allow-paths={ALLOW_PATHS}", "--v=1"],
-                       rundir / f"kube-scheduler{tag}.log", preexec=preexec, metrics_port=port)
+                       rundir / f"scheduler-plugins{tag}.log", preexec=preexec, metrics_port=port)
     if kind == NULL:
         return Process([sys.executable, "-m", "bench.nullbinder", "--kubeconfig", str(cp.kubeconfig),
                         "--scheduler-name", SCHEDULER_NAMES[NULL], "--qps", str(qps), "--burst", str(burst)],

@@ -78,10 +78,14 @@ def figures(d: prom.Samples, bound: int) -> dict:
         method = labels.get("method", "?")
         by_method[method] = by_method.get(method, 0.0) + v
     cpu = prom.total(d, "process_cpu_seconds_total")
+    attempts_all = prom.total(d, "scheduler_schedule_attempts_total")     # every result, pods
+    group_attempts = prom.total(d, "scheduler_podgroup_schedule_attempts_total")   # kube-scheduler 1.37's
     fallbacks = {f"{labels.get('plugin', '?')}/{labels.get('reason', '?')}": int(v)
                  for labels, v in prom.select(d, "pysched_metrics_fallbacks_total") if v}
     return {
         "attempts": int(count) if count is not None else None,
+        "attempts_all_results": int(attempts_all) if attempts_all is not None else None,
+        "podgroup_attempts": int(group_attempts) if group_attempts is not None else None,
         "attempt_mean_ms": _ms(total_s / count) if count and total_s is not None else None,
         "attempt_p50_ms": _ms(prom.histogram_quantile(0.5, cum)),
         "attempt_p99_ms": _ms(prom.histogram_quantile(0.99, cum)),

@@ -314,13 +314,13 @@ def check_claims(claims: list[dict], pods: list[dict]) -> list[Violation]:
     return out
 
 
-def check_gangs(pods: list[dict], min_member: dict[str, int]) -> list[Violation]:
+def check_gangs(pods: list[dict], min_member: dict[str, int], label: str = GANG_LABEL) -> list[Violation]:
     """Gang (PodGroup) placements: a group with some members bound must have at least its
-    ``minMember`` bound. ``min_member``: ``namespace/group`` -> minMember; pods of other groups are
-    not judged."""
+    ``minMember`` bound. ``min_member``: ``namespace/group`` -> minMember; a pod's group is its
+    ``label``'s value; pods of other groups are not judged."""
     bound: dict[str, int] = defaultdict(int)
     for pod in pods:
-        group = (pod["metadata"].get("labels") or {}).get(GANG_LABEL)
+        group = (pod["metadata"].get("labels") or {}).get(label)
         if group and pod["spec"].get("nodeName"):
             bound[f"{pod['metadata'].get('namespace', 'default')}/{group}"] += 1
     return [Violation("partial-gang", f"{key}/*", "*", f"{bound[key]} of minMember {need} bound")

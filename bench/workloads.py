@@ -9,6 +9,7 @@ as PriorityClasses that the driver creates before any scheduler starts); the sam
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -319,12 +320,75 @@ def make_gang_pod(size: int) -> Callable[[int, str, str], dict]:
 
 
 def podgroups(workload: Workload) -> list[dict]:
-    """The PodGroups of the measured pods (minMember = the group size)."""
+    """The PodGroups of the measured pods: scheduler-plugins' (minMember = the group size) or, for
+    ``gang_api`` "kubernetes", Kubernetes' (gang minCount = the group size, the workload's topology
+    key as the group's constraint)."""
     size = workload.gang_size
+    names = [gang_group(g * size, size) for g in range(workload.measure_pods // size)]
+    if workload.gang_api == "kubernetes":
+        spec: dict = {"schedulingPolicy": {"gang": {"minCount": size}}}
+        if workload.gang_topology:
+            spec["schedulingConstraints"] = {"topology": [{"key": workload.gang_topology}]}
+        return [{"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                 "metadata": {"name": n, "namespace": NAMESPACE}, "spec": spec} for n in names]
     return [{"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-             "metadata": {"name": gang_group(g * size, size), "namespace": NAMESPACE},
-             "spec": {"minMember": size, "scheduleTimeoutSeconds": 30}}
-            for g in range(workload.measure_pods // size)]
+             "metadata": {"name": n, "namespace": NAMESPACE},
+             "spec": {"minMember": size, "scheduleTimeoutSeconds": 30}} for n in names]
+
+
+# -- a backlog of gangs on racks and blocks (bench/GANGS.md) ----------------------------------------
+
+BLOCK = "bench.pysched.io/block"
+RACK = "bench.pysched.io/rack"
+GROUP_LABEL = "bench.pysched.io/gang"          # every gang-backlog member, whichever PodGroup API it uses
+#: Kubernetes 1.37's PodGroups: the API server serves them, the schedulers run their pod-group cycle.
+WORKLOAD_GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+WORKLOAD_APISERVER_ARGS = (f"--feature-gates={WORKLOAD_GATES}", "--runtime-config=scheduling.k8s.io/v1beta1=true")
+RACK_NODES, BLOCK_RACKS = 25, 10
+BACKLOG_NODE_CPU, BACKLOG_MEMBER_CPU = 8, 4
+#: CPU a background pod already takes on a node, drawn per node (seeded by its index): 0, 4, 4 or 6
+#: of 8, so a node holds 2, 1, 1 or 0 members of 4 CPU - about 25 members (3 gangs of 8) a rack.
+BACKGROUND_CPU = (0, 4, 4, 6)
+
+
+def backlog_node(i: int) -> dict:
+    """Node ``i`` of rack ``i // 25`` of block ``i // 250``: 8 CPU, 32Gi."""
+    rack = i // RACK_NODES
+    return make_node(f"node-{i:05d}", cpu=str(BACKLOG_NODE_CPU), memory="32Gi", labels={
+        ZONE: ZONES[rack // BLOCK_RACKS % len(ZONES)], INSTANCE_TYPE: "m5.2xlarge",
+        BLOCK: f"block-{rack // BLOCK_RACKS}", RACK: f"rack-{rack:03d}"})
+
+
+def background_cpu(i: int) -> int:
+    return random.Random(f"background-{i}").choice(BACKGROUND_CPU)
+
+
+def backlog_background(i: int) -> list[tuple]:
+    """Node ``i``'s background pod, bound by name (no scheduler involved), or none."""
+    cpu = background_cpu(i)
+    if not cpu:
+        return []
+    pod = make_pod(f"background-{i:05d}", namespace=NAMESPACE, scheduler="bench-background", cpu=str(cpu),
+                   memory="1Gi", labels={PHASE_LABEL: "background"}, node_name=f"node-{i:05d}")
+    return [(f"/api/v1/namespaces/{NAMESPACE}/pods", pod)]
+
+
+def make_backlog_pod(size: int, api: str) -> Callable[[int, str, str], dict]:
+    """Measured pod ``i``: member ``i % size`` of gang ``i // size``, 4 CPU; in a Kubernetes PodGroup
+    (``spec.schedulingGroup``, ``api`` "kubernetes") or a scheduler-plugins one (its label, "x-k8s")."""
+    def pod(i: int, scheduler: str, phase: str) -> dict:
+        if phase != "measure":
+            return default_pod(i, scheduler, phase)
+        group = gang_group(i, size)
+        labels = {PHASE_LABEL: phase, GROUP_LABEL: group}
+        if api == "x-k8s":
+            labels[GANG_LABEL] = group
+        p = make_pod(f"measure-{group}-{i % size}", namespace=NAMESPACE, scheduler=scheduler,
+                     cpu=str(BACKLOG_MEMBER_CPU), memory="2Gi", labels=labels)
+        if api == "kubernetes":
+            p["spec"]["schedulingGroup"] = {"podGroupName": group}
+        return p
+    return pod
 
 
 def no_prelude() -> list[tuple[str, dict]]:
@@ -347,9 +411,25 @@ class Workload:
     node_objects: Callable[[int], list[tuple]] | None = None   # created after node i: (POST path, body)
     pod_objects: Callable[[int, str, str], list[tuple]] | None = None   # created before pod i of a phase
     preemption_victims: int = 0   # preemption workloads: init pods each measured pod must evict
+    gang_api: str = "x-k8s"   # gang workloads: scheduler-plugins' PodGroups (Coscheduling) or "kubernetes" (1.37's)
+    group_label: str = GANG_LABEL   # gang workloads: the label naming each measured pod's group
+    gang_topology: str = ""   # gang_api "kubernetes": the PodGroups' schedulingConstraints.topology key
+    apiserver_args: tuple[str, ...] = ()   # e.g. the feature gates and API of Kubernetes' PodGroups
+    feature_gates: str = ""   # --feature-gates for the schedulers under test (pysched, kube-scheduler)
+    bare_pods: bool = False   # on a living cluster too, the measured pods are created bare (no Deployment)
+    runs_with: tuple[str, ...] = ()   # only these schedulers ("kind" or "kind:profile"); () for every one
 
     def scaled(self, nodes: int, init_pods: int, measure_pods: int) -> Workload:
         return replace(self, nodes=nodes, init_pods=init_pods, measure_pods=measure_pods)
+
+    def admits(self, kind: str, profile: str = "") -> bool:
+        """Whether scheduler ``kind`` (with pysched's ``profile``) runs this workload (``runs_with``)."""
+        return not self.runs_with or kind in self.runs_with or f"{kind}:{profile}" in self.runs_with
+
+    @property
+    def coscheduling(self) -> bool:
+        """Gangs in scheduler-plugins' PodGroups: the CRD installed, pysched runs Coscheduling."""
+        return bool(self.gang_size) and self.gang_api == "x-k8s"
 
     @property
     def groups(self) -> int:
@@ -357,7 +437,9 @@ class Workload:
 
     @property
     def fitting_groups(self) -> int:
-        """Gang workloads: how many whole groups the nodes' GPUs hold."""
+        """Gang workloads: how many whole groups the nodes' GPUs hold (all when they take no GPU)."""
+        if not self.gpus_per_node:
+            return self.groups
         return min(self.groups, self.nodes * self.gpus_per_node // self.gang_size) if self.gang_size else 0
 
     @property
@@ -421,6 +503,20 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              gang_size=8, gpus_per_node=8, tags=("gang",),
              description="150 PodGroups of 8 one-GPU pods onto 100 8-GPU nodes that hold 100 groups; pysched "
                          "with Coscheduling, kube-scheduler without gang semantics (reference only)"),
+    Workload("GangBacklog/1000Nodes_100Gangs", 1000, 0, 800, node=backlog_node,
+             pod=make_backlog_pod(8, "kubernetes"), node_objects=backlog_background, gang_size=8,
+             gang_api="kubernetes", gang_topology=RACK, group_label=GROUP_LABEL,
+             apiserver_args=WORKLOAD_APISERVER_ARGS, feature_gates=WORKLOAD_GATES, bare_pods=True,
+             runs_with=("kube-scheduler", "pysched:default", "pysched:topology"), tags=("gang",),
+             description="100 Kubernetes PodGroups (scheduling.k8s.io/v1beta1, gang minCount 8, topology key "
+                         "rack) of 8 bare 4-CPU pods, all at once, on 1,000 8-CPU nodes in 4 blocks x 10 racks "
+                         "x 25 nodes, a background pod of 0/4/4/6 CPU on each (about 3 gangs a rack)"),
+    Workload("GangBacklog/1000Nodes_100Gangs_Coscheduling", 1000, 0, 800, node=backlog_node,
+             pod=make_backlog_pod(8, "x-k8s"), node_objects=backlog_background, gang_size=8,
+             group_label=GROUP_LABEL, bare_pods=True, runs_with=("scheduler-plugins", "pysched:default"),
+             tags=("gang",),
+             description="the same gangs in scheduler-plugins' PodGroups (minMember 8, no topology): "
+                         "Coscheduling"),
 )}
 
 SMOKE = Workload("Smoke/GPUSpotMix", 10, 4, 16, node=gpu_spot_node, pod=gpu_spot_pod,

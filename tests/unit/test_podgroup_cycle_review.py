@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from .conftest import node, pod
+from .conftest import node
 from .livekit import run_live, until
 from .test_coscheduling import GPU, FlakyBinder, member, podgroup
 from .test_podgroup_cycle import COSCHED, errors, sim_with, workload_group, workload_member

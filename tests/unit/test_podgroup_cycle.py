@@ -6,6 +6,8 @@ at Permit holds its node while its siblings are tried)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 
 from pysched.apis import config as configmod
@@ -290,4 +292,28 @@ def test_a_scheduler_plugins_gang_preempts_at_its_members_priority():
         await until(lambda: sim.scheduler.group_explanation("default/g") is not None)
         got = sim.scheduler.group_explanation("default/g")["status"]
         assert got.endswith("pod group preemption: found a placement for podgroup, preempting 2 victims"), got
+    run_live(sim, body)
+
+
+def test_a_scheduler_plugins_gang_short_of_members_waits_out_of_the_queue():
+    """In the group cycle, Coscheduling holds members at PreEnqueue until minMember pods exist: no
+    group attempt (and no group preemption) on a gang that could only fail."""
+    sim = sim_with(COSCHED)
+    for i in range(3):
+        sim.add_node(node(f"n{i}", extended={GPU: "1"}))
+    sim.add_object(podgroup("g", 3))
+    attempts = []
+    real = sim.scheduler.attempt_group
+    sim.scheduler.attempt_group = lambda *a, **kw: attempts.append(1) or real(*a, **kw)
+
+    async def body():
+        sim.add_pod(member("m0", "g"))
+        sim.add_pod(member("m1", "g"))
+        await asyncio.sleep(0.2)
+        pending = {q.pod.name: q for q in sim.queue.pending()}
+        assert all(q.gated and q.gating_plugin == "Coscheduling" for q in pending.values())
+        assert attempts == []
+        sim.add_pod(member("m2", "g"))
+        await until(lambda: len(FlakyBinder.bound) == 3)
+        assert len(attempts) == 1
     run_live(sim, body)

@@ -84,6 +84,7 @@ from pysched.framework import (
     PostFilterResult,
     PreBindPlugin,
     PreemptionGate,
+    PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
     QueuedPod,
@@ -186,8 +187,9 @@ def group_key(pod: PodInfo) -> str:
     return f"{pod.namespace}/{name}" if name else ""
 
 
-class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[CoschedulingArgs],
-                   PostFilterPlugin[CoschedulingArgs], ReservePlugin[CoschedulingArgs], PermitPlugin[CoschedulingArgs],
+class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreEnqueuePlugin[CoschedulingArgs],
+                   PreFilterPlugin[CoschedulingArgs], PostFilterPlugin[CoschedulingArgs],
+                   ReservePlugin[CoschedulingArgs], PermitPlugin[CoschedulingArgs],
                    PreBindPlugin[CoschedulingArgs], EnqueueExtensions, PodWatcher, PreemptionGate):
     name = NAME
     object_kinds = (PODGROUPS,)
@@ -253,10 +255,14 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
             g.reserved_on.pop(pod.uid, None)
             g.waiting.discard(pod.uid)
         if before is None or (before.gates and not pod.gates):
-            # A sibling arrived (or lost its gates): wake the group when it now has enough pods.
+            # A sibling arrived (or lost its gates): wake the group when it now has enough pods -
+            # the ones PreEnqueue holds back too.
             pg = self.podgroup(key)
             if pg is not None and self._live_members(g) == pg.min_member:
                 self._activate(g)
+                regate = self.handle.regate
+                if regate is not None and self.group_cycle:
+                    regate([uid for uid in g.members if uid not in g.bound])
 
     def pod_gone(self, uid: str) -> None:
         key = self.group_of.pop(uid, None)
@@ -345,6 +351,25 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreFilterPlugin[Coscheduli
         return float(min(2 ** min(g.failures, 8), 10))
 
     # -- the pod-group cycle (framework.podgroups.PodGroupSource) ---------------------------------
+
+    def pre_enqueue(self, pod: PodInfo) -> Status | None:
+        """In the pod-group cycle: a member waits out of the queue until ``minMember`` of its group's
+        pods exist (free of scheduling gates) - a group attempt on fewer could only fail, and each
+        would try a group preemption. Members scheduled one by one (``schedulerPluginsCompatible``)
+        are judged at PreFilter, as scheduler-plugins does."""
+        if not self.group_cycle:
+            return None
+        key = group_key(pod)
+        pg = self.podgroup(key) if key else None
+        if pg is None:
+            return None   # no group, or its PodGroup is missing: the cycle says "PodGroup not found"
+        g = self._group(key)
+        if pod.uid not in g.members or (g.members[pod.uid].gates and not pod.gates):
+            self.pod_seen(pod)
+        live = self._live_members(g)
+        if live < pg.min_member:
+            return Status(UAU, f"waiting for minMember pods of PodGroup {key}: {live} of {pg.min_member} exist")
+        return None
 
     def cycle_group_key(self, pod: PodInfo) -> str:
         return group_key(pod)

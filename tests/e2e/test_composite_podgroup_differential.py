@@ -36,6 +36,7 @@ from .workload_kit import (
     UNTRIED,
     V1ALPHA3,
     Run,
+    Runs,
     Scenario,
     condition,
     failed,
@@ -45,7 +46,6 @@ from .workload_kit import (
     on,
     podgroup,
     rack_key,
-    run_scenarios,
 )
 
 pytestmark = pytest.mark.e2e
@@ -224,38 +224,18 @@ SCENARIOS = scenarios()
 TOTAL_NODES = sum(len(s.nodes) for s in SCENARIOS)
 IDS = [s.name for s in SCENARIOS]
 
-_RUNS: dict[str, Run | BaseException] = {}
+RUNS = Runs(SCENARIOS, gates=COMPOSITE_GATES, runtime_config=COMPOSITE_RUNTIME_CONFIG)
 
 
 async def outcome_of(who: str) -> Run:
-    if who not in _RUNS:
-        try:
-            _RUNS[who] = await run_scenarios(who, SCENARIOS, gates=COMPOSITE_GATES,
-                                             runtime_config=COMPOSITE_RUNTIME_CONFIG)
-        except Exception as exc:  # noqa: BLE001 - re-raised below, and for every later scenario
-            _RUNS[who] = exc
-        else:
-            run = _RUNS[who]
-            print(f"\n{who}: {run.seconds:.1f}s, unsettled={run.unsettled}\n"
-                  + json.dumps({"first": run.first, "outcomes": run.outcomes}, indent=1, sort_keys=True))
-    run = _RUNS[who]
-    if isinstance(run, BaseException):
-        raise AssertionError(f"the {who} run failed: {run!r}") from run
-    return run
+    return await RUNS.of(who)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
 async def test_kube_scheduler_does_what_the_scenario_says(scenario):
-    kube = await outcome_of("kube")
-    assert scenario.name not in kube.unsettled, kube.explain(scenario.name)
-    if scenario.first is not None:
-        assert kube.first[scenario.name] == scenario.first, kube.explain(scenario.name)
-    assert kube.outcomes[scenario.name] == scenario.expected(), kube.explain(scenario.name)
+    await RUNS.check_kube(scenario)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
 async def test_pysched_schedules_the_tree_as_kube_scheduler(scenario):
-    kube = await outcome_of("kube")
-    ours = await outcome_of("pysched")
-    assert ours.first[scenario.name] == kube.first[scenario.name], ours.explain(scenario.name)
-    assert ours.outcomes[scenario.name] == kube.outcomes[scenario.name], ours.explain(scenario.name)
+    await RUNS.check_pysched(scenario)

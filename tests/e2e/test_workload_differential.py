@@ -37,8 +37,6 @@ verdict. The PodGroup's condition carries the group's status with that verdict.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from pysched_dev.devcluster import binaries_version
@@ -49,6 +47,7 @@ from .workload_kit import (
     SCHEDULED,
     UNTRIED,
     Run,
+    Runs,
     Scenario,
     condition,
     failed,
@@ -58,7 +57,6 @@ from .workload_kit import (
     podgroup,
     priority_class,
     rack_key,
-    run_scenarios,
 )
 
 pytestmark = pytest.mark.e2e
@@ -234,40 +232,21 @@ SCENARIOS = scenarios()
 TOTAL_NODES = sum(len(s.nodes) for s in SCENARIOS)
 IDS = [s.name for s in SCENARIOS]
 
-_RUNS: dict[str, Run | BaseException] = {}
+RUNS = Runs(SCENARIOS)
 
 
 async def outcome_of(who: str) -> Run:
-    if who not in _RUNS:
-        try:
-            _RUNS[who] = await run_scenarios(who, SCENARIOS)
-        except Exception as exc:  # noqa: BLE001 - re-raised below, and for every later scenario
-            _RUNS[who] = exc
-        else:
-            run = _RUNS[who]
-            print(f"\n{who}: {run.seconds:.1f}s, unsettled={run.unsettled}\n"
-                  + json.dumps({"first": run.first, "outcomes": run.outcomes}, indent=1, sort_keys=True))
-    run = _RUNS[who]
-    if isinstance(run, BaseException):
-        raise AssertionError(f"the {who} run failed: {run!r}") from run
-    return run
+    return await RUNS.of(who)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
 async def test_kube_scheduler_does_what_the_scenario_says(scenario):
-    kube = await outcome_of("kube")
-    assert scenario.name not in kube.unsettled, kube.explain(scenario.name)
-    if scenario.first is not None:
-        assert kube.first[scenario.name] == scenario.first, kube.explain(scenario.name)
-    assert kube.outcomes[scenario.name] == scenario.expected(), kube.explain(scenario.name)
+    await RUNS.check_kube(scenario)
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=IDS)
 async def test_pysched_schedules_the_group_as_kube_scheduler(scenario):
-    kube = await outcome_of("kube")
-    ours = await outcome_of("pysched")
-    assert ours.first[scenario.name] == kube.first[scenario.name], ours.explain(scenario.name)
-    assert ours.outcomes[scenario.name] == kube.outcomes[scenario.name], ours.explain(scenario.name)
+    await RUNS.check_pysched(scenario)
 
 
 async def test_pysched_writes_one_event_per_group_attempt_on_the_podgroup():

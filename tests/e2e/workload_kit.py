@@ -363,3 +363,43 @@ async def run_scenarios(who: str, scenarios: list[Scenario], timeout: float = 30
             return Run(who, first, outcomes, unsettled, _tail(log_path), time.monotonic() - start, group_events)
         finally:
             await admin.close()
+
+
+class Runs:
+    """Each scheduler's run over a module's scenarios, made once (the first test that asks) and kept
+    for the module's other tests; a run that failed fails every test that asks for it."""
+
+    def __init__(self, scenarios: list[Scenario], **run_args: Any):
+        self.scenarios = scenarios
+        self.run_args = run_args
+        self._runs: dict[str, Run | BaseException] = {}
+
+    async def of(self, who: str) -> Run:
+        if who not in self._runs:
+            try:
+                self._runs[who] = await run_scenarios(who, self.scenarios, **self.run_args)
+            except Exception as exc:  # noqa: BLE001 - re-raised below, and for every later scenario
+                self._runs[who] = exc
+            else:
+                run = self._runs[who]
+                print(f"\n{who}: {run.seconds:.1f}s, unsettled={run.unsettled}\n"
+                      + json.dumps({"first": run.first, "outcomes": run.outcomes}, indent=1, sort_keys=True))
+        run = self._runs[who]
+        if isinstance(run, BaseException):
+            raise AssertionError(f"the {who} run failed: {run!r}") from run
+        return run
+
+    async def check_kube(self, scenario: Scenario) -> None:
+        """kube-scheduler did what ``scenario`` says it does."""
+        kube = await self.of("kube")
+        assert scenario.name not in kube.unsettled, kube.explain(scenario.name)
+        if scenario.first is not None:
+            assert kube.first[scenario.name] == scenario.first, kube.explain(scenario.name)
+        assert kube.outcomes[scenario.name] == scenario.expected(), kube.explain(scenario.name)
+
+    async def check_pysched(self, scenario: Scenario) -> None:
+        """pysched did what kube-scheduler did, on both acts."""
+        kube = await self.of("kube")
+        ours = await self.of("pysched")
+        assert ours.first[scenario.name] == kube.first[scenario.name], ours.explain(scenario.name)
+        assert ours.outcomes[scenario.name] == kube.outcomes[scenario.name], ours.explain(scenario.name)

@@ -126,7 +126,7 @@ B_SCHEDULED_OR_REGRESSED = "True/Scheduled, or False/Unschedulable after a's ret
 
 
 def b_regressed(outcome: dict) -> dict:
-    """``cpg-min-met``'s PodGroup b, True/Scheduled or False/Unschedulable: a's members are retried at
+    """``cpg-min-met``'s two races. PodGroup b, True/Scheduled or False/Unschedulable: a's members are retried at
     once; the root places nobody (b has no member left), so b takes the root's status - and the
     PodGroupPostFilter's verdict twice (the root's status is b's too). Upstream does not take a
     condition back from True, unless its informer has not yet seen the True it wrote (a race)."""
@@ -134,6 +134,13 @@ def b_regressed(outcome: dict) -> dict:
     retried = unschedulable(f"{GROUP_UNSCHEDULABLE}, {NO_VICTIMS}, {NO_VICTIMS}")
     if b in (SCHEDULED, retried):
         outcome = {**outcome, "podgroups": {**outcome["podgroups"], "b": B_SCHEDULED_OR_REGRESSED}}
+    # a0's first FailedScheduling note: the tree's attempt's, or - when that Event was not yet written
+    # by the time the retry's came (a loaded machine; the series keeps the first note written) - the
+    # retry's, which ends with PodGroupPostFilter's verdict. Either is upstream's.
+    a0 = (outcome.get("pods") or {}).get("a0")
+    if a0 and isinstance(a0.get("failed"), str) and a0["failed"].endswith(f", {NO_VICTIMS}"):
+        a0 = {**a0, "failed": a0["failed"][:-len(f", {NO_VICTIMS}")]}
+        outcome = {**outcome, "pods": {**outcome["pods"], "a0": a0}}
     return outcome
 
 

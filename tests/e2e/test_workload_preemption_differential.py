@@ -101,10 +101,14 @@ async def waiting_message(admin, name: str) -> str | None:
 
 
 async def failed_notes(admin, pods: dict[str, dict], names: list[str]) -> list[str]:
+    """Each member's first FailedScheduling note (the attempt that preempted, or failed): later ones
+    depend on how many retries fit in before the victims are gone, which the machine's load decides."""
     notes = []
     for n in names:
-        for e in await events_about(admin, pods[n], "FailedScheduling"):
-            notes.append(e.get("note") or "")
+        evs = await events_about(admin, pods[n], "FailedScheduling")
+        if evs:
+            first = min(evs, key=lambda e: e.get("eventTime") or e["metadata"]["creationTimestamp"])
+            notes.append(first.get("note") or "")
     return sorted(set(notes))
 
 
@@ -176,7 +180,9 @@ async def run_scenario(admin, name: str, run: str) -> dict:
         "evicted": evicted,
         "preempted_notes": sorted((e[0].get("note") or "").replace(pg_uid, "<podgroup-uid>") for e in evs.values()),
         "failed_notes": await failed_notes(admin, pods, names),
-        "waiting_message": await waiting_message(admin, pg["metadata"]["name"]),
+        # while it waited: once its members are bound (a preemption that helped) the condition is on
+        # its way to True, and what it says meanwhile depends on timing
+        "waiting_message": None if helpful else await waiting_message(admin, pg["metadata"]["name"]),
         "bound": sorted((pods[n]["spec"].get("nodeName") or "") for n in names),
         "pending_messages": sorted((pod_scheduled_condition(pods[n]) or {}).get("message") or ""
                                    for n in names if not pods[n]["spec"].get("nodeName")),

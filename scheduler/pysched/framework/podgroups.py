@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pysched.framework.podinfo import PodInfo
+from pysched.framework.status import Code, Status
 
 WORKLOAD_PODGROUPS = "workloadpodgroups"
 API_VERSION = "scheduling.k8s.io/v1beta1"
@@ -51,7 +52,6 @@ class WorkloadPodGroup:
     priority: int | None
     preemption_policy: str | None
     conditions: tuple[dict[str, Any], ...]
-    status: dict[str, Any] = field(default_factory=dict, compare=False)
     uid: str = ""
     parent: str | None = None        # spec.parentCompositePodGroupName (CompositePodGroup gate)
 
@@ -85,7 +85,7 @@ class WorkloadPodGroup:
                    topology_keys=keys, priority=prio if isinstance(prio, int) else 0,
                    preemption_policy=spec.get("preemptionPolicy"),
                    conditions=tuple(c for c in status.get("conditions") or () if isinstance(c, dict)),
-                   status=dict(status), uid=meta.get("uid") or "",
+                   uid=meta.get("uid") or "",
                    parent=spec.get("parentCompositePodGroupName") or None)
 
 
@@ -248,6 +248,18 @@ class ObjectRef:
     uid: str
     api_version: str = API_VERSION
     resource_version: str = ""
+
+
+def placement_feasibility(min_count: int, scheduled: int, remaining: int, term: str = "minCount") -> Status | None:
+    """PlacementFeasible: None when ``min_count`` is met; Wait while it still can be; else
+    Unschedulable (``term``: the PodGroup field's name - scheduler-plugins' is ``minMember``)."""
+    if remaining + scheduled < min_count:
+        return Status(Code.UNSCHEDULABLE, f"{term} ({min_count}) cannot be satisfied: "
+                                          f"{scheduled} scheduled, {remaining} remaining")
+    if scheduled < min_count:
+        return Status(Code.WAIT, f"{term} ({min_count}) is not yet satisfied: "
+                                 f"{scheduled} scheduled, {remaining} remaining")
+    return None
 
 
 def group_key_of(pod: PodInfo) -> str:

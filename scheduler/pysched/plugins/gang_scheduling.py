@@ -69,6 +69,7 @@ from pysched.framework.podgroups import (
     PodGroupStates,
     WorkloadPodGroup,
     group_key_of,
+    placement_feasibility,
 )
 
 NAME = "GangScheduling"
@@ -84,15 +85,8 @@ def waiting_for_tree(root: str) -> str:
     return f'waiting for composite pod group "{root}" tree to meet quorum'
 
 
-def feasibility(min_count: int, scheduled: int, remaining: int) -> Status | None:
-    """PlacementFeasible: None when ``minCount`` is met; Wait while it still can be; else Unschedulable."""
-    if remaining + scheduled < min_count:
-        return Status(Code.UNSCHEDULABLE, f"minCount ({min_count}) cannot be satisfied: "
-                                          f"{scheduled} scheduled, {remaining} remaining")
-    if scheduled < min_count:
-        return Status(Code.WAIT, f"minCount ({min_count}) is not yet satisfied: "
-                                 f"{scheduled} scheduled, {remaining} remaining")
-    return None
+# PlacementFeasible's verdict (shared with Coscheduling's, which says minMember).
+feasibility = placement_feasibility
 
 
 class GangScheduling(PreEnqueuePlugin[None], PermitPlugin[None], EnqueueExtensions, PodWatcher):
@@ -191,7 +185,7 @@ class GangScheduling(PreEnqueuePlugin[None], PermitPlugin[None], EnqueueExtensio
             return self._pre_enqueue_in_tree(pg, key, new)
         count = self.states.all_count(key)
         if pg.gang and count < pg.min_count:
-            self._report_missing(pg, count)
+            self._report_missing(pg)
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, WAITING_FOR_GANG)
         if new and pg.gang and count == pg.min_count:
             self._regate(key)   # the pod the others waited for: they may go now
@@ -239,7 +233,7 @@ class GangScheduling(PreEnqueuePlugin[None], PermitPlugin[None], EnqueueExtensio
     def cycle_failed(self, key: str, message: str) -> None:
         """Nothing to keep: the group's members back off in the queue, together."""
 
-    def _report_missing(self, pg: WorkloadPodGroup, count: int) -> None:
+    def _report_missing(self, pg: WorkloadPodGroup) -> None:
         """Why the group waits before any attempt (pysched's; upstream says nothing): an Event on the
         PodGroup when it is short of ``minCount`` pods (its note does not count them: repeats of an
         Event are one series, which keeps the first note)."""

@@ -94,7 +94,7 @@ from pysched.framework import (
     arg,
 )
 from pysched.framework.api import format_resource, resource_value
-from pysched.framework.podgroups import WorkloadPodGroup
+from pysched.framework.podgroups import WorkloadPodGroup, placement_feasibility
 
 NAME = "Coscheduling"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -397,13 +397,7 @@ class Coscheduling(QueueSortPlugin[CoschedulingArgs], PreEnqueuePlugin[Coschedul
                                 uid=((obj or {}).get("metadata") or {}).get("uid") or "")
 
     def placement_feasible(self, pg: WorkloadPodGroup, scheduled: int, remaining: int) -> Status | None:
-        if remaining + scheduled < pg.min_count:
-            return Status(Code.UNSCHEDULABLE, f"minMember ({pg.min_count}) cannot be satisfied: "
-                                              f"{scheduled} scheduled, {remaining} remaining")
-        if scheduled < pg.min_count:
-            return Status(Code.WAIT, f"minMember ({pg.min_count}) is not yet satisfied: "
-                                     f"{scheduled} scheduled, {remaining} remaining")
-        return None
+        return placement_feasibility(pg.min_count, scheduled, remaining, "minMember")
 
     def cycle_missing(self, key: str) -> Status:
         """A member whose PodGroup does not exist: what Permit says when scheduled one by one."""

@@ -153,6 +153,7 @@ class Scheduler(PodGroupCycle):
         self.status_writer = PodStatusWriter(client, self._spawn_api_task) if client is not None else None
         self.explain_all = explain_all
         self.traces: dict[str, dict] = {}
+        self.init_pod_group_cycle()
         self._explained: dict[str, str] = {}       # uid -> explanation annotation last written
         self.trace_limit = 2000
         # The last outcome of the most recent pods (diagnostics and tests), oldest dropped first: a

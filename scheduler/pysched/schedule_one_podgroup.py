@@ -177,8 +177,12 @@ class PodGroupCycle:
     """The pod-group cycle, mixed into ``schedule_one.Scheduler`` (it uses the scheduler's cache,
     queue, node selection, failure handling and binding cycle)."""
 
-    _placement_slots: np.ndarray | None = None
-    _cycle_taken: list[QueuedPodInfo] = []
+    def init_pod_group_cycle(self) -> None:
+        """The cycle's own state (the scheduler's ``__init__`` calls it)."""
+        self._placement_slots: np.ndarray | None = None   # the placement being tried (find_feasible)
+        self._cycle_taken: list[QueuedPodInfo] = []       # the members the cycle in progress took
+        self._extenders_logged = False
+        self.group_traces: dict[str, dict[str, Any]] = {}  # group key -> its last attempt (explain)
 
     def group_source(self, qpi: QueuedPodInfo) -> PodGroupSource | None:
         """The plugin whose pod-group cycle ``qpi``'s pod goes through, or None (scheduled on its own)."""
@@ -199,7 +203,7 @@ class PodGroupCycle:
         extenders = self.extenders   # type: ignore[attr-defined]
         if not extenders or not any((e.filter_verb or e.prioritize_verb) and e.is_interested(pod) for e in extenders):
             return False
-        if not self.__dict__.get("_extenders_logged"):
+        if not self._extenders_logged:
             self._extenders_logged = True
             log.warning("extenders are configured: pod groups whose members an extender judges are scheduled "
                         "member by member, held at Permit until their quorum, not in one pod-group cycle",
@@ -211,7 +215,7 @@ class PodGroupCycle:
     def schedule_pod_group(self, first: QueuedPodInfo, gang: PodGroupSource) -> None:
         """One pod-group cycle; never raises. On a crash every member it took from the queue and did
         not hand to a binding cycle or fail fails with an error (back to the queue, backing off)."""
-        self._cycle_taken: list[QueuedPodInfo] = [first]
+        self._cycle_taken = [first]
         start = time.perf_counter()
         try:
             self._schedule_pod_group(first, gang)
@@ -615,7 +619,7 @@ class PodGroupCycle:
                         note=note, kind="PodGroup", api_version=ref.api_version)
 
     def _keep_group_trace(self, pg: WorkloadPodGroup, result: GroupResult) -> None:
-        traces: dict[str, Any] = self.__dict__.setdefault("group_traces", {})
+        traces = self.group_traces
         traces.pop(pg.key, None)
         traces[pg.key] = {"status": result.status.message() or "Scheduled",
                           "placement": result.placement.name if result.placement is not None else "",
@@ -625,8 +629,7 @@ class PodGroupCycle:
 
     def group_explanation(self, key: str) -> dict[str, Any] | None:
         """The last attempt of pod group ``namespace/name``, placement by placement (/debug/explain)."""
-        traces: dict[str, Any] = self.__dict__.get("group_traces", {})
-        out = traces.get(key)
+        out = self.group_traces.get(key)
         return out if isinstance(out, dict) else None
 
     def _set_condition(self, pg: WorkloadPodGroup, status: str, reason: str, message: str) -> None:

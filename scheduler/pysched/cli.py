@@ -19,7 +19,7 @@ from pysched.apis import config as configmod
 from pysched.util import logs
 
 log = logging.getLogger("pysched.cli")
-SUBCOMMANDS = ("run", "extender", "simulate", "snapshot", "plugin", "ui")
+SUBCOMMANDS = ("run", "extender", "simulate", "snapshot", "plugin", "ui", "trace")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -257,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pysched.ui.command import add_parser as add_ui_parser
     add_ui_parser(sub)
 
+    from pysched.tools.trace.cli import add_parser as add_trace_parser
+    add_trace_parser(sub)
+
     plug = sub.add_parser("plugin", help="plugin authoring: `plugin new NAME` writes a plugin package to start from")
     plug_sub = plug.add_subparsers(dest="plugin_command", required=True, metavar="COMMAND",
                                    help="new: write a plugin package")
@@ -313,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     if cmd == "ui":
         from pysched.ui.command import main as ui_main
         return ui_main(args)
+    if cmd == "trace":
+        from pysched.tools.trace.cli import main as trace_main
+        return trace_main(args)
     return 2
 
 

@@ -19,7 +19,8 @@ GangScheduling, TopologyPlacementGenerator and PodGroupPodsCount (Kubernetes' ow
 ``scheduling.k8s.io`` PodGroups scheduled a whole group per cycle: default under the GenericWorkload
 and TopologyAwareWorkloadScheduling gates, as kube-scheduler 1.37); TopologyAwarePlacement (pysched's
 own, opt-in in place of TopologyPlacementGenerator: a pod group in the lowest topology domain that
-holds it, best fit first; ``topology_aware``). From
+holds it, best fit first; ``topology_aware``); GPUShare (pysched's own, opt-in: GPUs shared device
+by device, FGD and the published GPU policies; ``gpushare``). From
 scheduler-plugins, opt-in: Coscheduling (gang scheduling of PodGroups), CapacityScheduling (team quotas:
 ElasticQuotas with borrowing and reclaim) and the load-aware scores in
 ``loadaware`` (TargetLoadPacking, LoadVariationRiskBalancing, MetricScore), which need a metrics
@@ -35,6 +36,7 @@ from pysched.plugins.default_binder import DefaultBinder
 from pysched.plugins.default_preemption import DefaultPreemption
 from pysched.plugins.dynamic_resources import DynamicResources
 from pysched.plugins.gang_scheduling import GangScheduling
+from pysched.plugins.gpushare import GPUShare
 from pysched.plugins.image_locality import ImageLocality
 from pysched.plugins.inter_pod_affinity import InterPodAffinity
 from pysched.plugins.loadaware.load_variation_risk_balancing import LoadVariationRiskBalancing
@@ -88,6 +90,7 @@ IN_TREE = [
     TopologyPlacementGenerator,
     PodGroupPodsCount,
     TopologyAwarePlacement,
+    GPUShare,
 ]
 
 __all__ = ["IN_TREE"]

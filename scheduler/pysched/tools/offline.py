@@ -148,7 +148,8 @@ class OfflineScheduler:
         release to behave as (default the newest pysched follows) and the gates on (default: that
         release's). The requests of pods resized in place are counted by the process's accounting
         (``apis.core.resources``: the newest release's unless ``set_accounting`` or ``accounting``
-        says otherwise), which this does not change: several offline schedulers of different releases may share a process."""
+        says otherwise), which this does not change: several offline schedulers of different
+        releases may share a process."""
         self.cfg = cfg or configmod.default_config()
         self.registry = registry if registry is not None else default_registry()
         self.cache = SchedulerCache()

@@ -141,15 +141,12 @@ def natural_key(name: str) -> tuple:
 class OfflineScheduler:
     def __init__(self, cfg: configmod.SchedulerConfig | None = None, *, registry: Registry | None = None,
                  seed: int | None = 0, observer=None, load: LoadMetrics | None = None,
-                 kube_version: tuple[int, int] = NEWEST, feature_gates: frozenset[str] | None = None,
-                 scheduler_class: type[SamplingScheduler] | None = None):
-        """``scheduler_class``: the engine's scheduler (a ``SamplingScheduler`` subclass: ``pysched
-        trace`` breaks ties by node name). ``kube_version``, ``feature_gates``: the kube-scheduler
-        release to behave as (default the newest pysched follows) and the gates on (default: that
-        release's). The requests of pods resized in place are counted by the process's accounting
-        (``apis.core.resources``: the newest release's unless ``set_accounting`` or ``accounting``
-        says otherwise), which this does not change: several offline schedulers of different
-        releases may share a process."""
+                 kube_version: tuple[int, int] = NEWEST, feature_gates: frozenset[str] | None = None):
+        """``kube_version``, ``feature_gates``: the kube-scheduler release to behave as (default the
+        newest pysched follows) and the gates on (default: that release's). The requests of pods
+        resized in place are counted by the process's accounting (``apis.core.resources``: the
+        newest release's unless ``set_accounting`` or ``accounting`` says otherwise), which this
+        does not change: several offline schedulers of different releases may share a process."""
         self.cfg = cfg or configmod.default_config()
         self.registry = registry if registry is not None else default_registry()
         self.cache = SchedulerCache()
@@ -167,10 +164,9 @@ class OfflineScheduler:
         # ones no longer held (uid -> node if allowed else None, message).
         self.waiting: dict[str, tuple] = {}
         self.settled: dict[str, tuple[str | None, str]] = {}
-        self.scheduler = (scheduler_class or SamplingScheduler)(
-            cache=self.cache, queue=self.queue, frameworks=self.frameworks,
-            percentage_of_nodes_to_score=self.cfg.percentage_of_nodes_to_score, seed=seed,
-            on_cluster_event=self.events.move)
+        self.scheduler = SamplingScheduler(cache=self.cache, queue=self.queue, frameworks=self.frameworks,
+                                   percentage_of_nodes_to_score=self.cfg.percentage_of_nodes_to_score, seed=seed,
+                                   on_cluster_event=self.events.move)
 
     @property
     def profile(self) -> str:

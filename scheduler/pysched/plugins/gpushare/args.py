@@ -15,6 +15,9 @@ FGD, BEST_FIT, GPU_PACKING, GPU_CLUSTERING, DOT_PROD, RANDOM, NONE = (
     "FGD", "BestFit", "GpuPacking", "GpuClustering", "DotProd", "Random", "None")
 POLICIES = (FGD, BEST_FIT, GPU_PACKING, GPU_CLUSTERING, DOT_PROD, RANDOM, NONE)
 LEARNED = "Learned"
+# How nodes the policy scores equally are told apart (the FGD simulator: a fixed random rank per
+# node; a per-pod random pick among them, what kube-scheduler does, costs FGD about 5 points).
+NODE_HASH, NODE_NAME, SCHEDULER = "NodeHash", "NodeName", "Scheduler"
 
 DEFAULT_MILLI_ANNOTATION = "alibabacloud.com/gpu-milli"
 DEFAULT_COUNT_ANNOTATION = "alibabacloud.com/gpu-count"
@@ -63,6 +66,13 @@ class GPUShareArgs:
     # Pods remembered when learning: past this many, every class's count is halved (older pods
     # fade out as the workload changes).
     learning_window: int = field(default=20000, metadata=arg(ge=100))
+    # Among the nodes the policy scores best: NodeHash (the default: a fixed pseudo-random order of
+    # the nodes, from a hash of each name), NodeName (the smallest name), or Scheduler (left to
+    # the scheduler: random, as kube-scheduler).
+    tie_break: str = field(default=NODE_HASH, metadata=arg(choices=(NODE_HASH, NODE_NAME, SCHEDULER)))
+    # A pod that asks for no GPU goes, among the nodes the policy scores best, to those with the
+    # least free GPU share: their CPU is the least likely to be wanted by a GPU pod.
+    cpu_pods_to_busy_gpu_nodes: bool = field(default=True, metadata=arg(json="cpuPodsToBusyGPUNodes"))
     # Normalisers of BestFit and DotProd: the largest node's CPU and GPU count (0: the cluster's
     # largest, as the published policies' constants are the openb cluster's largest node).
     max_node_milli_cpu: int = field(default=0, metadata=arg(json="maxNodeMilliCPU", ge=0))

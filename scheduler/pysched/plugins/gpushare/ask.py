@@ -81,11 +81,12 @@ def parse_ask(pod: PodInfo, milli_key: str, count_key: str, model_key: str,
 
 
 def parse_indices(text: str | None) -> tuple[int, ...] | None:
-    """``"0"`` or ``"2,3"`` (the index annotation) as indices; None when absent or unreadable."""
+    """``"0"`` or ``"2,3"`` (the index annotation; ``"2-3"``, the FGD simulator's form, too) as
+    indices; None when absent or unreadable."""
     if not text:
         return None
     try:
-        out = tuple(int(x) for x in text.split(",") if x.strip())
+        out = tuple(int(x) for x in text.replace("-", ",").split(",") if x.strip())
     except ValueError:
         return None
     return out if out and all(i >= 0 for i in out) else None

@@ -11,6 +11,7 @@ a row (FGD's fragmentation) are recomputed only where something changed.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -36,8 +37,9 @@ class Holding:
 
 
 class DeviceTable:
-    def __init__(self, node_gpu_resources: tuple[str, ...], model_label: str) -> None:
+    def __init__(self, node_gpu_resources: tuple[str, ...], model_label: str, order: str = "NodeHash") -> None:
         self.node_gpu_resources = node_gpu_resources
+        self.order = order
         self.model_label = model_label
         self.key: tuple[int, int, int] | None = None
         self.width = 1                                        # the most GPUs on one node (>= 1)
@@ -47,6 +49,8 @@ class DeviceTable:
         self.models: list[str] = []
         self.tags: npt.NDArray[np.int64] = np.zeros((0, TAGS), dtype=np.int64)
         self.gen: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        # Per row: its place in the fixed node order ties are broken by (smaller first).
+        self.tie_key: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.rebuilds = 0
         self.slot_of: Mapping[str, int] = {}
         self.holdings: dict[str, Holding] = {}
@@ -73,11 +77,22 @@ class DeviceTable:
         self.tags = np.zeros((n, TAGS), dtype=np.int64)
         self.gen = np.zeros(n, dtype=np.int64) if len(self.gen) != n else self.gen + 1
         self.slot_of = nodes.slot_index
+        self.tie_key = self._tie_keys(n)
         self.key = key
         self.rebuilds += 1
         for h in self.holdings.values():
             self._apply(h, -1)
         return True
+
+    def _tie_keys(self, n: int) -> npt.NDArray[np.int64]:
+        """NodeName: the name's rank among the nodes; otherwise a stable 63-bit hash of the name."""
+        keys = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+        names = sorted(self.slot_of.items())
+        for i, (name, slot) in enumerate(names):
+            if slot < n:
+                keys[slot] = i if self.order == "NodeName" else \
+                    int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big") >> 1
+        return keys
 
     def row(self, node: str) -> int:
         return self.slot_of.get(node, -1)

@@ -40,7 +40,7 @@ from pysched.framework import (
 )
 from pysched.framework.api import CPU
 from pysched.plugins.gpushare import policies
-from pysched.plugins.gpushare.args import FGD, GPUShareArgs
+from pysched.plugins.gpushare.args import FGD, SCHEDULER, GPUShareArgs
 from pysched.plugins.gpushare.ask import NO_GPU, AskError, GPUAsk, parse_ask, parse_indices
 from pysched.plugins.gpushare.devices import DeviceTable, tag_column
 from pysched.plugins.gpushare.workload import Fragmentation, TargetWorkload
@@ -64,7 +64,7 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
         a = self.args
         self.policy = a.policy
         self.whole = tuple(a.whole_gpu_resources)
-        self.table = DeviceTable(tuple(a.node_gpu_resources), a.model_label)
+        self.table = DeviceTable(tuple(a.node_gpu_resources), a.model_label, a.tie_break)
         stated = [((c.milli_cpu, c.gpu_milli, c.gpu_count, tuple(sorted(c.models))), c.weight) for c in a.classes]
         self.workload = TargetWorkload(a.target_workload_coverage, a.learning_window, stated)
         self.rng = random.Random()
@@ -174,6 +174,29 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
             return np.full(len(nodes), 50, dtype=np.int64)
         return policies.score(self.policy, s, ask, pod.requests.get(CPU, 0), scale=self.scale(), frag=frag,
                               tag=tag_column(ask), rng=self.rng)
+
+    def normalize_score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch, scores: np.ndarray) -> Status | None:
+        """Ties at the top broken by the plugin itself (``tieBreak``), so the pick does not depend on
+        the scheduler's random one: the preferred node gets one point more than the others tied
+        with it (they one less, at 100). A pod asking for no GPU prefers, among them, the nodes
+        with the least free GPU share (``cpuPodsToBusyGPUNodes``)."""
+        if self.args.tie_break == SCHEDULER or len(scores) < 2:
+            return None
+        top = scores.max()
+        at_top = np.flatnonzero(scores == top)
+        if len(at_top) < 2:
+            return None
+        rows = nodes.slots[at_top]
+        keys = [self.table.tie_key[rows]]
+        if self.args.cpu_pods_to_busy_gpu_nodes and not self._ask(state, pod).wants_gpu:
+            keys.append(self.table.left[rows].sum(axis=1))
+        best = at_top[np.lexsort(keys)[0]]
+        if top < 100:
+            scores[best] += 1
+        else:
+            scores[at_top] -= 1
+            scores[best] += 1
+        return None
 
     def scale(self) -> policies.Scale:
         """BestFit's and DotProd's normalisers: the arguments', else the largest node's."""

@@ -114,7 +114,11 @@ def write_report(out: Path, traces: list[str], policies: list[str], seeds: set[i
         text += [f"## Allocation ratio at {col} % of the GPUs arrived (mean over seeds"
                  + ("; in brackets: minus the published mean)" if theirs else ")"), "",
                  report.table(ours, theirs, traces, policies, col), ""]
+    if theirs:
+        for col in report.COLUMNS:
+            text += [f"## Checks at {col} %", "", report.checks(ours, theirs, traces, col), ""]
     (out / "summary.md").write_text("\n".join(text))
+    report.curves_csv(ours, out / "curves.csv")
     print("\n".join(text))
     if plots:
         for t in traces:

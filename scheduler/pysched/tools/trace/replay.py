@@ -8,7 +8,10 @@ workload stated (the published FGD), ``BestFit``, ``GpuPacking``, ``GpuClusterin
 they arrive); and kube-scheduler's default profile, its NodeResourcesFit scoring LeastAllocated
 (``kube-LeastAllocated``) or MostAllocated (``kube-MostAllocated``), with GPUShare only filtering
 and choosing the GPU inside the node. Every profile scores all nodes (``percentageOfNodesToScore``
-100) and breaks ties by node name, i.e. by the run's node rank (``RankTieScheduler``).
+100). Ties: the published policies break them as the simulator, by the run's node rank (GPUShare's
+``tieBreak: NodeName``; the nodes are named by their rank); ``pysched`` as it ships (``NodeHash``);
+kube-scheduler's profiles at random, as kube-scheduler does. The scheduler is the offline engine
+as it is (``SamplingScheduler``, seeded with the run's seed), the same one the live loop runs.
 """
 
 from __future__ import annotations
@@ -21,11 +24,8 @@ from typing import Any
 import numpy as np
 
 from pysched.apis import config as configmod
-from pysched.framework.interface import NodeBatch
-from pysched.framework.status import Diagnosis
 from pysched.plugins.gpushare import GPUShare
-from pysched.schedule_one import ScheduleResult
-from pysched.tools.offline import OfflineScheduler, SamplingScheduler
+from pysched.tools.offline import OfflineScheduler
 from pysched.tools.trace.openb import Run, TraceNode, TracePod, target_workload
 
 SCHEDULER = "pysched-trace"
@@ -35,19 +35,6 @@ POLICIES = (*PUBLISHED, "pysched", *KUBE)
 MILLI = "alibabacloud.com/gpu-milli"
 COUNT = "alibabacloud.com/gpu-count"
 MODEL = "alibabacloud.com/gpu-card-model"
-
-
-class RankTieScheduler(SamplingScheduler):
-    """Ties at the top score go to the node with the smallest name (the run's rank), as in the
-    simulator, instead of a random pick among them."""
-
-    def _select(self, feasible: NodeBatch, total: np.ndarray, diagnosis: Diagnosis) -> ScheduleResult:
-        best = np.flatnonzero(total == total.max())
-        names = feasible.names if len(best) > 1 else None
-        pick = int(best[0]) if names is None else min(best.tolist(), key=lambda i: names[i])
-        info = self.cache.table.infos[int(feasible.slots[pick])]
-        assert info is not None  # a feasible node's slot is alive
-        return ScheduleResult(info.spec.name, len(feasible) + diagnosis.num_failed, len(feasible))
 
 
 def node_name(node: TraceNode, rank: int) -> str:
@@ -81,14 +68,15 @@ def profile_config(policy: str, pods: list[TracePod] | None = None) -> dict[str,
         raise ValueError(f"unknown policy {policy!r} (one of {', '.join(POLICIES)})")
     args: dict[str, Any] = {}
     if policy in PUBLISHED:
-        args["policy"] = policy
+        # As published: ties to the lowest rank (the nodes are named by it), no preference for CPU pods.
+        args.update(policy=policy, tieBreak="NodeName", cpuPodsToBusyGPUNodes=False)
     if policy == "FGD":
         assert pods is not None
         args.update(targetWorkload="Stated", classes=[
             {"milliCPU": k[0], "gpuMilli": k[1], "gpuCount": k[2], "models": list(k[3]), "weight": c}
             for k, c in target_workload(pods)])
     if policy in KUBE:
-        args["policy"] = "None"
+        args.update(policy="None", tieBreak="Scheduler")
         strategy = policy.split("-", 1)[1]
         plugins = {"multiPoint": {"enabled": [{"name": "GPUShare"}]}, "score": {"disabled": [{"name": "GPUShare"}]}}
         plugin_config = [{"name": "GPUShare", "args": args},
@@ -119,7 +107,7 @@ def replay(pods: list[TracePod], nodes: list[TraceNode], run: Run, policy: str, 
            stop_percent: float | None = None, keep_placements: bool = False,
            progress: Callable[[int, int, float, float], None] | None = None) -> RunResult:
     cfg = configmod.parse(profile_config(policy, pods))
-    sched = OfflineScheduler(cfg, seed=seed, scheduler_class=RankTieScheduler)
+    sched = OfflineScheduler(cfg, seed=seed)
     plugin = sched.frameworks[SCHEDULER].plugins["GPUShare"]
     assert isinstance(plugin, GPUShare)
     plugin.rng.seed(seed)

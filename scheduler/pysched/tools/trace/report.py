@@ -84,6 +84,16 @@ def published(path: Path, seeds: set[int] | None = None) -> dict[tuple[str, str]
     return summarize(runs, seeds)
 
 
+def curves_csv(ours: dict[tuple[str, str], Cell], path: Path) -> None:
+    """Every mean curve: one row per trace and policy, the columns 0..130 (% of the GPUs arrived)."""
+    cols = sorted({k for c in ours.values() for k in c.mean if 0 <= k <= 130})
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["trace", "policy", "seeds", *cols])
+        for (t, p), c in sorted(ours.items()):
+            w.writerow([t, p, " ".join(map(str, c.seeds)), *(c.mean.get(k, "") for k in cols)])
+
+
 def table(ours: dict[tuple[str, str], Cell], theirs: dict[tuple[str, str], Cell], traces: list[str],
           policies: list[str], column: int) -> str:
     """A Markdown table: per trace, each policy's mean at ``column`` (and the published mean and
@@ -104,6 +114,43 @@ def table(ours: dict[tuple[str, str], Cell], theirs: dict[tuple[str, str], Cell]
             else:
                 cells.append(f"{v:.2f} ({v - pv:+.2f})")
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+BASELINES = ("BestFit", "GpuPacking", "GpuClustering", "DotProd", "Random")
+FGD_TOLERANCE = 0.3
+
+
+def checks(ours: dict[tuple[str, str], Cell], theirs: dict[tuple[str, str], Cell], traces: list[str],
+           column: int) -> str:
+    """The replay checked against the published runs at ``column``, one row per trace: pysched's
+    FGD minus the published FGD mean (within ``FGD_TOLERANCE``: the same policy gives the same
+    answer); each baseline's mean inside the published seeds' range or not; pysched's default
+    policy minus the published FGD mean and minus its own FGD's."""
+    lines = ["| trace | FGD - published | baselines outside the published range | pysched - published FGD "
+             "| pysched - FGD |", "|---|---:|---|---:|---:|"]
+    for t in traces:
+        fgd, pub = ours.get((t, "FGD")), theirs.get((t, "FGD"))
+        row = [t]
+        d = None
+        if fgd and pub and column in fgd.mean and column in pub.mean:
+            d = fgd.mean[column] - pub.mean[column]
+            row.append(f"{d:+.2f} {'ok' if abs(d) <= FGD_TOLERANCE + 1e-9 else 'MISS'}")
+        else:
+            row.append("-")
+        outside = []
+        for b in BASELINES:
+            c, p = ours.get((t, b)), theirs.get((t, b))
+            if c and p and column in c.mean and column in p.low:
+                mean = c.mean[column]
+                if not p.low[column] <= mean <= p.high[column]:
+                    outside.append(f"{b} {mean:.2f} not in [{p.low[column]:.2f}, {p.high[column]:.2f}]")
+        row.append("; ".join(outside) or "none")
+        mine = ours.get((t, "pysched"))
+        v = mine.mean.get(column) if mine else None
+        row.append(f"{v - pub.mean[column]:+.2f}" if v is not None and pub and column in pub.mean else "-")
+        row.append(f"{v - fgd.mean[column]:+.2f}" if v is not None and fgd and column in fgd.mean else "-")
+        lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 

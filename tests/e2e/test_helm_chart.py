@@ -410,6 +410,7 @@ async def test_default_rendering_runs_the_scheduler_as_its_serviceaccount(helm, 
 
     for verb, res, kw in [("create", "pods", {"subresource": "binding", "namespace": "default"}),
                           ("patch", "pods", {"subresource": "status", "namespace": "default"}),
+                          ("patch", "pods", {"namespace": "default"}),          # GPUShare's GPU indices
                           ("update", "leases", {"group": "coordination.k8s.io", "namespace": NS, "name": "pysched"}),
                           ("create", "leases", {"group": "coordination.k8s.io", "namespace": NS}),
                           ("create", "tokenreviews", {"group": "authentication.k8s.io"}),

@@ -149,6 +149,7 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
 
     for verb, res, kw in [("create", "pods", {"subresource": "binding", "namespace": "default"}),
                           ("patch", "pods", {"subresource": "status", "namespace": "default"}),
+                          ("patch", "pods", {"namespace": "default"}),          # GPUShare's GPU indices
                           ("delete", "pods", {"namespace": "default"}),        # preemption victims
                           ("watch", "poddisruptionbudgets", {"group": "policy"}),
                           ("watch", "nodes", {}), ("list", "persistentvolumeclaims", {}),

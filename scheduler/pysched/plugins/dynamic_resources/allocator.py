@@ -22,6 +22,10 @@ on; partitionable devices, device taints, consumable capacity and binding condit
   subrequests in order. Slots are filled in increasing device order: since whether a set of devices
   works does not depend on the order it was picked in, this finds upstream's first answer without
   visiting the permutations of each set.
+* **Device preference** (pysched's own, ``framework.devicepreference``): when the pod's cycle
+  carries a ``DevicePreference`` (``Allocator.preference``), the node's candidates it names are
+  tried first, in its order, then the others in the order above; the search is otherwise the
+  same. Without one, the order above, as upstream.
 * **Result**: one ``status.allocation`` per claim - ``devices.results`` (request, driver, pool,
   device, ``adminAccess`` when asked), ``devices.config`` (class configs, then claim configs, as
   upstream orders and repeats them; 1.37's once per claim config, without ``requests`` when it
@@ -93,6 +97,7 @@ from fractions import Fraction
 from typing import Any
 
 from pysched.framework.api import NodeSelector, ObjectError, QuantityError, parse_node_selector, parse_quantity
+from pysched.framework.devicepreference import DevicePreference, reorder
 from pysched.plugins.dynamic_resources.capacity import (
     Capacity,
     CapacityError,
@@ -661,6 +666,9 @@ class Allocator:
         # counts devices (ExactCount): its label, its requests (read-only during a search) and its
         # constraints' specs. ``All`` alternatives list a node's devices and are prepared per node.
         self._node_independent: dict[int, tuple[str, list[Request], list[tuple[str, list[str], str]]]] = {}
+        # A plugin's preference among a node's devices (``framework.devicepreference``: the plugin
+        # sets it from the cycle's state); None: the candidates in the order above.
+        self.preference: DevicePreference | None = None
 
     def start_deadline(self) -> None:
         """From now on, ``timeout`` seconds for every ``allocate`` call until the next start (the
@@ -713,6 +721,9 @@ class Allocator:
         """Whether the claims can all be allocated on the node: a ``Solution`` whose allocations
         are built only when asked for (Filter judges every node; one is reserved), or None."""
         pools, self._candidates = self.index.node_pools(node_name, node_labels)
+        if self.preference is not None and self._candidates:
+            self._candidates = reorder(self._candidates,
+                                       self.preference.order(node_name, [d.id for d in self._candidates]))
         self._steps = 0
         self._pools = pools
         self._node_name = node_name

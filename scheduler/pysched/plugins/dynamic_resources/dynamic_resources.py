@@ -44,6 +44,10 @@ DRA drivers publish their devices in ResourceSlices. This plugin does what kube-
 * The allocation written: 1.37 writes a claim config once (not once per request it names), and
   one that names every request of the claim without ``requests``; its CEL run-time errors name
   the device (``Allocator.kube_version``).
+* Device preference (pysched's own, ``framework.devicepreference``): when another plugin left a
+  ``DevicePreference`` in the pod's cycle (GPUShare does for GPU pods), the allocator tries the
+  devices it prefers first on each node, and Reserve tells it each claim's allocation. Without
+  one, nothing changes.
 * Reserve keeps the chosen allocation in memory ("in flight"), so no other pod is given those
   devices, until the store shows the claim at the version PreBind wrote (or newer); Unreserve
   forgets an allocation not yet written and takes the pod back out of ``status.reservedFor`` if it
@@ -153,6 +157,7 @@ from pysched.framework import (
     Status,
 )
 from pysched.framework.api import ApiError, ConfigError, NodeSelector, ObjectError, parse_duration, parse_node_selector
+from pysched.framework.devicepreference import DEVICE_PREFERENCE_KEY, DevicePreference
 from pysched.framework.features import DRA_EXTENDED_RESOURCE
 from pysched.framework.handle import APIClient
 from pysched.framework.nodeinfo import NodeInfo
@@ -518,6 +523,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         # nodeSelector aside), so that PostFilter may deallocate them.
         unbindable = self._unbindable(st)
         started: set[int] = set()
+        preference = self._preference(state)
         for i, info in enumerate(nodes.infos):
             name, labels = info.spec.name, info.spec.labels
             reason = None
@@ -535,6 +541,7 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
                     allocator = self._variant_allocator(st, variant)
             if allocator is not None and id(allocator) not in started:
                 started.add(id(allocator))
+                allocator.preference = preference
                 allocator.prefetch_nodes([(x.spec.name, x.spec.labels) for x in nodes.infos])
                 allocator.start_deadline()   # one budget for this call: the event loop waits on it
             if allocator is not None:
@@ -740,8 +747,10 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
         allocator = st.allocator
         if indexes is not st.user_to_allocate and st.extended is not None:
             allocator = self._variant_allocator(st, st.extended.node_variant[node_name])
+        preference = self._preference(state)
         if solution is None and allocator is not None:
             # No Filter call judged this node in this cycle (a nominated node): allocate now.
+            allocator.preference = preference
             allocator.start_deadline()
             try:
                 solution = allocator.solve(node_name, info.spec.labels) if info is not None else None
@@ -763,7 +772,15 @@ class DynamicResources(PreEnqueuePlugin[DynamicResourcesArgs], PreFilterPlugin[D
             claim.setdefault("status", {})["allocation"] = found[k]
             st.chosen[i] = found[k]
             self.in_flight[_uid(claim)] = claim
+            if preference is not None:
+                preference.allocated(node_name, _uid(claim), found[k])
         return None
+
+    @staticmethod
+    def _preference(state: CycleState) -> DevicePreference | None:
+        """The device preference a plugin left for this pod (``framework.devicepreference``)."""
+        pref = state.get(DEVICE_PREFERENCE_KEY)
+        return pref if isinstance(pref, DevicePreference) else None
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         st: _State | None = state.get(KEY)

@@ -1,8 +1,10 @@
 """GPUShare's arguments: the policy, the names of the annotations, resources and node labels that
-carry GPU asks and GPU devices, and the target workload FGD measures fragmentation against."""
+carry GPU asks and GPU devices, the DRA drivers whose devices are GPUs (with the capacity that is
+one GPU and the model attribute), and the target workload FGD measures fragmentation against."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -26,6 +28,9 @@ DEFAULT_INDEX_ANNOTATION = "alibabacloud.com/gpu-index"
 DEFAULT_MODEL_LABEL = "alibabacloud.com/gpu-card-model"
 DEFAULT_NODE_GPU_RESOURCES = ("alibabacloud.com/gpu-count", "nvidia.com/gpu")
 DEFAULT_WHOLE_GPU_RESOURCES = ("nvidia.com/gpu",)
+DEFAULT_DRA_MODEL_ATTRIBUTE = "model"
+# A capacity's or attribute's name: a C identifier or DNS label, optionally "<domain>/" first.
+_QUALIFIED = re.compile(r"^(?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9](?:[-A-Za-z0-9_]{0,61}[A-Za-z0-9])?$")
 
 
 @dataclass
@@ -77,6 +82,18 @@ class GPUShareArgs:
     # largest, as the published policies' constants are the openb cluster's largest node).
     max_node_milli_cpu: int = field(default=0, metadata=arg(json="maxNodeMilliCPU", ge=0))
     max_node_gpus: int = field(default=0, metadata=arg(ge=0, bits=32))
+    # GPUs published as DRA devices (off while ``draDrivers`` is empty): the drivers whose
+    # ResourceSlices list one device per GPU, shared through consumable capacity
+    # (``allowMultipleAllocations``); ``draShareCapacity``: the capacity whose value is one whole
+    # GPU (``memory``, or a ``milli``-like one; a request of it counts as ceil(1000 * request /
+    # value) thousandths); ``draModelAttribute``: the attribute naming the GPU model;
+    # ``draDeviceClasses``: DeviceClasses that mean "GPU" besides those whose selectors say
+    # ``device.driver == "<one of draDrivers>"``. DynamicResources filters and allocates; GPUShare
+    # scores and tells its allocator which GPU the policy chose.
+    dra_drivers: list[str] = field(default_factory=list, metadata=arg(omit_empty=True))
+    dra_share_capacity: str = field(default="", metadata=arg(omit_empty=True))
+    dra_model_attribute: str = DEFAULT_DRA_MODEL_ATTRIBUTE
+    dra_device_classes: list[str] = field(default_factory=list, metadata=arg(omit_empty=True))
 
     def validate(self, path: str) -> None:
         for key, name in (("milliAnnotation", self.milli_annotation), ("countAnnotation", self.count_annotation),
@@ -91,6 +108,7 @@ class GPUShareArgs:
                     raise ConfigError(f"{path}.{key}[{i}]: {n!r} is not an extended resource name (domain/name)")
         if not self.node_gpu_resources:
             raise ConfigError(f"{path}.nodeGpuResources: Required value")
+        self._validate_dra(path)
         if self.target_workload == "Stated":
             if not self.classes:
                 raise ConfigError(f"{path}.classes: Required value (targetWorkload is Stated)")
@@ -101,3 +119,23 @@ class GPUShareArgs:
                     raise ConfigError(f"{path}.classes[{i}].gpuMilli: must be 1000 when gpuCount > 1")
         elif self.classes:
             raise ConfigError(f"{path}.classes: only with targetWorkload: Stated")
+
+    def _validate_dra(self, path: str) -> None:
+        for key, names in (("draDrivers", self.dra_drivers), ("draDeviceClasses", self.dra_device_classes)):
+            for i, n in enumerate(names):
+                if not isinstance(n, str) or not n:
+                    raise ConfigError(f"{path}.{key}[{i}]: must be a non-empty string")
+        if not self.dra_drivers:
+            for key, set_ in (("draShareCapacity", self.dra_share_capacity),
+                              ("draDeviceClasses", self.dra_device_classes)):
+                if set_:
+                    raise ConfigError(f"{path}.{key}: only with draDrivers")
+            return
+        if not self.dra_share_capacity:
+            raise ConfigError(f"{path}.draShareCapacity: Required value (draDrivers is set): the capacity "
+                              f"of each GPU device that is one whole GPU, e.g. memory")
+        for key, name in (("draShareCapacity", self.dra_share_capacity),
+                          ("draModelAttribute", self.dra_model_attribute)):
+            if not _QUALIFIED.match(name):
+                raise ConfigError(f"{path}.{key}: {name!r} is not a capacity or attribute name "
+                                  f"(a C identifier or DNS label, optionally <domain>/ first)")

@@ -7,6 +7,10 @@ node set changes and lays the holdings on them again. A holding is added when a 
 a pod bound by someone else without it, on the lowest-index GPUs that fit), and removed when the pod
 is unreserved or gone (``release``). ``gen`` counts changes per row, so per-node values derived from
 a row (FGD's fragmentation) are recomputed only where something changed.
+
+With DRA GPUs (``dra.DraInventory``), a node whose slices publish GPUs has those as its GPUs (in
+the allocator's order; its model: the first one's), whatever its allocatable says; a holding of
+DRA GPUs names its devices (``Holding.ids``), laid on their columns at each rebuild.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pysched.framework import NodeBatch
+from pysched.framework.devicepreference import DeviceID
 from pysched.plugins.gpushare.ask import FULL, GPUAsk
+from pysched.plugins.gpushare.dra import DraInventory
 
 TAGS = 17    # GpuClustering's pod kinds on a node: column 0 shared GPUs, k for k whole GPUs (16+: 16)
 
@@ -34,6 +40,7 @@ class Holding:
     devices: tuple[int, ...]
     milli: int
     tag: int
+    ids: tuple[DeviceID, ...] = ()    # DRA GPUs (``devices`` then unused): where they are now
 
 
 class DeviceTable:
@@ -41,7 +48,7 @@ class DeviceTable:
         self.node_gpu_resources = node_gpu_resources
         self.order = order
         self.model_label = model_label
-        self.key: tuple[int, int, int] | None = None
+        self.key: tuple[int, ...] | None = None
         self.width = 1                                        # the most GPUs on one node (>= 1)
         self.left: npt.NDArray[np.int64] = np.zeros((0, 1), dtype=np.int64)
         self.count: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
@@ -54,12 +61,15 @@ class DeviceTable:
         self.rebuilds = 0
         self.slot_of: Mapping[str, int] = {}
         self.holdings: dict[str, Holding] = {}
+        self.dra: DraInventory | None = None
+        self.dra_row: npt.NDArray[np.bool_] = np.zeros(0, dtype=bool)    # the node's GPUs are DRA devices
 
     # -- rows ------------------------------------------------------------------------------------
 
-    def sync(self, nodes: NodeBatch) -> bool:
-        """Rebuild the rows when the node set changed since the last call; True when rebuilt."""
-        key = nodes.nodes_version
+    def sync(self, nodes: NodeBatch, dra: DraInventory | None = None) -> bool:
+        """Rebuild the rows when the node set (or the DRA GPUs) changed since the last call; True
+        when rebuilt."""
+        key = nodes.nodes_version if dra is None else (*nodes.nodes_version, dra.version)
         if key == self.key:
             return False
         n = nodes.slot_count
@@ -71,6 +81,23 @@ class DeviceTable:
         self.models = list(col.values)
         model = np.asarray(col.codes, dtype=np.int64)[:n] if len(col.codes) >= n else \
             np.concatenate([np.asarray(col.codes, dtype=np.int64), np.full(n - len(col.codes), -1, dtype=np.int64)])
+        self.dra_row = np.zeros(n, dtype=bool)
+        if dra is not None and dra.by_node:
+            model = model.copy()                             # not the label column's own codes
+            for name, gpus in dra.by_node.items():
+                r = nodes.slot_index.get(name)
+                if r is None or r >= n:
+                    continue
+                self.dra_row[r] = True
+                count[r] = len(gpus)
+                m = gpus[0].model
+                if m is None:
+                    model[r] = -1
+                    continue
+                if m not in self.models:
+                    self.models.append(m)
+                model[r] = self.models.index(m)
+        self.dra = dra
         self.width = max(1, int(count.max()) if n else 1)
         self.count, self.model = count, model
         self.left = np.where(np.arange(self.width)[None, :] < count[:, None], FULL, 0).astype(np.int64)
@@ -101,7 +128,11 @@ class DeviceTable:
         r = self.row(h.node)
         if r < 0:
             return                       # its node is gone (or not yet known): nothing to lay out
-        for d in h.devices:
+        devices = h.devices
+        if h.ids:
+            where = self.dra.column if self.dra is not None else {}
+            devices = tuple(where[i][1] for i in h.ids if i in where and where[i][0] == h.node)
+        for d in devices:
             if d < self.width:
                 self.left[r, d] = max(0, min(FULL, int(self.left[r, d]) + sign * h.milli))
         self.tags[r, h.tag] -= sign
@@ -109,9 +140,12 @@ class DeviceTable:
 
     # -- holdings --------------------------------------------------------------------------------
 
-    def hold(self, uid: str, node: str, devices: tuple[int, ...], ask: GPUAsk) -> None:
+    def hold(self, uid: str, node: str, devices: tuple[int, ...], ask: GPUAsk,
+             ids: tuple[DeviceID, ...] = ()) -> None:
+        """``uid`` holds ``ask.milli`` of each of ``devices`` of ``node`` (or of the DRA GPUs
+        ``ids``), replacing what it held."""
         old = self.holdings.get(uid)
-        h = Holding(node, devices, ask.milli, tag_column(ask))
+        h = Holding(node, devices, ask.milli, tag_column(ask), ids)
         if old == h:
             return
         if old is not None:

@@ -5,8 +5,17 @@ writes their indices on the pod (``indexAnnotation``) for the node's device plug
 ``PodWatcher`` it follows bound pods (their GPUs, from that annotation) and learns the target
 workload from the pods it sees.
 
+DRA GPUs (``draDrivers``; ``dra``): a node's GPUs are the devices its ResourceSlices publish, and a
+pod whose ResourceClaims request such GPUs asks for them. DynamicResources filters such a pod and
+allocates its claims; GPUShare scores the nodes with the same policy and, through the cycle's
+``DevicePreference`` (``framework.devicepreference``), has the allocator try first the GPU the
+policy chose on each node. What the claims hold is counted from their allocations: in the cycle
+(DynamicResources' Reserve tells the preference) and, once written, from the store (the claim
+deallocated or deleted: released). No index annotation is written for them.
+
 Reads: the pod's annotations and whole-GPU requests; the nodes' GPU count (``nodeGpuResources``),
-model label and CPU left (``NodeBatch``). Writes: one annotation per GPU pod, before the bind.
+model label and CPU left (``NodeBatch``); with ``draDrivers``, ResourceSlices, DeviceClasses and
+ResourceClaims. Writes: one annotation per GPU pod (not DRA), before the bind.
 Preemption does not free GPU share in its dry runs (the table is the plugin's own): a pod refused
 for want of GPU share is not placed by evicting pods.
 """
@@ -15,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,16 +48,20 @@ from pysched.framework import (
     Status,
 )
 from pysched.framework.api import CPU
+from pysched.framework.devicepreference import DEVICE_PREFERENCE_KEY, DeviceID
 from pysched.plugins.gpushare import policies
 from pysched.plugins.gpushare.args import FGD, SCHEDULER, GPUShareArgs
 from pysched.plugins.gpushare.ask import NO_GPU, AskError, GPUAsk, parse_ask, parse_indices
 from pysched.plugins.gpushare.devices import DeviceTable, tag_column
+from pysched.plugins.gpushare.dra import DraInventory
 from pysched.plugins.gpushare.workload import Fragmentation, TargetWorkload
 
 log = logging.getLogger("pysched.gpushare")
 
 ASK_KEY = "GPUShare/ask"
 DEVICES_KEY = "GPUShare/devices"
+DRA_KEY = "GPUShare/dra"          # the pod's ask is of DRA GPUs
+STORE = ""                        # a claim holding read from the store (else: the pod's uid)
 NO_GPUS = "node(s) had no GPUs"
 WRONG_MODEL = "node(s) didn't have the GPU model the pod asks for"
 INSUFFICIENT = "Insufficient GPU share"
@@ -75,6 +88,33 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
         self._f_gen = np.zeros(0, dtype=np.int64)
         self._f_cpu = np.zeros(0, dtype=np.int64)
         self._scale: tuple[Any, policies.Scale] = (None, policies.Scale(1, 1000))
+        # DRA GPUs: the inventory, and per claim uid its allocation and whose it is (STORE: the
+        # store's; a pod's uid: that pod's Reserve, not yet seen written), laid as holdings
+        # "claim/<uid>/<k>" (one per share size).
+        self.dra: DraInventory | None = None
+        self.claims: dict[str, tuple[str, str, Mapping[str, Any]]] = {}   # uid -> (owner, label, allocation)
+        self._claim_keys: dict[str, list[str]] = {}
+        self._laid = -1                  # the inventory version the claims were laid on
+        if a.dra_drivers:
+            self.dra = DraInventory(a.dra_drivers, a.dra_share_capacity, a.dra_model_attribute,
+                                    a.dra_device_classes)
+            handle.objects.subscribe(self._object_changed)
+            for claim in handle.objects.list("resourceclaims"):
+                self._object_changed("resourceclaims", None, None, claim)
+
+    # -- the device table ------------------------------------------------------------------------
+
+    def _sync(self, nodes: NodeBatch) -> bool:
+        """The table's rows for ``nodes`` (and, with DRA, the slices' GPUs) up to date."""
+        dra = self.dra
+        if dra is None:
+            return self.table.sync(nodes)
+        dra.refresh(self.handle.objects)
+        if self._laid != dra.version:
+            self._laid = dra.version
+            for uid in list(self.claims):
+                self._lay_claim(uid)       # its devices may have moved, appeared or gone
+        return self.table.sync(nodes, dra)
 
     # -- what a pod asks -------------------------------------------------------------------------
 
@@ -88,9 +128,21 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
             ask = self.ask_of(pod)
         except AskError as exc:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc))
+        if self.dra is not None and pod.resource_claims:
+            self._sync(nodes)
+            dra_ask = self.dra_ask_of(pod)
+            if dra_ask is not None and dra_ask.wants_gpu:
+                if ask.wants_gpu:
+                    return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                                        "the pod asks for GPUs both through ResourceClaims and through "
+                                        f"{self.args.milli_annotation} or a whole-GPU resource")
+                ask = dra_ask
+                state.write(DRA_KEY, True)
+            # written for every pod with claims: whatever its claims get of the GPUs is held
+            state.write(DEVICE_PREFERENCE_KEY, GPUPreference(self, pod, ask if state.get(DRA_KEY) else NO_GPU))
         state.write(ASK_KEY, ask)
         self.workload.observe(pod.uid, pod.requests.get(CPU, 0), ask)
-        self.table.sync(nodes)
+        self._sync(nodes)
         return None, None
 
     def _ask(self, state: CycleState, pod: PodInfo) -> GPUAsk:
@@ -107,13 +159,15 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
 
     def filter(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> FilterResult:
         ask = self._ask(state, pod)
-        if not ask.wants_gpu:
-            return FilterResult.all_pass(len(nodes))
+        if not ask.wants_gpu or state.get(DRA_KEY):
+            return FilterResult.all_pass(len(nodes))    # DRA GPUs: DynamicResources' Filter
         t = self.table
-        t.sync(nodes)
+        self._sync(nodes)
         rows = nodes.slots
         count = t.count[rows]
         has = count > 0
+        if t.dra is not None:
+            has &= ~t.dra_row[rows]      # DRA GPUs are for ResourceClaims (DynamicResources allocates them)
         model_ok = np.ones(len(rows), dtype=bool)
         if ask.models:
             codes = [i for i, m in enumerate(t.models) if m in ask.models]
@@ -167,7 +221,7 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
 
     def score(self, state: CycleState, pod: PodInfo, nodes: NodeBatch) -> np.ndarray:
         ask = self._ask(state, pod)
-        self.table.sync(nodes)
+        self._sync(nodes)
         s = self.node_state(nodes, self.policy == FGD)
         frag = self.fragmentation() if self.policy == FGD else None
         if self.policy == FGD and frag is None:
@@ -211,10 +265,10 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
 
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         ask = self._ask(state, pod)
-        if not ask.wants_gpu:
-            return None
+        if not ask.wants_gpu or state.get(DRA_KEY):
+            return None      # DRA GPUs: held when DynamicResources' Reserve reports the allocation
         nodes = self.handle.all_nodes()
-        self.table.sync(nodes)
+        self._sync(nodes)
         row = self.table.row(node_name)
         if row < 0:
             return Status(Code.ERROR, f"node {node_name} not found in the GPU table")
@@ -231,10 +285,112 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         self.table.release(pod.uid)
+        self._release_pod_claims(pod.uid)
 
     def devices_of(self, uid: str) -> tuple[int, ...] | None:
+        """The GPU indices pod ``uid`` holds (of DRA GPUs: those its claims' allocations in this
+        scheduler's cycles name), or None."""
         h = self.table.holdings.get(uid)
-        return h.devices if h is not None else None
+        if h is not None:
+            return h.devices
+        dra = self.dra
+        if dra is None:
+            return None
+        out: list[int] = []
+        for cuid, (owner, _, _) in self.claims.items():
+            if owner == uid:
+                for key in self._claim_keys.get(cuid, ()):
+                    held = self.table.holdings.get(key)
+                    if held is not None:
+                        out.extend(dra.column[i][1] for i in held.ids if i in dra.column)
+        return tuple(sorted(out)) if out else None
+
+    # -- DRA GPUs --------------------------------------------------------------------------------
+
+    def pod_claims(self, pod: PodInfo) -> list[dict[str, Any]] | None:
+        """The pod's ResourceClaims from the store; None while one is not there (yet)."""
+        generated = {s.get("name"): s.get("resourceClaimName")
+                     for s in ((pod.raw or {}).get("status") or {}).get("resourceClaimStatuses") or ()}
+        out = []
+        for ref in pod.resource_claims:
+            name = ref.get("resourceClaimName") or generated.get(ref.get("name"))
+            claim = self.handle.objects.get("resourceclaims", f"{pod.namespace}/{name}") if name else None
+            if claim is None:
+                return None
+            out.append(claim)
+        return out
+
+    def dra_ask_of(self, pod: PodInfo) -> GPUAsk | None:
+        """What the pod's claims ask of DRA GPUs (``NO_GPU``: none GPUShare steers); None while a
+        claim is missing."""
+        assert self.dra is not None
+        claims = self.pod_claims(pod)
+        if claims is None:
+            return None
+        return self.dra.dra_ask(claims, self.dra.gpu_classes(self.handle.objects))
+
+    def preferred_devices(self, node_name: str, ask: GPUAsk, cpu: int, nodes: NodeBatch) -> tuple[int, ...] | None:
+        """The GPU(s) of ``node_name`` the policy gives ``ask`` now (as Reserve would choose them
+        for an annotation pod), or None."""
+        row = self.table.row(node_name)
+        if row < 0 or not ask.wants_gpu:
+            return None
+        one = NodeBatch(nodes.table, np.array([row], dtype=np.int64))
+        s = self.node_state(one, self.policy == FGD and ask.sharing)
+        return policies.choose_devices(self.policy, s, ask, cpu, frag=self.fragmentation(), rng=self.rng)
+
+    def claim_allocated(self, owner: str, claim: Mapping[str, Any] | str, allocation: Mapping[str, Any]) -> None:
+        """``owner``'s (a pod uid, or STORE) claim got ``allocation``: hold what it takes."""
+        uid = claim if isinstance(claim, str) else str((claim.get("metadata") or {}).get("uid") or "")
+        if not uid:
+            return
+        label = "" if isinstance(claim, str) else _label(claim)
+        self.claims[uid] = (owner, label, allocation)
+        self._lay_claim(uid)
+
+    def _lay_claim(self, uid: str) -> None:
+        dra = self.dra
+        assert dra is not None
+        for key in self._claim_keys.pop(uid, ()):
+            self.table.release(key)
+        entry = self.claims.get(uid)
+        if entry is None:
+            return
+        groups: dict[tuple[str, int], list[DeviceID]] = {}
+        for did, milli in dra.allocated_shares(entry[2]):
+            groups.setdefault((dra.column[did][0], milli), []).append(did)
+        keys = []
+        for k, ((node, milli), ids) in enumerate(sorted(groups.items())):
+            key = f"claim/{uid}/{k}"
+            self.table.hold(key, node, (), GPUAsk(milli, len(ids)), ids=tuple(ids))
+            keys.append(key)
+        if keys:
+            self._claim_keys[uid] = keys
+
+    def release_claim(self, uid: str) -> None:
+        self.claims.pop(uid, None)
+        for key in self._claim_keys.pop(uid, ()):
+            self.table.release(key)
+
+    def _release_pod_claims(self, pod_uid: str) -> None:
+        for uid in [u for u, (owner, _, _) in self.claims.items() if owner == pod_uid]:
+            self.release_claim(uid)
+
+    def _object_changed(self, kind: str, typ: str | None, old: dict[str, Any] | None, obj: dict[str, Any]) -> None:
+        """A ResourceClaim changed in the store: an allocation there is what the claim holds (it
+        replaces the one a Reserve reported); deallocated or deleted, it holds nothing."""
+        if kind != "resourceclaims" or self.dra is None:
+            return
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        if not uid:
+            return
+        allocation = (obj.get("status") or {}).get("allocation")
+        if typ == "DELETED":
+            self.release_claim(uid)
+        elif allocation:
+            self.claim_allocated(STORE, obj, allocation)
+        elif uid in self.claims and self.claims[uid][0] == STORE:
+            self.release_claim(uid)
 
     # -- PreBind ---------------------------------------------------------------------------------
 
@@ -264,11 +420,16 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
         except AskError:
             return
         if not pod.node_name:
+            if self.dra is not None and pod.resource_claims and not ask.wants_gpu:
+                dra_ask = self.dra_ask_of(pod)
+                if dra_ask is None:
+                    return           # a claim not there yet: learnt at PreFilter
+                ask = dra_ask
             self.workload.observe(pod.uid, pod.requests.get(CPU, 0), ask)
             return
         if not ask.wants_gpu:
             return
-        self.table.sync(self.handle.all_nodes())
+        self._sync(self.handle.all_nodes())
         devices = parse_indices(pod.annotations.get(self.args.index_annotation))
         if devices is None:
             held = self.devices_of(pod.uid)
@@ -281,6 +442,7 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
 
     def pod_gone(self, uid: str) -> None:
         self.table.release(uid)
+        self._release_pod_claims(uid)
 
     # -- requeueing ------------------------------------------------------------------------------
 
@@ -289,3 +451,44 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeAllocatable")),
                 ClusterEventWithHint(ClusterEvent("Node", "UpdateNodeLabel")),
                 ClusterEventWithHint(ClusterEvent("Pod", "Delete")))
+
+
+def _label(claim: Mapping[str, Any]) -> str:
+    meta = claim.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+
+
+class GPUPreference:
+    """GPUShare's ``DevicePreference`` for one pod's cycle: on each node, the GPU the policy
+    chose for a pod sharing one (FGD: the GPU of the node's best score; the others: the tightest
+    that fits) is tried first; whole GPUs keep the allocator's order (lowest index first, as
+    GPUShare gives them). Reserve's allocations are held as the pod's until the store shows them."""
+
+    def __init__(self, plugin: GPUShare, pod: PodInfo, ask: GPUAsk) -> None:
+        self.plugin, self.pod, self.ask = plugin, pod, ask
+        self._orders: dict[str, list[int] | None] = {}
+        self._nodes: NodeBatch | None = None
+
+    def order(self, node_name: str, devices: Sequence[DeviceID]) -> Sequence[int] | None:
+        if not self.ask.sharing:
+            return None
+        if node_name not in self._orders:
+            self._orders[node_name] = self._order(node_name)
+        cols = self._orders[node_name]
+        dra = self.plugin.dra
+        if not cols or dra is None:
+            return None
+        gpus = dra.by_node.get(node_name) or []
+        at = {d: i for i, d in enumerate(devices)}
+        return [at[gpus[c].id] for c in cols if c < len(gpus) and gpus[c].id in at]
+
+    def _order(self, node_name: str) -> list[int] | None:
+        p = self.plugin
+        if self._nodes is None:
+            self._nodes = p.handle.all_nodes()
+            p._sync(self._nodes)
+        chosen = p.preferred_devices(node_name, self.ask, self.pod.requests.get(CPU, 0), self._nodes)
+        return list(chosen) if chosen else None
+
+    def allocated(self, node_name: str, claim_uid: str, allocation: Mapping[str, Any]) -> None:
+        self.plugin.claim_allocated(self.pod.uid, claim_uid, allocation)

@@ -5,6 +5,7 @@ an interrupted grid resumes; ``--report-only`` rebuilds the tables and plots fro
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -13,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
+from pysched.apis import config as configmod
 from pysched.tools.trace import openb, replay, report
 
 
@@ -45,6 +47,16 @@ def _names(allowed: tuple[str, ...], flag: str, closed: bool = True) -> Callable
     return parse
 
 
+def _override(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"--set: {text!r} is not ARG=VALUE")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("trace", help="replay the openb GPU trace through pysched's GPU policies (FGD paper's protocol)",
                        description=__doc__)
@@ -64,16 +76,20 @@ def add_parser(sub: Any) -> None:
                    help="the simulator's analysis_allo_discrete.csv: its means beside ours in the tables and plots")
     p.add_argument("--stop", type=float, default=None, metavar="PERCENT",
                    help="stop each run once this much GPU demand has arrived (default: the whole arrival)")
+    p.add_argument("--set", action="append", default=[], metavar="ARG=VALUE", type=_override,
+                   help="a GPUShare argument for every GPUShare policy's runs, on top of the policy's (repeatable; "
+                        "e.g. tieBreak=Scheduler); write such runs to their own --out")
     p.add_argument("--report-only", action="store_true", help="only rebuild the tables and plots from --out")
     p.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True,
                    help="write a PNG per trace (needs matplotlib; default: on)")
 
 
-def _one(data: Path, trace: str, policy: str, seed: int, out: Path, stop: float | None) -> dict[str, Any]:
+def _one(data: Path, trace: str, policy: str, seed: int, out: Path, stop: float | None,
+         overrides: dict[str, Any]) -> dict[str, Any]:
     nodes = openb.read_nodes(data / openb.NODE_FILE)
     pods = openb.read_pods(data / f"openb_pod_list_{trace}.csv")
     run = openb.build_run(pods, nodes, seed)
-    result = replay.replay(pods, nodes, run, policy, seed, stop_percent=stop)
+    result = replay.replay(pods, nodes, run, policy, seed, stop_percent=stop, overrides=overrides)
     return report.save_run(out, trace, policy, seed, result, len(run.order))
 
 
@@ -84,6 +100,12 @@ def main(args: argparse.Namespace) -> int:
             print(f"pysched trace: --data {data}: {need} not found", file=sys.stderr)
             return 2
     out: Path = args.out
+    try:
+        for policy in args.policies:
+            configmod.parse(replay.profile_config(policy, [], dict(args.set)))
+    except configmod.ConfigError as exc:
+        print(f"pysched trace: --set: {exc}", file=sys.stderr)
+        return 2
     if not args.report_only:
         todo = [(t, p, s) for t in args.traces for p in args.policies for s in args.seeds
                 if not report.run_path(out, t, p, s).exists()]
@@ -92,7 +114,7 @@ def main(args: argparse.Namespace) -> int:
               f"{len(args.seeds)} seeds, {len(args.traces) * len(args.policies) * len(args.seeds) - len(todo)} "
               f"already in {out}), {args.jobs} at a time", flush=True)
         with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            futures = {pool.submit(_one, data, t, p, s, out, args.stop): (t, p, s) for t, p, s in todo}
+            futures = {pool.submit(_one, data, t, p, s, out, args.stop, dict(args.set)): (t, p, s) for t, p, s in todo}
             for fut in as_completed(futures):
                 t, p, s = futures[fut]
                 doc = fut.result()

@@ -61,9 +61,10 @@ def pod_object(pod: TracePod, name: str, uid: str, namespace: str = "default") -
                 "requests": {"cpu": f"{pod.milli_cpu}m", "memory": f"{pod.memory_mib}Mi"}}}]}}
 
 
-def profile_config(policy: str, pods: list[TracePod] | None = None) -> dict[str, Any]:
+def profile_config(policy: str, pods: list[TracePod] | None = None,
+                   overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """The KubeSchedulerConfiguration a run uses (``pods``: the trace, for the published FGD's
-    stated target workload)."""
+    stated target workload; ``overrides``: GPUShare arguments set on top, e.g. ``tieBreak``)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r} (one of {', '.join(POLICIES)})")
     args: dict[str, Any] = {}
@@ -75,6 +76,7 @@ def profile_config(policy: str, pods: list[TracePod] | None = None) -> dict[str,
         args.update(targetWorkload="Stated", classes=[
             {"milliCPU": k[0], "gpuMilli": k[1], "gpuCount": k[2], "models": list(k[3]), "weight": c}
             for k, c in target_workload(pods)])
+    args.update(overrides or {})
     if policy in KUBE:
         args.update(policy="None", tieBreak="Scheduler")
         strategy = policy.split("-", 1)[1]
@@ -104,9 +106,9 @@ class RunResult:
 
 
 def replay(pods: list[TracePod], nodes: list[TraceNode], run: Run, policy: str, seed: int, *,
-           stop_percent: float | None = None, keep_placements: bool = False,
+           stop_percent: float | None = None, keep_placements: bool = False, overrides: dict[str, Any] | None = None,
            progress: Callable[[int, int, float, float], None] | None = None) -> RunResult:
-    cfg = configmod.parse(profile_config(policy, pods))
+    cfg = configmod.parse(profile_config(policy, pods, overrides))
     sched = OfflineScheduler(cfg, seed=seed)
     plugin = sched.frameworks[SCHEDULER].plugins["GPUShare"]
     assert isinstance(plugin, GPUShare)

@@ -87,7 +87,7 @@ class DeviceTable:
         if r < 0:
             return                       # its node is gone (or not yet known): nothing to lay out
         for d in h.devices:
-            if d < self.width:
+            if d < self.count[r]:        # an index past the node's GPUs (bad or stale) holds nothing
                 self.left[r, d] = max(0, min(FULL, int(self.left[r, d]) + sign * h.milli))
         self.tags[r, h.tag] -= sign
         self.gen[r] += 1

@@ -204,6 +204,11 @@ def test_tune_down_removes_random_pods_keeping_the_order():
         assert run.rank == [int(r) for r in rng.permutation(1)]
 
 
+def test_a_trace_without_gpu_pods_cannot_be_tuned():
+    with pytest.raises(TraceError, match="no pod asks for GPUs"):
+        openb.build_run([pod("a"), pod("b")], gpu_nodes(2), 42)
+
+
 def test_exact_target_neither_tunes_up_nor_down():
     pods = [pod("a", 1000, 1), pod("b", 300, 1)]
     run = openb.build_run(pods, gpu_nodes(1), 1, tune=1.3)

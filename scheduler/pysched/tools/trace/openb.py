@@ -129,6 +129,8 @@ def build_run(pods: list[TracePod], nodes: list[TraceNode], seed: int, tune: flo
     demand = sum(p.gpu_total for p in pods)
     target = tune * sum(nd.gpus for nd in nodes) * FULL
     if demand < target:
+        if not any(p.gpu_milli for p in pods):
+            raise TraceError("no pod asks for GPUs: the arrival cannot be tuned to the cluster's GPUs")
         while True:
             i = int(rng.integers(n))
             if demand + pods[i].gpu_milli > target:    # the simulator's test: one GPU's share

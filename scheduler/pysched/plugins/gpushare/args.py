@@ -112,6 +112,8 @@ class GPUShareArgs:
         if self.target_workload == "Stated":
             if not self.classes:
                 raise ConfigError(f"{path}.classes: Required value (targetWorkload is Stated)")
+            if not sum(c.weight for c in self.classes) > 0:
+                raise ConfigError(f"{path}.classes: the weights sum to 0")
             for i, c in enumerate(self.classes):
                 if (c.gpu_milli == 0) != (c.gpu_count == 0):
                     raise ConfigError(f"{path}.classes[{i}]: gpuMilli and gpuCount are both 0 or both set")

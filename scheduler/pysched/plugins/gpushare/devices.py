@@ -133,7 +133,7 @@ class DeviceTable:
             where = self.dra.column if self.dra is not None else {}
             devices = tuple(where[i][1] for i in h.ids if i in where and where[i][0] == h.node)
         for d in devices:
-            if d < self.width:
+            if d < self.count[r]:        # an index past the node's GPUs (bad or stale) holds nothing
                 self.left[r, d] = max(0, min(FULL, int(self.left[r, d]) + sign * h.milli))
         self.tags[r, h.tag] -= sign
         self.gen[r] += 1

@@ -184,10 +184,12 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
 
     # -- Score -----------------------------------------------------------------------------------
 
-    def node_state(self, nodes: NodeBatch, with_frag: bool) -> policies.NodeState:
+    def node_state(self, nodes: NodeBatch, with_frag: bool, own_cpu: int = 0) -> policies.NodeState:
+        """The nodes as the policies see them; ``own_cpu``: CPU counted on them that is to be left
+        out (Reserve's pod, assumed on its node already)."""
         t = self.table
         rows = nodes.slots
-        cpu_left = nodes.allocatable(CPU) - nodes.requested(CPU)
+        cpu_left = nodes.allocatable(CPU) - nodes.requested(CPU) + own_cpu
         s = policies.NodeState(t.left[rows], t.count[rows], t.model[rows], cpu_left, tags=t.tags[rows])
         if with_frag:
             s.frag = self._fragmentation_of(rows, s)
@@ -273,7 +275,10 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
         if row < 0:
             return Status(Code.ERROR, f"node {node_name} not found in the GPU table")
         one = NodeBatch(nodes.table, np.array([row], dtype=np.int64))
-        s = self.node_state(one, self.policy == FGD and ask.sharing)
+        # The cache counts the pod on the node before Reserve (assumed): the GPUs are chosen on the
+        # node as Score saw it, without the pod (FGD's device is the one that gave the node its score).
+        own = one.infos[0].pods.get(pod.uid)
+        s = self.node_state(one, self.policy == FGD and ask.sharing, own.requests.get(CPU, 0) if own else 0)
         devices = policies.choose_devices(self.policy, s, ask, pod.requests.get(CPU, 0),
                                           frag=self.fragmentation(), rng=self.rng)
         if devices is None:

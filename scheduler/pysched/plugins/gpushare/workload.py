@@ -92,7 +92,8 @@ class TargetWorkload:
             self._total = sum(self.counts.values())
             self._at_refresh = 0.0
             self.seen.clear()
-        if self._total >= self._at_refresh * 1.1 or self._total - self._at_refresh >= 1000:
+        # Grown by a tenth (compared exactly: ``1.1 * n`` is above 1.1 n in floating point for many n).
+        if self._total * 10 >= self._at_refresh * 11 or self._total - self._at_refresh >= 1000:
             self.classes = typical(self.counts, self.coverage)
             self._at_refresh = self._total
             self.version += 1

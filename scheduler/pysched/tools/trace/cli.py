@@ -27,14 +27,17 @@ def _seeds(text: str) -> list[int]:
         try:
             if "-" in part[1:]:
                 lo, hi = part.split("-", 1) if not part.startswith("-") else (part, part)
-                out.extend(range(int(lo), int(hi) + 1))
+                seeds = range(int(lo), int(hi) + 1)
+                if not seeds:
+                    raise argparse.ArgumentTypeError(f"--seeds: {part!r} is an empty range (write it low-high)")
+                out.extend(seeds)
             else:
                 out.append(int(part))
         except ValueError:
             raise argparse.ArgumentTypeError(f"--seeds: {part!r} is not a seed or a range like 42-51") from None
     if not out:
         raise argparse.ArgumentTypeError("--seeds: no seeds")
-    return out
+    return list(dict.fromkeys(out))       # each seed once, in the order given
 
 
 def _names(allowed: tuple[str, ...], flag: str, closed: bool = True) -> Callable[[str], list[str]]:

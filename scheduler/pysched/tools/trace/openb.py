@@ -86,7 +86,10 @@ def read_pods(path: Path) -> list[TracePod]:
             if k < 0:
                 raise TraceError(f"{where}: column 'num_gpu': {k} is negative")
             models = tuple(m for m in (row.get("gpu_spec") or "").split("|") if m) if k else ()
-            out.append(TracePod(row["name"], max(_int(row, "cpu_milli", where), 0), _int(row, "memory_mib", where),
+            name = row.get("name")
+            if not name:
+                raise TraceError(f"{where}: column 'name': missing")
+            out.append(TracePod(name, max(_int(row, "cpu_milli", where), 0), _int(row, "memory_mib", where),
                                 milli if k and milli else 0, k if milli else 0, models))
     if not out:
         raise TraceError(f"{path}: no pods")
@@ -126,6 +129,8 @@ def build_run(pods: list[TracePod], nodes: list[TraceNode], seed: int, tune: flo
     demand = sum(p.gpu_total for p in pods)
     target = tune * sum(nd.gpus for nd in nodes) * FULL
     if demand < target:
+        if not any(p.gpu_milli for p in pods):
+            raise TraceError("no pod asks for GPUs: the arrival cannot be tuned to the cluster's GPUs")
         while True:
             i = int(rng.integers(n))
             if demand + pods[i].gpu_milli > target:    # the simulator's test: one GPU's share

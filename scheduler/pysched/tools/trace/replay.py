@@ -151,11 +151,13 @@ def replay(pods: list[TracePod], nodes: list[TraceNode], run: Run, policy: str, 
 
 def curve(result: RunResult) -> dict[int, float]:
     """Allocation ratio (% of the GPUs) by GPU demand arrived (% of the GPUs, integer bins,
-    half to even): the mean over the attempts in each bin, as the simulator's analysis."""
-    unit = result.capacity / 100
-    bins = np.round(result.arrived / unit).astype(np.int64)
-    ratio = np.round(result.allocated / unit, 2)
+    half to even): the mean over the attempts in each bin, as the simulator's analysis
+    (``merge_alloc_discrete.py``) computes it - each attempt's ratio rounded to 2 places as Python
+    rounds a float, the bin's mean as NumPy rounds (``round()`` of a NumPy float)."""
+    gpus = result.capacity / 1000
+    bins = np.round(result.arrived / gpus / 10).astype(np.int64)
+    ratio = np.array([round(x, 2) for x in (result.allocated / gpus / 10).tolist()])
     out: dict[int, float] = {}
     for b in np.unique(bins).tolist():
-        out[int(b)] = round(float(ratio[bins == b].mean()), 2)
+        out[int(b)] = float(np.round(ratio[bins == b].mean(), 2))
     return out

@@ -103,7 +103,7 @@ def offline(policy="BestFit", **args):
     """An offline scheduler whose only score is GPUShare's (as ``pysched trace`` configures it)."""
     cfg = replay.profile_config("BestFit")
     cfg["profiles"][0]["pluginConfig"][0]["args"].update(policy=policy, **args)
-    s = OfflineScheduler(configmod.parse(cfg), seed=0, scheduler_class=replay.RankTieScheduler)
+    s = OfflineScheduler(configmod.parse(cfg), seed=0)
     plugin = s.frameworks[replay.SCHEDULER].plugins["GPUShare"]
     assert isinstance(plugin, GPUShare)
     plugin.rng.seed(0)
@@ -473,3 +473,46 @@ def test_an_index_past_the_nodes_gpus_frees_no_phantom_gpu():
     assert plugin.table.left[plugin.table.row("n")].tolist() == [0, 0, 0, 0]
     out = s.schedule(gpu_pod("p", 500))
     assert out.node == "m", out.message
+
+
+def test_index_annotation_in_the_simulators_dash_form():
+    assert parse_indices("2-3") == (2, 3)
+    assert parse_indices("2-") is None and parse_indices("-2") is None
+
+
+# -- ties: GPUShare's own order ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("tie_break,spread", [("NodeHash", False), ("NodeName", False), ("Scheduler", True)])
+def test_ties_go_to_a_fixed_node_order_unless_left_to_the_scheduler(tie_break, spread):
+    # policy None scores every node 0: every pod's choice is a tie among all the nodes that fit.
+    s, _ = offline(policy="None", tieBreak=tie_break)
+    for name in ("n1", "n2", "n3", "n4"):
+        s.add_node(gpu_node(name, 1, cpu="32"))
+    nodes = [s.schedule(gpu_pod(f"p{i}", cpu="1")).node for i in range(8)]
+    assert (len(set(nodes)) > 1) == spread, nodes
+    if tie_break == "NodeName":
+        assert set(nodes) == {"n1"}
+
+
+def test_a_cpu_pod_prefers_the_tied_node_whose_gpus_are_busy():
+    for busy in ("n1", "n2"):
+        s, _ = offline(policy="None", tieBreak="NodeName", cpuPodsToBusyGPUNodes=True)
+        s.add_node(gpu_node("n1", 2))
+        s.add_node(gpu_node("n2", 2))
+        s.add_pod(gpu_pod("gpu", 1000, count=2, node=busy, index="0,1"))
+        assert s.schedule(gpu_pod("cpu-only")).node == busy
+        # a GPU pod is not steered by it, and neither is a CPU pod when the option is off
+        s2, _ = offline(policy="None", tieBreak="NodeName", cpuPodsToBusyGPUNodes=False)
+        s2.add_node(gpu_node("n1", 2))
+        s2.add_node(gpu_node("n2", 2))
+        s2.add_pod(gpu_pod("gpu", 500, node=busy, index="0"))
+        assert s2.schedule(gpu_pod("cpu-only")).node == "n1"
+
+
+def test_the_tie_break_never_lifts_a_node_above_a_better_scored_one():
+    # BestFit: the fuller node scores higher; the tie-break must not reorder unequal scores.
+    s, _ = offline(policy="BestFit", tieBreak="NodeName")
+    s.add_node(gpu_node("a", 2))
+    s.add_node(gpu_node("b", 2))
+    s.add_pod(gpu_pod("held", 500, node="b", index="0"))
+    assert s.schedule(gpu_pod("p", 300)).node == "b"

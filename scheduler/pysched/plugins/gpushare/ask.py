@@ -85,8 +85,7 @@ def parse_indices(text: str | None) -> tuple[int, ...] | None:
     indices; None when absent or unreadable."""
     if not text:
         return None
-    try:
-        out = tuple(int(x) for x in text.replace("-", ",").split(",") if x.strip())
-    except ValueError:
+    parts = [p for p in text.split(",") if p.strip()] if "," in text else text.split("-")
+    if not parts or not all(p.strip().isdigit() for p in parts):
         return None
-    return out if out and all(i >= 0 for i in out) else None
+    return tuple(int(p) for p in parts)

@@ -1,12 +1,15 @@
 """The GPU-sharing benchmark workload (``SchedulingGPUShare/1000Nodes``): nodes in the openb trace's
 shapes, pods of every kind GPUShare reads, all of which pysched with GPUShare (FGD) places; the
-profile that adds GPUShare; the independent checker of GPU placements."""
+profile that adds GPUShare; the independent checker of GPU placements; the cycle benchmark's
+``PROFILE+GPUShare:POLICY`` profiles."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from bench import plan, verify
+import pytest
+
+from bench import cycle, plan, verify
 from bench.schedulers import pysched_profile
 from bench.workloads import (
     GPU,
@@ -136,3 +139,25 @@ def test_gpushare_workload_runs_with_every_scheduler_in_the_default_list():
     assert W in plan.select_workloads("all")
     kinds = [p.kind for p in plan.runs([W], ["drain"], [(5000, 5000)], ["pysched", "kube-scheduler"], 1)]
     assert kinds == ["pysched", "kube-scheduler"]
+
+
+def test_cycle_profiles_add_gpushare_with_a_policy():
+    assert cycle.parse_profile("default") == ("default", "")
+    assert cycle.parse_profile("default+GPUShare") == ("default", "FGD")
+    assert cycle.parse_profile("shipped+GPUShare:BestFit") == ("shipped", "BestFit")
+    for bad, match in (("fast", "unknown profile"), ("default+Coscheduling", "only GPUShare"),
+                       ("default+GPUShare:Fastest", "unknown GPUShare policy")):
+        with pytest.raises(ValueError, match=match):
+            cycle.parse_profile(bad)
+
+
+def test_cycle_benchmark_runs_the_gpushare_workload_with_and_without_gpushare(capsys):
+    assert cycle.main(["--workload", "SchedulingGPUShare/1000Nodes", "--scale", "100,100,100", "--repeats", "1",
+                       "--profiles", "default,default+GPUShare:FGD,default+GPUShare:BestFit"]) == 0
+    out = capsys.readouterr().out
+    runs = [line.split()[1:4] for line in out.splitlines() if line.startswith("run=")]
+    assert runs == [[f"profile={p}", "pods=100", "scheduled=100"]
+                    for p in ("default", "default+GPUShare:FGD", "default+GPUShare:BestFit")]
+    assert "default+GPUShare:BestFit" in out.split("cycle CPU ms per pod")[1]
+    with pytest.raises(SystemExit):
+        cycle.main(["--profiles", "default+GPUShare:Fastest"])

@@ -6,7 +6,11 @@ Reserve and Permit; no bind, no Events, no informers) once per profile per repea
 interleaved, and prints the process CPU time per pod for each, the median of the runs and the
 ratio to the first profile. The loadaware profile reads the same per-node figures the end-to-end
 benchmark's exporter serves (``promkit.BulkExporter``), from a ``StaticLoad`` whose samples are
-renewed every ``--sample-every`` pods as a live collector's would be.
+renewed every ``--sample-every`` pods as a live collector's would be. A profile named
+``PROFILE+GPUShare`` or ``PROFILE+GPUShare:POLICY`` is that profile with GPUShare added (policy FGD
+unless named, the target workload learned), as the end-to-end benchmark runs a GPU-sharing
+workload: ``--workload SchedulingGPUShare/1000Nodes --profiles
+default,default+GPUShare:FGD,default+GPUShare:BestFit`` gives the CPU GPUShare adds per pod.
 
 The end-to-end benchmark's CPU per pod (``make bench``) is mostly the client's work (watch
 decoding, binds, Events) and moves with the API server's speed; this one isolates what a profile's
@@ -24,6 +28,8 @@ import time
 from pysched.apis.config import decode
 from pysched.loadmetrics.static import StaticLoad
 from pysched.metrics import METRICS
+from pysched.plugins.gpushare.args import FGD
+from pysched.plugins.gpushare.args import POLICIES as GPU_POLICIES
 from pysched.tools.offline import OfflineScheduler
 from pysched.util import gctune
 from pysched_dev.promkit import node_figures
@@ -49,6 +55,25 @@ def load_for(node_names: list[str]) -> RenewedLoad:
     return RenewedLoad({"nodes": nodes})
 
 
+GPU_SHARE = "GPUShare"
+
+
+def parse_profile(spec: str) -> tuple[str, str]:
+    """``PROFILE`` or ``PROFILE+GPUShare[:POLICY]`` as (pysched profile, GPUShare policy or "")."""
+    base, plus, plugin = spec.partition("+")
+    name, _, policy = plugin.partition(":")
+    if base not in PROFILES:
+        raise ValueError(f"unknown profile {base!r} (one of {', '.join(PROFILES)})")
+    if not plus:
+        return base, ""
+    if name != GPU_SHARE:
+        raise ValueError(f"{spec!r}: only {GPU_SHARE} can be added to a profile ({base}+{GPU_SHARE}[:POLICY])")
+    policy = policy or FGD
+    if policy not in GPU_POLICIES:
+        raise ValueError(f"{spec!r}: unknown {GPU_SHARE} policy {policy!r} (one of {', '.join(GPU_POLICIES)})")
+    return base, policy
+
+
 def filter_seconds(profile: str) -> tuple[float, int]:
     """The Filter extension point's (total seconds, calls) so far, for the profile named ``profile``'s
     scheduler (the same histogram /metrics serves)."""
@@ -59,12 +84,15 @@ def filter_seconds(profile: str) -> tuple[float, int]:
 def run_once(workload, profile: str, sample_every: int) -> tuple[float, int, int, int, float]:
     """(CPU seconds of the measured pods' cycles, pods scheduled, pods measured, fallbacks taken:
     0 unless the load-aware plugins missed a sample, mean Filter ms over the measured pods: the
-    same work in every profile, so equal means the profile does not slow it)."""
+    same work in every profile but those adding GPUShare, which filters too, so equal means the
+    profile does not slow it)."""
     name = SCHEDULER_NAMES[PYSCHED]
+    base, gpu_share = parse_profile(profile)
     cfg = decode.parse({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-                        "profiles": [pysched_profile(name, profile, metrics_address="http://127.0.0.1:9")]})
+                        "profiles": [pysched_profile(name, base, metrics_address="http://127.0.0.1:9",
+                                                     gpu_share=gpu_share)]})
     nodes = [workload.node(i) for i in range(workload.nodes)]
-    load = load_for([n["metadata"]["name"] for n in nodes]) if profile == "loadaware" else None
+    load = load_for([n["metadata"]["name"] for n in nodes]) if base == "loadaware" else None
     sim = OfflineScheduler(cfg, load=load)
 
     def add(body: dict) -> None:
@@ -110,7 +138,8 @@ def run_once(workload, profile: str, sample_every: int) -> tuple[float, int, int
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.cycle", description=__doc__.split("\n\n")[0])
     p.add_argument("--workload", default="SchedulingBasic/5000Nodes_10000Pods", choices=sorted(WORKLOADS))
-    p.add_argument("--profiles", default="default,loadaware")
+    p.add_argument("--profiles", default="default,loadaware",
+                   help="comma-separated: PROFILE or PROFILE+GPUShare[:POLICY] (e.g. default+GPUShare:BestFit)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--scale", default="", help="override the workload's NODES,INIT,MEASURE")
     p.add_argument("--sample-every", type=int, default=2000,
@@ -119,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     profiles = [x for x in args.profiles.split(",") if x]
     for prof in profiles:
-        if prof not in PROFILES:
-            p.error(f"--profiles: unknown profile {prof!r} (one of {', '.join(PROFILES)})")
+        try:
+            parse_profile(prof)
+        except ValueError as exc:
+            p.error(f"--profiles: {exc}")
     workload = WORKLOADS[args.workload]
     if args.scale:
         workload = workload.scaled(*(int(x) for x in args.scale.split(",")))
@@ -138,9 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     base = statistics.median(per_pod[profiles[0]])
     base_filter = statistics.median(filters[profiles[0]])
     print(f"\n{args.workload}, cycle CPU ms per pod and mean Filter ms (median of {args.repeats}, [min-max]):")
+    width = max(10, *(len(prof) for prof in profiles))
     for prof in profiles:
         m, f = statistics.median(per_pod[prof]), statistics.median(filters[prof])
-        print(f"  {prof:<10} {m:.4f} [{min(per_pod[prof]):.4f}-{max(per_pod[prof]):.4f}]  "
+        print(f"  {prof:<{width}} {m:.4f} [{min(per_pod[prof]):.4f}-{max(per_pod[prof]):.4f}]  "
               f"{(m / base - 1) * 100:+.1f} % vs {profiles[0]}   Filter {f:.4f} [{min(filters[prof]):.4f}-"
               f"{max(filters[prof]):.4f}]  {(f / base_filter - 1) * 100:+.1f} %")
     return 0

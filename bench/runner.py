@@ -10,8 +10,8 @@
    ``Scheduled`` Events for them are posted (``bench.events``), and only then take the end
    sample: the scheduler's CPU seconds and peak RSS (/proc), its /metrics (``bench.scrape``), the
    other load on the machine (``bench.machine``);
-5. list every pod and check every placement against every hard constraint (``bench.verify``);
-   stop everything.
+5. list every pod and check every placement against every hard constraint (``bench.verify``;
+   GPU-sharing workloads: pysched's GPUs too); stop everything.
 """
 
 from __future__ import annotations
@@ -196,6 +196,7 @@ class Run:
         s = self.spec
         p = start_scheduler(s.kind, self.cp, s.qps, s.burst, s.rundir, s.pinning, gang=self.gang, tag=tag,
                             profile=s.pysched_profile, feature_gates=s.workload.feature_gates,
+                            gpu_share=s.workload.gpu_share,
                             metrics_address=self.prometheus.address if self.prometheus is not None else "")
         self.processes.append(p)
         if self.prometheus is not None and not self.load_aware:
@@ -422,6 +423,8 @@ async def _measure(run: Run, phase: Phase) -> RunResult:
     if w.pod_objects is not None and kind != NULL:   # the null binder allocates nothing
         claims, _ = await run.client.list_all(f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims")
         violations += [str(v) for v in verify.check_claims(claims, all_pods)]
+    if w.gpu_share and kind == PYSCHED:   # the others do not know the GPU-share annotations
+        violations += [str(v) for v in verify.check_gpu_share(nodes, all_pods)]
     violations += [str(v) for v in verify.check_evictions(
         all_pods, PHASE_LABEL, {"init": w.init_pods, "measure": w.measure_pods}, w.eviction_budget)]
     living_figures = {}

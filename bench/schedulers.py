@@ -10,7 +10,8 @@ a real Prometheus that scrapes one exporter of every node's figures (``Run.start
 A fourth, ``topology``, is the default plus pysched's TopologyAwarePlacement (levels: the
 benchmark's block and rack labels) in place of upstream's TopologyPlacementGenerator, for gangs
 in Kubernetes' PodGroups. Gang workloads in scheduler-plugins' PodGroups add Coscheduling to any
-of them (its PodGroup status controller off so only scheduling is measured); a workload's
+of them (its PodGroup status controller off so only scheduling is measured), GPU-sharing
+workloads (``Workload.gpu_share``) GPUShare with the workload's policy; a workload's
 ``feature_gates`` go to pysched and kube-scheduler. ``scheduler-plugins`` is scheduler-plugins'
 own kube-scheduler (``hack/scheduler-plugins.sh``) with kube-scheduler's default plugins and
 Coscheduling. pysched and kube-scheduler serve /metrics without credentials
@@ -83,11 +84,12 @@ def load_aware_pump(address: str) -> QueryPump:
 
 
 def pysched_profile(scheduler_name: str, profile: str = "default", gang: bool = False,
-                    metrics_address: str = "") -> dict:
+                    metrics_address: str = "", gpu_share: str = "") -> dict:
     """pysched's profile: ``default`` (kube-scheduler's plugins), ``shipped`` (plus pysched's own
     scores) or ``loadaware`` (the default plus TargetLoadPacking and LoadVariationRiskBalancing,
     reading Prometheus at ``metrics_address``); ``gang`` adds Coscheduling as the coscheduling
-    component's configmap-patch.yaml does."""
+    component's configmap-patch.yaml does; ``gpu_share`` (a policy, e.g. ``FGD``) adds GPUShare
+    with that policy and its other arguments at their defaults (the target workload learned)."""
     if profile not in PROFILES:
         raise ValueError(f"unknown pysched profile {profile!r} (one of {', '.join(PROFILES)})")
     out = (custom_scores_profile(scheduler_name) if profile == "shipped"
@@ -104,6 +106,9 @@ def pysched_profile(scheduler_name: str, profile: str = "default", gang: bool = 
     if gang:
         out["plugins"]["queueSort"] = {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]}
         out["plugins"]["multiPoint"]["enabled"].append({"name": "Coscheduling"})
+    if gpu_share:
+        out["plugins"]["multiPoint"]["enabled"].append({"name": "GPUShare"})
+        out["pluginConfig"] = [*out.get("pluginConfig", ()), {"name": "GPUShare", "args": {"policy": gpu_share}}]
     return out
 
 
@@ -124,8 +129,9 @@ def scheduler_plugins_binary(kubernetes: str = "") -> Path:
 
 def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir: Path, pinning: Pinning,
                     gang: bool = False, tag: str = "", profile: str = "default", metrics_address: str = "",
-                    feature_gates: str = "") -> Process:
-    """Start scheduler ``kind``; ``tag`` tells apart a second process of the same run (drain mode)."""
+                    feature_gates: str = "", gpu_share: str = "") -> Process:
+    """Start scheduler ``kind``; ``tag`` tells apart a second process of the same run (drain mode);
+    ``gpu_share``: the GPUShare policy pysched adds (``pysched_profile``; the others ignore it)."""
     client_connection = {"qps": qps, "burst": burst}
     preexec = pinning.scheduler_preexec()
     port = free_port()
@@ -133,7 +139,8 @@ def start_scheduler(kind: str, cp: ControlPlane, qps: float, burst: int, rundir:
     if kind == PYSCHED:
         cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                "leaderElection": {"leaderElect": False}, "clientConnection": client_connection,
-               "profiles": [pysched_profile(SCHEDULER_NAMES[PYSCHED], profile, gang, metrics_address)]}
+               "profiles": [pysched_profile(SCHEDULER_NAMES[PYSCHED], profile, gang, metrics_address,
+                                                gpu_share)]}
         path = rundir / "pysched-config.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return Process([sys.executable, "-m", "pysched", "run", "--config", str(path),

@@ -10,7 +10,8 @@ first pod of a group - none anywhere and the pod matching its own term). A const
 check (namespaceSelector, minDomains, matchLabelKeys) is reported as a violation of kind
 ``unchecked`` rather than passed silently. ``check_evictions`` counts the pods
 that are gone (preemption victims) against what the workload allows; ``check_gangs`` finds
-partially placed PodGroups.
+partially placed PodGroups; ``check_gpu_share`` checks GPUs shared device by device (the
+annotation protocol GPUShare follows; the names are spelled out here, not imported from it).
 """
 
 from __future__ import annotations
@@ -311,6 +312,59 @@ def check_claims(claims: list[dict], pods: list[dict]) -> list[Violation]:
                 if r.get("pool") != node:
                     out.append(Violation("dra", _key(pod), node,
                                          f"claim {claim_name} got {r.get('pool')}/{r.get('device')}, not on its node"))
+    return out
+
+
+GPU_MILLI, GPU_COUNT, GPU_MODEL = ("alibabacloud.com/gpu-milli", "alibabacloud.com/gpu-count",
+                                   "alibabacloud.com/gpu-card-model")
+GPU_INDEX = "alibabacloud.com/gpu-index"
+NODE_GPUS = ("alibabacloud.com/gpu-count", "nvidia.com/gpu")     # a node's GPU count: the first it has
+WHOLE_GPU = "nvidia.com/gpu"
+
+
+def _gpu_ask(pod: dict) -> tuple[int, int, list[str]]:
+    """(thousandths per GPU, GPUs, models: empty for any) a pod asks: its ``gpu-milli`` and
+    ``gpu-count`` (default 1) annotations, else ``nvidia.com/gpu`` whole GPUs."""
+    ann = pod["metadata"].get("annotations") or {}
+    models = [m for m in (ann.get(GPU_MODEL) or "").split("|") if m]
+    milli, count = int(ann.get(GPU_MILLI) or 0), int(ann.get(GPU_COUNT) or 1)
+    if milli and count:
+        return milli, count, models
+    whole = pod_requests(pod).get(WHOLE_GPU, 0)
+    return (1000, whole, models) if whole else (0, 0, models)
+
+
+def check_gpu_share(nodes: list[dict], pods: list[dict]) -> list[Violation]:
+    """GPU sharing: every bound pod that asks for GPUs is on a node of a model it accepts and has
+    its GPUs written on it (``gpu-index``: as many distinct indices as it asks GPUs, each below the
+    node's GPU count), and no GPU of a node is given more than 1000 thousandths."""
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    out: list[Violation] = []
+    used: dict[tuple[str, int], int] = defaultdict(int)
+    for pod in pods:
+        node_name = pod["spec"].get("nodeName")
+        node = by_name.get(node_name or "")
+        milli, count, models = _gpu_ask(pod)
+        if node is None or not count:
+            continue
+        alloc = node["status"].get("allocatable") or {}
+        gpus = next((int(value(alloc[r])) for r in NODE_GPUS if value(alloc.get(r, "0")) > 0), 0)
+        model = (node["metadata"].get("labels") or {}).get(GPU_MODEL)
+        if models and model not in models:
+            out.append(Violation("gpu-model", _key(pod), node_name, f"GPU model {model} not one of {models}"))
+        text = (pod["metadata"].get("annotations") or {}).get(GPU_INDEX) or ""
+        try:
+            index = [int(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            index = []
+        if len(set(index)) != count or any(not 0 <= d < gpus for d in index):
+            out.append(Violation("gpu-index", _key(pod), node_name,
+                                 f"{GPU_INDEX}={text!r} for {count} GPU(s) of a node with {gpus}"))
+            continue
+        for d in index:
+            used[(node_name, d)] += milli
+    out += [Violation("gpu-share", "*", node, f"GPU {d} given {total}/1000")
+            for (node, d), total in sorted(used.items()) if total > 1000]
     return out
 
 

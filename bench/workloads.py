@@ -391,6 +391,70 @@ def make_backlog_pod(size: int, api: str) -> Callable[[int, str, str], dict]:
     return pod
 
 
+# -- GPUs shared device by device (the openb trace's cluster and asks; GPUShare) ----------------
+
+GPU_MILLI = "alibabacloud.com/gpu-milli"
+GPU_COUNT = "alibabacloud.com/gpu-count"
+GPU_MODEL = "alibabacloud.com/gpu-card-model"
+#: Node shapes (per 100 nodes, GPUs, model, CPUs, memory): the main machine shapes of the openb
+#: trace's GPU cluster (Alibaba, "Beware of Fragmentation", USENIX ATC '23), their shares rounded.
+GPU_SHARE_NODE_SHAPES = (
+    (45, 8, "G2", 96, "384Gi"), (32, 2, "T4", 104, "512Gi"), (9, 2, "P100", 16, "120Gi"),
+    (4, 4, "V100M16", 32, "128Gi"), (4, 8, "G3", 128, "768Gi"), (2, 8, "V100M32", 96, "768Gi"),
+    (2, 1, "V100M16", 8, "32Gi"), (2, 4, "T4", 96, "384Gi"))
+#: Pod kinds (kind, weight, GPUs, CPUs to choose from): CPU-only, sharing one GPU, k whole GPUs.
+GPU_SHARE_POD_KINDS = (("cpu", 12, 0, (1, 2, 4, 8)), ("share", 40, 1, (2, 4)), ("whole", 42, 1, (4, 8)),
+                       ("whole", 4, 2, (8,)), ("whole", 2, 4, (16,)))
+#: The share of one GPU a sharing pod asks (thousandths), weighted roughly as the trace's.
+GPU_SHARE_MILLI = ((800, 30), (400, 25), (300, 10), (600, 8), (200, 7), (500, 5), (250, 3), (100, 3), (900, 2))
+#: The GPU models a pod may ask for (every fifth sharing or one-GPU pod names one of these).
+GPU_SHARE_MODELS = ("G2", "G2|G3", "G3|V100M32", "T4|G2")
+
+
+def _shape_sequence() -> tuple[tuple[int, str, int, str], ...]:
+    seq = [shape[1:] for shape in GPU_SHARE_NODE_SHAPES for _ in range(shape[0])]
+    random.Random("gpushare-nodes").shuffle(seq)
+    return tuple(seq)
+
+
+GPU_SHARE_SEQUENCE = _shape_sequence()
+
+
+def gpu_share_node(i: int) -> dict:
+    """Node ``i``: the shape ``i % 100`` of a fixed shuffle of ``GPU_SHARE_NODE_SHAPES``; its GPUs as
+    allocatable ``alibabacloud.com/gpu-count`` (and ``nvidia.com/gpu``, for the whole-GPU pods that
+    request it), its model as the ``alibabacloud.com/gpu-card-model`` label."""
+    gpus, model, cpu, memory = GPU_SHARE_SEQUENCE[i % len(GPU_SHARE_SEQUENCE)]
+    return make_node(f"node-{i:05d}", cpu=str(cpu), memory=memory, extended={GPU_COUNT: str(gpus), GPU: str(gpus)},
+                     labels={ZONE: ZONES[i % len(ZONES)], INSTANCE_TYPE: f"gpu-{model.lower()}-{gpus}x",
+                             GPU_MODEL: model})
+
+
+def gpu_share_pod(i: int, scheduler: str, phase: str) -> dict:
+    """Pod ``i`` of a phase, drawn (seeded by phase and index) from ``GPU_SHARE_POD_KINDS``: CPU-only,
+    sharing one GPU (``gpu-milli`` < 1000, ``gpu-count`` 1), or k whole GPUs (``gpu-milli`` 1000,
+    ``gpu-count`` k; a quarter of the one-GPU pods request ``nvidia.com/gpu: 1`` instead); every
+    fifth sharing or one-GPU pod names GPU models (``gpu-card-model``). 4 GiB of memory per CPU."""
+    rng = random.Random(f"gpushare-{phase}-{i}")
+    kind, _, gpus, cpus = rng.choices(GPU_SHARE_POD_KINDS, weights=[k[1] for k in GPU_SHARE_POD_KINDS])[0]
+    cpu = rng.choice(cpus)
+    annotations: dict[str, str] = {}
+    extended: dict[str, str] = {}
+    if kind == "share":
+        milli = rng.choices([m for m, _ in GPU_SHARE_MILLI], weights=[w for _, w in GPU_SHARE_MILLI])[0]
+    else:
+        milli = 1000
+    if gpus == 1 and rng.random() < 0.2:
+        annotations[GPU_MODEL] = rng.choice(GPU_SHARE_MODELS)
+    if kind == "whole" and gpus == 1 and rng.random() < 0.25:
+        extended[GPU] = "1"
+    elif gpus:
+        annotations.update({GPU_MILLI: str(milli), GPU_COUNT: str(gpus)})
+    return make_pod(f"{phase}-{i:05d}", namespace=NAMESPACE, scheduler=scheduler, cpu=str(cpu),
+                    memory=f"{4 * cpu}Gi", extended=extended or None, labels={PHASE_LABEL: phase},
+                    annotations=annotations or None)
+
+
 def no_prelude() -> list[tuple[str, dict]]:
     return []
 
@@ -418,6 +482,7 @@ class Workload:
     feature_gates: str = ""   # --feature-gates for the schedulers under test (pysched, kube-scheduler)
     bare_pods: bool = False   # on a living cluster too, the measured pods are created bare (no Deployment)
     runs_with: tuple[str, ...] = ()   # only these schedulers ("kind" or "kind:profile"); () for every one
+    gpu_share: str = ""       # the GPUShare policy pysched adds to its profile (e.g. "FGD"; "": none)
 
     def scaled(self, nodes: int, init_pods: int, measure_pods: int) -> Workload:
         return replace(self, nodes=nodes, init_pods=init_pods, measure_pods=measure_pods)
@@ -517,6 +582,12 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
              tags=("gang",),
              description="the same gangs in scheduler-plugins' PodGroups (minMember 8, no topology): "
                          "Coscheduling"),
+    Workload("SchedulingGPUShare/1000Nodes", 1000, 1000, 2000, node=gpu_share_node, pod=gpu_share_pod,
+             gpu_share="FGD", tags=("gpushare",),
+             description="1,000 GPU nodes in the openb trace's shapes (1/2/4/8 GPUs of 6 models); pods CPU-only, "
+                         "sharing one GPU (alibabacloud.com/gpu-milli), or 1-4 whole GPUs, a fifth naming models; "
+                         "pysched with GPUShare (FGD, learned target workload), kube-scheduler ignoring the "
+                         "annotations (reference only)"),
 )}
 
 SMOKE = Workload("Smoke/GPUSpotMix", 10, 4, 16, node=gpu_spot_node, pod=gpu_spot_pod,

@@ -50,11 +50,11 @@ from pysched.framework import (
 from pysched.framework.api import CPU
 from pysched.framework.devicepreference import DEVICE_PREFERENCE_KEY, DeviceID
 from pysched.plugins.gpushare import policies
-from pysched.plugins.gpushare.args import FGD, SCHEDULER, GPUShareArgs
+from pysched.plugins.gpushare.args import FGD, GPU_CLUSTERING, SCHEDULER, GPUShareArgs
 from pysched.plugins.gpushare.ask import NO_GPU, AskError, GPUAsk, parse_ask, parse_indices
 from pysched.plugins.gpushare.devices import DeviceTable, tag_column
 from pysched.plugins.gpushare.dra import DraInventory
-from pysched.plugins.gpushare.workload import Fragmentation, TargetWorkload
+from pysched.plugins.gpushare.workload import Fragmentation, Parts, TargetWorkload
 
 log = logging.getLogger("pysched.gpushare")
 
@@ -83,8 +83,11 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
         self.rng = random.Random()
         self._frag: Fragmentation | None = None
         self._frag_key: tuple[Any, ...] = ()
-        # FGD's F per table row, and what it was computed from (row generation, CPU left).
+        # FGD's F per table row, its parts (Fragmentation.parts), and what they were computed from
+        # (row generation, CPU left).
         self._f = np.zeros(0)
+        self._parts = Parts(np.zeros((0, 0), dtype=np.int64), np.zeros((0, 0), dtype=np.int64),
+                            np.zeros(0, dtype=np.int64))
         self._f_gen = np.zeros(0, dtype=np.int64)
         self._f_cpu = np.zeros(0, dtype=np.int64)
         self._scale: tuple[Any, policies.Scale] = (None, policies.Scale(1, 1000))
@@ -190,7 +193,8 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
         t = self.table
         rows = nodes.slots
         cpu_left = nodes.allocatable(CPU) - nodes.requested(CPU) + own_cpu
-        s = policies.NodeState(t.left[rows], t.count[rows], t.model[rows], cpu_left, tags=t.tags[rows])
+        s = policies.NodeState(t.left[rows], t.count[rows], t.model[rows], cpu_left,
+                               tags=t.tags[rows] if self.policy == GPU_CLUSTERING else None)
         if with_frag:
             s.frag = self._fragmentation_of(rows, s)
         return s
@@ -204,20 +208,27 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
         if key != self._frag_key:
             self._frag = Fragmentation(wl.classes, self.table.models)
             self._frag_key = key
-            n = len(self.table.count)
+            n, u = len(self.table.count), len(self._frag.uniq)
             self._f, self._f_gen, self._f_cpu = np.zeros(n), np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.int64)
+            self._parts = Parts(np.zeros((n, u), dtype=np.int64), np.zeros((n, u), dtype=np.int64),
+                                np.zeros(n, dtype=np.int64))
         return self._frag
 
     def _fragmentation_of(self, rows: np.ndarray, s: policies.NodeState) -> np.ndarray:
+        """F of the nodes of ``s`` (table rows ``rows``), recomputed only for rows changed since; sets
+        ``s.parts`` (the parts F is computed from, which FGD's score starts from)."""
         frag = self.fragmentation()
         if frag is None:
             return np.zeros(len(rows))
         stale = (self._f_gen[rows] != self.table.gen[rows]) | (self._f_cpu[rows] != s.cpu_left)
         if stale.any():
             r = rows[stale]
-            self._f[r] = frag.measure(s.cpu_left[stale], s.left[stale], s.model[stale])
+            fresh = frag.parts(s.left[stale])
+            self._parts.fits[r], self._parts.small[r], self._parts.lsum[r] = fresh.fits, fresh.small, fresh.lsum
+            self._f[r] = frag.combine(s.cpu_left[stale], fresh, s.model[stale])
             self._f_gen[r] = self.table.gen[r]
             self._f_cpu[r] = s.cpu_left[stale]
+        s.parts = Parts(self._parts.fits[rows], self._parts.small[rows], self._parts.lsum[rows])
         out: np.ndarray = self._f[rows]
         return out
 

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from pysched.plugins.gpushare.args import BEST_FIT, DOT_PROD, FGD, GPU_CLUSTERING, GPU_PACKING, RANDOM
 from pysched.plugins.gpushare.ask import FULL, GPUAsk
-from pysched.plugins.gpushare.workload import Fragmentation
+from pysched.plugins.gpushare.workload import Fragmentation, Parts
 
 I64 = npt.NDArray[np.int64]
 
@@ -33,14 +33,16 @@ I64 = npt.NDArray[np.int64]
 @dataclass
 class NodeState:
     """Candidate nodes as the policies see them: per node its GPUs' free share (``left``, padded
-    with 0), GPU count, model code, CPU left (allocatable - requested), and - FGD - its F now;
-    ``tags`` (GpuClustering): the kinds of GPU pods it runs."""
+    with 0), GPU count, model code, CPU left (allocatable - requested), and - FGD - its F now and
+    the ``Fragmentation.parts`` of ``left`` (computed from it when absent); ``tags``
+    (GpuClustering): the kinds of GPU pods it runs."""
     left: I64
     count: I64
     model: I64
     cpu_left: I64
     frag: npt.NDArray[np.float64] | None = None
     tags: I64 | None = None
+    parts: Parts | None = None
 
 
 @dataclass(frozen=True)
@@ -60,27 +62,38 @@ def fgd_score(delta: npt.NDArray[np.float64]) -> I64:
     return out
 
 
-def _whole_after(s: NodeState, k: int) -> I64:
-    """``left`` with each node's ``k`` lowest-index free GPUs taken."""
-    after = s.left.copy()
-    if k:
-        free = (after == FULL) & _valid(s)
-        after[free & (np.cumsum(free, axis=1) <= k)] = 0
-    return after
-
-
 def fgd(s: NodeState, ask: GPUAsk, cpu: int, frag: Fragmentation) -> tuple[I64, I64]:
-    """Per node: the FGD score and, for a pod sharing a GPU, the GPU it would get (else -1)."""
+    """Per node: the FGD score and, for a pod sharing a GPU, the GPU it would get (else -1).
+
+    F after the pod is F of the node's parts after it, and a GPU whose free share goes from ``o``
+    to ``v`` changes the parts by exact integer amounts (it leaves ``fits`` for the shares in
+    (v, o], and ``small`` loses ``o`` where o < share and gains ``v`` where v < share), so each
+    candidate costs O(U) from the parts of the node now instead of O(W x U) from its GPUs; and a
+    pod sharing a GPU is scored once per distinct free share on a node, not once per GPU."""
     assert s.frag is not None
     n = len(s.count)
     device = np.full(n, -1, dtype=np.int64)
+    now = s.parts if s.parts is not None else frag.parts(s.left)
+    u = frag.uniq[None, :]
     if not ask.sharing:
-        after = frag.measure(s.cpu_left - cpu, _whole_after(s, ask.count), s.model)
-        return fgd_score(s.frag - after), device
+        # Whole GPUs: the node's ``count`` lowest-index free GPUs (as many as it has) go from FULL to 0.
+        taken = (np.minimum(ask.count, ((s.left == FULL) & _valid(s)).sum(axis=1)) if ask.count
+                 else np.zeros(n, dtype=np.int64))[:, None]
+        d_fits = (0 >= u).astype(np.int64) - (FULL >= u)
+        d_small = -np.where(FULL < u, FULL, 0)
+        after = Parts(now.fits + taken * d_fits, now.small + taken * d_small, now.lsum - FULL * taken[:, 0])
+        return fgd_score(s.frag - frag.combine(s.cpu_left - cpu, after, s.model)), device
     node, dev = np.nonzero((s.left >= ask.milli) & _valid(s))
-    after_left = s.left[node].copy()
-    after_left[np.arange(len(node)), dev] -= ask.milli
-    scores = fgd_score(s.frag[node] - frag.measure(s.cpu_left[node] - cpu, after_left, s.model[node]))
+    # GPUs of one node with the same free share leave the node in the same state: each such set is
+    # scored once, as its lowest-index GPU (the first of it; sorted back into (node, GPU) order).
+    keep = np.sort(np.unique(node * (FULL + 1) + s.left[node, dev], return_index=True)[1])
+    node, dev = node[keep], dev[keep]
+    o = s.left[node, dev][:, None]
+    v = o - ask.milli
+    after = Parts(now.fits[node] - (o >= u) + (v >= u),
+                  now.small[node] - np.where(o < u, o, 0) + np.where(v < u, v, 0),
+                  now.lsum[node] - ask.milli)
+    scores = fgd_score(s.frag[node] - frag.combine(s.cpu_left[node] - cpu, after, s.model[node]))
     best = np.full(n, -1, dtype=np.int64)
     np.maximum.at(best, node, scores)
     # The first (lowest-index) GPU reaching the node's best score: candidates come in (node, GPU) order.

@@ -27,6 +27,15 @@ ClassKey = tuple[int, int, int, tuple[str, ...]]     # (milli CPU, GPU milli, GP
 
 
 @dataclass(frozen=True)
+class Parts:
+    """``Fragmentation.parts``: per node state and distinct GPU share asked, the GPUs with at least
+    that share free (``fits``) and the free share of the others (``small``); all free share (``lsum``)."""
+    fits: npt.NDArray[np.int64]
+    small: npt.NDArray[np.int64]
+    lsum: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
 class Classes:
     cpu: npt.NDArray[np.int64]
     milli: npt.NDArray[np.int64]
@@ -115,18 +124,32 @@ class Fragmentation:
                 for code, m in enumerate(models):
                     ok[code + 1, j] = m in wanted
         self.ok = ok
+        self.ok_gpu = ok & ~self.no_gpu[None, :]       # ... and the class asks for a GPU
+
+    def parts(self, left: npt.NDArray[np.int64]) -> Parts:
+        """What F needs of the GPUs' free shares ``left`` (S, W) (0 past a node's GPUs), per node
+        and per distinct GPU share the classes ask (``uniq``, U of them): how many GPUs have at
+        least that share free (``fits``, (S, U)), the free share of the GPUs with less (``small``,
+        (S, U)), and all the free share (``lsum``, (S,)). Integers: changing one GPU's share changes
+        them by exact amounts (``policies.fgd`` scores a pod's candidate GPUs that way)."""
+        ge = left[:, :, None] >= self.uniq[None, None, :]          # (S, W, U)
+        fits: npt.NDArray[np.int64] = ge.sum(axis=1)
+        small: npt.NDArray[np.int64] = np.where(ge, 0, left[:, :, None]).sum(axis=1)
+        lsum: npt.NDArray[np.int64] = left.sum(axis=1)
+        return Parts(fits, small, lsum)
+
+    def combine(self, cpu_left: npt.NDArray[np.int64], parts: Parts,
+                model: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """F per node state from its ``parts``, ``cpu_left`` (S,) and ``model`` (S,) codes (-1: none)."""
+        c = self.classes
+        runs = (parts.fits[:, self.col] >= c.count[None, :]) & (cpu_left[:, None] >= c.cpu[None, :])
+        runs &= self.ok_gpu[model + 1]
+        f = np.where(runs, parts.small[:, self.col], parts.lsum[:, None])
+        out: npt.NDArray[np.float64] = f @ c.weight
+        return out
 
     def measure(self, cpu_left: npt.NDArray[np.int64], left: npt.NDArray[np.int64],
                 model: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """F per node state: ``cpu_left`` (S,), ``left`` (S, W) free share per GPU (0 past the
         node's GPUs), ``model`` (S,) codes (-1: none)."""
-        c = self.classes
-        lsum = left.sum(axis=1)
-        ge = left[:, :, None] >= self.uniq[None, None, :]          # (S, W, U)
-        fits = ge.sum(axis=1)                                      # GPUs with enough share, per U
-        small = np.where(ge, 0, left[:, :, None]).sum(axis=1)      # share of the GPUs too small
-        runs = ((fits[:, self.col] >= c.count[None, :]) & (cpu_left[:, None] >= c.cpu[None, :])
-                & self.ok[model + 1] & ~self.no_gpu[None, :])
-        f = np.where(runs, small[:, self.col], lsum[:, None])
-        out: npt.NDArray[np.float64] = f @ c.weight
-        return out
+        return self.combine(cpu_left, self.parts(left), model)

@@ -550,3 +550,17 @@ def test_report_only_rebuilds_the_summary_from_saved_runs(tmp_path):
     assert run_cli("--data", str(write_trace(tmp_path)), "--out", str(out), "--policies", "FGD", "--seeds", "42-43",
                    "--report-only", "--no-plot") == 0
     assert "| default | 91.00 |" in (out / "summary.md").read_text()
+
+
+def test_all_runs_kept_as_one_bundle_read_back_without_the_run_files(tmp_path):
+    res = RunResult(2000, np.array([0, 500, 1500]), np.array([0, 500, 1000]), 1, 0.5)
+    for seed in (43, 42):
+        report.save_run(tmp_path, "t", "FGD", seed, res, 3)
+    runs = report.load_runs(tmp_path)
+    report.write_bundle(runs, tmp_path / report.BUNDLE)
+    first = (tmp_path / report.BUNDLE).read_bytes()
+    report.write_bundle(list(reversed(runs)), tmp_path / report.BUNDLE)
+    assert (tmp_path / report.BUNDLE).read_bytes() == first          # the same runs, the same bytes
+    for p in (tmp_path / "runs").rglob("*.json"):
+        p.unlink()
+    assert sorted(report.load_runs(tmp_path), key=lambda r: r["seed"]) == sorted(runs, key=lambda r: r["seed"])

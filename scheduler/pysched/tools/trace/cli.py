@@ -1,6 +1,7 @@
 """``pysched trace``: replay the openb GPU trace through pysched with each policy, in parallel, and
 write the results (per-run curves, tables, plots) to ``--out``. Runs already written are kept, so
-an interrupted grid resumes; ``--report-only`` rebuilds the tables and plots from them."""
+an interrupted grid resumes; ``--report-only`` rebuilds the tables and plots from them, or from the
+bundle of all runs (``runs.json.gz``) written beside them."""
 
 from __future__ import annotations
 
@@ -132,7 +133,10 @@ def main(args: argparse.Namespace) -> int:
 
 def write_report(out: Path, traces: list[str], policies: list[str], seeds: set[int], published: Path | None,
                  plots: bool) -> None:
-    ours = report.summarize(report.load_runs(out), seeds)
+    runs = report.load_runs(out)
+    if (out / "runs").is_dir():
+        report.write_bundle(runs, out / report.BUNDLE)
+    ours = report.summarize(runs, seeds)
     theirs = report.published(published, seeds) if published else {}
     text = [f"# pysched trace: openb, seeds {', '.join(map(str, sorted(seeds)))}", ""]
     for col in report.COLUMNS:

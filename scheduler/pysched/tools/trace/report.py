@@ -6,6 +6,7 @@ policy and seed), and a plot per trace of the curves beside the published ones."
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import statistics
 from collections import defaultdict
@@ -36,8 +37,25 @@ def save_run(out: Path, trace: str, policy: str, seed: int, result: RunResult, p
     return doc
 
 
+BUNDLE = "runs.json.gz"
+
+
 def load_runs(out: Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/*/seed-*.json"))]
+    """Every run under ``out``: the per-run files, else the bundle (``write_bundle``)."""
+    runs = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/*/seed-*.json"))]
+    if not runs and (out / BUNDLE).exists():
+        runs = json.loads(gzip.decompress((out / BUNDLE).read_bytes()))["runs"]
+    return runs
+
+
+def write_bundle(runs: list[dict[str, Any]], path: Path) -> None:
+    """All runs in one gzipped document (``{"runs": [...]}``, byte for byte the same for the same
+    runs), for keeping results without thousands of small files."""
+    ordered = sorted(runs, key=lambda r: (r["trace"], r["policy"], r["seed"]))
+    text = json.dumps({"runs": ordered}, sort_keys=True, separators=(",", ":")) + "\n"
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+    tmp.replace(path)
 
 
 @dataclass

@@ -309,14 +309,40 @@ def test_ties_go_to_the_smallest_node_name():
 class Recorder:
     def __init__(self):
         self.calls = []
+        self.binds = []
+
+    async def bind_pod(self, namespace, name, uid, node, timeout=None, annotations=None):
+        self.binds.append((namespace, name, uid, node, annotations))
 
     async def request(self, method, path, *, body=None, content_type="application/json", **_):
         self.calls.append((method, path, body, content_type))
         return {}
 
 
-def test_prebind_writes_the_gpu_indices():
+def test_the_gpu_indices_go_with_the_binding_by_default():
+    from pysched.framework.bindmeta import bind_annotations
+    from pysched.plugins.default_binder import DefaultBinder
+
     t = PluginTester(GPUShare, {"policy": "BestFit"}, nodes=[gpu_node("n", 4)])
+    t.plugin.handle.client = Recorder()
+    nodes = t.nodes()
+    pod = PodInfo.from_dict(gpu_pod("w", 1000, count=2), keep_raw=True)
+    state = CycleState()
+    t.plugin.pre_filter(state, pod, nodes)
+    assert t.plugin.reserve(state, pod, "n") is None
+    assert bind_annotations(state) == {INDEX: "0,1"}
+    st = asyncio.run(t.plugin.pre_bind(state, pod, "n"))
+    assert st is not None and st.code.name == "SKIP" and t.plugin.handle.client.calls == []   # no patch
+    # DefaultBinder sends them in the Binding; an Unreserve takes them back
+    binder = DefaultBinder(None, t.plugin.handle)
+    asyncio.run(binder.bind(state, pod, "n"))
+    assert t.plugin.handle.client.binds == [("default", "w", "uid-w", "n", {INDEX: "0,1"})]
+    t.plugin.unreserve(state, pod, "n")
+    assert bind_annotations(state) == {}
+
+
+def test_prebind_writes_the_gpu_indices():
+    t = PluginTester(GPUShare, {"policy": "BestFit", "indexInBinding": False}, nodes=[gpu_node("n", 4)])
     t.plugin.handle.client = Recorder()
     nodes = t.nodes()
     calls = t.plugin.handle.client.calls

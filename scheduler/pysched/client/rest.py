@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -204,9 +204,13 @@ class KubeClient:
     async def get(self, path: str, params: dict | None = None, timeout: float | None = None) -> Any:
         return await self.request("GET", path, params=params, timeout=timeout)
 
-    async def bind_pod(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None) -> None:
-        body = {"apiVersion": "v1", "kind": "Binding",
-                "metadata": {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})},
+    async def bind_pod(self, namespace: str, name: str, uid: str, node: str, timeout: float | None = None,
+                       annotations: Mapping[str, str] | None = None) -> None:
+        """POST the Binding; ``annotations`` are copied onto the pod by the API server as it binds."""
+        meta: dict[str, Any] = {"name": name, "namespace": namespace, **({"uid": uid} if uid else {})}
+        if annotations:
+            meta["annotations"] = dict(annotations)
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": meta,
                 "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
         await self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding",
                            body=body, timeout=timeout, decode=False)

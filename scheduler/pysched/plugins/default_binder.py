@@ -1,4 +1,6 @@
-"""DefaultBinder (Bind): POSTs the ``pods/binding`` subresource, with the pod's UID as precondition.
+"""DefaultBinder (Bind): POSTs the ``pods/binding`` subresource, with the pod's UID as precondition
+and the annotations plugins chose for the pod (``framework.bindmeta``; the API server copies them
+onto the pod as it binds it).
 
 Every failure comes back as an Error status carrying the exception. The binding cycle does not
 trust the answer's code to say where the pod is (kube-apiserver answers 409 both for "already
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from pysched.framework import BindPlugin, Code, CycleState, PodInfo, Status
 from pysched.framework.api import ApiError
+from pysched.framework.bindmeta import bind_annotations
 
 
 class DefaultBinder(BindPlugin):
@@ -20,8 +23,12 @@ class DefaultBinder(BindPlugin):
         if client is None:
             return Status(Code.ERROR, "binding needs an API client, and the framework has none")
         try:
-            await client.bind_pod(pod.namespace, pod.name, pod.uid, node_name,
-                                  timeout=self.handle.bind_timeout)
+            extra = bind_annotations(state)
+            if extra:
+                await client.bind_pod(pod.namespace, pod.name, pod.uid, node_name,
+                                      timeout=self.handle.bind_timeout, annotations=extra)
+            else:
+                await client.bind_pod(pod.namespace, pod.name, pod.uid, node_name, timeout=self.handle.bind_timeout)
         except ApiError as exc:
             return Status(Code.ERROR, exc.message, error=exc)   # the API's message, as upstream's AsStatus
         except OSError as exc:

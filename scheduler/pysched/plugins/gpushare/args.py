@@ -57,6 +57,10 @@ class GPUShareArgs:
     # Written to the pod before it is bound (PreBind): the chosen GPUs' indices, "0" or "2,3", for
     # the node's device plugin; read back from bound pods.
     index_annotation: str = DEFAULT_INDEX_ANNOTATION
+    # How the indices reach the pod: in the Binding DefaultBinder posts (the API server copies its
+    # annotations onto the pod: one write), or, false, a patch of their own in PreBind (for a
+    # binder that does not send them: an extender's, a plugin's).
+    index_in_binding: bool = True
     # Extended resources a pod requests whole GPUs with (each unit one whole GPU of the node).
     whole_gpu_resources: list[str] = field(default_factory=lambda: list(DEFAULT_WHOLE_GPU_RESOURCES))
     # A node's GPU count: the first of these its allocatable names.

@@ -48,6 +48,7 @@ from pysched.framework import (
     Status,
 )
 from pysched.framework.api import CPU
+from pysched.framework.bindmeta import add_bind_annotations, remove_bind_annotations
 from pysched.framework.devicepreference import DEVICE_PREFERENCE_KEY, DeviceID
 from pysched.plugins.gpushare import policies
 from pysched.plugins.gpushare.args import FGD, GPU_CLUSTERING, SCHEDULER, GPUShareArgs
@@ -296,11 +297,16 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
             return Status(Code.UNSCHEDULABLE, f"{INSUFFICIENT} on node {node_name}")
         self.table.hold(pod.uid, node_name, devices, ask)
         state.write(DEVICES_KEY, devices)
+        if self.args.index_in_binding:
+            add_bind_annotations(state, {self.args.index_annotation: ",".join(map(str, devices))})
         log.debug("GPUs reserved", extra={"pod": pod.key, "node": node_name, "gpus": devices})
         return None
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         self.table.release(pod.uid)
+        if state.get(DEVICES_KEY):
+            state.delete(DEVICES_KEY)
+            remove_bind_annotations(state, [self.args.index_annotation])
         self._release_pod_claims(pod.uid)
 
     def devices_of(self, uid: str) -> tuple[int, ...] | None:
@@ -412,8 +418,8 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
         devices = state.get(DEVICES_KEY)
-        if not devices:
-            return Status(Code.SKIP)
+        if not devices or self.args.index_in_binding:
+            return Status(Code.SKIP)     # no GPU, or the indices go with the Binding (DefaultBinder)
         client = self.handle.client
         if client is None:
             return None

@@ -1,7 +1,9 @@
 """GPUShare: the extension points. PreFilter reads the pod's GPU ask; Filter keeps the nodes of an
 accepted model with ``count`` GPUs each holding ``milli`` free; Score is the configured policy;
-Reserve chooses the GPUs on the chosen node and holds them (Unreserve gives them back); PreBind
-writes their indices on the pod (``indexAnnotation``) for the node's device plugin. As a
+NormalizeScore breaks ties at the top in a fixed node order (``tieBreak``); Reserve chooses the
+GPUs on the chosen node and holds them (Unreserve gives them back), and their indices reach the pod
+(``indexAnnotation``, for the node's device plugin) in the Binding (``framework.bindmeta``) or,
+with ``indexInBinding: false``, a PreBind patch. As a
 ``PodWatcher`` it follows bound pods (their GPUs, from that annotation) and learns the target
 workload from the pods it sees.
 
@@ -15,7 +17,7 @@ deallocated or deleted: released). No index annotation is written for them.
 
 Reads: the pod's annotations and whole-GPU requests; the nodes' GPU count (``nodeGpuResources``),
 model label and CPU left (``NodeBatch``); with ``draDrivers``, ResourceSlices, DeviceClasses and
-ResourceClaims. Writes: one annotation per GPU pod (not DRA), before the bind.
+ResourceClaims. Writes: one annotation per GPU pod (not DRA), with the bind or just before it.
 Preemption does not free GPU share in its dry runs (the table is the plugin's own): a pod refused
 for want of GPU share is not placed by evicting pods.
 """

@@ -564,3 +564,19 @@ def test_all_runs_kept_as_one_bundle_read_back_without_the_run_files(tmp_path):
     for p in (tmp_path / "runs").rglob("*.json"):
         p.unlink()
     assert sorted(report.load_runs(tmp_path), key=lambda r: r["seed"]) == sorted(runs, key=lambda r: r["seed"])
+
+
+def test_set_gives_gpushare_arguments_on_top_of_the_policy(tmp_path, capsys):
+    data = write_trace(tmp_path)
+    assert run_cli("--data", str(data), "--out", str(tmp_path / "o"), "--policies", "BestFit",
+                   "--set", "nope=1", "--no-plot") == 2
+    assert "--set: profiles[0].pluginConfig[0].args.nope: unknown field" in capsys.readouterr().err
+    cfg = replay.profile_config("BestFit", [], {"tieBreak": "Scheduler"})
+    assert cfg["profiles"][0]["pluginConfig"][0]["args"]["tieBreak"] == "Scheduler"
+    # the ties left to the scheduler's random pick place the trace differently from the rank's
+    argv = ["--data", str(data), "--policies", "BestFit", "--seeds", "42", "--jobs", "1", "--no-plot"]
+    assert run_cli(*argv, "--out", str(tmp_path / "rank")) == 0
+    assert run_cli(*argv, "--out", str(tmp_path / "random"), "--set", "tieBreak=Scheduler") == 0
+    curves = [json.loads((tmp_path / d / "runs/default/BestFit/seed-42.json").read_text())["curve"]
+              for d in ("rank", "random")]
+    assert curves[0] != curves[1]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pysched.apis import config as configmod
+from pysched.tools.offline import OfflineScheduler
 from pysched.tools.trace import openb, replay, report
 
 
@@ -104,9 +105,10 @@ def main(args: argparse.Namespace) -> int:
             print(f"pysched trace: --data {data}: {need} not found", file=sys.stderr)
             return 2
     out: Path = args.out
+    sample = [openb.TracePod("sample", 1000, 1024, 500, 1, ())]   # a workload for FGD's stated classes
     try:
-        for policy in args.policies:
-            configmod.parse(replay.profile_config(policy, [], dict(args.set)))
+        for policy in args.policies:   # the profiles as the runs build them, plugin arguments included
+            OfflineScheduler(configmod.parse(replay.profile_config(policy, sample, dict(args.set))))
     except configmod.ConfigError as exc:
         print(f"pysched trace: --set: {exc}", file=sys.stderr)
         return 2

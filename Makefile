@@ -26,7 +26,7 @@ OLDEST_K8S ?= 1.35.4
 PYTEST_WORKERS ?= 4
 BENCH_ARGS ?= --modes drain,steady,burst --repeats 3 --pin auto --qps 5000/5000 --results-md bench/RESULTS.md
 
-.PHONY: all venv install docs control-plane control-plane-oldest test-oldest kwok kubelet real-node-deps root-deps test-artifacts real-cluster test-real helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-gangs bench-smoke soak image image-push release clean
+.PHONY: all venv install docs control-plane control-plane-oldest test-oldest kwok kubelet real-node-deps root-deps test-artifacts real-cluster test-real helm scheduler-plugins kueue prometheus cel-helper lint test unit e2e demo dev-cluster bench bench-gang-retries bench-gangs bench-gpushare bench-smoke soak image image-push release clean
 
 all: test
 
@@ -176,6 +176,16 @@ bench-gangs: install control-plane scheduler-plugins
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" $(PY) -m bench.run --workloads GangBacklog --cluster living \
 		--modes drain --schedulers pysched,kube-scheduler,scheduler-plugins --pysched-profile default,topology \
 		--repeats $(GANG_REPEATS) --pin auto --results-md bench/GANGS.md
+
+# Alibaba's openb GPU trace replayed through GPUShare's policies and kube-scheduler's default profile,
+# beside the FGD paper's published results (bench/GPUSHARE.md): 17 variants x 9 policies x 10 seeds.
+# OPENB: the trace's directory (openb_node_list_gpu_node.csv, openb_pod_list_*.csv: not shipped, its
+# terms allow research use only) with simulator-results/analysis_allo_discrete.csv.
+OPENB ?=
+bench-gpushare: install
+	@test -n "$(OPENB)" || { echo "set OPENB to the openb trace's directory (bench/GPUSHARE.md)" >&2; exit 2; }
+	$(PY) -m pysched trace --data "$(OPENB)" --traces all --policies all --seeds 42-51 --out bench/runs/gpushare \
+		--published "$(OPENB)/simulator-results/analysis_allo_discrete.csv"
 
 # The soak (bench/soak.py): pysched on a living cluster of 1,000 KWOK nodes for SOAK_MINUTES under churn
 # (Deployments rescaled, Jobs, node failures, leader handovers), sampled every minute; writes

@@ -4,7 +4,6 @@ down, node ranks) as the protocol builds it; the curve's half-to-even bins and e
 replay() against a reference written here from the protocol alone - straight loops over nodes and
 GPUs, one policy at a time - pod by pod; and the command (runs JSON, summary, resume, bad flags)."""
 
-import json
 import math
 import random
 from collections import Counter
@@ -489,31 +488,39 @@ def run_cli(*argv):
     return cli.main(["trace", *argv])
 
 
+def bundled(out):
+    """The runs the command kept under ``out``, by (trace, policy, seed)."""
+    return {(r["trace"], r["policy"], r["seed"]): r for r in report.load_runs(out)}
+
+
 def test_command_writes_runs_and_summary_then_resumes(tmp_path, capsys):
     data = write_trace(tmp_path)
     out = tmp_path / "out"
     argv = ["--data", str(data), "--out", str(out), "--policies", "BestFit,GpuPacking", "--seeds", "42-43,45",
             "--jobs", "1", "--no-plot"]
     assert run_cli(*argv) == 0
-    runs = sorted(p.relative_to(out).as_posix() for p in (out / "runs").rglob("*.json"))
-    assert runs == [f"runs/default/{p}/seed-{s}.json" for p in ("BestFit", "GpuPacking") for s in (42, 43, 45)]
-    doc = json.loads((out / "runs/default/BestFit/seed-42.json").read_text())
-    assert (doc["trace"], doc["policy"], doc["seed"]) == ("default", "BestFit", 42)
+    runs = bundled(out)
+    assert sorted(runs) == [("default", p, s) for p in ("BestFit", "GpuPacking") for s in (42, 43, 45)]
+    # the runs are folded into the bundle: no per-run file left
+    assert (out / report.BUNDLE).exists() and not list(out.rglob("seed-*.json"))
+    doc = runs[("default", "BestFit", 42)]
     assert doc["curve"]["130"] > 0 and doc["failed"] > 0
     summary = (out / "summary.md").read_text()
     assert "seeds 42, 43, 45" in summary and "| trace | BestFit | GpuPacking |" in summary
-    mean = round(sum(json.loads((out / f"runs/default/BestFit/seed-{s}.json").read_text())["curve"]["130"]
-                     for s in (42, 43, 45)) / 3, 2)
+    mean = round(sum(runs[("default", "BestFit", s)]["curve"]["130"] for s in (42, 43, 45)) / 3, 2)
     assert f"| default | {mean:.2f} |" in summary
+    assert (out / "curves.csv").read_text().startswith("trace,policy,seeds,")
     assert "6 runs to do" in capsys.readouterr().out
-    # A second command with one more seed does only that run; the written ones are kept as they are.
-    marker = out / "runs/default/BestFit/seed-42.json"
-    marker.write_text(json.dumps({**doc, "curve": {**doc["curve"], "130": 1.0}}))
+    # A second command with one more seed does only that run; the kept ones stay as they are.
+    changed = {**doc, "curve": {**doc["curve"], "130": 1.0}}
+    report.write_bundle([changed, *(r for k, r in runs.items() if k != ("default", "BestFit", 42))],
+                        out / report.BUNDLE)
     assert run_cli(*argv[:-5], "--seeds", "42-44", "--jobs", "1", "--no-plot") == 0
     printed = capsys.readouterr().out
     assert "2 runs to do" in printed and "4 already in" in printed
-    assert json.loads(marker.read_text())["curve"]["130"] == 1.0
-    assert (out / "runs/default/GpuPacking/seed-44.json").exists()
+    runs = bundled(out)
+    assert runs[("default", "BestFit", 42)]["curve"]["130"] == 1.0
+    assert ("default", "GpuPacking", 44) in runs and len(runs) == 8
 
 
 @pytest.mark.parametrize("flag,value,message", [
@@ -577,6 +584,5 @@ def test_set_gives_gpushare_arguments_on_top_of_the_policy(tmp_path, capsys):
     argv = ["--data", str(data), "--policies", "BestFit", "--seeds", "42", "--jobs", "1", "--no-plot"]
     assert run_cli(*argv, "--out", str(tmp_path / "rank")) == 0
     assert run_cli(*argv, "--out", str(tmp_path / "random"), "--set", "tieBreak=Scheduler") == 0
-    curves = [json.loads((tmp_path / d / "runs/default/BestFit/seed-42.json").read_text())["curve"]
-              for d in ("rank", "random")]
+    curves = [bundled(tmp_path / d)[("default", "BestFit", 42)]["curve"] for d in ("rank", "random")]
     assert curves[0] != curves[1]

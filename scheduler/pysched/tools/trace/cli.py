@@ -113,8 +113,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"pysched trace: --set: {exc}", file=sys.stderr)
         return 2
     if not args.report_only:
-        todo = [(t, p, s) for t in args.traces for p in args.policies for s in args.seeds
-                if not report.run_path(out, t, p, s).exists()]
+        kept = {(r["trace"], r["policy"], r["seed"]) for r in report.load_runs(out)}
+        todo = [(t, p, s) for t in args.traces for p in args.policies for s in args.seeds if (t, p, s) not in kept]
         done, t0 = 0, time.monotonic()
         print(f"{len(todo)} runs to do ({len(args.traces)} traces x {len(args.policies)} policies x "
               f"{len(args.seeds)} seeds, {len(args.traces) * len(args.policies) * len(args.seeds) - len(todo)} "
@@ -135,9 +135,7 @@ def main(args: argparse.Namespace) -> int:
 
 def write_report(out: Path, traces: list[str], policies: list[str], seeds: set[int], published: Path | None,
                  plots: bool) -> None:
-    runs = report.load_runs(out)
-    if (out / "runs").is_dir():
-        report.write_bundle(runs, out / report.BUNDLE)
+    runs = report.fold_into_bundle(out)
     ours = report.summarize(runs, seeds)
     theirs = report.published(published, seeds) if published else {}
     text = [f"# pysched trace: openb, seeds {', '.join(map(str, sorted(seeds)))}", ""]

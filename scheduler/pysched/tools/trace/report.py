@@ -41,10 +41,30 @@ BUNDLE = "runs.json.gz"
 
 
 def load_runs(out: Path) -> list[dict[str, Any]]:
-    """Every run under ``out``: the per-run files, else the bundle (``write_bundle``)."""
-    runs = [json.loads(p.read_text()) for p in sorted((out / "runs").glob("*/*/seed-*.json"))]
-    if not runs and (out / BUNDLE).exists():
-        runs = json.loads(gzip.decompress((out / BUNDLE).read_bytes()))["runs"]
+    """Every run under ``out``: those of the bundle (``write_bundle``), and the per-run files
+    written since (a run in both: the file's)."""
+    runs: dict[tuple[str, str, int], dict[str, Any]] = {}
+    if (out / BUNDLE).exists():
+        for r in json.loads(gzip.decompress((out / BUNDLE).read_bytes()))["runs"]:
+            runs[(r["trace"], r["policy"], r["seed"])] = r
+    for p in sorted((out / "runs").glob("*/*/seed-*.json")):
+        r = json.loads(p.read_text())
+        runs[(r["trace"], r["policy"], r["seed"])] = r
+    return list(runs.values())
+
+
+def fold_into_bundle(out: Path) -> list[dict[str, Any]]:
+    """Every run under ``out`` into its bundle, the per-run files removed (they are all in it):
+    results kept without thousands of small files. Returns the runs."""
+    runs = load_runs(out)
+    if not (out / "runs").is_dir():
+        return runs
+    write_bundle(runs, out / BUNDLE)
+    for p in sorted((out / "runs").glob("*/*/seed-*.json")):
+        p.unlink()
+    for d in sorted((out / "runs").glob("**/"), key=lambda d: -len(d.parts)):
+        if not any(d.iterdir()):
+            d.rmdir()
     return runs
 
 

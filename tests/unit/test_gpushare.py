@@ -99,12 +99,14 @@ def test_annotation_names_are_configurable():
 
 # -- through the offline engine ---------------------------------------------------------------------
 
-def offline(policy="BestFit", **args):
+def offline(policy="BestFit", profile_name=None, **args):
     """An offline scheduler whose only score is GPUShare's (as ``pysched trace`` configures it)."""
     cfg = replay.profile_config("BestFit")
+    if profile_name:
+        cfg["profiles"][0]["schedulerName"] = profile_name
     cfg["profiles"][0]["pluginConfig"][0]["args"].update(policy=policy, **args)
     s = OfflineScheduler(configmod.parse(cfg), seed=0)
-    plugin = s.frameworks[replay.SCHEDULER].plugins["GPUShare"]
+    plugin = s.frameworks[profile_name or replay.SCHEDULER].plugins["GPUShare"]
     assert isinstance(plugin, GPUShare)
     plugin.rng.seed(0)
     return s, plugin
@@ -542,3 +544,22 @@ def test_the_tie_break_never_lifts_a_node_above_a_better_scored_one():
     s.add_node(gpu_node("b", 2))
     s.add_pod(gpu_pod("held", 500, node="b", index="0"))
     assert s.schedule(gpu_pod("p", 300)).node == "b"
+
+
+def test_gpus_exported_when_scraped():
+    from pysched.metrics import METRICS
+
+    s, _ = offline(policy="FGD", targetWorkload="Learned", tieBreak="NodeName", profile_name="gpu-metrics")
+    s.add_node(gpu_node("n1", 4))
+    s.add_node(gpu_node("n2", 2))
+    assert s.schedule(gpu_pod("whole", 1000, count=2)).node
+    assert s.schedule(gpu_pod("share", 300)).node
+    reg = METRICS.registry
+
+    def sample(name, **labels):
+        return reg.get_sample_value(name, {"profile": "gpu-metrics", **labels})
+
+    assert [sample("pysched_gpus", state=st) for st in ("free", "partial", "full")] == [3, 1, 2]
+    assert sample("pysched_gpu_allocated_ratio") == pytest.approx(2300 / 6000)
+    frag = sample("pysched_gpu_fragmented_ratio")
+    assert frag is not None and 0 <= frag <= 1

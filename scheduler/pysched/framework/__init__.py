@@ -18,7 +18,7 @@ from types import ModuleType
 
 from pysched.framework.args import arg, decode_args, encode_args
 from pysched.framework.cycle_state import CycleState
-from pysched.framework.handle import Handle, PluginMetrics, QuotaSource
+from pysched.framework.handle import GPUSource, Handle, PluginMetrics, QuotaSource
 from pysched.framework.interface import (
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
@@ -71,7 +71,7 @@ from pysched.framework.status import Code, Diagnosis, FrameworkError, Status
 #: The plugin API's own version (docs/api.md, "Stability"): a minor bump adds, a major one may remove
 #: what was deprecated for at least one minor release. ``tests/unit/test_api_surface.py`` holds the
 #: recorded surface of ``pysched.framework`` and ``pysched.testing`` to this version.
-PLUGIN_API_VERSION = "1.4"
+PLUGIN_API_VERSION = "1.5"
 
 __all__ = [
     "PLUGIN_API_VERSION", "MAX_NODE_SCORE", "MIN_NODE_SCORE", "READS_ANY", "READS_NONE", "READS_REQUESTS",
@@ -81,7 +81,8 @@ __all__ = [
     "PermitPlugin", "Plugin", "PodEventHint", "PodInfo", "PodMatcher", "PodVolume", "PodWatcher",
     "PostBindPlugin", "PreemptionGate", "Placement", "PlacementGeneratePlugin", "PlacementScorePlugin",
     "PodGroupCycleInfo", "PluginMetrics", "PostFilterPlugin", "PostFilterResult",
-    "PreBindPlugin", "QuotaSource", "QuotaStatusSource", "PreEnqueuePlugin", "PreFilterPlugin", "PreFilterResult",
+    "PreBindPlugin", "QuotaSource", "GPUSource", "QuotaStatusSource", "PreEnqueuePlugin", "PreFilterPlugin",
+    "PreFilterResult",
     "PreScorePlugin", "QueuedPod", "QueueSortPlugin", "QueueingHint", "ReservePlugin", "ScorePlugin", "Status",
     "WaitingPod", "arg", "decode_args", "encode_args", "groupmetrics", "quotametrics", "scores_each",
 ]

@@ -203,6 +203,15 @@ class QuotaSource(Protocol):
     def usage(self) -> Any: ...
 
 
+class GPUSource(Protocol):
+    """A plugin whose GPUs are exported as gauges (``PluginMetrics.export_gpus``): ``gpu_summary()``
+    gives ``{"free": n, "partial": n, "full": n}`` GPUs (none of it held, part of it, all of it),
+    ``"allocated"`` and ``"capacity"`` in thousandths of a GPU, and ``"fragmented"``: the free
+    share its policy counts as fragments (FGD's F summed over the nodes; absent without it)."""
+
+    def gpu_summary(self) -> Mapping[str, float]: ...
+
+
 class PluginMetrics(Protocol):
     """What plugins record in the process's metrics (``Handle.metrics``); the engine labels each
     sample with the profile. Offline and in ``PluginTester`` the calls still go somewhere harmless."""
@@ -221,6 +230,11 @@ class PluginMetrics(Protocol):
 
     def export_quotas(self, source: QuotaSource) -> None:
         """Export ``source``'s quotas as ``pysched_quota_used``/``_min``/``_max`` while it lives."""
+        ...
+
+    def export_gpus(self, source: GPUSource) -> None:
+        """Export ``source``'s GPUs as ``pysched_gpus``, ``pysched_gpu_allocated_ratio`` and
+        ``pysched_gpu_fragmented_ratio`` while it lives (read when Prometheus scrapes)."""
         ...
 
     def quota_victim(self, quota: str, reason: str) -> None:
@@ -258,6 +272,9 @@ class NoMetrics:
         pass
 
     def export_quotas(self, source: QuotaSource) -> None:
+        pass
+
+    def export_gpus(self, source: GPUSource) -> None:
         pass
 
     def quota_victim(self, quota: str, reason: str) -> None:

@@ -10,6 +10,12 @@ ElasticQuotas (for the plugins that enforce them, CapacityScheduling): ``pysched
 scrapes, so keeping them costs the scheduling cycle nothing. ``used`` is what the scheduler charges
 the quota: pods on a node and not terminated, and pods it has assumed. A ``max`` that is unlimited
 is not exported. ``quota_victim`` counts ``pysched_quota_preemption_victims_total{quota,reason}``.
+
+GPUs (for the plugins that place them device by device, GPUShare), labelled by profile and read at
+scrape time too: ``pysched_gpus{state}`` (GPUs ``free``, ``partial``: shared and part used,
+``full``), ``pysched_gpu_allocated_ratio`` (the share of the GPUs allocated) and, under FGD,
+``pysched_gpu_fragmented_ratio`` (the share of the free GPU share that the target workload could
+not use where it is: FGD's fragmentation).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from pysched.framework.handle import PluginMetrics, QuotaSource
+from pysched.framework.handle import GPUSource, PluginMetrics, QuotaSource
 from pysched.metrics import METRICS
 
 UNLIMITED = 2**63 - 1
@@ -65,6 +71,37 @@ class QuotaCollector(Collector):
 _COLLECTOR = QuotaCollector()
 METRICS.registry.register(_COLLECTOR)
 
+_gpu_sources: dict[int, tuple[str, weakref.ref[GPUSource]]] = {}
+
+
+class GPUCollector(Collector):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        gpus = GaugeMetricFamily("pysched_gpus", "GPUs by how much of them is held: free (none), partial "
+                                 "(shared, part of it), full.", labels=["profile", "state"])
+        allocated = GaugeMetricFamily("pysched_gpu_allocated_ratio", "The share of the GPUs' capacity held by "
+                                      "pods (bound or assumed).", labels=["profile"])
+        fragmented = GaugeMetricFamily("pysched_gpu_fragmented_ratio", "The share of the free GPU share that "
+                                       "the target workload could not use where it is (FGD's fragmentation).",
+                                       labels=["profile"])
+        for profile, ref in list(_gpu_sources.values()):
+            source = ref()
+            if source is None:
+                continue
+            s = source.gpu_summary()
+            for state in ("free", "partial", "full"):
+                gpus.add_metric([profile, state], float(s.get(state, 0)))
+            cap = float(s.get("capacity", 0))
+            allocated.add_metric([profile], float(s.get("allocated", 0)) / cap if cap else 0.0)
+            if "fragmented" in s:
+                free = cap - float(s.get("allocated", 0))
+                fragmented.add_metric([profile], float(s["fragmented"]) / free if free > 0 else 0.0)
+        yield gpus
+        yield allocated
+        yield fragmented
+
+
+METRICS.registry.register(GPUCollector())
+
 
 def register(source: QuotaSource) -> None:
     """Export ``source``'s quotas (it has ``quotas()`` and ``usage.of(namespace)``) while it lives."""
@@ -89,6 +126,10 @@ class PrometheusPluginMetrics(PluginMetrics):
 
     def export_quotas(self, source: QuotaSource) -> None:
         register(source)
+
+    def export_gpus(self, source: GPUSource) -> None:
+        key = id(source)
+        _gpu_sources[key] = (self.profile, weakref.ref(source, lambda _ref: _gpu_sources.pop(key, None)))
 
     def quota_victim(self, quota: str, reason: str) -> None:
         METRICS.quota_preemption_victims.labels(quota, reason).inc()

@@ -54,7 +54,7 @@ from pysched.framework.bindmeta import add_bind_annotations, remove_bind_annotat
 from pysched.framework.devicepreference import DEVICE_PREFERENCE_KEY, DeviceID
 from pysched.plugins.gpushare import policies
 from pysched.plugins.gpushare.args import FGD, GPU_CLUSTERING, SCHEDULER, GPUShareArgs
-from pysched.plugins.gpushare.ask import NO_GPU, AskError, GPUAsk, parse_ask, parse_indices
+from pysched.plugins.gpushare.ask import FULL, NO_GPU, AskError, GPUAsk, parse_ask, parse_indices
 from pysched.plugins.gpushare.devices import DeviceTable, tag_column
 from pysched.plugins.gpushare.dra import DraInventory
 from pysched.plugins.gpushare.workload import Fragmentation, Parts, TargetWorkload
@@ -84,6 +84,7 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
         stated = [((c.milli_cpu, c.gpu_milli, c.gpu_count, tuple(sorted(c.models))), c.weight) for c in a.classes]
         self.workload = TargetWorkload(a.target_workload_coverage, a.learning_window, stated)
         self.rng = random.Random()
+        handle.metrics.export_gpus(self)
         self._frag: Fragmentation | None = None
         self._frag_key: tuple[Any, ...] = ()
         # FGD's F per table row, its parts (Fragmentation.parts), and what they were computed from
@@ -121,6 +122,24 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
             for uid in list(self.claims):
                 self._lay_claim(uid)       # its devices may have moved, appeared or gone
         return self.table.sync(nodes, dra)
+
+    # -- metrics ---------------------------------------------------------------------------------
+
+    def gpu_summary(self) -> dict[str, float]:
+        """The GPUs as ``pysched_gpus`` and the GPU ratios export them (``GPUSource``), as of the
+        last cycle: read only (a scrape changes nothing the cycle keeps)."""
+        t = self.table
+        left, count = t.left, t.count
+        valid = np.arange(left.shape[1])[None, :] < count[:, None]
+        free = int(((left == FULL) & valid).sum())
+        full = int(((left == 0) & valid).sum())
+        capacity = int(count.sum()) * FULL
+        out: dict[str, float] = {"free": free, "full": full, "partial": int(valid.sum()) - free - full,
+                                 "capacity": capacity, "allocated": capacity - int(left.sum())}
+        f = self._f
+        if self.policy == FGD and self._frag is not None and len(f) == len(count):
+            out["fragmented"] = float(f[count > 0].sum())
+        return out
 
     # -- what a pod asks -------------------------------------------------------------------------
 

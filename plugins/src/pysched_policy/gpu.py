@@ -77,11 +77,8 @@ class GPU(ScorePlugin[GPUArgs]):
         return bool(pod.resource_claims) and any(self._claim_wants_gpu(c) for c in self._claims(pod))
 
     def _claims(self, pod: PodInfo) -> list[dict[str, Any]]:
-        generated = {s.get("name"): s.get("resourceClaimName")
-                     for s in ((pod.raw or {}).get("status") or {}).get("resourceClaimStatuses") or ()}
         out = []
-        for ref in pod.resource_claims:
-            name = ref.get("resourceClaimName") or generated.get(ref.get("name"))
+        for name in pod.claim_names():
             claim = self.handle.objects.get("resourceclaims", f"{pod.namespace}/{name}") if name else None
             if claim is not None:
                 out.append(claim)

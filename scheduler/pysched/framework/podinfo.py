@@ -163,6 +163,15 @@ class PodInfo:
     def __repr__(self) -> str:
         return f"PodInfo({self.key}, node={self.node_name or '-'})"
 
+    def claim_names(self) -> list[str | None]:
+        """Each of ``resource_claims``' ResourceClaim name: its ``resourceClaimName``, or for a
+        template the claim generated for it (``status.resourceClaimStatuses``, read from ``raw``);
+        None where that claim is not created (yet)."""
+        generated = {s.get("name"): s.get("resourceClaimName")
+                     for s in ((self.raw or {}).get("status") or {}).get("resourceClaimStatuses") or ()}
+        return [ref.get("resourceClaimName") or generated.get(ref.get("name")) or None
+                for ref in self.resource_claims]
+
     @property
     def assigned(self) -> bool:
         return bool(self.node_name)

@@ -80,6 +80,11 @@ def parse_ask(pod: PodInfo, milli_key: str, count_key: str, model_key: str,
     return NO_GPU
 
 
+def format_indices(devices: tuple[int, ...]) -> str:
+    """GPU indices as the index annotation carries them: ``"0"``, ``"2,3"``."""
+    return ",".join(str(d) for d in devices)
+
+
 def parse_indices(text: str | None) -> tuple[int, ...] | None:
     """``"0"`` or ``"2,3"`` (the index annotation; ``"2-3"``, the FGD simulator's form, too) as
     indices; None when absent or unreadable."""

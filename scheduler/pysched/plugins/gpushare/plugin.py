@@ -54,7 +54,7 @@ from pysched.framework.bindmeta import add_bind_annotations, remove_bind_annotat
 from pysched.framework.devicepreference import DEVICE_PREFERENCE_KEY, DeviceID
 from pysched.plugins.gpushare import policies
 from pysched.plugins.gpushare.args import FGD, GPU_CLUSTERING, SCHEDULER, GPUShareArgs
-from pysched.plugins.gpushare.ask import FULL, NO_GPU, AskError, GPUAsk, parse_ask, parse_indices
+from pysched.plugins.gpushare.ask import FULL, NO_GPU, AskError, GPUAsk, format_indices, parse_ask, parse_indices
 from pysched.plugins.gpushare.devices import DeviceTable, tag_column
 from pysched.plugins.gpushare.dra import DraInventory
 from pysched.plugins.gpushare.workload import Fragmentation, Parts, TargetWorkload
@@ -153,8 +153,8 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
             ask = self.ask_of(pod)
         except AskError as exc:
             return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, str(exc))
+        self._sync(nodes)
         if self.dra is not None and pod.resource_claims:
-            self._sync(nodes)
             dra_ask = self.dra_ask_of(pod)
             if dra_ask is not None and dra_ask.wants_gpu:
                 if ask.wants_gpu:
@@ -167,7 +167,6 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
             state.write(DEVICE_PREFERENCE_KEY, GPUPreference(self, pod, ask if state.get(DRA_KEY) else NO_GPU))
         state.write(ASK_KEY, ask)
         self.workload.observe(pod.uid, pod.requests.get(CPU, 0), ask)
-        self._sync(nodes)
         return None, None
 
     def _ask(self, state: CycleState, pod: PodInfo) -> GPUAsk:
@@ -203,9 +202,6 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
                     (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, WRONG_MODEL, has & ~model_ok),
                     (Code.UNSCHEDULABLE, INSUFFICIENT, has & model_ok & ~share_ok)]
         return FilterResult(passed, [f for f in failures if f[2].any()])
-
-    def reads_pods(self, state: CycleState, pod: PodInfo) -> str:
-        return "any"
 
     # -- Score -----------------------------------------------------------------------------------
 
@@ -304,22 +300,20 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
             return None      # DRA GPUs: held when DynamicResources' Reserve reports the allocation
         nodes = self.handle.all_nodes()
         self._sync(nodes)
-        row = self.table.row(node_name)
-        if row < 0:
+        if self.table.row(node_name) < 0:
             return Status(Code.ERROR, f"node {node_name} not found in the GPU table")
-        one = NodeBatch(nodes.table, np.array([row], dtype=np.int64))
         # The cache counts the pod on the node before Reserve (assumed): the GPUs are chosen on the
         # node as Score saw it, without the pod (FGD's device is the one that gave the node its score).
-        own = one.infos[0].pods.get(pod.uid)
-        s = self.node_state(one, self.policy == FGD and ask.sharing, own.requests.get(CPU, 0) if own else 0)
-        devices = policies.choose_devices(self.policy, s, ask, pod.requests.get(CPU, 0),
-                                          frag=self.fragmentation(), rng=self.rng)
+        info = self.handle.node_info(node_name)
+        own = info.pods.get(pod.uid) if info is not None else None
+        devices = self.preferred_devices(node_name, ask, pod.requests.get(CPU, 0), nodes,
+                                         own.requests.get(CPU, 0) if own else 0)
         if devices is None:
             return Status(Code.UNSCHEDULABLE, f"{INSUFFICIENT} on node {node_name}")
         self.table.hold(pod.uid, node_name, devices, ask)
         state.write(DEVICES_KEY, devices)
         if self.args.index_in_binding:
-            add_bind_annotations(state, {self.args.index_annotation: ",".join(map(str, devices))})
+            add_bind_annotations(state, {self.args.index_annotation: format_indices(devices)})
         log.debug("GPUs reserved", extra={"pod": pod.key, "node": node_name, "gpus": devices})
         return None
 
@@ -352,11 +346,8 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
 
     def pod_claims(self, pod: PodInfo) -> list[dict[str, Any]] | None:
         """The pod's ResourceClaims from the store; None while one is not there (yet)."""
-        generated = {s.get("name"): s.get("resourceClaimName")
-                     for s in ((pod.raw or {}).get("status") or {}).get("resourceClaimStatuses") or ()}
         out = []
-        for ref in pod.resource_claims:
-            name = ref.get("resourceClaimName") or generated.get(ref.get("name"))
+        for name in pod.claim_names():
             claim = self.handle.objects.get("resourceclaims", f"{pod.namespace}/{name}") if name else None
             if claim is None:
                 return None
@@ -372,14 +363,16 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
             return None
         return self.dra.dra_ask(claims, self.dra.gpu_classes(self.handle.objects))
 
-    def preferred_devices(self, node_name: str, ask: GPUAsk, cpu: int, nodes: NodeBatch) -> tuple[int, ...] | None:
-        """The GPU(s) of ``node_name`` the policy gives ``ask`` now (as Reserve would choose them
-        for an annotation pod), or None."""
+    def preferred_devices(self, node_name: str, ask: GPUAsk, cpu: int, nodes: NodeBatch,
+                          own_cpu: int = 0) -> tuple[int, ...] | None:
+        """The GPU(s) of ``node_name`` the policy gives ``ask`` now (Reserve's choice for an
+        annotation pod, the allocator's preference for a DRA one), or None; ``own_cpu``: as
+        ``node_state``'s."""
         row = self.table.row(node_name)
         if row < 0 or not ask.wants_gpu:
             return None
         one = NodeBatch(nodes.table, np.array([row], dtype=np.int64))
-        s = self.node_state(one, self.policy == FGD and ask.sharing)
+        s = self.node_state(one, self.policy == FGD and ask.sharing, own_cpu)
         return policies.choose_devices(self.policy, s, ask, cpu, frag=self.fragmentation(), rng=self.rng)
 
     def claim_allocated(self, owner: str, claim: Mapping[str, Any] | str, allocation: Mapping[str, Any]) -> None:
@@ -444,7 +437,7 @@ class GPUShare(PreFilterPlugin[GPUShareArgs], FilterPlugin[GPUShareArgs], ScoreP
         client = self.handle.client
         if client is None:
             return None
-        value = ",".join(str(d) for d in devices)
+        value = format_indices(devices)
         if pod.annotations.get(self.args.index_annotation) == value:
             return None
         body = {"metadata": {"annotations": {self.args.index_annotation: value}}}

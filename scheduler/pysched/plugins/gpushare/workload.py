@@ -15,7 +15,7 @@ batch of node states at once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,12 +47,10 @@ class Classes:
         return len(self.cpu)
 
 
-def typical(counts: dict[ClassKey, float], coverage: float) -> Classes | None:
+def most_frequent(counts: Mapping[ClassKey, float], coverage: float) -> list[tuple[ClassKey, float]]:
     """The most frequent classes (ties: larger CPU, GPU share, count, models first) until they
-    cover ``coverage`` of the pods, weighted by their counts."""
+    cover ``coverage`` of the pods counted, with their counts."""
     total = sum(counts.values())
-    if total <= 0:
-        return None
     items = sorted(counts.items(), key=lambda kv: (-kv[1], -kv[0][0], -kv[0][1], -kv[0][2],
                                                    tuple(tuple(-ord(ch) for ch in m) for m in kv[0][3])))
     kept: list[tuple[ClassKey, float]] = []
@@ -62,6 +60,14 @@ def typical(counts: dict[ClassKey, float], coverage: float) -> Classes | None:
         acc += c
         if acc >= coverage * total - 1e-9:
             break
+    return kept
+
+
+def typical(counts: dict[ClassKey, float], coverage: float) -> Classes | None:
+    """``most_frequent``'s classes as arrays, weighted by their counts."""
+    if sum(counts.values()) <= 0:
+        return None
+    kept = most_frequent(counts, coverage)
     s = sum(c for _, c in kept)
     return Classes(np.array([k[0] for k, _ in kept], dtype=np.int64), np.array([k[1] for k, _ in kept], dtype=np.int64),
                    np.array([k[2] for k, _ in kept], dtype=np.int64), np.array([c / s for _, c in kept]),

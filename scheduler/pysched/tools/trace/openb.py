@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pysched.plugins.gpushare.workload import ClassKey, most_frequent
+
 NODE_FILE = "openb_node_list_gpu_node.csv"
 # The 17 variants the simulator published results for (the directory holds a few more).
 TRACES = ("default", "cpu050", "cpu100", "cpu200", "cpu250", "gpushare40", "gpushare60", "gpushare80",
@@ -96,23 +98,12 @@ def read_pods(path: Path) -> list[TracePod]:
     return sorted(out, key=lambda p: p.name)
 
 
-ClassKey = tuple[int, int, int, tuple[str, ...]]
-
-
 def target_workload(pods: list[TracePod], coverage: float = 0.95) -> list[tuple[ClassKey, int]]:
     """The simulator's target workload for FGD (its "typical pods"): the classes of the trace's own
     pods, most frequent first, until they cover ``coverage`` of them - for the published FGD only;
     pysched's default learns it from the pods it sees instead."""
     cnt = Counter((p.milli_cpu, p.gpu_milli, p.gpu_count, tuple(sorted(p.models))) for p in pods)
-    items = sorted(cnt.items(), key=lambda kv: (-kv[1], -kv[0][0], -kv[0][1], -kv[0][2],
-                                                tuple(tuple(-ord(ch) for ch in m) for m in kv[0][3])))
-    kept, acc = [], 0
-    for key, c in items:
-        kept.append((key, c))
-        acc += c
-        if acc >= coverage * len(pods):
-            break
-    return kept
+    return [(key, int(c)) for key, c in most_frequent(cnt, coverage)]
 
 
 @dataclass(frozen=True)

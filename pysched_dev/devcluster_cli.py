@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import signal
 import sys
+from pathlib import Path
 
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
 from pysched_dev.demo import install_podgroup_crd
+from pysched_dev.devcluster import binaries_dir
 from pysched_dev.livecluster import (
     CAPACITY_TYPE,
     INSTANCE_TYPE,
@@ -62,21 +65,36 @@ async def populate(lc: LivingCluster, extra_nodes: int) -> list[str]:
         await admin.close()
 
 
+def paste_lines(kubeconfig: Path) -> list[str]:
+    """The ``export`` lines that put ``pysched`` (this environment's) and the control plane's
+    ``kubectl`` on PATH and point kubectl and pysched at the cluster."""
+    tools = [Path(sys.prefix) / "bin", binaries_dir()]
+    path = ":".join(shlex.quote(str(t)) for t in tools)
+    return [f'export PATH={path}:"$PATH"', f"export KUBECONFIG={shlex.quote(str(kubeconfig))}"]
+
+
+def banner(lc: LivingCluster, names: list[str], args: argparse.Namespace) -> str:
+    lines = "\n".join(f"  {line}" for line in paste_lines(lc.kubeconfig))
+    return (f"living cluster up at {lc.cp.url} with {len(names)} KWOK nodes: {', '.join(names)}\n"
+            f"\nPaste these lines into every terminal you use with it (pysched and kubectl on PATH, kubectl\n"
+            f"and pysched pointed at this cluster as its admin):\n\n{lines}\n"
+            "\nThen, from this checkout:\n"
+            "  pysched --config examples/scheduler-config-gang.yaml --kubeconfig $KUBECONFIG   # another terminal\n"
+            "  kubectl apply -f examples/living-cluster/web.yaml -f examples/gang/podgroup-job.yaml\n"
+            "  kubectl get pods -o wide -w\n"
+            f"\nA node fails when KWOK lets go of it: kubectl label node kwok-a1 kwok.x-k8s.io/node=stopped "
+            f"--overwrite\n(unreachable after {args.node_monitor_grace_seconds} s, its pods evicted "
+            f"{args.toleration_seconds} s later); label it =fake again to bring it back.\n"
+            "Ctrl-C stops everything and removes the cluster's files.")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     print("starting etcd, kube-apiserver, kube-controller-manager and KWOK on loopback...", file=sys.stderr)
     with LivingCluster(node_monitor_grace_seconds=args.node_monitor_grace_seconds,
                        toleration_seconds=args.toleration_seconds) as lc:
         names = asyncio.run(populate(lc, args.extra_nodes))
-        print(f"living cluster up at {lc.cp.url} with {len(names)} KWOK nodes: {', '.join(names)}\n"
-              f"\n  export KUBECONFIG={lc.kubeconfig}\n"
-              "  pysched --config examples/scheduler-config-gang.yaml --kubeconfig $KUBECONFIG   # another terminal\n"
-              "  kubectl apply -f examples/living-cluster/web.yaml -f examples/gang/podgroup-job.yaml\n"
-              "  kubectl get pods -o wide -w\n"
-              f"\nA node fails when KWOK lets go of it: kubectl label node kwok-a1 kwok.x-k8s.io/node=stopped "
-              f"--overwrite\n(unreachable after {args.node_monitor_grace_seconds} s, its pods evicted "
-              f"{args.toleration_seconds} s later); label it =fake again to bring it back.\n"
-              "Ctrl-C stops everything and removes the cluster's files.", flush=True)
+        print(banner(lc, names, args), flush=True)
 
         async def wait() -> None:
             stop = asyncio.Event()

@@ -68,31 +68,3 @@ def test_simulate_sample(tmp_path, monkeypatch):
     assert code == 1     # batch/too-big fits nowhere
     assert_sample(code_block_after("simulate-explain-shadow.md", "--explain shop/web-0 --report report.html"),
                   out.getvalue())
-
-
-def config_error_examples() -> list[tuple[str, list[str]]]:
-    """(file, console lines) for each ``yaml`` + ``console`` pair under the configuration page's
-    "Error examples"."""
-    text = (DOCS / "configuration.md").read_text()
-    text = text[text.index("## Error examples"):]
-    blocks = re.findall(r"^```(yaml|console)\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
-    pairs = [(blocks[i][1], blocks[i + 1][1].splitlines()) for i in range(len(blocks) - 1)
-             if blocks[i][0] == "yaml" and blocks[i + 1][0] == "console"]
-    assert len(pairs) >= 4
-    return pairs
-
-
-@pytest.mark.parametrize("index", range(4))
-def test_configuration_error_samples(index, tmp_path, monkeypatch, capsys):
-    content, console = config_error_examples()[index]
-    command = console[0].removeprefix("$ ").split(";")[0].split()
-    assert command[:2] == ["pysched", "--config"]
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / command[2]).write_text(content)
-    try:
-        code = main(command[1:])
-    except SystemExit as exc:
-        code = exc.code
-    printed = capsys.readouterr()
-    assert f"exit {code}" == console[-1]
-    assert_sample(console[1:-1], printed.out + printed.err)

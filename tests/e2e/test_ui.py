@@ -13,15 +13,23 @@ of issue 39 and against ``pysched simulate`` itself:
   the heatmap; the export links download a scenario and a config that simulate accepts and that
   reproduce the page's run; a three-step replay steps through; the API refuses requests without
   the token (401) and the page's responses carry the security headers.
+* the explain table at 1280 and 1920 px wide: with "weighted scores only" every Score plugin's
+  column header of the example configuration (kube-scheduler's and pysched's own) is on screen
+  with the node column; with every score each header is reached by scrolling the table sideways,
+  the node column pinned, and the hint names those out of view.
+* deep links (``#/run/ID``, ``#/run/ID/pod/NS/NAME``, ``#/run/ID/node/NAME``, ``#/pod/...``): each
+  opens its view in a fresh page load, and through the login address with the link appended; a run
+  not kept, a run of another session, a pod or node that is not there and a malformed link are
+  said on the page; moving in the page updates the address and the back button returns.
 * 5,000 nodes and 10,000 pending pods: time to first (contentful) paint, to ``data-ready`` and until
   the first visit's automatic run is shown; a run started from the page (the page's main thread and
   the server keep answering meanwhile, a second run is refused with 409); a group-by switch and an
   explain at that size. The numbers go to ``ui-measurements.json`` in the test's tmp dir and to
   stdout; the only bounds asserted are liveness timeouts (speed belongs to the benchmark).
 
-Screenshots (1400x1000) are written under the test's tmp dir; with ``PYSCHED_UPDATE_DOCS=1`` they are
-also copied to ``docs/ui-cluster.png``, ``docs/ui-explain.png``, ``docs/ui-compare.png`` and
-``docs/ui-config-error.png``.
+Screenshots (1400x1000; the explain view with "weighted scores only") are written under the test's
+tmp dir; with ``PYSCHED_UPDATE_DOCS=1`` they are also copied to ``docs/ui-cluster.png``,
+``docs/ui-explain.png``, ``docs/ui-compare.png`` and ``docs/ui-config-error.png``.
 """
 
 from __future__ import annotations
@@ -455,8 +463,10 @@ async def test_ui_example_cluster(tmp_path):
             shown = await select_pod(page, pod)
             api_explain = await server.ok("GET", f"/api/runs/{run1}/explain?pod={pod}")
             check_explain(shown, reference["explain"][pod], api_explain, pod)
-            if pod == "shop/web-0":
+            if pod == "shop/web-0":   # "weighted scores only": every plugin's column, pysched's own too
+                await page.click("#explain-compact")
                 await screenshot(page, tmp_path, "explain", scroll_to="#pod-detail")
+                await page.click("#explain-compact")
         assert await shown_placements(page, pending) == placements(reference)
 
         # -- a config with a bad field: named, nothing changes --
@@ -582,6 +592,250 @@ async def test_ui_example_cluster(tmp_path):
         await assert_no_script_error(page)
         code = server.stop()
     assert code == 0, server.log()[-3000:]
+
+
+# -- the explain table's columns at 1280 px and 1920 px ------------------------------------------
+
+#: pysched's own Score plugins in examples/scheduler-config.yaml (beside kube-scheduler's defaults)
+OWN_SCORES = {"GPU", "AZSpread", "CapacityType", "InstanceType"}
+SCORE_COLUMNS = """(() => {
+  const wrap = document.querySelector('.explain-wrap');
+  const r = (e) => { const b = e.getBoundingClientRect();
+                     return {left: b.left, right: b.right, top: b.top, bottom: b.bottom, width: b.width}; };
+  const box = wrap.getBoundingClientRect();
+  const seen = {left: box.left + wrap.clientLeft, right: box.left + wrap.clientLeft + wrap.clientWidth};
+  const hint = document.querySelector('#explain-scroll-hint');
+  const row = wrap.querySelector('tr.chosen[data-node]') || wrap.querySelector('tr[data-node]');
+  return {vw: innerWidth, vh: innerHeight, docWidth: document.documentElement.scrollWidth, seen,
+          top: document.querySelector('#top').getBoundingClientRect().bottom,
+          scrollLeft: wrap.scrollLeft, scrollWidth: wrap.scrollWidth, clientWidth: wrap.clientWidth,
+          nodeHead: r(wrap.querySelector('th.node')), nodeCell: row ? r(row.querySelector('td.node')) : null,
+          heads: Object.fromEntries([...wrap.querySelectorAll('th.sname')].map(th => [th.dataset.plugin, r(th)])),
+          hint: hint ? {hidden: hint.hidden, out: hint.dataset.hidden || ''} : {hidden: true, out: ''}};
+})()"""
+SCROLL_TO_HEAD = """((plugin) => {
+  const wrap = document.querySelector('.explain-wrap');
+  const th = [...wrap.querySelectorAll('th.sname')].find(t => t.dataset.plugin === plugin);
+  const pinned = wrap.querySelector('th.node').getBoundingClientRect().right;
+  wrap.scrollLeft += th.getBoundingClientRect().left - pinned;
+  return wrap.scrollLeft;
+})"""
+
+
+def within(inner: dict, left: float, right: float) -> bool:
+    return inner["width"] > 0 and inner["left"] >= left - 0.5 and inner["right"] <= right + 0.5
+
+
+def node_column_shown(m: dict) -> None:
+    """The node column: pinned at the table's left edge, inside the viewport, its cell beside its header."""
+    for part in ("nodeHead", "nodeCell"):
+        assert m[part] is not None and within(m[part], m["seen"]["left"], m["seen"]["right"]), (part, m)
+        assert abs(m[part]["left"] - m["seen"]["left"]) <= 1.5, ("the node column is not pinned", part, m)
+    assert m["seen"]["left"] >= 0 and m["seen"]["right"] <= m["vw"], m
+
+
+async def check_score_columns(page: Page, plugins: set[str], width: int) -> dict:
+    """Every Score plugin's header: with "weighted scores only", all inside the table's visible area
+    and the viewport at once; with every score, each reachable by scrolling the table sideways with
+    the node column still in view, and the hint naming those out of view. The page is never wider
+    than the viewport."""
+    await page.scroll_into_view("#explain-table", "center")
+    out = {}
+    for compact in (True, False):
+        await page.call("(on) => { const c = document.querySelector('#explain-compact'); "
+                        "if (c.checked !== on) c.click(); }", compact)
+        await page.evaluate("document.querySelector('.explain-wrap').scrollLeft = 0")
+        await page.wait_for_idle()
+        m = await page.evaluate(SCORE_COLUMNS)
+        assert set(m["heads"]) == plugins, (width, compact, sorted(m["heads"]), sorted(plugins))
+        assert m["docWidth"] <= m["vw"], (width, compact, "the page scrolls sideways", m)
+        node_column_shown(m)
+        left, right = m["nodeHead"]["right"], min(m["seen"]["right"], m["vw"])
+        out_of_view = sorted(p for p, h in m["heads"].items() if not within(h, left, right))
+        for h in m["heads"].values():   # on screen vertically too (below the page's sticky header)
+            assert h["top"] >= m["top"] - 0.5 and h["bottom"] <= m["vh"], (width, compact, h, m)
+        if compact:
+            assert not out_of_view, (width, "weighted scores only: header(s) cut off", out_of_view, m)
+            assert m["scrollWidth"] <= m["clientWidth"] and m["hint"]["hidden"], (width, m)
+            out["compact"] = m
+            continue
+        # every score: the table may be wider than its panel - then it says so, and scrolls
+        assert sorted(m["hint"]["out"].split(",") if m["hint"]["out"] else []) == out_of_view, (width, m["hint"], m)
+        assert m["hint"]["hidden"] == (not out_of_view), (width, m)
+        for plugin in out_of_view:
+            await page.call(SCROLL_TO_HEAD, plugin)
+            await page.wait_for_idle()
+            s = await page.evaluate(SCORE_COLUMNS)
+            node_column_shown(s)
+            assert within(s["heads"][plugin], s["nodeHead"]["right"], min(s["seen"]["right"], s["vw"])), (
+                width, plugin, "not reachable by scrolling", s)
+        out["full"] = {"out_of_view": out_of_view, **m}
+    await page.evaluate("document.querySelector('.explain-wrap').scrollLeft = 0")
+    return out
+
+
+async def test_ui_explain_columns_at_1280_and_1920(tmp_path):
+    """The shipped configuration (the widest set of plugins: kube-scheduler's and pysched's own
+    scores): at 1280 and 1920 px wide, "weighted scores only" shows every Score plugin's column with
+    the node column, nothing cut off; every score (raw, normalized, weighted) is reachable in the
+    table's sideways scroll, the node column pinned, the columns out of view named."""
+    cluster, pods, config = EXAMPLES / "snapshot.yaml", EXAMPLES / "pods.yaml", EXAMPLES / "scheduler-config.yaml"
+    async with ui_session(tmp_path, "--cluster", str(cluster), "--pods", str(pods), "--config", str(config)) as (
+            server, page):
+        await page.goto(server.url)
+        await page.wait_for(READY, timeout=LOAD_TIMEOUT)
+        await wait_idle(page)
+        run = await page.evaluate("document.body.dataset.run")
+        measured = {}
+        for width in (1280, 1920):
+            await page.set_viewport(width, HEIGHT)
+            for pod in ("shop/web-0", "batch/report"):
+                plugins = set((await server.ok("GET", f"/api/runs/{run}/explain?pod={pod}"))["score"])
+                assert OWN_SCORES <= plugins, plugins
+                await select_pod(page, pod)
+                measured[f"{width} {pod}"] = await check_score_columns(page, plugins, width)
+            await page.screenshot(tmp_path / f"ui-explain-{width}.png")
+        await assert_no_script_error(page)
+    print(json.dumps({k: v["full"]["out_of_view"] for k, v in measured.items()}, indent=1))
+
+
+# -- deep links ----------------------------------------------------------------------------------
+
+LINK_STATE = """(() => ({
+  run: document.body.dataset.run, hash: location.hash,
+  pod: document.querySelector('#pod-detail').dataset.pod || null,
+  explained: document.querySelector('#pod-detail').dataset.explained || null,
+  chosen: document.querySelector('#chosen-node').textContent.trim(),
+  podInView: (() => { const b = document.querySelector('#pod-detail').getBoundingClientRect();
+                      return b.top < innerHeight && b.bottom > 0; })(),
+  node: document.querySelector('#node-detail').hidden ? null : document.querySelector('#node-detail').dataset.node,
+  picked: [...document.querySelectorAll('#heatmap .heat-cell.picked')].map(c => c.dataset.node),
+  status: document.querySelector('#status-run').textContent,
+  problem: document.querySelector('#link-problem').hidden ? null : document.querySelector('#link-problem').textContent,
+  cells: document.querySelectorAll('#heatmap .heat-cell[data-node]').length,
+}))()"""
+
+
+async def open_link(page: Page, server: UIServer, fragment: str) -> tuple[Page, dict]:
+    """``fragment`` in a new tab (a fresh page load, the session's cookie already set): its state once idle."""
+    tab = await page.browser.new_page(width=WIDTH, height=HEIGHT)
+    await tab.goto(f"{server.base}/{fragment}")
+    await tab.wait_for(READY, timeout=LOAD_TIMEOUT)
+    await wait_idle(tab)
+    await tab.wait_for("(() => { const d = document.querySelector('#pod-detail').dataset; "
+                       f"return d.pod === undefined || !!d.explained; }})() && {IDLE}", timeout=STEP_TIMEOUT)
+    return tab, await tab.evaluate(LINK_STATE)
+
+
+async def test_ui_deep_links(tmp_path):
+    """Links to a run, a pod's explanation and a node open there in a fresh page load (also through
+    the printed login address); moving in the page puts its place in the address bar and the back
+    button returns; a pod, node or run the link names that is not there - or a run of another
+    session - is said on the page, which shows the rest."""
+    cluster, pods, config = EXAMPLES / "snapshot.yaml", EXAMPLES / "pods.yaml", EXAMPLES / "scheduler-config.yaml"
+    reference = placements(simulate(tmp_path, cluster, pods, config))
+    async with ui_session(tmp_path, "--cluster", str(cluster), "--pods", str(pods), "--config", str(config)) as (
+            server, page):
+        session = (await server.ok("GET", "/api/session"))["session"]
+        await page.goto(server.url)
+        await page.wait_for(READY, timeout=LOAD_TIMEOUT)
+        await wait_idle(page)
+        first = await page.evaluate("document.body.dataset.run")
+        assert await page.evaluate("location.hash") == f"#/run/{first}?ui={session}"
+        # a second run, with another configuration: run 1 and run 2 place shop/web-0 differently
+        edited = yaml.safe_load(config.read_text())
+        edited["profiles"][0].setdefault("pluginConfig", []).append(MOST_ALLOCATED)
+        await server.ok("PUT", "/api/config", {"yaml": yaml.safe_dump(edited)})
+        second = str((await server.ok("POST", "/api/runs", {"label": "most allocated"}))["id"])
+        web0 = {r: next(p["node"] for p in (await server.ok("GET", f"/api/runs/{r}"))["placements"]
+                        if p["pod"] == "shop/web-0") for r in (first, second)}
+        assert web0[first] == reference["shop/web-0"] and web0[first] != web0[second], web0
+
+        # -- each kind of link, in a fresh page load --
+        tab, st = await open_link(page, server, f"#/run/{first}/pod/shop/web-0?ui={session}")
+        assert (st["run"], st["pod"], st["chosen"]) == (first, "shop/web-0", web0[first]), st
+        assert st["explained"] == f"{first}|shop/web-0" and st["podInView"] and st["problem"] is None, st
+        assert await tab.evaluate("document.querySelectorAll('#explain-table tr[data-node]').length") > 0
+        await assert_no_script_error(tab)
+        await tab.close()
+        tab, st = await open_link(page, server, "#/pod/shop/web-0")     # no run: the latest
+        assert (st["run"], st["pod"], st["chosen"]) == (second, "shop/web-0", web0[second]), st
+        assert st["hash"] == f"#/run/{second}/pod/shop/web-0?ui={session}", st
+        await tab.close()
+        tab, st = await open_link(page, server, f"#/run/{first}/node/m5-a-2")
+        assert (st["run"], st["node"], st["picked"], st["pod"]) == (first, "m5-a-2", ["m5-a-2"], None), st
+        await tab.close()
+        tab, st = await open_link(page, server, f"#/run/{first}")
+        assert st["run"] == first and st["status"].startswith(f"run #{first}") and st["problem"] is None, st
+        await tab.close()
+
+        # -- links to what is not there: said on the page, the rest shown --
+        for fragment, said, shown_run in (
+                ("#/run/99/pod/shop/web-0", "Run #99 is not kept", second),
+                (f"#/run/{first}?ui=0badc0de", "another pysched ui session", second),
+                (f"#/run/{first}/pod/shop/nope", "No pod shop/nope", first),
+                ("#/node/nope", 'No node named "nope"', second),
+                ("#/bogus", "is not a place in the UI", second)):
+            tab, st = await open_link(page, server, fragment)
+            assert st["problem"] and said in st["problem"], (fragment, st)
+            assert st["run"] == shown_run and st["cells"] == 7, (fragment, st)
+            if "pod/shop/web-0" in fragment:   # the pod the link named is still opened, in the run shown
+                assert st["pod"] == "shop/web-0", (fragment, st)
+            await assert_no_script_error(tab)
+            await tab.close()
+
+        # -- the printed login address with a link appended (a browser without the cookie) --
+        await page.send("Network.clearBrowserCookies")
+        tab = await page.browser.new_page(width=WIDTH, height=HEIGHT)
+        await tab.goto(f"{server.base}/#/run/{first}/pod/shop/web-0")
+        assert "401" in await tab.evaluate("document.body.textContent"), "no cookie: not authenticated"
+        await tab.goto(f"{server.url}#/run/{first}/pod/shop/web-0")
+        await tab.wait_for(READY, timeout=LOAD_TIMEOUT)
+        await wait_idle(tab)
+        await tab.wait_for("document.querySelector('#pod-detail').dataset.explained", timeout=STEP_TIMEOUT)
+        st = await tab.evaluate(LINK_STATE)
+        assert (st["run"], st["pod"], st["chosen"]) == (first, "shop/web-0", web0[first]), st
+        assert urlsplit(await tab.evaluate("location.href")).query == "", "the token leaves the address bar"
+        await tab.close()
+
+        # -- moving in the page: the address follows, back returns --
+        tab, st = await open_link(page, server, "")
+        assert st["hash"] == f"#/run/{second}?ui={session}", st
+        await tab.click('#pods-table tr[data-pod="shop/web-0"]')
+        await tab.wait_for(f"document.querySelector('#pod-detail').dataset.explained === '{second}|shop/web-0' "
+                           f"&& {IDLE}", timeout=STEP_TIMEOUT)
+        assert await tab.evaluate("location.hash") == f"#/run/{second}/pod/shop/web-0?ui={session}"
+        await tab.click('#heatmap .heat-cell[data-node="m5-b-1"]')
+        await tab.wait_for_idle()
+        assert await tab.evaluate("location.hash") == f"#/run/{second}/node/m5-b-1/pod/shop/web-0?ui={session}"
+        await tab.click(f'#runs li[data-run="{first}"] a.run-link')
+        await tab.wait_for(f"document.body.dataset.run === '{first}' && {IDLE}", timeout=STEP_TIMEOUT)
+        await tab.wait_for(f"document.querySelector('#pod-detail').dataset.explained === '{first}|shop/web-0' "
+                           f"&& {IDLE}", timeout=STEP_TIMEOUT)
+        assert await tab.evaluate("location.hash") == f"#/run/{first}/node/m5-b-1/pod/shop/web-0?ui={session}"
+        assert (await tab.evaluate(LINK_STATE))["chosen"] == web0[first]
+        await tab.click("#pod-close")
+        await tab.wait_for_idle()
+        assert await tab.evaluate("location.hash") == f"#/run/{first}/node/m5-b-1?ui={session}"
+        for want in ({"run": first, "pod": "shop/web-0", "node": "m5-b-1"},
+                     {"run": second, "pod": "shop/web-0", "node": "m5-b-1"},
+                     {"run": second, "pod": "shop/web-0", "node": None},
+                     {"run": second, "pod": None, "node": None}):
+            await tab.evaluate("history.back()")
+            pod = "undefined" if want["pod"] is None else json.dumps(want["pod"])
+            await tab.wait_for(f"document.body.dataset.run === '{want['run']}' && "
+                               f"document.querySelector('#pod-detail').dataset.pod === {pod} && {IDLE}",
+                               timeout=STEP_TIMEOUT)
+            st = await tab.evaluate(LINK_STATE)
+            assert (st["run"], st["pod"], st["node"]) == (want["run"], want["pod"], want["node"]), (want, st)
+            if want["pod"]:
+                await tab.wait_for(f"document.querySelector('#pod-detail').dataset.explained === "
+                                   f"'{want['run']}|shop/web-0' && {IDLE}", timeout=STEP_TIMEOUT)
+                assert (await tab.evaluate(LINK_STATE))["chosen"] == web0[want["run"]], want
+        await tab.evaluate("history.forward()")
+        await tab.wait_for(f"document.querySelector('#pod-detail').dataset.pod === 'shop/web-0' && {IDLE}",
+                           timeout=STEP_TIMEOUT)
+        await assert_no_script_error(tab)
 
 
 async def check_heat_cells(page: Page, after: dict) -> None:

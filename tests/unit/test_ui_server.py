@@ -409,6 +409,21 @@ async def test_a_run_places_pods_and_is_kept(serve):
     assert run["id"] == 2 and run["version"] == 1
 
 
+async def test_the_session_names_this_process_for_links_to_its_runs(serve):
+    """Run ids count from 1 in every process: ``/api/session`` gives the id a link to a run carries
+    (``#/run/3?ui=SESSION``), another for another server, and how many runs are kept; the token
+    is needed as for the rest."""
+    one = await serve(small_cluster())
+    two = await serve(small_cluster(Limits(max_runs=5)))
+    a = await call(one, "GET", "/api/session")
+    b = await call(two, "GET", "/api/session")
+    assert re.fullmatch(r"[0-9a-f]{8}", a["session"]) and a["maxRuns"] == 20
+    assert b["session"] != a["session"] and b["maxRuns"] == 5
+    assert await call(one, "GET", "/api/session") == a
+    resp = await one.get("/api/session")
+    assert resp.status == 401
+
+
 async def test_runs_keep_at_most_twenty(serve):
     client = await serve(small_cluster())
     for _ in range(22):

@@ -68,7 +68,9 @@ _STATIC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(/[A-Za-z0-9_][A-Za-z0-9_
 UNAUTHORIZED_API = ("unauthorized: send the session token (Authorization: Bearer <token>, or the cookie set by "
                     "/?token=<token>)")
 UNAUTHORIZED_PAGE = ("401 Unauthorized\n\nThis is a pysched ui session. Open the address `pysched ui` printed when it "
-                     "started (it carries the session token: http://HOST:PORT/?token=...).\n")
+                     "started (it carries the session token: http://HOST:PORT/?token=...). A link into the page "
+                     "(http://HOST:PORT/#/run/3/pod/...) opens once this browser has done so, or at once with its "
+                     "#/... appended to the printed address.\n")
 
 
 class ApiError(Exception):
@@ -94,6 +96,7 @@ class UIState:
         self.explained: OrderedDict[tuple[int, str], bytes] = OrderedDict()
         self.explaining: dict[tuple[int, str], asyncio.Future[bytes]] = {}
         self.exports: OrderedDict[int, str] = OrderedDict()        # run id -> its scenario YAML
+        self.session = secrets.token_hex(4)  # names this process's runs in links (ids start at 1 in each)
 
 
 STATE = web.AppKey("pysched_ui", UIState)
@@ -111,6 +114,7 @@ def make_app(scenario: Scenario, *, token: str, static_dir: str | Path | None = 
                          frozenset(_host_name(h) for h in hosts))
     app.on_response_prepare.append(_security_headers)
     r = app.router
+    r.add_get("/api/session", get_session)
     r.add_get("/api/scenario", get_scenario)
     r.add_put("/api/config", put_config)
     r.add_post("/api/objects", post_objects)
@@ -386,6 +390,15 @@ def _run_id(request: web.Request, value: str | None, name: str = "id") -> runmod
         raise ApiError(404, f"no run {rid} (the last {st.runs.limit} runs are kept, fewer of a large scenario; "
                             "the oldest go first)", name)
     return r
+
+
+# -- session ----------------------------------------------------------------------------------
+
+async def get_session(request: web.Request) -> web.Response:
+    """This process's session id (run ids count from 1 in every process: a link to a run carries
+    the id of the session it was made in) and how many runs it keeps."""
+    st = request.app[STATE]
+    return _json({"session": st.session, "maxRuns": st.runs.limit})
 
 
 # -- scenario ---------------------------------------------------------------------------------

@@ -1,12 +1,17 @@
 // pysched ui: a live what-if page over pysched's offline engine. The page state is the scenario
 // (GET /api/scenario) and the run on display (GET /api/runs/{id}); everything is derived from both.
+// Where the user is (the run, the pod, the node open) is the URL's fragment (route.js): moving in
+// the page pushes a history entry, a link or the back button moves the page.
 
 import { ApiError, busy, del, get, post, seg } from './api.js';
 import { setupEditors } from './editors.js';
-import { explainTableHTML, groupAttemptHTML, metaHTML, renderPodSummary, whyText } from './explain.js';
+import {
+  explainTableHTML, groupAttemptHTML, metaHTML, renderPodSummary, watchExplainOverflow, whyText,
+} from './explain.js';
 import { markCells, renderHeatmap, renderSummary, revealCell } from './heatmap.js';
 import { deriveView } from './model.js';
 import { filterPods, renderPods } from './pods.js';
+import { formatRoute, parseRoute, sameRoute } from './route.js';
 import { setupRuns } from './runs.js';
 import {
   $, $$, debounce, esc, fmtInt, fmtMs, fmtPct, fmtQty, nextPage, notice, pagerAction, pct, plural,
@@ -30,6 +35,11 @@ const S = {
   selectedNode: null,
   explainCache: new Map(),
   explainSeq: 0,
+  session: null,      // this pysched ui process (GET /api/session): run numbers are its own
+  maxRuns: null,
+  routing: false,     // applying a link: the URL already says where the page goes
+  lastHash: null,     // the fragment the page last showed or applied
+  ready: false,
 };
 
 const timings = {};
@@ -129,7 +139,14 @@ function rebuild() {
 function renderNodeDetail() {
   const card = $('#node-detail');
   const n = S.selectedNode ? S.view.nodeByName.get(S.selectedNode) : null;
-  if (!n) { card.hidden = true; card.innerHTML = ''; return; }
+  if (!n) {   // none open, or it left the scenario
+    S.selectedNode = null;
+    card.hidden = true;
+    card.innerHTML = '';
+    delete card.dataset.node;
+    return;
+  }
+  card.dataset.node = n.name;
   const res = S.view.resources.filter((r) => (n.allocatable[r] || 0) || (n.requested[r] || 0));
   const pods = S.view.podsOnNode.get(n.name) || [];
   const taints = (n.taints || []).map((t) => (typeof t === 'string' ? t : `${t.key}${t.value ? `=${t.value}` : ''}:${t.effect}`));
@@ -145,7 +162,7 @@ function renderNodeDetail() {
         + `<td class="num">${esc(fmtQty(r, n.allocatable[r] || 0))}</td><td class="num">${fmtPct(pct(n.requested[r] || 0, n.allocatable[r] || 0))}</td>`
         + `<td class="num muted">${fmtPct(pct(n.beforeRequested[r] || 0, n.allocatable[r] || 0))}</td></tr>`).join('')}</tbody></table>`
     + (taints.length ? `<p><span class="label">taints</span> ${taints.map((t) => `<span class="chip">${esc(t)}</span>`).join(' ')}</p>` : '')
-    + `<p><span class="label">${esc(plural(pods.length, 'pod'))}</span> ${pods.slice(0, NODE_PODS_LISTED).map((p) => `<a href="#" class="pod-link st-${p.status}" data-select-pod="${esc(p.key)}">${esc(p.key)}</a>`).join(' ')}`
+    + `<p><span class="label">${esc(plural(pods.length, 'pod'))}</span> ${pods.slice(0, NODE_PODS_LISTED).map((p) => `<a href="${esc(hrefFor({ pod: p.key }))}" class="pod-link st-${p.status}" data-select-pod="${esc(p.key)}">${esc(p.key)}</a>`).join(' ')}`
     + `${pods.length > NODE_PODS_LISTED ? ` <a href="#" data-filter-node="${esc(n.name)}">all ${fmtInt(pods.length)} in the pods table…</a>` : ''}</p>`;
   card.hidden = false;
 }
@@ -168,22 +185,25 @@ function renderPendingReasons() {
   const top = [...groups.entries()].sort((a, b) => b[1].count - a[1].count).slice(0, 12);
   box.innerHTML = `<h3>Left pending by run #${esc(S.run.id)}, by reason</h3><ul class="reasons">${top.map(([reason, g]) => (
     `<li><span class="count">${esc(fmtInt(g.count))}</span> <span class="reason">${esc(reason)}</span> `
-    + `<a href="#" data-select-pod="${esc(g.pod)}">e.g. ${esc(g.pod)}</a></li>`)).join('')}</ul>`
+    + `<a href="${esc(hrefFor({ pod: g.pod }))}" data-select-pod="${esc(g.pod)}">e.g. ${esc(g.pod)}</a></li>`)).join('')}</ul>`
     + (groups.size > top.length ? `<p class="muted">and ${esc(plural(groups.size - top.length, 'other reason'))}</p>` : '');
   box.hidden = false;
 }
 
-function selectNode(name, { scroll = false } = {}) {
+function selectNode(name, { scroll = false, history = 'push' } = {}) {
   S.selectedNode = name;
   renderNodeDetail();
   markSelection();
-  if (scroll) $('#node-detail').scrollIntoView({ block: 'nearest' });
+  if (name) revealCell($('#heatmap'), name);
+  if (scroll && name) $('#node-detail').scrollIntoView({ block: 'nearest' });
+  syncUrl(history);
 }
 
 // -- selected pod ----------------------------------------------------------------------------
 
 function clearExplain(message) {
   $('#explain-table').innerHTML = '';
+  explainOverflow();
   $('#explain-meta').innerHTML = '';
   $('#group-attempt').innerHTML = '';
   $('#group-attempt').hidden = true;
@@ -267,7 +287,7 @@ async function loadExplain(pod) {
   $('#chosen-why').textContent = prev && !pod.node ? `${prev} ${why}` : why;
   const victims = ex.victims && ex.victims.length ? ex.victims : (ex.preemption && ex.preemption.victims) || [];
   if (victims.length && !(pod.placement.victims || []).length) {
-    $('#victims').innerHTML = victims.map((v) => `<li data-pod="${esc(v)}"><a href="#" data-select-pod="${esc(v)}">${esc(v)}</a></li>`).join('');
+    $('#victims').innerHTML = victims.map((v) => `<li data-pod="${esc(v)}"><a href="${esc(hrefFor({ pod: v }))}" data-select-pod="${esc(v)}">${esc(v)}</a></li>`).join('');
     $('#victims-box').hidden = false;
   }
   const c = classified;
@@ -292,14 +312,99 @@ function applyCompact() {
   for (const th of names) th.colSpan = on ? 1 : 3;
   const group = t.querySelector('th.sgroup');
   if (group) group.colSpan = names.length * (on ? 1 : 3);
+  explainOverflow();
 }
 
-function selectPod(key, { scroll = false } = {}) {
+function selectPod(key, { scroll = false, smooth = true, history = 'push' } = {}) {
   S.selectedPod = key;
   renderSelectedPod();
-  const pod = S.view.podByKey.get(key);
+  const pod = key ? S.view.podByKey.get(key) : null;
   if (pod) revealCell($('#heatmap'), pod.node || (pod.placement && pod.placement.nominatedNode));
-  if (scroll) $('#pod-detail').scrollIntoView({ block: 'start', behavior: 'smooth' });
+  if (scroll && pod) $('#pod-detail').scrollIntoView({ block: 'start', behavior: smooth ? 'smooth' : 'auto' });
+  syncUrl(history);
+}
+
+// -- the URL: deep links and the back button ----------------------------------------------------
+
+/** The link to a place in the page (the run on display unless `run` is given). */
+function hrefFor({ run = S.run ? S.run.id : null, pod = null, node = null } = {}) {
+  return formatRoute({ run, pod, node, session: S.session }) || '#/';
+}
+
+/** Put where the page is in the address bar: 'push' (a user's move, back returns), 'replace'. */
+function syncUrl(mode = 'replace') {
+  if (S.routing || !S.ready) return;
+  const hash = formatRoute({ run: S.run ? S.run.id : null, pod: S.selectedPod, node: S.selectedNode, session: S.session });
+  S.lastHash = hash;
+  if (hash === location.hash) return;
+  const url = hash || `${location.pathname}${location.search}`;
+  if (mode === 'push') {
+    history.pushState(null, '', url);
+    showLinkProblems([]);
+  } else history.replaceState(null, '', url);
+}
+
+/** What a link named that the page cannot show, said in the page (never a blank page). */
+function showLinkProblems(problems) {
+  const box = $('#link-problem');
+  box.hidden = !problems.length;
+  $('#link-problem-text').innerHTML = problems.map((p) => `<li>${esc(p)}</li>`).join('');
+  box.dataset.count = String(problems.length);
+}
+
+/** Move the page to `route` (a link opened, the back or forward button). */
+async function applyRoute(route) {
+  const problems = [...route.problems];
+  let want = route.run;
+  S.routing = true;
+  try {
+    if (want && route.session && S.session && route.session !== S.session) {
+      problems.push(`This link is to run #${want} of another pysched ui session (${route.session}; this one is `
+        + `${S.session}). Runs live in the memory of the pysched ui process that made them and are numbered from 1 `
+        + `in each, so that run is gone: ${S.run ? `showing this session's run #${S.run.id} instead` : 'no run is shown'}.`);
+      want = null;
+    }
+    if (want && (!S.run || String(S.run.id) !== want)) {
+      try {
+        // a run not in the list of those kept (read again: another tab may have run since) is not
+        // asked for, a 404 the console would log
+        if (!S.runs.some((r) => String(r.id) === want)) await refreshRuns();
+        if (!S.runs.some((r) => String(r.id) === want)) throw new ApiError(404, null, `no run ${want}`);
+        await displayRun(await get(`/api/runs/${seg(want)}`), { history: 'none' });
+      } catch (exc) {
+        if (!(exc instanceof ApiError) || exc.status !== 404) throw exc;
+        const kept = S.runs.length ? `runs #${S.runs[0].id} to #${S.runs[S.runs.length - 1].id} are kept`
+          : 'no run is kept yet';
+        problems.push(`Run #${want} is not kept by this pysched ui session (${kept}; it keeps the last `
+          + `${S.maxRuns ?? 'few'}, fewer of a large scenario, the oldest dropped first, and none after a restart)`
+          + `${S.run ? `: showing run #${S.run.id} instead.` : '.'}`);
+      }
+    }
+    const where = S.run ? `the scenario or run #${S.run.id}` : 'the scenario';
+    if (route.node && !S.view.nodeByName.has(route.node)) {
+      problems.push(`No node named "${route.node}" in ${where}.`);
+      selectNode(null);
+    } else if (route.node !== S.selectedNode) selectNode(route.node, { scroll: Boolean(route.node) });
+    if (route.pod && !S.view.podByKey.has(route.pod)) {
+      problems.push(`No pod ${route.pod} in ${where}.`);
+      selectPod(null);
+    } else if (route.pod !== S.selectedPod) selectPod(route.pod, { scroll: Boolean(route.pod), smooth: false });
+  } catch (exc) {
+    apiFailure(exc);
+  } finally {
+    S.routing = false;
+  }
+  showLinkProblems(problems);
+  syncUrl('replace');   // the address bar says what is shown (a bad link's place is in the message)
+}
+
+function onLocation() {
+  if (!S.ready || location.hash === S.lastHash) return;
+  S.lastHash = location.hash;
+  const route = parseRoute(location.hash);
+  const here = { run: S.run ? String(S.run.id) : null, pod: S.selectedPod, node: S.selectedNode };
+  if (sameRoute(route, here) && !route.problems.length && (!route.session || route.session === S.session)) return;
+  busy(() => applyRoute(route));
 }
 
 // -- runs ------------------------------------------------------------------------------------
@@ -314,13 +419,14 @@ async function loadScenario() {
   editors.scenario(S.scenario);
 }
 
-async function displayRun(run, { refreshScenario = false, refreshList = true } = {}) {
+async function displayRun(run, { refreshScenario = false, refreshList = true, history = 'push' } = {}) {
   S.run = run;
   document.body.dataset.run = String(run.id);
   if (refreshScenario) await loadScenario();
   rebuild();
   if (refreshList) await refreshRuns();
   else runsUi.renderRuns(S.runs, run.id);
+  if (history !== 'none') syncUrl(history);
 }
 
 async function showRun(id) {
@@ -364,6 +470,7 @@ async function doRun() {
 async function changed(what) {
   await loadScenario();
   rebuild();
+  syncUrl('replace');   // a deleted pod or node is no longer open
   if (what) notice(what);
   if ($('#auto-run').checked) await doRun();
 }
@@ -378,8 +485,10 @@ const app = {
   showRun,
   displayRun,
   refreshScenario: loadScenario,
+  runHref: (id) => hrefFor({ run: id }),
 };
 const editors = setupEditors(app);
+const explainOverflow = watchExplainOverflow($('#explain-frame'), $('.explain-wrap'), $('#explain-scroll-hint'));
 const runsUi = setupRuns(app);
 
 function wireTabs() {
@@ -420,7 +529,7 @@ function wire() {
     const cell = ev.target.closest('.heat-cell[data-node]');
     if (cell) selectNode(cell.dataset.node);
   });
-  $('#pod-close').addEventListener('click', () => { S.selectedPod = null; renderSelectedPod(); });
+  $('#pod-close').addEventListener('click', () => selectPod(null));
   $('#pod-delete').addEventListener('click', () => {
     const key = S.selectedPod;
     if (!key) return;
@@ -437,6 +546,7 @@ function wire() {
   // Links that select a pod (victims, a node's pods) and filter by node.
   document.addEventListener('click', (ev) => {
     const a = ev.target.closest('[data-select-pod]');
+    if (a && !plainClick(ev)) return;   // ctrl/shift/middle click: the browser opens its href (a deep link)
     if (a) { ev.preventDefault(); selectPod(a.dataset.selectPod, { scroll: true }); return; }
     const f = ev.target.closest('[data-filter-node]');
     if (f) {
@@ -450,7 +560,7 @@ function wire() {
     const b = ev.target.closest('button[data-act]');
     if (!b || !S.selectedNode) return;
     const name = S.selectedNode;
-    if (b.dataset.act === 'close') { S.selectedNode = null; renderNodeDetail(); markSelection(); }
+    if (b.dataset.act === 'close') selectNode(null);
     if (b.dataset.act === 'clone') {
       editors.cloneFrom(name);
       $('#tab-btn-nodes').click();
@@ -468,6 +578,14 @@ function wire() {
     }
   });
   wireTabs();
+  $('#link-problem-dismiss').addEventListener('click', () => showLinkProblems([]));
+  window.addEventListener('popstate', onLocation);
+  window.addEventListener('hashchange', onLocation);
+}
+
+/** A click that should stay in the page (not one asking the browser to open the link elsewhere). */
+function plainClick(ev) {
+  return ev.button === 0 && !ev.ctrlKey && !ev.metaKey && !ev.shiftKey && !ev.altKey;
 }
 
 async function init() {
@@ -475,12 +593,16 @@ async function init() {
   await busy(async () => {
     const t0 = performance.now();
     try {
+      const session = await get('/api/session');
+      S.session = session.session;
+      S.maxRuns = session.maxRuns;
       await loadScenario();
       rebuild();
       await refreshRuns();
       if (S.runs.length) {
+        // the latest run (a link to another one moves there below, once the page is ready)
         const run = await get(`/api/runs/${seg(S.runs[S.runs.length - 1].id)}`);
-        await displayRun(run, { refreshList: false });
+        await displayRun(run, { refreshList: false, history: 'none' });
       }
       await runsUi.loadReplay();
     } catch (exc) {
@@ -495,7 +617,7 @@ async function init() {
       showRunning(true);
       try {
         const run = await post('/api/runs', { label: 'initial' });
-        await displayRun(run);
+        await displayRun(run, { history: 'none' });
         timings.initialRun = Math.round(performance.now() - t0);
       } catch (exc) {
         // 409: a run started elsewhere (another tab): the user can Run once it is done.
@@ -505,6 +627,10 @@ async function init() {
         showRunning(false);
       }
     }
+    // Where the address says (a deep link), or the address says where the page is.
+    S.ready = true;
+    S.lastHash = location.hash;
+    await applyRoute(parseRoute(location.hash));
   });
 }
 

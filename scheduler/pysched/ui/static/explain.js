@@ -88,6 +88,11 @@ function scoreCells(plugin, s, note) {
     + `<td data-plugin="${p}" data-kind="weighted" class="num wt">${esc(s.weighted)}</td>`;
 }
 
+/** A plugin's name for an upright header: may wrap at its capitals (NodeResources|Balanced|Allocation). */
+function uprightName(plugin) {
+  return String(plugin).split(/(?<=[a-z0-9])(?=[A-Z])/).map(esc).join('<wbr>');
+}
+
 function groupRow(reason, names, span, cls = '') {
   const shown = names.slice(0, GROUP_NAMES).join(', ');
   const more = names.length > GROUP_NAMES ? `, +${fmtInt(names.length - GROUP_NAMES)} more` : '';
@@ -104,9 +109,9 @@ export function explainTableHTML(ex, chosen) {
   const span = 2 + filters.length + 3 * scores.length;
   const head1 = '<tr class="h1"><th rowspan="3" class="node">node</th><th rowspan="3" class="total">total</th>'
     + (filters.length ? `<th colspan="${filters.length}" class="fgroup">Filter</th>` : '')
-    + (scores.length ? `<th colspan="${3 * scores.length}" class="sgroup">Score</th>` : '') + '</tr>';
-  const head2 = `<tr class="h2">${filters.map((p) => `<th rowspan="2" class="fname" data-plugin="${esc(p)}" title="${esc(p)}"><span>${esc(p)}</span></th>`).join('')}`
-    + `${scores.map((p) => `<th colspan="3" class="sname" data-plugin="${esc(p)}" title="${esc(p)}">${esc(p)}</th>`).join('')}</tr>`;
+    + (scores.length ? `<th colspan="${3 * scores.length}" class="sgroup"><span>Score</span></th>` : '') + '</tr>';
+  const head2 = `<tr class="h2">${filters.map((p) => `<th rowspan="2" class="fname" data-plugin="${esc(p)}" title="${esc(p)}"><span>${uprightName(p)}</span></th>`).join('')}`
+    + `${scores.map((p) => `<th colspan="3" class="sname" data-plugin="${esc(p)}" title="${esc(p)}"><span>${uprightName(p)}</span></th>`).join('')}</tr>`;
   const head3 = `<tr class="h3">${scores.map(() => '<th class="raw">raw</th><th class="norm">norm</th><th class="wt">wtd</th>').join('')}</tr>`;
 
   const rows = [];
@@ -301,4 +306,53 @@ export function renderPodSummary(pod, run) {
   const quota = quotaHTML(pod, run);
   $('#quota-state').innerHTML = quota || '';
   $('#quota-state').hidden = !quota;
+}
+
+/** Score plugins whose header is out of the table's visible area (left of the pinned node column
+ * or beyond the right edge), in column order. */
+function scoresOutOfView(wrap, pinned) {
+  const box = wrap.getBoundingClientRect();
+  const out = [];
+  for (const th of wrap.querySelectorAll('th.sname')) {
+    const r = th.getBoundingClientRect();
+    if (r.right > box.right + 0.5 || r.left < box.left + pinned - 0.5) out.push(th.dataset.plugin);
+  }
+  return out;
+}
+
+/** Keep the explain table's sideways-scroll cues current: the frame's shadows (data-more-left,
+ * data-more-right), the width of the pinned node column (--pinned) and the hint naming the score
+ * plugins out of view, with a button that scrolls to them. Call the returned function after the
+ * table changes; scrolling and resizing update it on their own. */
+export function watchExplainOverflow(frame, wrap, hint) {
+  const update = () => {
+    const node = wrap.querySelector('th.node');
+    const pinned = node ? node.getBoundingClientRect().width : 0;
+    frame.style.setProperty('--pinned', `${Math.round(pinned)}px`);
+    const more = wrap.scrollWidth - wrap.clientWidth;
+    frame.dataset.moreLeft = more > 1 && wrap.scrollLeft > 1 ? '1' : '0';
+    frame.dataset.moreRight = more > 1 && wrap.scrollLeft < more - 1 ? '1' : '0';
+    const hidden = more > 1 ? scoresOutOfView(wrap, pinned) : [];
+    hint.hidden = !hidden.length;
+    hint.dataset.hidden = hidden.join(',');
+    hint.title = hidden.length ? `out of view: ${hidden.join(', ')}` : '';
+    if (!hidden.length) { hint.innerHTML = ''; return; }
+    const all = wrap.querySelectorAll('th.sname').length;
+    const compact = document.getElementById('explain-compact');
+    const button = (dir, label) => `<button type="button" class="small go" data-scroll="${dir}" aria-label="scroll ${dir}"`
+      + `${frame.dataset[dir === 'left' ? 'moreLeft' : 'moreRight'] === '1' ? '' : ' disabled'}>${label}</button>`;
+    hint.innerHTML = `${esc(fmtInt(hidden.length))} of ${esc(plural(all, 'Score plugin'))} out of view: the table `
+      + `scrolls sideways, the node column stays${compact && !compact.checked ? '; "weighted scores only" narrows it' : ''}.`
+      + `${button('left', '←')}${button('right', '→')}`;
+  };
+  wrap.addEventListener('scroll', update, { passive: true });
+  hint.addEventListener('click', (ev) => {
+    const b = ev.target.closest('button[data-scroll]');
+    if (!b) return;
+    const pinned = parseFloat(frame.style.getPropertyValue('--pinned')) || 0;
+    const step = Math.max(80, wrap.clientWidth - pinned - 40);
+    wrap.scrollBy({ left: b.dataset.scroll === 'right' ? step : -step, behavior: 'smooth' });
+  });
+  if (typeof ResizeObserver === 'function') new ResizeObserver(update).observe(wrap);
+  return update;
 }

@@ -62,9 +62,12 @@ export function setupRuns(app) {
   let runs = [];
   const replayEditor = new CodeEditor($('.code[data-editor=replay]'));
 
+  // ctrl/shift/middle click on a run's link: the browser opens it (a deep link, #/run/ID)
+  const plainClick = (ev) => ev.button === 0 && !ev.ctrlKey && !ev.metaKey && !ev.shiftKey && !ev.altKey;
+
   $('#runs').addEventListener('click', (ev) => {
     const li = ev.target.closest('li[data-run]');
-    if (!li) return;
+    if (!li || (ev.target.closest('a') && !plainClick(ev))) return;
     ev.preventDefault();
     app.showRun(li.dataset.run);
   });
@@ -75,7 +78,7 @@ export function setupRuns(app) {
     runs = list || [];
     const ordered = runs.slice().reverse();
     $('#runs').innerHTML = ordered.length ? ordered.slice(0, LIST_ITEMS).map((r) => `<li data-run="${esc(r.id)}"${String(r.id) === String(current) ? ' class="current" aria-current="true"' : ''}>`
-      + `<a href="#" class="run-link">${esc(runLabel(r))}</a> <span class="muted">${fmtInt(r.placed)} placed · `
+      + `<a href="${esc(app.runHref(r.id))}" class="run-link">${esc(runLabel(r))}</a> <span class="muted">${fmtInt(r.placed)} placed · `
       + `<span class="${r.pending ? 'warn-text' : ''}">${fmtInt(r.pending)} pending</span> · ${fmtMs(r.durationMs)} · scenario v${esc(r.version)}</span></li>`).join('')
       : '<li class="muted empty">No runs yet: press Run.</li>';
     for (const id of ['#compare-a', '#compare-b']) {
@@ -160,14 +163,14 @@ export function setupRuns(app) {
     $('#replay-steps').innerHTML = steps.map((s, i) => {
       const cls = i < current ? 'done' : i === current ? 'next' : '';
       const run = stepRuns.get(i);
-      const link = run !== undefined ? ` <a href="#" class="step-run" data-show-run="${esc(run)}">run #${esc(run)}</a>` : '';
+      const link = run !== undefined ? ` <a href="${esc(app.runHref(run))}" class="step-run" data-show-run="${esc(run)}">run #${esc(run)}</a>` : '';
       return `<li data-step="${i}"${cls ? ` class="${cls}"` : ''}><span class="at mono">${esc(s.at ?? '')}</span> ${esc(s.description ?? '')}${link}</li>`;
     }).join('');
   }
 
   $('#replay-steps').addEventListener('click', (ev) => {
     const a = ev.target.closest('a[data-show-run]');
-    if (!a) return;
+    if (!a || !plainClick(ev)) return;
     ev.preventDefault();
     app.showRun(a.dataset.showRun);
   });

@@ -147,8 +147,8 @@ demo: install control-plane kwok cel-helper
 	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m pysched_dev.demo
 
 # etcd, kube-apiserver, kube-controller-manager and KWOK with a handful of labelled nodes, until Ctrl-C.
-dev-cluster: install control-plane kwok
-	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" $(PY) -m pysched_dev.devcluster_cli $(DEV_CLUSTER_ARGS)
+dev-cluster: install control-plane kwok cel-helper
+	PYSCHED_BIN_DIR="$$(./hack/control-plane.sh)" PYSCHED_KWOK="$$(./hack/kwok.sh)" PYSCHED_CEL_HELPER="$$(./hack/pysched-cel.sh)" $(PY) -m pysched_dev.devcluster_cli $(DEV_CLUSTER_ARGS)
 
 # A cluster with one real node (containerd, runc, kubelet 1.35.4) and KWOK nodes under the 1.37.2
 # control plane, until Ctrl-C; needs root (docs/real-node.md). REAL_CLUSTER_ARGS: --kwok-nodes N,

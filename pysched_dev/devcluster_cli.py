@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shlex
 import signal
 import sys
@@ -66,9 +67,12 @@ async def populate(lc: LivingCluster, extra_nodes: int) -> list[str]:
 
 
 def paste_lines(kubeconfig: Path) -> list[str]:
-    """The ``export`` lines that put ``pysched`` (this environment's) and the control plane's
-    ``kubectl`` on PATH and point kubectl and pysched at the cluster."""
+    """The ``export`` lines that put ``pysched`` (this environment's), the control plane's
+    ``kubectl`` and pysched's CEL helper (``PYSCHED_CEL_HELPER``, when ``make`` built it) on PATH
+    and point kubectl and pysched at the cluster."""
     tools = [Path(sys.prefix) / "bin", binaries_dir()]
+    if os.environ.get("PYSCHED_CEL_HELPER"):
+        tools.append(Path(os.environ["PYSCHED_CEL_HELPER"]).parent)
     path = ":".join(shlex.quote(str(t)) for t in tools)
     return [f'export PATH={path}:"$PATH"', f"export KUBECONFIG={shlex.quote(str(kubeconfig))}"]
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from pysched.plugins.dynamic_resources.cel import find_helper
 from pysched_dev.devcluster import binaries_dir
 from pysched_dev.docpages import ConsoleBlock, FileBlock, Page, discover, normal_output, output_matches
 from pysched_dev.livecluster import kwok_binary
@@ -133,7 +134,8 @@ def own_venv(where: Path, env: dict[str, str]) -> dict[str, str]:
 @contextlib.contextmanager
 def dev_cluster(log: Path):
     """``make dev-cluster``: yields the ``export`` lines it prints for the reader to paste."""
-    env = {**os.environ, "PYSCHED_BIN_DIR": str(binaries_dir()), "PYSCHED_KWOK": str(kwok_binary())}
+    env = {**os.environ, "PYSCHED_BIN_DIR": str(binaries_dir()), "PYSCHED_KWOK": str(kwok_binary()),
+           "PYSCHED_CEL_HELPER": str(find_helper()[0] if find_helper() else "")}
     with log.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "pysched_dev.devcluster_cli"], cwd=REPO, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -204,6 +206,10 @@ def run_page(page: Page, tmp: Path) -> None:
                 command = step.commands[0]
                 log = tmp / f"background-{n}.log"
                 session.start(command.text, step.wait, log)
+                settled = time.monotonic() + 10     # the line the wait matched may still be being written
+                while (command.expected and not output_matches([*command.expected, "..."], log.read_text())
+                       and time.monotonic() < settled):
+                    time.sleep(0.2)
                 if command.expected and not output_matches([*command.expected, "..."], log.read_text()):
                     pytest.fail(f"{page.path.name}:{command.line}: $ {command.text}\n--- the page shows:\n"
                                 + "\n".join(command.expected) + f"\n--- printed:\n{normal_output(log.read_text())}",

@@ -277,7 +277,7 @@ class SchedulerApp:
 
     async def start_server(self) -> None:
         await self.serving.start(ready=self.ready, healthy=self.healthy, configz=self.configz, explain=self.explain,
-                                 stopping=self.stopping)
+                                 stopping=self.stopping, about=self.about)
 
     def ready(self) -> tuple[bool, str]:
         if self._shutting_down:
@@ -299,6 +299,16 @@ class SchedulerApp:
 
     def explain(self, pod_key: str) -> dict | None:
         return self.scheduler.explanation(pod_key)
+
+    def about(self) -> dict[str, str]:
+        """Who answers /debug/explain (``pysched explain`` reads it): the schedulerNames served and,
+        with leader election, this replica's identity, whether it leads and who does."""
+        out = {"Pysched-Profiles": ",".join(self.frameworks)}
+        e = self.elector
+        if e is not None:
+            out.update({"Pysched-Identity": e.identity, "Pysched-Leading": "true" if e.is_leader() else "false",
+                        "Pysched-Leader": e.reported_leader, "Pysched-Lease": f"{e.namespace}/{e.name}"})
+        return out
 
     def _on_new_leader(self, holder: str) -> None:
         log.info("new leader elected", extra=kv(leader=holder))

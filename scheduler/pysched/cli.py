@@ -19,7 +19,7 @@ from pysched.apis import config as configmod
 from pysched.util import logs
 
 log = logging.getLogger("pysched.cli")
-SUBCOMMANDS = ("run", "extender", "simulate", "snapshot", "plugin", "ui", "trace")
+SUBCOMMANDS = ("run", "extender", "simulate", "snapshot", "plugin", "ui", "trace", "explain")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -260,6 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     from pysched.tools.trace.cli import add_parser as add_trace_parser
     add_trace_parser(sub)
 
+    from pysched.tools.explain_cmd import add_parser as add_explain_parser
+    add_explain_parser(sub)
+
     plug = sub.add_parser("plugin", help="plugin authoring: `plugin new NAME` writes a plugin package to start from")
     plug_sub = plug.add_subparsers(dest="plugin_command", required=True, metavar="COMMAND",
                                    help="new: write a plugin package")
@@ -319,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     if cmd == "trace":
         from pysched.tools.trace.cli import main as trace_main
         return trace_main(args)
+    if cmd == "explain":
+        from pysched.tools.explain_cmd import main as explain_main
+        return explain_main(args)
     return 2
 
 

@@ -4,8 +4,11 @@ A pod annotated ``pysched.io/explain: "true"`` gets a per-plugin trace of each o
 (served in full at ``/debug/explain?pod=ns/name``) and, written back onto the pod, a compact
 summary in ``pysched.io/explanation``: the outcome, how many nodes each filter plugin rejected and
 why, and the best nodes with their weighted score per plugin; ``pysched.io/explanation-summary``
-says the same in one sentence for ``kubectl describe``. The summary is bounded (top nodes
-only, reasons truncated) so it stays far below the API's 256 KiB annotation limit. It is written
+says the same in one line short enough for ``kubectl describe`` to print it whole, ending with
+the command that prints the full trace (``pysched explain NS/NAME``, ``tools.explain_cmd``).
+The PodScheduled condition and the FailedScheduling Event keep kube-scheduler's exact messages.
+The JSON summary is bounded (top nodes only, reasons truncated) so it stays far below the API's
+256 KiB annotation limit. It is written
 through the ``pods/status`` subresource, which may change metadata, so no extra RBAC is needed,
 only when it changed since the last write, and only once the cycle has an outcome (the bind
 succeeded, or the cycle failed and ``error`` says why), so a ``selectedNode`` without an ``error``
@@ -24,6 +27,10 @@ RESULT_ANNOTATION = "pysched.io/explanation"
 SUMMARY_ANNOTATION = "pysched.io/explanation-summary"
 TOP_NODES = 5
 MAX_REASON = 200
+#: ``kubectl describe`` prints an annotation whole up to this many bytes: k8s.io/kubectl's
+#: ``printAnnotationsMultiline`` (maxAnnotationLen = 140) puts a value longer than 140 - len(key)
+#: - 2 on a line of its own and cuts that line at 140 - 2 bytes, adding "...".
+DESCRIBE_LIMIT = 138
 
 
 def requested(pod) -> bool:
@@ -78,27 +85,74 @@ def summary(trace: dict) -> dict:
     return out
 
 
-def human_line(s: dict) -> str:
+def _rejected(s: dict, reasons: bool = True) -> str:
+    return "; ".join(f"{sum(rs.values())} by {plugin}" + (f" ({', '.join(sorted(rs))})" if reasons else "")
+                     for plugin, rs in sorted(s.get("filterRejections", {}).items()))
+
+
+def outcome(s: dict) -> str:
     """``summary``'s outcome in one sentence, e.g. ``bound to n1: best of 4 feasible of 6 evaluated
     nodes (total 836, next n2 681); filtered out: 2 by TaintToleration (node(s) had untolerated
-    taint(s))``."""
-    rejected = "; ".join(
-        f"{sum(reasons.values())} by {plugin} ({', '.join(sorted(reasons))})"
-        for plugin, reasons in sorted(s.get("filterRejections", {}).items()))
-    rejected = f"; filtered out: {rejected}" if rejected else ""
+    taint(s))``; for a pod that fit nowhere, the filter plugins' verdicts (the condition message
+    and the FailedScheduling Event say the rest)."""
+    rejected = _rejected(s)
     counts = f"{s.get('feasibleNodes', 0)} feasible of {s.get('evaluatedNodes', 0)} evaluated nodes"
     if s.get("error"):
-        return f"not scheduled: {s['error'][:300]} ({counts}{rejected})"
+        if rejected and not s.get("feasibleNodes"):
+            return f"not scheduled: 0/{s.get('evaluatedNodes', 0)} nodes fit; filtered out: {rejected}"
+        return f"not scheduled: {s['error'][:300]} ({counts})"
     if s.get("permit"):
         return f"waiting at Permit on {s.get('selectedNode')}: {json.dumps(s['permit'])[:300]}"
     top = s.get("topNodes") or []
     best = f" (total {top[0]['total']}" + (f", next {top[1]['node']} {top[1]['total']})" if len(top) > 1 else ")") \
         if top else ""
+    rejected = f"; filtered out: {rejected}" if rejected else ""
     return f"bound to {s.get('selectedNode')}: best of {counts}{best}{rejected}"
 
 
-def annotations(trace: dict) -> dict[str, str]:
+def short_outcome(s: dict) -> str:
+    """``outcome`` in fewer words for ``human_line``: a bound pod's score and runner-up, how many
+    nodes fit and the filter plugins that rejected the others, without their reasons (``bound to
+    n1 (score 836, next n2 681); 4/6 nodes fit; filtered out: 2 by TaintToleration``)."""
+    if s.get("error") or s.get("permit"):
+        return outcome(s)
+    top = s.get("topNodes") or []
+    score = f" (score {top[0]['total']}" + (f", next {top[1]['node']} {top[1]['total']})" if len(top) > 1 else ")") \
+        if top else ""
+    rejected = _rejected(s, reasons=False)
+    rejected = f"; filtered out: {rejected}" if rejected else ""
+    return (f"bound to {s.get('selectedNode')}{score}; {s.get('feasibleNodes', 0)}/{s.get('evaluatedNodes', 0)} "
+            f"nodes fit{rejected}")
+
+
+def pointer(pod_key: str) -> str:
+    """Where the whole explanation is: the command that prints it."""
+    return f"; details: pysched explain {pod_key}"
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` UTF-8 bytes (kubectl counts bytes), ``...`` marking a cut."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    if limit < 3:
+        return ""
+    return data[:limit - 3].decode(errors="ignore") + "..."
+
+
+def human_line(s: dict, pod_key: str) -> str:
+    """The one line for ``kubectl describe pod``: ``short_outcome`` cut to fit whole under describe's
+    truncation (``DESCRIBE_LIMIT``) and the command that prints the full trace, e.g. ``not
+    scheduled: 0/3 nodes fit; filtered out: 3 by NodeResourcesFit (Insufficient cpu); details:
+    pysched explain default/late``. Only a namespace and name longer than the limit together
+    overflow it (the command is never cut)."""
+    tail = pointer(pod_key)
+    room = DESCRIBE_LIMIT - len(tail.encode())
+    return _cut(short_outcome(s), room) + tail if room > 0 else tail[2:]
+
+
+def annotations(trace: dict, pod_key: str) -> dict[str, str]:
     """The annotations written onto a pod that asked: the JSON summary and its one-line reading."""
     data = summary(trace)
     return {RESULT_ANNOTATION: json.dumps(data, sort_keys=True, separators=(",", ":")),
-            SUMMARY_ANNOTATION: human_line(data)}
+            SUMMARY_ANNOTATION: human_line(data, pod_key)}

@@ -935,7 +935,7 @@ class Scheduler(PodGroupCycle):
     def _publish_explanation(self, pod: PodInfo, data: dict) -> None:
         """Write the summary onto a pod that asked for it, once the cycle's outcome is known."""
         if self.client is not None and explain.requested(pod):
-            values = explain.annotations(data)
+            values = explain.annotations(data, pod.key)
             value = values[explain.RESULT_ANNOTATION]
             if self._explained.get(pod.uid) == value:
                 return

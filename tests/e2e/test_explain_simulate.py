@@ -152,9 +152,16 @@ async def test_explanation_annotation_and_debug_endpoint(control_plane, admin, s
     for name in ("why", "why-not"):
         got = await admin.get(f"/api/v1/namespaces/default/pods/{name}")
         lines[name] = got["metadata"]["annotations"]["pysched.io/explanation-summary"]
-    assert lines["why"].startswith(f"bound to {why['selectedNode']}: best of ")
-    assert "filtered out: 2 by TaintToleration (node(s) had untolerated taint(s))" in lines["why"]
-    assert lines["why-not"].startswith("not scheduled: 0/8 nodes are available")
+    # Short enough for kubectl describe to print it whole, ending with the command for the rest.
+    assert lines["why"].startswith(f"bound to {why['selectedNode']} (score ")
+    assert "; filtered out: 2 by TaintToleration" in lines["why"]
+    assert lines["why-not"].startswith("not scheduled: 0/8 nodes fit; filtered out: 6 by NodeResourcesFit "
+                                       "(Insufficient cpu)")
+    for name, line in lines.items():
+        assert line.endswith(f"; details: pysched explain default/{name}") and len(line.encode()) <= 138, line
+    # The condition message stays kube-scheduler's.
+    cond = pod_scheduled_condition(await admin.get("/api/v1/namespaces/default/pods/why-not"))
+    assert cond["message"].startswith("0/8 nodes are available") and "pysched explain" not in cond["message"]
 
     status, body = await sched.get("/debug/explain?pod=default/why")
     assert status == 200

@@ -136,7 +136,8 @@ def test_default_rendering_mirrors_the_manifests(helm):
         ("ClusterRoleBinding", "pysched:auth-delegator"),
         ("ClusterRole", "pysched:extension-apiserver-authentication-reader"),
         ("ClusterRoleBinding", "pysched:extension-apiserver-authentication-reader"),
-        ("ClusterRole", "pysched-metrics-reader"), ("ClusterRole", "pysched-debug-reader")]), \
+        ("ClusterRole", "pysched-metrics-reader"), ("ClusterRole", "pysched-debug-reader"),
+        ("ClusterRole", "pysched:explainer")]), \
         "ServiceMonitor, gang scheduling and team quotas are off by default"
     for o in objs:
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
@@ -317,9 +318,11 @@ def test_every_knob(helm, tmp_path):
     assert view[("ClusterRoleBinding", "edge-pysched-metrics-reader", "")][1] == [
         ("ServiceAccount", "prometheus-k8s", "monitoring")]
     assert view[("ClusterRoleBinding", "edge-pysched-debug-reader", "")][1] == [("Group", "sre", "")]
+    assert view[("ClusterRoleBinding", "edge-pysched:explainer", "")][1] == [("Group", "developers", "")]
     for o in objs:
         for s in o.get("subjects") or ():
-            if o["metadata"]["name"] not in ("edge-pysched-metrics-reader", "edge-pysched-debug-reader"):
+            if o["metadata"]["name"] not in ("edge-pysched-metrics-reader", "edge-pysched-debug-reader",
+                                             "edge-pysched:explainer"):
                 assert (s["name"], s["namespace"]) == ("batch-scheduler", "batch"), o["metadata"]["name"]
 
 
@@ -440,5 +443,6 @@ def test_notes_warn_when_the_image_is_a_placeholder(helm, control_plane):
         return out.stdout[out.stdout.index("NOTES:"):]
     released = notes()
     assert "WARNING" not in released and "ClusterRole pysched-debug-reader" in released
+    assert "ClusterRole pysched:explainer" in released
     placeholder = notes("--set", "image.repository=ghcr.io/example/pysched")
     assert placeholder.startswith('NOTES:\nWARNING: image.repository is "ghcr.io/example/pysched", a placeholder')

@@ -280,15 +280,18 @@ def test_explain_lists_every_plugin_verdict_and_scores(tmp_path):
     assert s["selectedNode"] == "n1"
     assert s["filterRejections"] == {"TaintToleration": {"node(s) had untolerated taint(s)": 1}}
     assert s["topNodes"][0]["node"] == "n1" and "NodeResourcesFit" in s["topNodes"][0]["plugins"]
-    line = explain.annotations(trace)[explain.SUMMARY_ANNOTATION]
+    line = explain.annotations(trace, "default/web")[explain.SUMMARY_ANNOTATION]
     top = s["topNodes"]
-    assert line == (f"bound to n1: best of 2 feasible of 3 evaluated nodes (total {top[0]['total']}, next n0 "
-                    f"{top[1]['total']}); filtered out: 1 by TaintToleration (node(s) had untolerated taint(s))")
+    assert line == (f"bound to n1 (score {top[0]['total']}, next n0 {top[1]['total']}); 2/3 nodes fit; filtered out: "
+                    f"1 by TaintToleration; details: pysched explain default/web")
+    assert explain.outcome(s) == (f"bound to n1: best of 2 feasible of 3 evaluated nodes (total {top[0]['total']}, "
+                                  f"next n0 {top[1]['total']}); filtered out: 1 by TaintToleration (node(s) had "
+                                  f"untolerated taint(s))")
     failed = explain.human_line({"error": "0/3 nodes are available: 3 Insufficient cpu.", "feasibleNodes": 0,
                                  "evaluatedNodes": 3, "filterRejections": {"NodeResourcesFit": {
-                                     "Insufficient cpu": 3}}})
-    assert failed == ("not scheduled: 0/3 nodes are available: 3 Insufficient cpu. (0 feasible of 3 evaluated "
-                      "nodes; filtered out: 3 by NodeResourcesFit (Insufficient cpu))")
+                                     "Insufficient cpu": 3}}}, "default/late")
+    assert failed == ("not scheduled: 0/3 nodes fit; filtered out: 3 by NodeResourcesFit (Insufficient cpu); "
+                      "details: pysched explain default/late")
 
 
 def test_pending_snapshot_pods_and_foreign_scheduler_names(tmp_path):

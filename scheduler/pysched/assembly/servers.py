@@ -39,7 +39,7 @@ class SecureServing:
 
     async def start(self, *, ready: Callable[[], tuple[bool, str]], healthy: Callable[[], tuple[bool, str]],
                     configz: Callable[[], dict], explain: Callable[[str], dict | None],
-                    stopping: asyncio.Event) -> None:
+                    stopping: asyncio.Event, about: Callable[[], dict[str, str]] | None = None) -> None:
         """Build the delegated authentication (ReviewError when it cannot be), then serve the port
         (OSError: the certificate, the socket) - unless ``stopping`` was set meanwhile."""
         from pysched.server.secure import SecureServer
@@ -50,7 +50,7 @@ class SecureServing:
         self.server = SecureServer(address=o.bind_address, port=o.secure_port, cert_file=o.tls_cert_file,
                                    key_file=o.tls_private_key_file, cert_dir=o.cert_dir, ready=ready,
                                    healthy=healthy, configz=configz, explain=explain,
-                                   auth=self.auth, sockets=self.listeners)
+                                   auth=self.auth, sockets=self.listeners, about=about)
         await self.server.start()
 
     async def close(self) -> None:

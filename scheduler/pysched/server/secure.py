@@ -11,7 +11,11 @@ kube-scheduler does, a self-signed one written to ``--cert-dir`` on first start
 * ``/metrics``: the Prometheus registry; ``/configz``: the effective configuration.
 * ``/debug/explain?pod=ns/name``: the last cycle's per-plugin trace for a pod (see ``explain``);
   ``?podgroup=ns/name``: a pod group's last attempt, placement by placement;
-  202 with where the pod waits while a pod that just asked is being re-evaluated.
+  202 with where the pod waits while a pod that just asked is being re-evaluated. Its answers
+  (200, 202, 404) say who answered (``about``): ``Pysched-Profiles`` (the schedulerNames served),
+  and with leader election ``Pysched-Identity``, ``Pysched-Leading``, ``Pysched-Leader`` (the
+  Lease's holder) and ``Pysched-Lease``, so ``pysched explain`` can tell a replica that does not
+  schedule from a pod with no trace.
 
 Every request goes through delegated authentication and authorization (``delegated_auth``), as
 kube-scheduler's: only ``--authorization-always-allow-paths`` (the health paths) are open to
@@ -40,7 +44,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from pysched.server import listener
+from pysched.server import DEFAULT_CERT_DIR, SELF_SIGNED_NAME, listener
 from pysched.server.connguard import ConnectionGuard
 from pysched.server.delegated_auth import DelegatedAuth
 from pysched.util.logs import kv
@@ -54,7 +58,7 @@ MAX_CONNECTIONS = 64
 HEADER_TIMEOUT = 10.0
 
 
-def self_signed(cert_dir: str, name: str = "pysched") -> tuple[str, str]:
+def self_signed(cert_dir: str, name: str = SELF_SIGNED_NAME) -> tuple[str, str]:
     """Create (once) a self-signed serving certificate in ``cert_dir``; return (cert, key) paths."""
     d = Path(cert_dir)
     cert, key = d / f"{name}.crt", d / f"{name}.key"
@@ -89,9 +93,10 @@ class SecureServer:
                  cert_dir: str | None, ready: Callable[[], tuple[bool, str]],
                  healthy: Callable[[], tuple[bool, str]], configz: Callable[[], dict],
                  explain: Callable[[str], dict | None] | None = None, auth: DelegatedAuth | None = None,
-                 sockets: list[socket.socket] | None = None):
+                 sockets: list[socket.socket] | None = None, about: Callable[[], dict[str, str]] | None = None):
         """``sockets``: listening sockets already bound (``server.listener``); without them
-        ``address``:``port`` is bound when the server starts."""
+        ``address``:``port`` is bound when the server starts. ``about``: the headers that say
+        which replica answered /debug/explain."""
         self.address = address
         self.sockets = sockets
         self.port = port
@@ -100,6 +105,7 @@ class SecureServer:
         self.healthy = healthy
         self.configz = configz
         self.explain = explain
+        self.about = about
         self.auth = auth
         self._runner: web.AppRunner | None = None
         self.bound_port = 0
@@ -109,7 +115,7 @@ class SecureServer:
     def _ssl(self) -> ssl.SSLContext:
         cert, key = self.cert_file, self.key_file
         if not (cert and key):
-            cert, key = self_signed(self.cert_dir or "/tmp/pysched-certs")
+            cert, key = self_signed(self.cert_dir or DEFAULT_CERT_DIR)
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         ctx.load_cert_chain(cert, key)
         if self.auth is not None and self.auth.client_ca_pem:
@@ -158,21 +164,24 @@ class SecureServer:
         return web.Response(text=json.dumps(self.configz(), indent=2), content_type="application/json")
 
     async def _explain(self, request):
+        headers = self.about() if self.about is not None else {}
         group = request.query.get("podgroup", "")
         if group:
             if "/" not in group:
                 return web.Response(status=400, text="query parameter podgroup=<namespace>/<name> needs a namespace")
             got = self.explain(GROUP_PREFIX + group) if self.explain is not None else None
             if got is None:
-                return web.Response(status=404, text=f"no scheduling attempt recorded for pod group {group}")
-            return web.Response(text=json.dumps(got, indent=2), content_type="application/json")
+                return web.Response(status=404, text=f"no scheduling attempt recorded for pod group {group}",
+                                    headers=headers)
+            return web.Response(text=json.dumps(got, indent=2), content_type="application/json", headers=headers)
         key = request.query.get("pod", "")
         if "/" not in key:
             return web.Response(status=400, text="query parameter pod=<namespace>/<name> is required")
         got = self.explain(key) if self.explain is not None else None
         if got is None:
             return web.Response(status=404, text=f"no scheduling cycle recorded for pod {key}: annotate the pod "
-                                                  f"pysched.io/explain=true or run with --explain-all")
+                                                  f"pysched.io/explain=true or run with --explain-all",
+                                headers=headers)
         # 202: the pod asked for an explanation and its re-evaluation has not ended yet.
         return web.Response(status=202 if got.get("reevaluating") else 200, text=json.dumps(got, indent=2),
-                            content_type="application/json")
+                            content_type="application/json", headers=headers)

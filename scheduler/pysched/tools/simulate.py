@@ -724,19 +724,27 @@ def format_text(res: SimulationResult, explain_nodes: str = "summary") -> str:
     return "\n".join(out)
 
 
-def format_explain(trace: dict, nodes: str = "summary") -> str:
+def format_explain(trace: dict, nodes: str = "summary", nodes_flag: str = "--explain-nodes") -> str:
     """One pod's cycle: PreFilter statuses, the filter verdicts, the score breakdown, what the
     sampling left out and the tie at the top. ``nodes="summary"`` (the default) groups the nodes by
     verdict, each group naming a few (naturally sorted: n2 before n10), and shows the best-scored
-    nodes; ``"all"`` gives every node's verdicts and scores."""
+    nodes; ``"all"`` gives every node's verdicts and scores. ``nodes_flag``: the flag the summary
+    names for the second form (``pysched explain`` has its own). Also the live scheduler's traces
+    (``pysched explain``)."""
     head = (trace.get("selectedNode")
             or f"{trace.get('result', 'Unschedulable')}: {trace.get('message') or trace.get('error')}")
     out = [f"Explain {trace.get('pod', '')}: {head}"]
     if trace.get("podGroup"):
         where = f" on placement {trace['groupPlacement']}" if trace.get("groupPlacement") else ""
         out.append(f"  (its cycle{where} in pod group {trace['podGroup']}'s attempt)")
+    skipped = []
     for pf in trace.get("preFilter") or ():
-        out.append(f"  PreFilter {pf['plugin']}: {pf['status']}")
+        if pf["status"] == "Skip":
+            skipped.append(pf["plugin"])
+        else:
+            out.append(f"  PreFilter {pf['plugin']}: {pf['status']}")
+    if skipped:
+        out.append(f"  PreFilter Skip (nothing to check for this pod; their Filter is not run): {', '.join(skipped)}")
     verdicts: dict[str, list[str]] = {}
     for f in trace.get("filter") or ():
         for node, v in f["nodes"].items():
@@ -753,7 +761,7 @@ def format_explain(trace: dict, nodes: str = "summary") -> str:
         out.append(_table(rows))
     elif verdicts:
         out.append(f"  Filter: {len(verdicts)} node(s) by verdict (a node stops at its first failure; "
-                   "--explain-nodes all lists each):")
+                   f"{nodes_flag} all lists each):")
         out += [f"    {line}" for line in _verdict_groups(verdicts, totals, selected, trace.get("sampling") or {})]
     if scores:
         ranked = sorted(totals, key=lambda n: (-totals[n], natural_key(n)))

@@ -16,6 +16,7 @@ import sys
 
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
+from pysched_dev import devcluster_examples
 from pysched_dev.demo import install_podgroup_crd
 from pysched_dev.livecluster import (
     CAPACITY_TYPE,
@@ -38,13 +39,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="seconds without a heartbeat before a node is unreachable (kube-controller-manager)")
     p.add_argument("--toleration-seconds", type=int, default=30,
                    help="default tolerationSeconds for the not-ready/unreachable taints (kube-apiserver)")
+    devcluster_examples.add_arguments(p)
     args = p.parse_args(argv)
     if args.extra_nodes < 0:
         p.error("--extra-nodes: must be 0 or more")
     return args
 
 
-async def populate(lc: LivingCluster, extra_nodes: int) -> list[str]:
+async def populate(lc: LivingCluster, extra_nodes: int,
+                   examples: devcluster_examples.ExamplesOptions | None = None) -> list[str]:
     admin = KubeClient(load_kubeconfig(lc.kubeconfig), qps=0, burst=1)
     try:
         # Labelled like the sample nodes (zones round-robin): AZSpread, in the shipped configuration,
@@ -57,7 +60,7 @@ async def populate(lc: LivingCluster, extra_nodes: int) -> list[str]:
         await create_nodes(admin, nodes)
         names = [n["metadata"]["name"] for n in nodes]
         await wait_nodes_ready(admin, names)
-        return names
+        return names + await devcluster_examples.install(admin, lc, examples or devcluster_examples.ExamplesOptions())
     finally:
         await admin.close()
 
@@ -67,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     print("starting etcd, kube-apiserver, kube-controller-manager and KWOK on loopback...", file=sys.stderr)
     with LivingCluster(node_monitor_grace_seconds=args.node_monitor_grace_seconds,
                        toleration_seconds=args.toleration_seconds) as lc:
-        names = asyncio.run(populate(lc, args.extra_nodes))
+        names = asyncio.run(populate(lc, args.extra_nodes, devcluster_examples.ExamplesOptions.from_args(args)))
         print(f"living cluster up at {lc.cp.url} with {len(names)} KWOK nodes: {', '.join(names)}\n"
               f"\n  export KUBECONFIG={lc.kubeconfig}\n"
               "  pysched --config examples/scheduler-config-gang.yaml --kubeconfig $KUBECONFIG   # another terminal\n"

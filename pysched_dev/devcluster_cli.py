@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pysched.client.auth import load_kubeconfig
 from pysched.client.rest import KubeClient
+from pysched_dev import devcluster_examples
 from pysched_dev.demo import install_podgroup_crd
 from pysched_dev.devcluster import binaries_dir
 from pysched_dev.livecluster import (
@@ -42,13 +43,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="seconds without a heartbeat before a node is unreachable (kube-controller-manager)")
     p.add_argument("--toleration-seconds", type=int, default=30,
                    help="default tolerationSeconds for the not-ready/unreachable taints (kube-apiserver)")
+    devcluster_examples.add_arguments(p)
     args = p.parse_args(argv)
     if args.extra_nodes < 0:
         p.error("--extra-nodes: must be 0 or more")
     return args
 
 
-async def populate(lc: LivingCluster, extra_nodes: int) -> list[str]:
+async def populate(lc: LivingCluster, extra_nodes: int,
+                   examples: devcluster_examples.ExamplesOptions | None = None) -> list[str]:
     admin = KubeClient(load_kubeconfig(lc.kubeconfig), qps=0, burst=1)
     try:
         # Labelled like the sample nodes (zones round-robin): AZSpread, in the shipped configuration,
@@ -61,7 +64,7 @@ async def populate(lc: LivingCluster, extra_nodes: int) -> list[str]:
         await create_nodes(admin, nodes)
         names = [n["metadata"]["name"] for n in nodes]
         await wait_nodes_ready(admin, names)
-        return names
+        return names + await devcluster_examples.install(admin, lc, examples or devcluster_examples.ExamplesOptions())
     finally:
         await admin.close()
 
@@ -82,7 +85,7 @@ def banner(lc: LivingCluster, names: list[str], args: argparse.Namespace) -> str
     return (f"living cluster up at {lc.cp.url} with {len(names)} KWOK nodes: {', '.join(names)}\n"
             f"\nPaste these lines into every terminal you use with it (pysched and kubectl on PATH, kubectl\n"
             f"and pysched pointed at this cluster as its admin):\n\n{lines}\n"
-            "\nThen, from this checkout:\n"
+            "\nThen, from this checkout (examples/README.md has one example per feature to try):\n"
             "  pysched --config examples/scheduler-config-gang.yaml --kubeconfig $KUBECONFIG   # another terminal\n"
             "  kubectl apply -f examples/living-cluster/web.yaml -f examples/gang/podgroup-job.yaml\n"
             "  kubectl get pods -o wide -w\n"
@@ -97,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     print("starting etcd, kube-apiserver, kube-controller-manager and KWOK on loopback...", file=sys.stderr)
     with LivingCluster(node_monitor_grace_seconds=args.node_monitor_grace_seconds,
                        toleration_seconds=args.toleration_seconds) as lc:
-        names = asyncio.run(populate(lc, args.extra_nodes))
+        names = asyncio.run(populate(lc, args.extra_nodes, devcluster_examples.ExamplesOptions.from_args(args)))
         print(banner(lc, names, args), flush=True)
 
         async def wait() -> None:

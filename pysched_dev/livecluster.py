@@ -26,6 +26,7 @@ it back. Everything stops at ``stop()`` and leaves no process behind.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,9 @@ class LivingCluster:
     kwok_proc: Any = None
     kcm_port: int = 0
     kwok_port: int = 0
+    #: Called first by ``stop()``, last added first: what was started beside the cluster and must
+    #: go with it (``make dev-cluster``'s Kueue and Prometheus).
+    on_stop: list[Callable[[], None]] = field(default_factory=list)
 
     def start(self, timeout: float = 120.0) -> LivingCluster:
         kwok = kwok_binary()   # built (or found) before anything starts
@@ -116,6 +120,8 @@ class LivingCluster:
         return self
 
     def stop(self) -> None:
+        while self.on_stop:
+            self.on_stop.pop()()
         for proc in (self.kwok_proc, self.kcm_proc):
             terminate_process(proc)
         self.kwok_proc = self.kcm_proc = None

@@ -222,13 +222,16 @@ class BulkExporter(_Exporter):
 class PrometheusServer:
     """The real ``prometheus`` binary on a free loopback port, scraping ``scrape_configs``.
 
+    ``rule_files``: recording (or alerting) rule files it evaluates, by absolute path.
     ``stop()`` then ``start()`` brings it back on the same port with the same TSDB directory
     (``workdir/data``), as a restarted Prometheus would. ``workdir`` is the caller's and is kept.
     """
 
     def __init__(self, binary: Path, scrape_configs: Sequence[Mapping[str, Any]], *,
-                 scrape_interval_s: float = 1.0, workdir: Path, extra_args: Sequence[str] = ()) -> None:
+                 scrape_interval_s: float = 1.0, workdir: Path, extra_args: Sequence[str] = (),
+                 rule_files: Sequence[Path] = ()) -> None:
         self.binary = Path(binary)
+        self.rule_files = [Path(f).resolve() for f in rule_files]
         self.scrape_configs = [dict(c) for c in scrape_configs]
         self.scrape_interval_s = scrape_interval_s
         self.workdir = Path(workdir)
@@ -274,6 +277,8 @@ class PrometheusServer:
         config = {"global": {"scrape_interval": interval, "scrape_timeout": interval,
                              "evaluation_interval": interval},
                   "scrape_configs": self.scrape_configs}
+        if self.rule_files:  # recording rules, evaluated every scrape interval
+            config["rule_files"] = [str(f) for f in self.rule_files]
         self.config_file.write_text(json.dumps(config, indent=1))  # JSON is YAML
 
     def _start(self, port: int, timeout: float) -> None:

@@ -277,9 +277,10 @@ async def test_simulate_report_renders_in_headless_chromium(tmp_path):
             pytest.fail("no Chromium: hack/chromium.sh could not provide one")
         pytest.skip("no Chromium (make test installs it via hack/chromium.sh)")
     examples = REPO / "examples"
+    simulate = examples / "simulate"
     report = tmp_path / "report.html"
-    proc = subprocess.run([sys.executable, "-m", "pysched", "simulate", "--cluster", str(examples / "snapshot.yaml"),
-                           "--pods", str(examples / "pods.yaml"), "--config", str(examples / "scheduler-config.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "pysched", "simulate", "--cluster", str(simulate / "snapshot.yaml"),
+                           "--pods", str(simulate / "pods.yaml"), "--config", str(examples / "scheduler-config.yaml"),
                            "--explain", "shop/web-0", "--report", str(report)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode in (0, 1), proc.stderr
@@ -290,7 +291,7 @@ async def test_simulate_report_renders_in_headless_chromium(tmp_path):
                          report.as_uri()], capture_output=True, text=True, timeout=120)
     html = dom.stdout
     assert 'data-render="ok"' in html, html[-2000:] + dom.stderr[-2000:]
-    snap = yaml.safe_load((examples / "snapshot.yaml").read_text())
+    snap = yaml.safe_load((simulate / "snapshot.yaml").read_text())
     n_nodes = sum(1 for i in snap["items"] if i["kind"] == "Node")
     # cpu, memory, pods and nvidia.com/gpu, per zone (3) and per node, before and after.
     assert html.count('class="bar after"') == 4 * (3 + n_nodes)

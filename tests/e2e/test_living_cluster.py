@@ -358,7 +358,10 @@ async def test_make_dev_cluster_serves_until_interrupted(tmp_path):
 
     out = tmp_path / "out.txt"
     with open(out, "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "pysched_dev.devcluster_cli", "--extra-nodes", "2"],
+        # Kueue and Prometheus off: Prometheus's port would be a fixed one (tests/e2e/test_examples.py
+        # runs both, on free ports).
+        proc = subprocess.Popen([sys.executable, "-m", "pysched_dev.devcluster_cli", "--extra-nodes", "2",
+                                 "--kueue=off", "--prometheus=off"],
                                 cwd=REPO, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         async def kubeconfig():
@@ -372,7 +375,7 @@ async def test_make_dev_cluster_serves_until_interrupted(tmp_path):
         sched = None
         try:
             nodes, _ = await client.list_all("/api/v1/nodes")
-            assert len(nodes) == 8
+            assert len(nodes) == 6 + 2 + 2   # sample, extra, the GPU-sharing example's
             await wait_nodes_ready(client, [n["metadata"]["name"] for n in nodes])
             await client.get("/apis/scheduling.x-k8s.io/v1alpha1")
             # The steps it prints (docs/getting-started.md): pysched with the gang configuration, then

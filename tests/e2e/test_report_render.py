@@ -179,7 +179,7 @@ def page_height(dom: str) -> int:
 async def test_report_at_7_nodes(tmp_path):
     browser = chromium()
     examples = REPO / "examples"
-    out, report = simulate(tmp_path, examples / "snapshot.yaml", examples / "pods.yaml",
+    out, report = simulate(tmp_path, examples / "simulate" / "snapshot.yaml", examples / "simulate" / "pods.yaml",
                            "--config", str(examples / "scheduler-config.yaml"), "--explain", "shop/web-0",
                            "--explain", "batch/too-big")
     dom = await render(browser, tmp_path, report)

@@ -416,7 +416,8 @@ async def shown_placements(page: Page, pods: list[str]) -> dict[str, str | None]
 # -- the example cluster -----------------------------------------------------------------------
 
 async def test_ui_example_cluster(tmp_path):
-    cluster, pods, config = EXAMPLES / "snapshot.yaml", EXAMPLES / "pods.yaml", EXAMPLES / "scheduler-config.yaml"
+    cluster, pods = EXAMPLES / "simulate" / "snapshot.yaml", EXAMPLES / "simulate" / "pods.yaml"
+    config = EXAMPLES / "scheduler-config.yaml"
     explained = ["shop/web-0", "batch/too-big"]
     reference = simulate(tmp_path, cluster, pods, config, *[a for p in explained for a in ("--explain", p)])
     pending = [p["pod"] for p in reference["placements"]]
@@ -1104,7 +1105,7 @@ async def test_ui_shows_a_gang_and_its_team_quota(tmp_path):
             "multiPoint": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}]},
             "postFilter": {"enabled": [{"name": "Coscheduling"}, {"name": "CapacityScheduling"}],
                            "disabled": [{"name": "*"}]}}}]}))
-    async with ui_session(tmp_path, "--cluster", str(EXAMPLES / "snapshot.yaml"), "--pods", str(pods),
+    async with ui_session(tmp_path, "--cluster", str(EXAMPLES / "simulate" / "snapshot.yaml"), "--pods", str(pods),
                           "--config", str(config)) as (server, page):
         await page.goto(server.url)
         await page.wait_for(READY, timeout=LOAD_TIMEOUT)

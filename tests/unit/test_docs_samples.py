@@ -62,8 +62,9 @@ def test_simulate_sample(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = main(["simulate", "--cluster", "examples/snapshot.yaml", "--pods", "examples/pods.yaml",
-                     "--config", "examples/scheduler-config.yaml", "--explain", "shop/web-0",
+        code = main(["simulate", "--cluster", "examples/simulate/snapshot.yaml",
+                     "--pods", "examples/simulate/pods.yaml", "--config", "examples/scheduler-config.yaml",
+                     "--explain", "shop/web-0",
                      "--report", str(tmp_path / "report.html")])
     assert code == 1     # batch/too-big fits nowhere
     assert_sample(code_block_after("simulate-explain-shadow.md", "--explain shop/web-0 --report report.html"),

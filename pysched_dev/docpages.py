@@ -22,7 +22,8 @@ An HTML comment right before a block (invisible on the site) steers the runner:
 * ``<!-- doc-test: page cluster=none -->`` (before any block): the page needs no cluster.
   ``cluster=dev-cluster``, the default, runs the page against a fresh ``make dev-cluster``.
   ``venv=own`` gives the page a virtual environment of its own over the repository's, for pages
-  that ``pip install``.
+  that ``pip install``. ``services=kueue,prometheus``: the dev cluster's optional services the page
+  uses (``make dev-cluster`` starts them when they are built; the runner starts only those named).
 
 ``tests/e2e/test_docs_pages.py`` runs every page with a ``console`` block.
 """
@@ -39,7 +40,8 @@ FENCE = re.compile(
     r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
     re.MULTILINE | re.DOTALL)
 TITLE = re.compile(r'title="([^"]+)"')
-PAGE_KEYS = {"page", "cluster", "venv"}
+PAGE_KEYS = {"page", "cluster", "venv", "services"}
+SERVICES = {"kueue", "prometheus"}
 BLOCK_KEYS = {"background", "wait", "eventually", "exit", "skip"}
 
 
@@ -80,6 +82,7 @@ class Page:
     steps: list[ConsoleBlock | FileBlock]
     cluster: str = "dev-cluster"
     venv: str = ""
+    services: frozenset[str] = frozenset()
 
     @property
     def console_blocks(self) -> list[ConsoleBlock]:
@@ -141,6 +144,10 @@ def parse_page(path: Path) -> Page:
                 raise DocPageError(f"{where}: the page directive must come before the first block")
             page.cluster = directive.get("cluster", page.cluster)
             page.venv = directive.get("venv", "")
+            page.services = frozenset(filter(None, directive.get("services", "").split(",")))
+            if page.services - SERVICES:
+                raise DocPageError(f"{where}: services: unknown {sorted(page.services - SERVICES)}, "
+                                   f"expected some of {sorted(SERVICES)}")
             if page.cluster not in ("dev-cluster", "none"):
                 raise DocPageError(f"{where}: cluster={page.cluster!r}: expected dev-cluster or none")
             directive = {k: v for k, v in directive.items() if k not in PAGE_KEYS}

@@ -7,8 +7,11 @@ applied as a reader pastes them. Commands run through ``bash`` from a directory 
 checkout (the repository's top-level entries linked in), files the page asks for are written where
 the session is, and every output is compared with the page's. A page whose output drifts fails.
 
-Pages that start pysched by hand bind its default secure port (10259) as the reader's would, so
-they take one lock in turn; everything else about them runs in parallel.
+Pages that start pysched by hand bind its default secure port (10259) as the reader's would, and
+the dev cluster's Prometheus binds the port the load-aware example names, so such pages take one
+lock in turn; everything else about them runs in parallel. Of the dev cluster's optional services
+(Kueue, Prometheus: ``make dev-cluster`` starts them when they are built) a page gets those it
+names (``<!-- doc-test: page services=kueue -->``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import pytest
 
 from pysched.plugins.dynamic_resources.cel import find_helper
 from pysched_dev.devcluster import binaries_dir
-from pysched_dev.docpages import ConsoleBlock, FileBlock, Page, discover, normal_output, output_matches
+from pysched_dev.docpages import SERVICES, ConsoleBlock, FileBlock, Page, discover, normal_output, output_matches
 from pysched_dev.livecluster import kwok_binary
 
 from .conftest import REPO
@@ -132,12 +135,14 @@ def own_venv(where: Path, env: dict[str, str]) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def dev_cluster(log: Path):
-    """``make dev-cluster``: yields the ``export`` lines it prints for the reader to paste."""
+def dev_cluster(log: Path, services: frozenset[str]):
+    """``make dev-cluster``: yields the ``export`` lines it prints for the reader to paste. Of its
+    optional services (Kueue, Prometheus) only those in ``services`` are started."""
     env = {**os.environ, "PYSCHED_BIN_DIR": str(binaries_dir()), "PYSCHED_KWOK": str(kwok_binary()),
            "PYSCHED_CEL_HELPER": str(find_helper()[0] if find_helper() else "")}
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "pysched_dev.devcluster_cli"], cwd=REPO, env=env,
+        flags = [f"--{name}={'on' if name in services else 'off'}" for name in SERVICES]
+        proc = subprocess.Popen([sys.executable, "-m", "pysched_dev.devcluster_cli", *flags], cwd=REPO, env=env,
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
@@ -172,7 +177,10 @@ def run_page(page: Page, tmp: Path) -> None:
     Path(env["HOME"]).mkdir()
     with contextlib.ExitStack() as stack:
         if page.cluster == "dev-cluster":
-            exports = stack.enter_context(dev_cluster(tmp / "dev-cluster.log"))
+            if page.services:       # Prometheus serves the port the load-aware example names
+                lock = stack.enter_context(PORT_LOCK.open("a"))
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            exports = stack.enter_context(dev_cluster(tmp / "dev-cluster.log", page.services))
             assert any("PATH=" in e for e in exports) and any("KUBECONFIG=" in e for e in exports), exports
         else:
             exports = [f'export PATH="{REPO / ".venv" / "bin"}:{binaries_dir()}:$PATH"']
@@ -181,7 +189,7 @@ def run_page(page: Page, tmp: Path) -> None:
             session.export(line)
         if page.venv == "own":
             session.env = own_venv(tmp / "venv", session.env)
-        if any(b.background for b in page.console_blocks):
+        if any(b.background for b in page.console_blocks) and not page.services:
             lock = stack.enter_context(PORT_LOCK.open("a"))
             fcntl.flock(lock, fcntl.LOCK_EX)
         stack.callback(session.stop)

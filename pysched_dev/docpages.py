@@ -19,11 +19,16 @@ An HTML comment right before a block (invisible on the site) steers the runner:
   output matches (a reader re-running ``kubectl get`` until the pods are placed).
 * ``<!-- doc-test: exit=N -->``: the block's last command exits with ``N``.
 * ``<!-- doc-test: skip="why" -->``: the block is not run; the reason is required.
-* ``<!-- doc-test: page cluster=none -->`` (before any block): the page needs no cluster.
+* ``<!-- doc-test: page cluster=none -->`` (anywhere before the first block): the page needs no
+  cluster.
   ``cluster=dev-cluster``, the default, runs the page against a fresh ``make dev-cluster``.
   ``venv=own`` gives the page a virtual environment of its own over the repository's, for pages
   that ``pip install``. ``services=kueue,prometheus``: the dev cluster's optional services the page
   uses (``make dev-cluster`` starts them when they are built; the runner starts only those named).
+
+A page may include a section of another file as pymdownx.snippets does (``--8<--
+"examples/README.md:quota"``): the runner reads the page as the site shows it, so the examples'
+README and the feature pages share one tested session.
 
 ``tests/e2e/test_docs_pages.py`` runs every page with a ``console`` block.
 """
@@ -36,10 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FENCE = re.compile(
-    r"(?:^<!--\s*doc-test:(?P<directive>.*?)-->\s*\n(?:[ \t]*\n)*)?"
+    r"(?:^<!--\s*doc-test:(?!\s*page\b)(?P<directive>.*?)-->\s*\n(?:[ \t]*\n)*)?"
     r"^(?P<indent>[ \t]*)```(?P<lang>[\w+-]*)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
     re.MULTILINE | re.DOTALL)
 TITLE = re.compile(r'title="([^"]+)"')
+PAGE_DIRECTIVE = re.compile(r"^<!--\s*doc-test:\s*(page\b.*?)-->", re.MULTILINE)
+SNIPPET = re.compile(r'^--8<-- "([^":]+):([\w-]+)"[ \t]*$', re.MULTILINE)
 PAGE_KEYS = {"page", "cluster", "venv", "services"}
 SERVICES = {"kueue", "prometheus"}
 BLOCK_KEYS = {"background", "wait", "eventually", "exit", "skip"}
@@ -132,25 +139,55 @@ def parse_console(body: str, first_line: int, where: str) -> list[Command]:
     return commands
 
 
-def parse_page(path: Path) -> Page:
-    text = path.read_text()
+def expand_snippets(text: str, root: Path, where: str) -> str:
+    """The page as the site shows it: each ``--8<-- "FILE:SECTION"`` line replaced by that section of
+    ``FILE`` (between ``--8<-- [start:SECTION]`` and ``--8<-- [end:SECTION]``), as pymdownx.snippets
+    does."""
+    def section(m: re.Match[str]) -> str:
+        source = root / m.group(1)
+        if not source.is_file():
+            raise DocPageError(f"{where}: --8<-- {m.group(1)}: no such file")
+        name = re.escape(m.group(2))
+        pattern = rf"^[^\n]*--8<-- \[start:{name}\][^\n]*\n(.*?)^[^\n]*--8<-- \[end:{name}\]"
+        found = re.search(pattern, source.read_text(),
+                          re.MULTILINE | re.DOTALL)
+        if not found:
+            raise DocPageError(f"{where}: --8<-- {m.group(1)}: no section {m.group(2)!r}")
+        return found.group(1)
+    return SNIPPET.sub(section, text)
+
+
+def _page_directives(page: Page, text: str) -> None:
+    steps = (m for m in FENCE.finditer(text) if m.group("lang") == "console" or TITLE.search(m.group("info")))
+    first = next(steps, None)
+    for m in PAGE_DIRECTIVE.finditer(text):
+        where = f"{page.path.name}:{text.count(chr(10), 0, m.start()) + 1}"
+        if first is not None and m.start() > first.start():
+            raise DocPageError(f"{where}: the page directive must come before the first block")
+        directive = parse_directive(m.group(1), where)
+        if set(directive) - PAGE_KEYS:
+            raise DocPageError(f"{where}: a page directive takes {sorted(PAGE_KEYS - {'page'})}")
+        page.cluster = directive.get("cluster", page.cluster)
+        page.venv = directive.get("venv", "")
+        page.services = frozenset(filter(None, directive.get("services", "").split(",")))
+        if page.services - SERVICES:
+            raise DocPageError(f"{where}: services: unknown {sorted(page.services - SERVICES)}, "
+                               f"expected some of {sorted(SERVICES)}")
+        if page.cluster not in ("dev-cluster", "none"):
+            raise DocPageError(f"{where}: cluster={page.cluster!r}: expected dev-cluster or none")
+
+
+def parse_page(path: Path, root: Path | None = None) -> Page:
+    """Read ``path``; snippets are taken relative to ``root`` (the repository: the docs' parent)."""
+    text = expand_snippets(path.read_text(), root or path.parent.parent, path.name)
     page = Page(path=path, steps=[])
+    _page_directives(page, text)
     for m in FENCE.finditer(text):
         line = text.count("\n", 0, m.start("lang")) + 1
         where = f"{path.name}:{line}"
         directive = parse_directive(m.group("directive") or "", where)
-        if "page" in directive:
-            if page.steps:
-                raise DocPageError(f"{where}: the page directive must come before the first block")
-            page.cluster = directive.get("cluster", page.cluster)
-            page.venv = directive.get("venv", "")
-            page.services = frozenset(filter(None, directive.get("services", "").split(",")))
-            if page.services - SERVICES:
-                raise DocPageError(f"{where}: services: unknown {sorted(page.services - SERVICES)}, "
-                                   f"expected some of {sorted(SERVICES)}")
-            if page.cluster not in ("dev-cluster", "none"):
-                raise DocPageError(f"{where}: cluster={page.cluster!r}: expected dev-cluster or none")
-            directive = {k: v for k, v in directive.items() if k not in PAGE_KEYS}
+        if set(directive) & PAGE_KEYS:
+            raise DocPageError(f"{where}: {sorted(set(directive) & PAGE_KEYS)} belong in a page directive")
         title = TITLE.search(m.group("info"))
         if m.group("lang") == "console":
             if m.group("indent"):

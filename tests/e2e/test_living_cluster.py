@@ -358,7 +358,7 @@ async def test_make_dev_cluster_serves_until_interrupted(tmp_path):
 
     out = tmp_path / "out.txt"
     with open(out, "wb") as f:
-        # Kueue and Prometheus off: Prometheus's port would be a fixed one (tests/e2e/test_examples.py
+        # Kueue and Prometheus off: Prometheus's port would be a fixed one (tests/e2e/test_docs_pages.py
         # runs both, on free ports).
         proc = subprocess.Popen([sys.executable, "-m", "pysched_dev.devcluster_cli", "--extra-nodes", "2",
                                  "--kueue=off", "--prometheus=off"],

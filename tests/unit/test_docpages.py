@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
-from pysched_dev.docpages import ConsoleBlock, DocPageError, FileBlock, output_matches, parse_page
+from pysched_dev.docpages import ConsoleBlock, DocPageError, FileBlock, discover, output_matches, parse_page
 
 PAGE = '''# A page
 
@@ -96,3 +99,38 @@ def test_output_matches_the_page_with_ellipses_and_any_spacing():
     assert output_matches(["3 passed in ..."], "3 passed in 0.12s\n")
     assert not output_matches(["(a+b)"], "aab\n")                                       # text, not a regex
     assert output_matches([], "")
+
+
+def test_a_page_includes_a_section_of_another_file_as_the_site_does(tmp_path):
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "examples" / "README.md").write_text(
+        "# Examples\n<!-- --8<-- [start:quota] -->\n```console\n$ kubectl get quota\nNAME\n```\n"
+        "<!-- --8<-- [end:quota] -->\n<!-- --8<-- [start:other] -->\n```console\n$ other\n```\n"
+        "<!-- --8<-- [end:other] -->\n")
+    page = tmp_path / "docs" / "quotas.md"
+    page.write_text('# Quotas\n\n<!-- doc-test: page services=kueue -->\n--8<-- "examples/README.md:quota"\n')
+    parsed = parse_page(page)
+    assert parsed.services == {"kueue"}
+    assert [c.text for b in parsed.console_blocks for c in b.commands] == ["kubectl get quota"]
+    page.write_text('# Quotas\n--8<-- "examples/README.md:nothing"\n')
+    with pytest.raises(DocPageError, match="no section 'nothing'"):
+        parse_page(page)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_live_example_is_run_by_a_documentation_page():
+    """Each example directory has its section in examples/README.md, and each section is the "Try it"
+    session of a page that ``tests/e2e/test_docs_pages.py`` runs on ``make dev-cluster``."""
+    readme = (REPO / "examples" / "README.md").read_text()
+    sections = set(re.findall(r"--8<-- \[start:([\w-]+)\]", readme))
+    dirs = {p.name for p in (REPO / "examples").iterdir()
+            if p.is_dir() and p.name not in ("simulate", "living-cluster", "pysched-plugin-example")}
+    assert sections == dirs
+    included = {m for page in (REPO / "docs").glob("*.md")
+                for m in re.findall(r'^--8<-- "examples/README\.md:([\w-]+)"', page.read_text(), re.MULTILINE)}
+    assert included == sections
+    run = {b.commands[0].text for page in discover(REPO / "docs") for b in page.console_blocks}
+    assert any("examples/quota/" in text for text in run), "the included sessions are read as the pages' own"

@@ -219,19 +219,20 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--cluster", required=True,
                      help="snapshot (pysched snapshot, or kubectl get nodes,pods,... -A -o yaml); its pending pods "
                           "whose schedulerName is a profile's are scheduled too")
-    sim.add_argument("--pods", required=True,
+    sim.add_argument("--pods",
                      help="pods to schedule (YAML, one or many documents): Pods, Deployments, ReplicaSets, "
                           "ReplicationControllers, StatefulSets, Jobs, DaemonSets, and what they need: PodGroups, "
                           "PriorityClasses, PodDisruptionBudgets, ElasticQuotas, PVCs... A pod the snapshot "
-                          "already holds (same namespace/name) replaces it")
+                          "already holds (same namespace/name) replaces it. Required unless --scale is given")
     sim.add_argument("--add-nodes", action="append", default=[], metavar="TEMPLATE:N",
                      help="what-if: add N copies of TEMPLATE (a node in the snapshot, or a Node YAML file), "
                           "named <template>-sim-<i> (repeatable)")
     sim.add_argument("--scale", action="append", default=[], metavar="KIND/NS/NAME=N",
                      help="what-if: the workload (deployment, statefulset, replicaset, replicationcontroller; in "
-                          "--pods or the snapshot) has N replicas in total: pods are created as its controller "
-                          "would, or removed (not yet on a node first, then the newest; a StatefulSet's highest "
-                          "ordinals) (repeatable)")
+                          "--pods or the snapshot) has N replicas in total, counting the pods of it the snapshot "
+                          "already runs: the missing ones are created as its controller would (from the --pods "
+                          "template when the file holds it), a surplus removed (not yet on a node first, then the "
+                          "newest; a StatefulSet's highest ordinals) (repeatable)")
     sim.add_argument("--explain", action="append", default=[], metavar="POD|GLOB|KIND/NS/NAME",
                      help="print the per-plugin trace of these pods' cycles: a pod (ns/name), a glob over them "
                           "(ns/web-*), or every pod of a workload (deployment/ns/name; also statefulset, "

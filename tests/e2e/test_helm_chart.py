@@ -26,8 +26,9 @@ from .conftest import REPO, wait_for
 pytestmark = pytest.mark.e2e
 CHART = REPO / "charts" / "pysched"
 FULL_VALUES = CHART / "ci" / "full-values.yaml"
-NS = "pysched-system"          # the release namespace: nothing may still say scheduler-lab
-MANIFEST_NS = "scheduler-lab"
+NS = "pysched-system"          # the release namespace the docs install to
+MANIFEST_NS = "pysched-system"  # manifests/'s: the same one (tests/unit/test_manifests_namespace.py)
+OTHER_NS = "team-sched"         # a release elsewhere: nothing of the chart may still name NS
 RBAC_KINDS = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
 
 
@@ -142,7 +143,10 @@ def test_default_rendering_mirrors_the_manifests(helm):
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
             expected = "kube-system" if o["metadata"]["name"].endswith("authentication-reader") else NS
             assert o["metadata"]["namespace"] == expected, o["metadata"]["name"]
-    assert MANIFEST_NS not in yaml.safe_dump_all(objs)
+    # the chart names no namespace of its own: a release elsewhere has none of NS
+    elsewhere = helm_template(helm, namespace=OTHER_NS)
+    assert NS not in yaml.safe_dump_all(elsewhere)
+    assert {o["metadata"].get("namespace") for o in elsewhere} == {OTHER_NS, None}
 
     # RBAC: exactly manifests/rbac.yaml, in the release namespace.
     shipped = rbac_view(manifest_docs(REPO / "manifests" / "rbac.yaml"), {MANIFEST_NS: NS})
@@ -419,7 +423,7 @@ async def test_default_rendering_runs_the_scheduler_as_its_serviceaccount(helm, 
         assert await sar(admin, verb, res, **kw), f"{verb} {res} {kw} should be allowed"
     for verb, res, kw in [("update", "pods", {"namespace": "default"}), ("list", "secrets", {}),
                           ("update", "leases", {"group": "coordination.k8s.io", "namespace": NS, "name": "other"}),
-                          ("create", "leases", {"group": "coordination.k8s.io", "namespace": MANIFEST_NS}),
+                          ("create", "leases", {"group": "coordination.k8s.io", "namespace": "default"}),
                           ("create", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system"}),
                           ("update", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system",
                                                 "name": "kube-scheduler"}),

@@ -25,7 +25,7 @@ COMPONENTS = REPO / "manifests" / "components"
 
 
 async def allowed(admin, verb, resource, *, group="", namespace="", name="", subresource="",
-                  sa_namespace="scheduler-lab") -> bool:
+                  sa_namespace="pysched-system") -> bool:
     attrs = {"verb": verb, "resource": resource, "group": group}
     if namespace:
         attrs["namespace"] = namespace
@@ -84,12 +84,12 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
 
     # A real bound token for the ServiceAccount, the ConfigMap's own configuration and the
     # Deployment's environment (POD_NAMESPACE: the Lease goes to the pod's namespace).
-    kubeconfig = await sa_kubeconfig(control_plane, admin, "scheduler-lab")
+    kubeconfig = await sa_kubeconfig(control_plane, admin, "pysched-system")
     # Load-aware plugins read node usage from metrics-server (metrics.k8s.io) with the same token.
     review = await admin.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", rate_limit=False, body={
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": "system:serviceaccount:scheduler-lab:pysched",
-                 "groups": ["system:serviceaccounts", "system:serviceaccounts:scheduler-lab"],
+        "spec": {"user": "system:serviceaccount:pysched-system:pysched",
+                 "groups": ["system:serviceaccounts", "system:serviceaccounts:pysched-system"],
                  "resourceAttributes": {"group": "metrics.k8s.io", "resource": "nodes", "verb": "list"}}})
     assert review["status"]["allowed"], review["status"]
     cm = next(o for o in objs if o["kind"] == "ConfigMap")
@@ -106,7 +106,7 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
         return pods if ok else None
 
     await wait_for(settled, 60, what="pods bound and the big one marked")
-    lease = await admin.get("/apis/coordination.k8s.io/v1/namespaces/scheduler-lab/leases/pysched")
+    lease = await admin.get("/apis/coordination.k8s.io/v1/namespaces/pysched-system/leases/pysched")
     assert lease["spec"]["holderIdentity"]
 
     async def events():
@@ -154,7 +154,7 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
                           ("watch", "poddisruptionbudgets", {"group": "policy"}),
                           ("watch", "nodes", {}), ("list", "persistentvolumeclaims", {}),
                           ("create", "events", {"group": "events.k8s.io", "namespace": "default"}),
-                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab",
+                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "pysched-system",
                                                 "name": "pysched"}),
                           ("create", "tokenreviews", {"group": "authentication.k8s.io"}),
                           ("create", "subjectaccessreviews", {"group": "authorization.k8s.io"}),
@@ -167,7 +167,7 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
                           ("create", "pods", {"subresource": "eviction", "namespace": "default"}),
                           ("update", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system",
                                                 "name": "kube-scheduler"}),
-                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab",
+                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "pysched-system",
                                                 "name": "other"}),
                           ("create", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system"}),
                           ("get", "configmaps", {"namespace": "kube-system"}),
@@ -472,7 +472,7 @@ async def test_prometheus_operator_component_applies_with_the_crd(admin):
     await wait_for(served, 30, what="ServiceMonitor CRD served")
     objs = await kustomize.apply(admin, REPO / "manifests", [COMPONENTS / "prometheus-operator"])
     assert _names(objs) - _names(base) == {("ServiceMonitor", "pysched")}
-    mon = await admin.get("/apis/monitoring.coreos.com/v1/namespaces/scheduler-lab/servicemonitors/pysched")
+    mon = await admin.get("/apis/monitoring.coreos.com/v1/namespaces/pysched-system/servicemonitors/pysched")
     svc = next(o for o in objs if o["kind"] == "Service")
     assert mon["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     ep = mon["spec"]["endpoints"][0]
@@ -489,7 +489,7 @@ async def test_extender_component_applies_and_its_args_are_pysched_extenders(adm
     base = kustomize.build(REPO / "manifests")
     objs = await kustomize.apply(admin, REPO / "manifests", [COMPONENTS / "extender"])
     assert _names(objs) - _names(base) == {("Deployment", "pysched-extender"), ("Service", "pysched-extender")}
-    dep = await admin.get("/apis/apps/v1/namespaces/scheduler-lab/deployments/pysched-extender")
+    dep = await admin.get("/apis/apps/v1/namespaces/pysched-system/deployments/pysched-extender")
     pod = dep["spec"]["template"]["spec"]
     c = pod["containers"][0]
     args = build_parser().parse_args(c["args"])
@@ -503,14 +503,14 @@ async def test_extender_component_applies_and_its_args_are_pysched_extenders(adm
     assert c["securityContext"]["readOnlyRootFilesystem"] and mounts[next(n for n, v in volumes.items()
                                                                            if "emptyDir" in v)] == "/tmp"
     assert pod["serviceAccountName"] == "pysched" and pod["securityContext"]["runAsUser"] == 65532
-    svc = await admin.get("/api/v1/namespaces/scheduler-lab/services/pysched-extender")
+    svc = await admin.get("/api/v1/namespaces/pysched-system/services/pysched-extender")
     assert svc["spec"]["ports"][0]["port"] == args.port
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
 
     snippet = yaml.safe_load((COMPONENTS / "extender" / "kube-scheduler-extender.yaml").read_text())
     parse({**snippet, "profiles": [{"schedulerName": "default-scheduler"}]})   # a valid extenders entry
     (ext,) = snippet["extenders"]
-    assert ext["urlPrefix"] == f"https://pysched-extender.scheduler-lab.svc:{args.port}"
+    assert ext["urlPrefix"] == f"https://pysched-extender.pysched-system.svc:{args.port}"
     assert ext["enableHTTPS"] and {"caFile", "certFile", "keyFile"} <= ext["tlsConfig"].keys()
     assert (ext["filterVerb"], ext["prioritizeVerb"]) == ("filter", "prioritize")
 
@@ -540,7 +540,7 @@ async def test_namespace_overlay_takes_its_lease_in_that_namespace(control_plane
         return all(p["spec"].get("nodeName") for p in await list_pods(admin, "default"))
     await wait_for(bound, 60, what="pod bound by the other-ns scheduler")
     namespaces = {n["metadata"]["name"] for n in (await admin.get("/api/v1/namespaces"))["items"]}
-    assert "scheduler-lab" not in namespaces
+    assert "pysched-system" not in namespaces
     assert await allowed(admin, "get", "configmaps", namespace="kube-system",
                          name="extension-apiserver-authentication", sa_namespace="other-ns")
     log = sched.log()
@@ -562,7 +562,7 @@ async def test_coscheduling_component_applies_and_grants_podgroups(control_plane
 
     # The scheduler as the ServiceAccount, with the component's own configuration (Coscheduling on,
     # so the PodGroup informer and the status controller run), works with exactly these rights.
-    kubeconfig = await sa_kubeconfig(control_plane, admin, "scheduler-lab")
+    kubeconfig = await sa_kubeconfig(control_plane, admin, "pysched-system")
     cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
     assert "Coscheduling" in yaml.safe_dump(cfg)
     dep = next(o for o in objs if o["kind"] == "Deployment")
@@ -602,7 +602,7 @@ async def test_capacityscheduling_component_applies_and_grants_elasticquotas(con
 
     # The scheduler as the ServiceAccount with the component's own configuration: the ElasticQuota
     # informer and, once it leads, the status controller writing status.used, with exactly these rights.
-    kubeconfig = await sa_kubeconfig(control_plane, admin, "scheduler-lab")
+    kubeconfig = await sa_kubeconfig(control_plane, admin, "pysched-system")
     cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
     assert cfg["profiles"][0]["plugins"]["postFilter"]["enabled"][-1] == {"name": "CapacityScheduling"}
     await admin.request("POST", ELASTICQUOTAS, rate_limit=False, body={
@@ -633,7 +633,7 @@ def test_an_overlay_replaces_the_scheduler_configuration(tmp_path):
     mine = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
             "profiles:\n- schedulerName: team-a\n")
     overlay = _overlay(tmp_path, [], configMapGenerator=[
-        {"name": "pysched-config", "namespace": "scheduler-lab", "behavior": "replace", "files": ["config.yaml"]}],
+        {"name": "pysched-config", "namespace": "pysched-system", "behavior": "replace", "files": ["config.yaml"]}],
         generatorOptions={"disableNameSuffixHash": True})
     (overlay / "config.yaml").write_text(mine)
     out = subprocess.run([kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)

@@ -72,8 +72,10 @@ def manifest_docs(path: Path) -> list[dict]:
 
 
 def manifest_config(path: Path) -> dict:
-    """A shipped ConfigMap's configuration, its Lease moved to the release namespace."""
-    cfg = yaml.safe_load(manifest_docs(path)[0]["data"]["config.yaml"])
+    """A shipped configuration (manifests/config.yaml, or a component's ConfigMap patch), its Lease
+    moved to the release namespace."""
+    doc = manifest_docs(path)[0]
+    cfg = yaml.safe_load(doc["data"]["config.yaml"]) if doc.get("kind") == "ConfigMap" else doc
     cfg["leaderElection"]["resourceNamespace"] = NS
     return cfg
 
@@ -153,7 +155,7 @@ def test_default_rendering_mirrors_the_manifests(helm):
     assert rbac_view(objs, {}) == shipped
 
     # The configuration: the shipped ConfigMap's (custom scores on), the Lease in the release namespace.
-    assert config_of(objs) == manifest_config(REPO / "manifests" / "configmap.yaml")
+    assert config_of(objs) == manifest_config(REPO / "manifests" / "config.yaml")
 
     # The Deployment: the shipped pod spec (non-root 65532, read-only root, emptyDir /tmp, probes, resources).
     dep = one(objs, "Deployment")
@@ -187,6 +189,21 @@ def test_default_rendering_mirrors_the_manifests(helm):
     # One replica: no budget (minAvailable 1 would block every drain).
     single = helm_template(helm, "--set", "replicaCount=1")
     assert not by_kind(single, "PodDisruptionBudget") and one(single, "Deployment")["spec"]["replicas"] == 1
+
+
+def test_a_configuration_change_rolls_the_pods(helm):
+    """The pod template carries checksum/config, a sha256 of the rendered ConfigMap: `helm upgrade`
+    with values that change the configuration changes the template and so rolls the Deployment;
+    values that leave the configuration alone leave the checksum alone."""
+    def checksum(*args: str) -> str:
+        dep = one(helm_template(helm, *args), "Deployment")
+        return dep["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+    digest = checksum()
+    assert re.fullmatch(r"[0-9a-f]{64}", digest)
+    changed = {checksum("--set", value) for value in (
+        "extraConfig.percentageOfNodesToScore=50", "gangScheduling.enabled=true", "leaderElection.leaseDuration=30s")}
+    assert len(changed) == 3 and digest not in changed
+    assert checksum("--set", "replicaCount=3", "--set", "podAnnotations.team=a") == digest
 
 
 def test_gang_scheduling_and_servicemonitor_toggles_mirror_the_manifests(helm):

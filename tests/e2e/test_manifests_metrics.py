@@ -279,7 +279,11 @@ def _without_coscheduling(cfg: dict) -> dict:
 
 
 def _names(objs: list[dict]) -> set[tuple[str, str]]:
-    return {(o["kind"], o["metadata"]["name"]) for o in objs}
+    """(kind, name), the generated ConfigMap without its content hash (a component changes it)."""
+    def name(o: dict) -> str:
+        n = o["metadata"]["name"]
+        return "pysched-config" if o["kind"] == "ConfigMap" and n.startswith("pysched-config-") else n
+    return {(o["kind"], name(o)) for o in objs}
 
 
 def test_coscheduling_component_is_the_base_plus_gang_scheduling():
@@ -290,7 +294,7 @@ def test_coscheduling_component_is_the_base_plus_gang_scheduling():
                                            ("ClusterRoleBinding", "pysched-coscheduling")}
     base_cfg = yaml.safe_load(next(o for o in base if o["kind"] == "ConfigMap")["data"]["config.yaml"])
     comp_cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
-    assert _without_coscheduling(comp_cfg) == base_cfg, "configmap-patch.yaml drifted from manifests/configmap.yaml"
+    assert _without_coscheduling(comp_cfg) == base_cfg, "configmap-patch.yaml drifted from manifests/config.yaml"
 
 
 QUOTAS = COMPONENTS / "capacityscheduling"
@@ -331,7 +335,7 @@ def test_capacityscheduling_component_is_the_base_plus_team_quotas():
     assert _names(objs) - _names(base) == QUOTA_OBJECTS
     comp_cfg = _config(objs)
     assert _without_capacityscheduling(comp_cfg) == _config(base), \
-        "configmap-patch.yaml drifted from manifests/configmap.yaml"
+        "configmap-patch.yaml drifted from manifests/config.yaml"
     fwk = _framework(comp_cfg)      # CapacityScheduling replaces DefaultPreemption, PrioritySort stays
     assert [p.name for p in fwk.post_filter] == ["CapacityScheduling"]
     assert [p.name for p in fwk.queue_sort] == ["PrioritySort"]
@@ -349,7 +353,7 @@ def test_capacityscheduling_coscheduling_component_is_both_with_one_configuratio
     assert _names(objs) == _names(side_by_side)
     comp_cfg = _config(objs)
     assert _without_coscheduling(_without_capacityscheduling(comp_cfg, ("Coscheduling",))) == _config(base), \
-        "capacityscheduling-coscheduling/configmap-patch.yaml drifted from manifests/configmap.yaml"
+        "capacityscheduling-coscheduling/configmap-patch.yaml drifted from manifests/config.yaml"
     fwk = _framework(comp_cfg)
     # configured [Coscheduling, CapacityScheduling]; a PreemptionGate's PostFilter runs last
     assert [p.name for p in fwk.post_filter] == ["CapacityScheduling", "Coscheduling"]
@@ -625,22 +629,106 @@ async def test_capacityscheduling_component_applies_and_grants_elasticquotas(con
     sched.terminate()
 
 
+def _rendered(directory: Path) -> list[dict]:
+    """The kustomization in ``directory`` as the mini-kustomize renders it, checked against
+    ``kubectl kustomize`` where kubectl is installed (the same objects, generated names included)."""
+    objs = kustomize.build(directory)
+    if kubectl():
+        out = subprocess.run([kubectl(), "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        real = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out.stdout)}
+        assert set(real) == {(o["kind"], o["metadata"]["name"]) for o in objs}
+        for o in objs:
+            if o["kind"] in ("ConfigMap", "Deployment"):
+                r = real[o["kind"], o["metadata"]["name"]]
+                assert r.get("data") == o.get("data")
+                assert (r.get("spec") or {}).get("template", {}).get("spec", {}).get("volumes") == \
+                    (o.get("spec") or {}).get("template", {}).get("spec", {}).get("volumes")
+    return objs
+
+
+def _templates(objs: list[dict]) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o["spec"]["template"] for o in objs if o["kind"] == "Deployment"}
+
+
+def _config_volume(template: dict) -> str:
+    (vol,) = [v for v in template["spec"]["volumes"] if v["name"] == "config"]
+    return vol["configMap"]["name"]
+
+
 def test_an_overlay_replaces_the_scheduler_configuration(tmp_path):
-    """docs/install.md's overlay: a configMapGenerator with behavior: replace swaps config.yaml, and
-    the Deployment still mounts the ConfigMap by its name."""
-    if not kubectl():
-        pytest.skip("kubectl not installed")
+    """docs/install.md's overlay: a configMapGenerator with behavior: replace swaps config.yaml; the
+    ConfigMap keeps its content hash in its name and the Deployment mounts it by that name."""
     mine = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
             "profiles:\n- schedulerName: team-a\n")
     overlay = _overlay(tmp_path, [], configMapGenerator=[
-        {"name": "pysched-config", "namespace": "pysched-system", "behavior": "replace", "files": ["config.yaml"]}],
-        generatorOptions={"disableNameSuffixHash": True})
+        {"name": "pysched-config", "namespace": "pysched-system", "behavior": "replace", "files": ["config.yaml"]}])
     (overlay / "config.yaml").write_text(mine)
-    out = subprocess.run([kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    objs = list(yaml.safe_load_all(out.stdout))
-    (cm,) = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "pysched-config"]
+    objs = _rendered(overlay)
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap"]
     assert cm["data"] == {"config.yaml": mine}
-    dep = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "pysched")
-    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
-    assert volumes["config"]["configMap"]["name"] == "pysched-config"
+    assert cm["metadata"]["name"] == f"pysched-config-{kustomize.config_map_hash(cm)}"
+    assert _config_volume(_templates(objs)["pysched"]) == cm["metadata"]["name"]
+
+
+def test_a_configuration_change_rolls_the_deployments(tmp_path):
+    """`kubectl apply -k` of a changed configuration rolls the scheduler: the ConfigMap's name carries
+    a hash of its content (configMapGenerator), so the Deployments' pod templates change with it -
+    the base's config.yaml edited, a component's patch, and the docs' overlay with another file. The
+    same configuration renders the same pod template (no roll)."""
+    def base_with(name: str, extra: str) -> Path:
+        copy = tmp_path / name / "manifests"
+        shutil.copytree(REPO / "manifests", copy)
+        (copy / "config.yaml").write_text((copy / "config.yaml").read_text() + extra)
+        (copy.parent / "kustomization.yaml").write_text(yaml.safe_dump({
+            "resources": ["manifests"], "components": ["manifests/components/extender"]}))
+        return copy.parent
+    before = _templates(_rendered(base_with("a", "")))
+    again = _templates(_rendered(base_with("b", "")))
+    after = _templates(_rendered(base_with("c", "percentageOfNodesToScore: 50\n")))
+    assert before == again
+    assert set(before) == set(after) == {"pysched", "pysched-extender"}
+    for name in before:                       # the scheduler and the extender both mount it
+        assert before[name] != after[name], name
+        assert _config_volume(before[name]) != _config_volume(after[name])
+        assert _config_volume(before[name]).startswith("pysched-config-")
+    # a component that patches the configuration: its hash, not the base's
+    with_gangs = _templates(_rendered(_overlay(tmp_path, ["coscheduling"])))
+    assert _config_volume(with_gangs["pysched"]) != _config_volume(before["pysched"])
+    # the documented overlay, two different files
+    seen = set()
+    for i, percentage in enumerate((30, 60)):
+        overlay = _overlay(tmp_path, [], f"ns-{i}", configMapGenerator=[
+            {"name": "pysched-config", "namespace": "pysched-system", "behavior": "replace",
+             "files": ["config.yaml"]}])
+        (overlay / "config.yaml").write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: "
+                                             f"KubeSchedulerConfiguration\npercentageOfNodesToScore: {percentage}\n")
+        seen.add(_config_volume(_templates(_rendered(overlay))["pysched"]))
+    assert len(seen) == 2
+
+
+def test_an_overlay_over_a_component_replaces_its_configuration(tmp_path):
+    """docs/install.md: a component's patch runs after the generators of the kustomization listing it,
+    so it wins over a `behavior: replace` there; in a kustomization over that one, the user's file
+    wins, and its hash names the ConfigMap the Deployment mounts."""
+    mine = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            "percentageOfNodesToScore: 7\n")
+    replace = [{"name": "pysched-config", "namespace": "pysched-system", "behavior": "replace",
+                "files": ["config.yaml"]}]
+    same = _overlay(tmp_path, ["coscheduling"], "same", configMapGenerator=replace)
+    (same / "config.yaml").write_text(mine)
+    (cm,) = [o for o in _rendered(same) if o["kind"] == "ConfigMap"]
+    assert "Coscheduling" in cm["data"]["config.yaml"]                     # the component's, not mine
+    with_gangs = _overlay(tmp_path, ["coscheduling"])
+    over = tmp_path / "my-overlay"
+    over.mkdir()
+    (over / "config.yaml").write_text(mine)
+    (over / "kustomization.yaml").write_text(yaml.safe_dump({"resources": [f"../{with_gangs.name}"],
+                                                             "configMapGenerator": replace}))
+    objs = _rendered(over)
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap"]
+    assert cm["data"] == {"config.yaml": mine}
+    assert ("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io") in _names(objs)
+    assert _config_volume(_templates(objs)["pysched"]) == cm["metadata"]["name"] \
+        == f"pysched-config-{kustomize.config_map_hash(cm)}"
+

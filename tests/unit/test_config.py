@@ -257,7 +257,7 @@ def test_file_roundtrip(tmp_path):
 
 
 def test_lease_namespace_defaults_to_the_pods_own(tmp_path, monkeypatch):
-    """No leaderElection.resourceNamespace (manifests/configmap.yaml names none): POD_NAMESPACE (the
+    """No leaderElection.resourceNamespace (manifests/config.yaml names none): POD_NAMESPACE (the
     Deployment's downward API), else the ServiceAccount's namespace file, else kube-system."""
     import pysched.apis.config.decode as decode
     cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",

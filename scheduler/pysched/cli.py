@@ -20,6 +20,9 @@ from pysched.util import logs
 
 log = logging.getLogger("pysched.cli")
 SUBCOMMANDS = ("run", "extender", "simulate", "snapshot", "plugin", "ui", "trace")
+# The secure port of a process run by hand answers on this machine only (a laptop does not expose
+# /metrics to its network); a pod's manifests pass --bind-address=0.0.0.0 for its probes and scrapes.
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -145,7 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--write-config-to", metavar="FILE",
                      help="write the effective configuration (defaults applied) to FILE ('-' for stdout) and exit")
     run.add_argument("--secure-port", type=int, default=10259, help="HTTPS port for /healthz, /readyz, /metrics")
-    run.add_argument("--bind-address", default="0.0.0.0", help="address the secure port listens on (default: 0.0.0.0)")
+    run.add_argument("--bind-address", default=DEFAULT_BIND_ADDRESS,
+                     help="address the secure port (/healthz, /readyz, /metrics) listens on (default: 127.0.0.1, "
+                          "this machine only; in a pod pass 0.0.0.0 so that the kubelet's probes and Prometheus "
+                          "reach the pod IP, as manifests/ and the Helm chart do)")
     run.add_argument("--cert-dir", default=None, help="where the self-signed serving certificate is written")
     run.add_argument("--tls-cert-file", default=None,
                      help="serving certificate for the secure port (default: self-signed, written to --cert-dir)")

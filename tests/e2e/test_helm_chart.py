@@ -166,6 +166,8 @@ def test_default_rendering_mirrors_the_manifests(helm):
     assert c.pop("image") == f"ghcr.io/pysched/pysched:{__version__}" and c.pop("imagePullPolicy") == "IfNotPresent"
     sc.pop("image")
     assert c == sc
+    # the pod IP, not pysched's default 127.0.0.1: the kubelet's probes and Prometheus reach it there
+    assert "--bind-address=0.0.0.0" in c["args"]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     for key in ("securityContext", "volumes", "serviceAccountName", "priorityClassName",
                 "terminationGracePeriodSeconds"):
@@ -266,6 +268,7 @@ def test_every_knob(helm, tmp_path):
     assert pod["securityContext"] == values["podSecurityContext"]
     assert c["args"][-2:] == ["--log-format=logfmt", "--podgroup-controller=off"]
     assert "--secure-port=10261" in c["args"] and c["ports"][0]["containerPort"] == 10261
+    assert "--bind-address=0.0.0.0" in c["args"]
     assert c["livenessProbe"]["httpGet"]["port"] == 10261 and c["readinessProbe"]["httpGet"]["port"] == 10261
     for key in ("imagePullSecrets", "nodeSelector", "tolerations", "affinity", "terminationGracePeriodSeconds"):
         assert pod[key] == values[key], key

@@ -732,3 +732,13 @@ def test_an_overlay_over_a_component_replaces_its_configuration(tmp_path):
     assert _config_volume(_templates(objs)["pysched"]) == cm["metadata"]["name"] \
         == f"pysched-config-{kustomize.config_map_hash(cm)}"
 
+
+@pytest.mark.parametrize("components", [[], ["extender"], ["capacityscheduling-coscheduling", "prometheus-operator"]])
+def test_rendered_deployments_listen_on_the_pod_ip(tmp_path, components):
+    """Every Deployment kustomize renders serves on 0.0.0.0, not pysched's default 127.0.0.1 for a
+    process run by hand: the kubelet's probes and Prometheus reach the pod IP."""
+    objs = _rendered(_overlay(tmp_path, components))
+    for dep in (o for o in objs if o["kind"] == "Deployment"):
+        (c,) = dep["spec"]["template"]["spec"]["containers"]
+        flag = "--address=0.0.0.0" if c["args"][0] == "extender" else "--bind-address=0.0.0.0"
+        assert flag in c["args"], dep["metadata"]["name"]

@@ -46,4 +46,7 @@ RUN pip install --no-cache-dir --no-deps /wheels/*.whl && rm -rf /wheels \
 USER 65532:65532
 EXPOSE 10259
 ENTRYPOINT ["pysched"]
-CMD ["--config", "/etc/pysched/config.yaml"]
+# In a container the secure port listens on every address of its own network namespace (the pod
+# IP: the kubelet's probes and Prometheus), not pysched's default 127.0.0.1; manifests/ and the
+# chart, which replace CMD with their args, pass the same flag.
+CMD ["--config", "/etc/pysched/config.yaml", "--bind-address=0.0.0.0"]

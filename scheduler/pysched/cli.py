@@ -20,6 +20,9 @@ from pysched.util import logs
 
 log = logging.getLogger("pysched.cli")
 SUBCOMMANDS = ("run", "extender", "simulate", "snapshot", "plugin", "ui", "trace", "explain")
+# The secure port of a process run by hand answers on this machine only (a laptop does not expose
+# /metrics to its network); a pod's manifests pass --bind-address=0.0.0.0 for its probes and scrapes.
+DEFAULT_BIND_ADDRESS = "127.0.0.1"
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -145,7 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--write-config-to", metavar="FILE",
                      help="write the effective configuration (defaults applied) to FILE ('-' for stdout) and exit")
     run.add_argument("--secure-port", type=int, default=10259, help="HTTPS port for /healthz, /readyz, /metrics")
-    run.add_argument("--bind-address", default="0.0.0.0", help="address the secure port listens on (default: 0.0.0.0)")
+    run.add_argument("--bind-address", default=DEFAULT_BIND_ADDRESS,
+                     help="address the secure port (/healthz, /readyz, /metrics) listens on (default: 127.0.0.1, "
+                          "this machine only; in a pod pass 0.0.0.0 so that the kubelet's probes and Prometheus "
+                          "reach the pod IP, as manifests/ and the Helm chart do)")
     run.add_argument("--cert-dir", default=None, help="where the self-signed serving certificate is written")
     run.add_argument("--tls-cert-file", default=None,
                      help="serving certificate for the secure port (default: self-signed, written to --cert-dir)")
@@ -219,19 +225,20 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--cluster", required=True,
                      help="snapshot (pysched snapshot, or kubectl get nodes,pods,... -A -o yaml); its pending pods "
                           "whose schedulerName is a profile's are scheduled too")
-    sim.add_argument("--pods", required=True,
+    sim.add_argument("--pods",
                      help="pods to schedule (YAML, one or many documents): Pods, Deployments, ReplicaSets, "
                           "ReplicationControllers, StatefulSets, Jobs, DaemonSets, and what they need: PodGroups, "
                           "PriorityClasses, PodDisruptionBudgets, ElasticQuotas, PVCs... A pod the snapshot "
-                          "already holds (same namespace/name) replaces it")
+                          "already holds (same namespace/name) replaces it. Required unless --scale is given")
     sim.add_argument("--add-nodes", action="append", default=[], metavar="TEMPLATE:N",
                      help="what-if: add N copies of TEMPLATE (a node in the snapshot, or a Node YAML file), "
                           "named <template>-sim-<i> (repeatable)")
     sim.add_argument("--scale", action="append", default=[], metavar="KIND/NS/NAME=N",
                      help="what-if: the workload (deployment, statefulset, replicaset, replicationcontroller; in "
-                          "--pods or the snapshot) has N replicas in total: pods are created as its controller "
-                          "would, or removed (not yet on a node first, then the newest; a StatefulSet's highest "
-                          "ordinals) (repeatable)")
+                          "--pods or the snapshot) has N replicas in total, counting the pods of it the snapshot "
+                          "already runs: the missing ones are created as its controller would (from the --pods "
+                          "template when the file holds it), a surplus removed (not yet on a node first, then the "
+                          "newest; a StatefulSet's highest ordinals) (repeatable)")
     sim.add_argument("--explain", action="append", default=[], metavar="POD|GLOB|KIND/NS/NAME",
                      help="print the per-plugin trace of these pods' cycles: a pod (ns/name), a glob over them "
                           "(ns/web-*), or every pod of a workload (deployment/ns/name; also statefulset, "

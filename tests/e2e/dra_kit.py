@@ -715,7 +715,7 @@ async def run_cases(who: str, cases: list[Case] | None = None, timeout: float = 
                 kubeconfig = None   # the control plane's admin
                 if who == "pysched-rbac":
                     await kustomize.apply(admin, REPO / "manifests")
-                    kubeconfig = await sa_kubeconfig(cp, admin, "scheduler-lab")
+                    kubeconfig = await sa_kubeconfig(cp, admin, "pysched-system")
                 ours = SchedulerProcess(cp, cp.workdir, scheduler_config(profiles=[{"schedulerName": PROFILE}]),
                                         name=who, kubeconfig=kubeconfig).start()
                 stop, log_path = ours.close, ours.log_path
@@ -816,7 +816,7 @@ async def run_slice_cases(who: str, cases: list[SliceCase], *, pysched: type[Sch
                 kubeconfig = None
                 if who == "pysched-rbac":
                     await kustomize.apply(admin, REPO / "manifests")
-                    kubeconfig = await sa_kubeconfig(cp, admin, "scheduler-lab")
+                    kubeconfig = await sa_kubeconfig(cp, admin, "pysched-system")
                 ours = pysched(cp, cp.workdir, scheduler_config(profiles=[{"schedulerName": PROFILE}]),
                                name=who, kubeconfig=kubeconfig).start()
                 stop, log_path = ours.close, ours.log_path

@@ -219,7 +219,7 @@ async def run(who: str, timeout: float = 90.0) -> Run:
                 kubeconfig = None
                 if who == "pysched-rbac":
                     await kustomize.apply(admin, REPO / "manifests")
-                    kubeconfig = await sa_kubeconfig(cp, admin, "scheduler-lab")
+                    kubeconfig = await sa_kubeconfig(cp, admin, "pysched-system")
                 ours = SchedulerProcess(cp, cp.workdir, scheduler_config(profiles=profiles()), name=who,
                                         kubeconfig=kubeconfig).start()
                 stop, log_path = ours.close, ours.log_path

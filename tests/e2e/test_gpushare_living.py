@@ -93,7 +93,7 @@ async def test_living_cluster_places_a_gpu_trace_as_the_offline_replay(
     want = kit.offline_replay(cfg, node_objs, pods, TIE_SEED)
 
     await install_rbac(live_admin)
-    kubeconfig = await sa_kubeconfig(living_cluster.cp, live_admin, "scheduler-lab")
+    kubeconfig = await sa_kubeconfig(living_cluster.cp, live_admin, "pysched-system")
     await create_nodes(live_admin, node_objs)
     await wait_nodes_ready(live_admin, [o["metadata"]["name"] for o in node_objs])
     sched = live_scheduler_factory(cfg, kubeconfig=kubeconfig, extra_args=["--seed", str(TIE_SEED)]).start()

@@ -26,8 +26,9 @@ from .conftest import REPO, wait_for
 pytestmark = pytest.mark.e2e
 CHART = REPO / "charts" / "pysched"
 FULL_VALUES = CHART / "ci" / "full-values.yaml"
-NS = "pysched-system"          # the release namespace: nothing may still say scheduler-lab
-MANIFEST_NS = "scheduler-lab"
+NS = "pysched-system"          # the release namespace the docs install to
+MANIFEST_NS = "pysched-system"  # manifests/'s: the same one (tests/unit/test_manifests_namespace.py)
+OTHER_NS = "team-sched"         # a release elsewhere: nothing of the chart may still name NS
 RBAC_KINDS = ("ClusterRole", "Role", "ClusterRoleBinding", "RoleBinding")
 
 
@@ -71,8 +72,10 @@ def manifest_docs(path: Path) -> list[dict]:
 
 
 def manifest_config(path: Path) -> dict:
-    """A shipped ConfigMap's configuration, its Lease moved to the release namespace."""
-    cfg = yaml.safe_load(manifest_docs(path)[0]["data"]["config.yaml"])
+    """A shipped configuration (manifests/config.yaml, or a component's ConfigMap patch), its Lease
+    moved to the release namespace."""
+    doc = manifest_docs(path)[0]
+    cfg = yaml.safe_load(doc["data"]["config.yaml"]) if doc.get("kind") == "ConfigMap" else doc
     cfg["leaderElection"]["resourceNamespace"] = NS
     return cfg
 
@@ -143,14 +146,17 @@ def test_default_rendering_mirrors_the_manifests(helm):
         if o["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
             expected = "kube-system" if o["metadata"]["name"].endswith("authentication-reader") else NS
             assert o["metadata"]["namespace"] == expected, o["metadata"]["name"]
-    assert MANIFEST_NS not in yaml.safe_dump_all(objs)
+    # the chart names no namespace of its own: a release elsewhere has none of NS
+    elsewhere = helm_template(helm, namespace=OTHER_NS)
+    assert NS not in yaml.safe_dump_all(elsewhere)
+    assert {o["metadata"].get("namespace") for o in elsewhere} == {OTHER_NS, None}
 
     # RBAC: exactly manifests/rbac.yaml, in the release namespace.
     shipped = rbac_view(manifest_docs(REPO / "manifests" / "rbac.yaml"), {MANIFEST_NS: NS})
     assert rbac_view(objs, {}) == shipped
 
     # The configuration: the shipped ConfigMap's (custom scores on), the Lease in the release namespace.
-    assert config_of(objs) == manifest_config(REPO / "manifests" / "configmap.yaml")
+    assert config_of(objs) == manifest_config(REPO / "manifests" / "config.yaml")
 
     # The Deployment: the shipped pod spec (non-root 65532, read-only root, emptyDir /tmp, probes, resources).
     dep = one(objs, "Deployment")
@@ -161,6 +167,8 @@ def test_default_rendering_mirrors_the_manifests(helm):
     assert c.pop("image") == f"ghcr.io/pysched/pysched:{__version__}" and c.pop("imagePullPolicy") == "IfNotPresent"
     sc.pop("image")
     assert c == sc
+    # the pod IP, not pysched's default 127.0.0.1: the kubelet's probes and Prometheus reach it there
+    assert "--bind-address=0.0.0.0" in c["args"]
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     for key in ("securityContext", "volumes", "serviceAccountName", "priorityClassName",
                 "terminationGracePeriodSeconds"):
@@ -184,6 +192,21 @@ def test_default_rendering_mirrors_the_manifests(helm):
     # One replica: no budget (minAvailable 1 would block every drain).
     single = helm_template(helm, "--set", "replicaCount=1")
     assert not by_kind(single, "PodDisruptionBudget") and one(single, "Deployment")["spec"]["replicas"] == 1
+
+
+def test_a_configuration_change_rolls_the_pods(helm):
+    """The pod template carries checksum/config, a sha256 of the rendered ConfigMap: `helm upgrade`
+    with values that change the configuration changes the template and so rolls the Deployment;
+    values that leave the configuration alone leave the checksum alone."""
+    def checksum(*args: str) -> str:
+        dep = one(helm_template(helm, *args), "Deployment")
+        return dep["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+    digest = checksum()
+    assert re.fullmatch(r"[0-9a-f]{64}", digest)
+    changed = {checksum("--set", value) for value in (
+        "extraConfig.percentageOfNodesToScore=50", "gangScheduling.enabled=true", "leaderElection.leaseDuration=30s")}
+    assert len(changed) == 3 and digest not in changed
+    assert checksum("--set", "replicaCount=3", "--set", "podAnnotations.team=a") == digest
 
 
 def test_gang_scheduling_and_servicemonitor_toggles_mirror_the_manifests(helm):
@@ -246,6 +269,7 @@ def test_every_knob(helm, tmp_path):
     assert pod["securityContext"] == values["podSecurityContext"]
     assert c["args"][-2:] == ["--log-format=logfmt", "--podgroup-controller=off"]
     assert "--secure-port=10261" in c["args"] and c["ports"][0]["containerPort"] == 10261
+    assert "--bind-address=0.0.0.0" in c["args"]
     assert c["livenessProbe"]["httpGet"]["port"] == 10261 and c["readinessProbe"]["httpGet"]["port"] == 10261
     for key in ("imagePullSecrets", "nodeSelector", "tolerations", "affinity", "terminationGracePeriodSeconds"):
         assert pod[key] == values[key], key
@@ -422,7 +446,7 @@ async def test_default_rendering_runs_the_scheduler_as_its_serviceaccount(helm, 
         assert await sar(admin, verb, res, **kw), f"{verb} {res} {kw} should be allowed"
     for verb, res, kw in [("update", "pods", {"namespace": "default"}), ("list", "secrets", {}),
                           ("update", "leases", {"group": "coordination.k8s.io", "namespace": NS, "name": "other"}),
-                          ("create", "leases", {"group": "coordination.k8s.io", "namespace": MANIFEST_NS}),
+                          ("create", "leases", {"group": "coordination.k8s.io", "namespace": "default"}),
                           ("create", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system"}),
                           ("update", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system",
                                                 "name": "kube-scheduler"}),

@@ -27,7 +27,7 @@ from .conftest import REPO, wait_for
 from .pod_runner import PodRunner
 
 pytestmark = pytest.mark.e2e
-NS = "scheduler-lab"
+NS = "pysched-system"
 SELECTOR = "app.kubernetes.io/name=pysched,app.kubernetes.io/component=scheduler"
 ZONE = "topology.kubernetes.io/zone"
 LOAD = 240

@@ -25,7 +25,7 @@ COMPONENTS = REPO / "manifests" / "components"
 
 
 async def allowed(admin, verb, resource, *, group="", namespace="", name="", subresource="",
-                  sa_namespace="scheduler-lab") -> bool:
+                  sa_namespace="pysched-system") -> bool:
     attrs = {"verb": verb, "resource": resource, "group": group}
     if namespace:
         attrs["namespace"] = namespace
@@ -84,12 +84,12 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
 
     # A real bound token for the ServiceAccount, the ConfigMap's own configuration and the
     # Deployment's environment (POD_NAMESPACE: the Lease goes to the pod's namespace).
-    kubeconfig = await sa_kubeconfig(control_plane, admin, "scheduler-lab")
+    kubeconfig = await sa_kubeconfig(control_plane, admin, "pysched-system")
     # Load-aware plugins read node usage from metrics-server (metrics.k8s.io) with the same token.
     review = await admin.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", rate_limit=False, body={
         "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": "system:serviceaccount:scheduler-lab:pysched",
-                 "groups": ["system:serviceaccounts", "system:serviceaccounts:scheduler-lab"],
+        "spec": {"user": "system:serviceaccount:pysched-system:pysched",
+                 "groups": ["system:serviceaccounts", "system:serviceaccounts:pysched-system"],
                  "resourceAttributes": {"group": "metrics.k8s.io", "resource": "nodes", "verb": "list"}}})
     assert review["status"]["allowed"], review["status"]
     cm = next(o for o in objs if o["kind"] == "ConfigMap")
@@ -106,7 +106,7 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
         return pods if ok else None
 
     await wait_for(settled, 60, what="pods bound and the big one marked")
-    lease = await admin.get("/apis/coordination.k8s.io/v1/namespaces/scheduler-lab/leases/pysched")
+    lease = await admin.get("/apis/coordination.k8s.io/v1/namespaces/pysched-system/leases/pysched")
     assert lease["spec"]["holderIdentity"]
 
     async def events():
@@ -154,7 +154,7 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
                           ("watch", "poddisruptionbudgets", {"group": "policy"}),
                           ("watch", "nodes", {}), ("list", "persistentvolumeclaims", {}),
                           ("create", "events", {"group": "events.k8s.io", "namespace": "default"}),
-                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab",
+                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "pysched-system",
                                                 "name": "pysched"}),
                           ("create", "tokenreviews", {"group": "authentication.k8s.io"}),
                           ("create", "subjectaccessreviews", {"group": "authorization.k8s.io"}),
@@ -167,7 +167,7 @@ async def test_manifests_grant_exactly_what_the_scheduler_uses(control_plane, ad
                           ("create", "pods", {"subresource": "eviction", "namespace": "default"}),
                           ("update", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system",
                                                 "name": "kube-scheduler"}),
-                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "scheduler-lab",
+                          ("update", "leases", {"group": "coordination.k8s.io", "namespace": "pysched-system",
                                                 "name": "other"}),
                           ("create", "leases", {"group": "coordination.k8s.io", "namespace": "kube-system"}),
                           ("get", "configmaps", {"namespace": "kube-system"}),
@@ -279,7 +279,11 @@ def _without_coscheduling(cfg: dict) -> dict:
 
 
 def _names(objs: list[dict]) -> set[tuple[str, str]]:
-    return {(o["kind"], o["metadata"]["name"]) for o in objs}
+    """(kind, name), the generated ConfigMap without its content hash (a component changes it)."""
+    def name(o: dict) -> str:
+        n = o["metadata"]["name"]
+        return "pysched-config" if o["kind"] == "ConfigMap" and n.startswith("pysched-config-") else n
+    return {(o["kind"], name(o)) for o in objs}
 
 
 def test_coscheduling_component_is_the_base_plus_gang_scheduling():
@@ -290,7 +294,7 @@ def test_coscheduling_component_is_the_base_plus_gang_scheduling():
                                            ("ClusterRoleBinding", "pysched-coscheduling")}
     base_cfg = yaml.safe_load(next(o for o in base if o["kind"] == "ConfigMap")["data"]["config.yaml"])
     comp_cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
-    assert _without_coscheduling(comp_cfg) == base_cfg, "configmap-patch.yaml drifted from manifests/configmap.yaml"
+    assert _without_coscheduling(comp_cfg) == base_cfg, "configmap-patch.yaml drifted from manifests/config.yaml"
 
 
 QUOTAS = COMPONENTS / "capacityscheduling"
@@ -331,7 +335,7 @@ def test_capacityscheduling_component_is_the_base_plus_team_quotas():
     assert _names(objs) - _names(base) == QUOTA_OBJECTS
     comp_cfg = _config(objs)
     assert _without_capacityscheduling(comp_cfg) == _config(base), \
-        "configmap-patch.yaml drifted from manifests/configmap.yaml"
+        "configmap-patch.yaml drifted from manifests/config.yaml"
     fwk = _framework(comp_cfg)      # CapacityScheduling replaces DefaultPreemption, PrioritySort stays
     assert [p.name for p in fwk.post_filter] == ["CapacityScheduling"]
     assert [p.name for p in fwk.queue_sort] == ["PrioritySort"]
@@ -349,7 +353,7 @@ def test_capacityscheduling_coscheduling_component_is_both_with_one_configuratio
     assert _names(objs) == _names(side_by_side)
     comp_cfg = _config(objs)
     assert _without_coscheduling(_without_capacityscheduling(comp_cfg, ("Coscheduling",))) == _config(base), \
-        "capacityscheduling-coscheduling/configmap-patch.yaml drifted from manifests/configmap.yaml"
+        "capacityscheduling-coscheduling/configmap-patch.yaml drifted from manifests/config.yaml"
     fwk = _framework(comp_cfg)
     # configured [Coscheduling, CapacityScheduling]; a PreemptionGate's PostFilter runs last
     assert [p.name for p in fwk.post_filter] == ["CapacityScheduling", "Coscheduling"]
@@ -472,7 +476,7 @@ async def test_prometheus_operator_component_applies_with_the_crd(admin):
     await wait_for(served, 30, what="ServiceMonitor CRD served")
     objs = await kustomize.apply(admin, REPO / "manifests", [COMPONENTS / "prometheus-operator"])
     assert _names(objs) - _names(base) == {("ServiceMonitor", "pysched")}
-    mon = await admin.get("/apis/monitoring.coreos.com/v1/namespaces/scheduler-lab/servicemonitors/pysched")
+    mon = await admin.get("/apis/monitoring.coreos.com/v1/namespaces/pysched-system/servicemonitors/pysched")
     svc = next(o for o in objs if o["kind"] == "Service")
     assert mon["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
     ep = mon["spec"]["endpoints"][0]
@@ -489,7 +493,7 @@ async def test_extender_component_applies_and_its_args_are_pysched_extenders(adm
     base = kustomize.build(REPO / "manifests")
     objs = await kustomize.apply(admin, REPO / "manifests", [COMPONENTS / "extender"])
     assert _names(objs) - _names(base) == {("Deployment", "pysched-extender"), ("Service", "pysched-extender")}
-    dep = await admin.get("/apis/apps/v1/namespaces/scheduler-lab/deployments/pysched-extender")
+    dep = await admin.get("/apis/apps/v1/namespaces/pysched-system/deployments/pysched-extender")
     pod = dep["spec"]["template"]["spec"]
     c = pod["containers"][0]
     args = build_parser().parse_args(c["args"])
@@ -503,14 +507,14 @@ async def test_extender_component_applies_and_its_args_are_pysched_extenders(adm
     assert c["securityContext"]["readOnlyRootFilesystem"] and mounts[next(n for n, v in volumes.items()
                                                                            if "emptyDir" in v)] == "/tmp"
     assert pod["serviceAccountName"] == "pysched" and pod["securityContext"]["runAsUser"] == 65532
-    svc = await admin.get("/api/v1/namespaces/scheduler-lab/services/pysched-extender")
+    svc = await admin.get("/api/v1/namespaces/pysched-system/services/pysched-extender")
     assert svc["spec"]["ports"][0]["port"] == args.port
     assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
 
     snippet = yaml.safe_load((COMPONENTS / "extender" / "kube-scheduler-extender.yaml").read_text())
     parse({**snippet, "profiles": [{"schedulerName": "default-scheduler"}]})   # a valid extenders entry
     (ext,) = snippet["extenders"]
-    assert ext["urlPrefix"] == f"https://pysched-extender.scheduler-lab.svc:{args.port}"
+    assert ext["urlPrefix"] == f"https://pysched-extender.pysched-system.svc:{args.port}"
     assert ext["enableHTTPS"] and {"caFile", "certFile", "keyFile"} <= ext["tlsConfig"].keys()
     assert (ext["filterVerb"], ext["prioritizeVerb"]) == ("filter", "prioritize")
 
@@ -540,7 +544,7 @@ async def test_namespace_overlay_takes_its_lease_in_that_namespace(control_plane
         return all(p["spec"].get("nodeName") for p in await list_pods(admin, "default"))
     await wait_for(bound, 60, what="pod bound by the other-ns scheduler")
     namespaces = {n["metadata"]["name"] for n in (await admin.get("/api/v1/namespaces"))["items"]}
-    assert "scheduler-lab" not in namespaces
+    assert "pysched-system" not in namespaces
     assert await allowed(admin, "get", "configmaps", namespace="kube-system",
                          name="extension-apiserver-authentication", sa_namespace="other-ns")
     log = sched.log()
@@ -562,7 +566,7 @@ async def test_coscheduling_component_applies_and_grants_podgroups(control_plane
 
     # The scheduler as the ServiceAccount, with the component's own configuration (Coscheduling on,
     # so the PodGroup informer and the status controller run), works with exactly these rights.
-    kubeconfig = await sa_kubeconfig(control_plane, admin, "scheduler-lab")
+    kubeconfig = await sa_kubeconfig(control_plane, admin, "pysched-system")
     cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
     assert "Coscheduling" in yaml.safe_dump(cfg)
     dep = next(o for o in objs if o["kind"] == "Deployment")
@@ -602,7 +606,7 @@ async def test_capacityscheduling_component_applies_and_grants_elasticquotas(con
 
     # The scheduler as the ServiceAccount with the component's own configuration: the ElasticQuota
     # informer and, once it leads, the status controller writing status.used, with exactly these rights.
-    kubeconfig = await sa_kubeconfig(control_plane, admin, "scheduler-lab")
+    kubeconfig = await sa_kubeconfig(control_plane, admin, "pysched-system")
     cfg = yaml.safe_load(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["config.yaml"])
     assert cfg["profiles"][0]["plugins"]["postFilter"]["enabled"][-1] == {"name": "CapacityScheduling"}
     await admin.request("POST", ELASTICQUOTAS, rate_limit=False, body={
@@ -625,22 +629,116 @@ async def test_capacityscheduling_component_applies_and_grants_elasticquotas(con
     sched.terminate()
 
 
+def _rendered(directory: Path) -> list[dict]:
+    """The kustomization in ``directory`` as the mini-kustomize renders it, checked against
+    ``kubectl kustomize`` where kubectl is installed (the same objects, generated names included)."""
+    objs = kustomize.build(directory)
+    if kubectl():
+        out = subprocess.run([kubectl(), "kustomize", str(directory)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        real = {(o["kind"], o["metadata"]["name"]): o for o in yaml.safe_load_all(out.stdout)}
+        assert set(real) == {(o["kind"], o["metadata"]["name"]) for o in objs}
+        for o in objs:
+            if o["kind"] in ("ConfigMap", "Deployment"):
+                r = real[o["kind"], o["metadata"]["name"]]
+                assert r.get("data") == o.get("data")
+                assert (r.get("spec") or {}).get("template", {}).get("spec", {}).get("volumes") == \
+                    (o.get("spec") or {}).get("template", {}).get("spec", {}).get("volumes")
+    return objs
+
+
+def _templates(objs: list[dict]) -> dict[str, dict]:
+    return {o["metadata"]["name"]: o["spec"]["template"] for o in objs if o["kind"] == "Deployment"}
+
+
+def _config_volume(template: dict) -> str:
+    (vol,) = [v for v in template["spec"]["volumes"] if v["name"] == "config"]
+    return vol["configMap"]["name"]
+
+
 def test_an_overlay_replaces_the_scheduler_configuration(tmp_path):
-    """docs/install.md's overlay: a configMapGenerator with behavior: replace swaps config.yaml, and
-    the Deployment still mounts the ConfigMap by its name."""
-    if not kubectl():
-        pytest.skip("kubectl not installed")
+    """docs/install.md's overlay: a configMapGenerator with behavior: replace swaps config.yaml; the
+    ConfigMap keeps its content hash in its name and the Deployment mounts it by that name."""
     mine = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
             "profiles:\n- schedulerName: team-a\n")
     overlay = _overlay(tmp_path, [], configMapGenerator=[
-        {"name": "pysched-config", "namespace": "scheduler-lab", "behavior": "replace", "files": ["config.yaml"]}],
-        generatorOptions={"disableNameSuffixHash": True})
+        {"name": "pysched-config", "namespace": "pysched-system", "behavior": "replace", "files": ["config.yaml"]}])
     (overlay / "config.yaml").write_text(mine)
-    out = subprocess.run([kubectl(), "kustomize", str(overlay)], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    objs = list(yaml.safe_load_all(out.stdout))
-    (cm,) = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "pysched-config"]
+    objs = _rendered(overlay)
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap"]
     assert cm["data"] == {"config.yaml": mine}
-    dep = next(o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "pysched")
-    volumes = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
-    assert volumes["config"]["configMap"]["name"] == "pysched-config"
+    assert cm["metadata"]["name"] == f"pysched-config-{kustomize.config_map_hash(cm)}"
+    assert _config_volume(_templates(objs)["pysched"]) == cm["metadata"]["name"]
+
+
+def test_a_configuration_change_rolls_the_deployments(tmp_path):
+    """`kubectl apply -k` of a changed configuration rolls the scheduler: the ConfigMap's name carries
+    a hash of its content (configMapGenerator), so the Deployments' pod templates change with it -
+    the base's config.yaml edited, a component's patch, and the docs' overlay with another file. The
+    same configuration renders the same pod template (no roll)."""
+    def base_with(name: str, extra: str) -> Path:
+        copy = tmp_path / name / "manifests"
+        shutil.copytree(REPO / "manifests", copy)
+        (copy / "config.yaml").write_text((copy / "config.yaml").read_text() + extra)
+        (copy.parent / "kustomization.yaml").write_text(yaml.safe_dump({
+            "resources": ["manifests"], "components": ["manifests/components/extender"]}))
+        return copy.parent
+    before = _templates(_rendered(base_with("a", "")))
+    again = _templates(_rendered(base_with("b", "")))
+    after = _templates(_rendered(base_with("c", "percentageOfNodesToScore: 50\n")))
+    assert before == again
+    assert set(before) == set(after) == {"pysched", "pysched-extender"}
+    for name in before:                       # the scheduler and the extender both mount it
+        assert before[name] != after[name], name
+        assert _config_volume(before[name]) != _config_volume(after[name])
+        assert _config_volume(before[name]).startswith("pysched-config-")
+    # a component that patches the configuration: its hash, not the base's
+    with_gangs = _templates(_rendered(_overlay(tmp_path, ["coscheduling"])))
+    assert _config_volume(with_gangs["pysched"]) != _config_volume(before["pysched"])
+    # the documented overlay, two different files
+    seen = set()
+    for i, percentage in enumerate((30, 60)):
+        overlay = _overlay(tmp_path, [], f"ns-{i}", configMapGenerator=[
+            {"name": "pysched-config", "namespace": "pysched-system", "behavior": "replace",
+             "files": ["config.yaml"]}])
+        (overlay / "config.yaml").write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: "
+                                             f"KubeSchedulerConfiguration\npercentageOfNodesToScore: {percentage}\n")
+        seen.add(_config_volume(_templates(_rendered(overlay))["pysched"]))
+    assert len(seen) == 2
+
+
+def test_an_overlay_over_a_component_replaces_its_configuration(tmp_path):
+    """docs/install.md: a component's patch runs after the generators of the kustomization listing it,
+    so it wins over a `behavior: replace` there; in a kustomization over that one, the user's file
+    wins, and its hash names the ConfigMap the Deployment mounts."""
+    mine = ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            "percentageOfNodesToScore: 7\n")
+    replace = [{"name": "pysched-config", "namespace": "pysched-system", "behavior": "replace",
+                "files": ["config.yaml"]}]
+    same = _overlay(tmp_path, ["coscheduling"], "same", configMapGenerator=replace)
+    (same / "config.yaml").write_text(mine)
+    (cm,) = [o for o in _rendered(same) if o["kind"] == "ConfigMap"]
+    assert "Coscheduling" in cm["data"]["config.yaml"]                     # the component's, not mine
+    with_gangs = _overlay(tmp_path, ["coscheduling"])
+    over = tmp_path / "my-overlay"
+    over.mkdir()
+    (over / "config.yaml").write_text(mine)
+    (over / "kustomization.yaml").write_text(yaml.safe_dump({"resources": [f"../{with_gangs.name}"],
+                                                             "configMapGenerator": replace}))
+    objs = _rendered(over)
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap"]
+    assert cm["data"] == {"config.yaml": mine}
+    assert ("CustomResourceDefinition", "podgroups.scheduling.x-k8s.io") in _names(objs)
+    assert _config_volume(_templates(objs)["pysched"]) == cm["metadata"]["name"] \
+        == f"pysched-config-{kustomize.config_map_hash(cm)}"
+
+
+@pytest.mark.parametrize("components", [[], ["extender"], ["capacityscheduling-coscheduling", "prometheus-operator"]])
+def test_rendered_deployments_listen_on_the_pod_ip(tmp_path, components):
+    """Every Deployment kustomize renders serves on 0.0.0.0, not pysched's default 127.0.0.1 for a
+    process run by hand: the kubelet's probes and Prometheus reach the pod IP."""
+    objs = _rendered(_overlay(tmp_path, components))
+    for dep in (o for o in objs if o["kind"] == "Deployment"):
+        (c,) = dep["spec"]["template"]["spec"]["containers"]
+        flag = "--address=0.0.0.0" if c["args"][0] == "extender" else "--bind-address=0.0.0.0"
+        assert flag in c["args"], dep["metadata"]["name"]

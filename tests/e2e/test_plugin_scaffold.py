@@ -1,5 +1,6 @@
-"""``pysched plugin new``: the package it writes installs, its tests pass, mypy --strict accepts it,
-and pysched loads the plugin through its entry point and runs it in a profile."""
+"""``pysched plugin new``: the package it writes installs, its tests pass, mypy --strict accepts it
+and its tests (and so does a bare ``mypy`` in it, from its pyproject), and pysched loads the plugin
+through its entry point and runs it in a profile."""
 
 from __future__ import annotations
 
@@ -36,10 +37,16 @@ def test_a_new_plugin_installs_passes_its_tests_and_loads(tmp_path, points):
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert f"{len(points.split(',')) + 1} passed" in tests.stdout
 
+    # mypy --strict over the plugin and its tests, as the README's `mypy` runs it ([tool.mypy]: files
+    # src and tests, strict); pysched comes from the checkout, silent as an installed package is
     typed = run(sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
-                str(root / "src" / "pysched_team_tiers"),
+                str(root / "src"), str(root / "tests"), cwd=root,
                 env={**env, "MYPYPATH": os.pathsep.join([str(REPO / "scheduler"), str(root / "src")])})
     assert typed.returncode == 0, typed.stdout
+    assert "no issues found in 3 source files" in typed.stdout     # __init__, the plugin, its tests
+    configured = run(sys.executable, "-m", "mypy", "--follow-imports=silent", "--no-incremental", cwd=root,
+                     env={**env, "MYPYPATH": str(REPO / "scheduler")})
+    assert configured.returncode == 0 and "no issues found in 3 source files" in configured.stdout, configured.stdout
 
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump({

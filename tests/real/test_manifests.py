@@ -40,7 +40,7 @@ from .shipkit import (
 # the first test may wait for a cold image build (the session fixture)
 pytestmark = [pytest.mark.real_node, pytest.mark.timeout(1800)]
 
-NS = "scheduler-lab"
+NS = "pysched-system"
 SCHEDULER = yaml.safe_load((REPO / "manifests" / "deployment.yaml").read_text())
 EXTENDER = yaml.safe_load((REPO / "manifests" / "components" / "extender" / "deployment.yaml").read_text())
 FLOOD_SECONDS = 20
@@ -128,9 +128,9 @@ def _tls_files(d: Path) -> dict[str, Path]:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = cert("pysched-extender-ca", ca_key, ca_key, None, ca=True)
     srv_key, cli_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    srv = cert("pysched-extender.scheduler-lab.svc", srv_key, ca_key, ca.subject,
+    srv = cert("pysched-extender.pysched-system.svc", srv_key, ca_key, ca.subject,
                usage=ExtendedKeyUsageOID.SERVER_AUTH,
-               sans=[x509.DNSName("pysched-extender.scheduler-lab.svc"),
+               sans=[x509.DNSName("pysched-extender.pysched-system.svc"),
                      x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
     cli = cert("kube-scheduler", cli_key, ca_key, ca.subject, usage=ExtendedKeyUsageOID.CLIENT_AUTH)
     files = {"ca.crt": ca.public_bytes(serialization.Encoding.PEM),

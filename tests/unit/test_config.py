@@ -244,7 +244,7 @@ def test_file_roundtrip(tmp_path):
           renewDeadline: 15s
           retryPeriod: 3s
           resourceName: mine
-          resourceNamespace: scheduler-lab
+          resourceNamespace: pysched-system
         profiles:
         - schedulerName: one
         - schedulerName: two
@@ -253,11 +253,11 @@ def test_file_roundtrip(tmp_path):
     c = load_file(p)
     assert [x.scheduler_name for x in c.profiles] == ["one", "two"]
     assert c.profiles[1].percentage_of_nodes_to_score == 30
-    assert c.leader_election.lease_duration == 20 and c.leader_election.resource_namespace == "scheduler-lab"
+    assert c.leader_election.lease_duration == 20 and c.leader_election.resource_namespace == "pysched-system"
 
 
 def test_lease_namespace_defaults_to_the_pods_own(tmp_path, monkeypatch):
-    """No leaderElection.resourceNamespace (manifests/configmap.yaml names none): POD_NAMESPACE (the
+    """No leaderElection.resourceNamespace (manifests/config.yaml names none): POD_NAMESPACE (the
     Deployment's downward API), else the ServiceAccount's namespace file, else kube-system."""
     import pysched.apis.config.decode as decode
     cfg = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",

@@ -75,7 +75,7 @@ def test_our_scores_are_opt_in():
     assert all(on.weights[n] == 1 for n in CUSTOM_SCORES)
 
 
-@pytest.mark.parametrize("path", ["examples/scheduler-config.yaml", "manifests/configmap.yaml"])
+@pytest.mark.parametrize("path", ["examples/scheduler-config.yaml", "manifests/config.yaml"])
 def test_shipped_configurations_enable_our_scores(path):
     raw = yaml.safe_load((REPO / path).read_text())
     if raw.get("kind") == "ConfigMap":

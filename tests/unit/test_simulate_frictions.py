@@ -251,7 +251,8 @@ def test_scale_a_statefulset_by_ordinals_and_a_workload_in_the_pod_file(tmp_path
     # a Deployment in --pods: expanded with the replicas asked for
     _, res = run(tmp_path, nodes(), [workload("Deployment", "web", replicas=2)], scale=["deployment/shop/web=4"])
     assert len(res.placements) == 4 and all(p.source == "pods" for p in res.placements)
-    assert any("the Deployment in --pods is expanded with 4 replica(s) (the file says 2)" in n for n in res.notes)
+    assert "--scale deployment/shop/web=4: Deployment shop/web from --pods: 4 pod(s) created (the file says 2 " \
+           "replica(s))" in res.notes
 
 
 def test_scale_errors_are_bad_input(tmp_path, capsys):

@@ -3,7 +3,8 @@
 Writes a normal Python distribution beside nothing else of pysched's: a ``pyproject.toml`` naming
 the plugin in the ``pysched.plugins`` entry-point group, the plugin module (typed args, one method
 per chosen extension point, written against the public API ``pysched.framework`` only), tests with
-``pysched.testing.PluginTester`` that pass as written, and a README saying how to install, test and
+``pysched.testing.PluginTester`` that pass as written - the module and its tests both pass
+``mypy --strict`` (``[tool.mypy]`` in the pyproject) -, and a README saying how to install, test and
 enable it. ``pip install -e <dir>`` makes the plugin loadable by name; ``pytest`` in the directory
 runs its tests.
 
@@ -76,7 +77,7 @@ requires-python = ">=3.11"
 dependencies = ["pysched", "numpy>=1.26"]
 
 [project.optional-dependencies]
-test = ["pytest>=8"]
+test = ["pytest>=8", "mypy>=1.10"]
 
 # The entry point's name is the plugin's name in a profile's plugins and pluginConfig.
 [project.entry-points."pysched.plugins"]
@@ -90,6 +91,12 @@ where = ["src"]
 
 [tool.pytest.ini_options]
 testpaths = ["tests"]
+
+# `mypy` checks the plugin and its tests, strictly (pysched.framework and pysched.testing are typed).
+[tool.mypy]
+files = ["src", "tests"]
+mypy_path = "src"
+strict = true
 '''
 
 
@@ -170,7 +177,7 @@ NODES = [make_node("fast-1", labels={{"example.com/tier": "fast"}}),
          make_node("gone-1", labels={{"example.com/tier": "excluded"}})]
 
 
-def test_it_loads_through_its_entry_point():
+def test_it_loads_through_its_entry_point() -> None:
     from importlib.metadata import entry_points
 
     (ep,) = [e for e in entry_points(group="pysched.plugins") if e.name == "{name}"]
@@ -179,7 +186,7 @@ def test_it_loads_through_its_entry_point():
     if "filter" in points:
         out += f'''
 
-def test_filter_keeps_pods_off_excluded_nodes():
+def test_filter_keeps_pods_off_excluded_nodes() -> None:
     verdicts = PluginTester({name}, nodes=NODES).filter(make_pod("web"))
     assert verdicts == {{"fast-1": None, "slow-1": None,
                          "gone-1": (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (REASON,))}}
@@ -187,7 +194,7 @@ def test_filter_keeps_pods_off_excluded_nodes():
     if "score" in points:
         out += f'''
 
-def test_score_prefers_the_preferred_tier():
+def test_score_prefers_the_preferred_tier() -> None:
     assert PluginTester({name}, nodes=NODES).score(make_pod("web")) == {{"fast-1": 100, "slow-1": 0, "gone-1": 0}}
     slow = PluginTester({name}, {{"preferred": "slow"}}, nodes=NODES).score(make_pod("web"))
     assert slow == {{"fast-1": 0, "slow-1": 100, "gone-1": 0}}
@@ -204,6 +211,7 @@ A pysched scheduling plugin ({", ".join(p.capitalize() for p in points)}), made 
 ```sh
 pip install -e ".[test]"     # beside pysched: the entry point makes {name} loadable by name
 pytest                       # PluginTester runs it over a real scheduler snapshot
+mypy                         # --strict over src/ and tests/ (pyproject.toml's [tool.mypy])
 ```
 
 Enable it in a profile of your KubeSchedulerConfiguration:

@@ -30,9 +30,10 @@ member through Permit. The result gives each group's verdict and the member that
 PodDisruptionBudgets, ElasticQuotas...: ``snapshot.SUPPORTING_KINDS``); they join the snapshot's
 and replace one of the same kind and name. A ``--pods`` pod the snapshot already holds (same
 namespace/name) is an update of it: the snapshot's copy is dropped (no longer counted on its node)
-and the file's is scheduled, with a note. ``--scale KIND/NS/NAME=N`` sets a workload's replicas:
-one in ``--pods`` is expanded with N, one in the snapshot gets pods created or removed
-(``workloads.scale_in_snapshot``).
+and the file's is scheduled, with a note. ``--scale KIND/NS/NAME=N`` sets a workload's replicas to
+N in total, counting the pods of it the snapshot runs: one in ``--pods`` is expanded with the
+difference from the file's template (``workloads.scale_in_file``), one only in the snapshot gets
+pods created or removed (``workloads.scale_in_snapshot``); ``--pods`` is optional with it.
 
 Output: each pod's node or the scheduler's reason, per-node and per-zone utilisation before and
 after, how many pods the added nodes took; ``--explain`` (a pod ``ns/name``, a glob ``ns/web-*``,
@@ -584,7 +585,7 @@ def run_inputs(args) -> dict:
         template = spec.rpartition(":")[0]
         if template and Path(template).is_file():
             digests[f"addNodes[{i}]"] = file_digest(template)
-    cmd = ["pysched", "simulate", "--cluster", args.cluster, "--pods", args.pods]
+    cmd = ["pysched", "simulate", "--cluster", args.cluster, *(["--pods", args.pods] if args.pods else [])]
     for flag, value in (("--config", files["config"]), ("--metrics-file", files["metricsFile"])):
         if value:
             cmd += [flag, value]
@@ -893,40 +894,43 @@ def _sampling_lines(sampling: dict, names: int | None) -> list[str]:
 def prepare(args) -> tuple[Simulation, Snapshot, list[dict], dict]:
     """Read and check everything the run needs (every error here is bad input)."""
     from pysched.tools.whatif import build_nodes
-    from pysched.tools.workloads import Expander, WorkloadError, parse_scale, scale_in_snapshot
+    from pysched.tools.workloads import Expander, WorkloadError, parse_scale, scale_in_file, scale_in_snapshot
     cfg = configmod.load_file(args.config) if args.config else configmod.default_config()
+    try:
+        targets = _scale_targets(getattr(args, "scale", None) or (), parse_scale)
+    except WorkloadError as exc:
+        raise SnapshotError(str(exc)) from None
+    if not args.pods and not targets:
+        raise SnapshotError("--pods: required (the pods or workloads to schedule), unless --scale "
+                            "KIND/NS/NAME=N names a workload of --cluster to scale")
     snapshot = load_snapshot(args.cluster)
     added, template_of = build_nodes(list(getattr(args, "add_nodes", None) or ()), snapshot.nodes)
     expander = Expander([*snapshot.nodes, *added], snapshot.objects)
-    try:
-        targets = [parse_scale(t) for t in getattr(args, "scale", None) or ()]
-    except WorkloadError as exc:
-        raise SnapshotError(str(exc)) from None
     by_ref = {(t.kind, t.namespace, t.name): t for t in targets}
-    in_file: dict[tuple[str, str, str], int] = {}     # scale targets found in --pods: their file replicas
+    in_file: set[tuple[str, str, str]] = set()     # scale targets found in --pods
     workloads_in_file: list[dict] = []
+    notes: list[str] = []
+    removed: set[str] = set()
 
     def expand(obj: dict, where: str) -> list[tuple[dict, str]]:
         first = len(expander.out.pods)
         ref = (obj["kind"], obj["metadata"].get("namespace") or "default", obj["metadata"]["name"])
         target = by_ref.get(ref)
         if target is not None:
-            if not isinstance(obj.get("spec"), dict):
-                raise WorkloadError(f"{obj['kind']} {ref[1]}/{ref[2]} ({where}): spec: required")
-            in_file[ref] = obj["spec"].get("replicas", 1)
-            obj = dict(obj, spec=dict(obj["spec"], replicas=target.replicas))
-        workloads_in_file.append(obj)
-        expander.expand(obj, where)
+            # N in total, counting the pods of it the snapshot already runs (one note says how many)
+            scaled = scale_in_file(target, obj, where, snapshot.pods, snapshot.objects, expander)
+            in_file.add(ref)
+            removed.update(scaled.removed)
+            notes.append(scaled.note)
+        else:
+            workloads_in_file.append(obj)
+            expander.expand(obj, where)
         return [(p, f"{where}, from {obj['kind']} {obj['metadata']['name']} spec.template")
                 for p in expander.out.pods[first:]]
     supporting: list[dict] = []
-    pods = load_pods(args.pods, expand, supporting)
-    notes = list(expander.out.notes)
-    for ref, was in in_file.items():
-        notes.append(f"--scale {by_ref[ref].text}: the {ref[0]} in --pods is expanded with {by_ref[ref].replicas} "
-                     f"replica(s) (the file says {was})")
+    pods = load_pods(args.pods, expand, supporting, allow_empty=bool(targets)) if args.pods else []
+    notes[:0] = expander.out.notes
     notes += _workloads_already_running(workloads_in_file, snapshot)
-    removed: set[str] = set()
     sources: dict[str, str] = {}
     keys = {f"{p['metadata'].get('namespace') or 'default'}/{p['metadata']['name']}" for p in pods}
     for t in targets:
@@ -965,6 +969,22 @@ def prepare(args) -> tuple[Simulation, Snapshot, list[dict], dict]:
     return simulation, snapshot, pods, {"objects": [*supporting, *expander.out.objects], "added_nodes": added,
                                         "added_from": template_of, "owners": expander.out.origin,
                                         "notes": notes, "removed": removed, "sources": sources}
+
+
+def _scale_targets(texts: Iterable[str], parse) -> list:
+    """``--scale`` values parsed (``workloads.parse_scale``); one workload named twice (``deploy/a/b=2
+    --scale deployment/a/b=3``) is an error naming both."""
+    from pysched.tools.workloads import WorkloadError
+    seen: dict[tuple[str, str, str], str] = {}
+    out = []
+    for text in texts:
+        t = parse(text)
+        ref = (t.kind, t.namespace, t.name)
+        if ref in seen:
+            raise WorkloadError(f"--scale {text}: {t.label} is already scaled by --scale {seen[ref]}")
+        seen[ref] = text
+        out.append(t)
+    return out
 
 
 def _workloads_already_running(workloads: list[dict], snapshot: Snapshot) -> list[str]:

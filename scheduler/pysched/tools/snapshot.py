@@ -340,11 +340,13 @@ def _check_supporting(path, obj: dict, where: str) -> None:
         _quantities(path, obj, where, "spec.max", spec.get("max"))
 
 
-def load_pods(path: str | Path, expand=None, supporting: list[dict] | None = None) -> list[dict]:
+def load_pods(path: str | Path, expand=None, supporting: list[dict] | None = None, *,
+              allow_empty: bool = False) -> list[dict]:
     """Pods to simulate, in file order. Workloads (``workloads.WORKLOAD_KINDS``) are handed to
     ``expand(obj, where) -> [(pod, where)]``; without it they are an error. With ``supporting``,
     the ``SUPPORTING_KINDS`` (PodGroups, PriorityClasses, PodDisruptionBudgets, ElasticQuotas...)
-    are appended to it; without it they are an error."""
+    are appended to it; without it they are an error. A file with no object at all is an error
+    unless ``allow_empty`` (``simulate --scale`` has something to do without it)."""
     from pysched.tools.workloads import WORKLOAD_KINDS, WorkloadError
     pods = []
     seen: dict[str, str] = {}
@@ -382,6 +384,6 @@ def load_pods(path: str | Path, expand=None, supporting: list[dict] | None = Non
                 raise SnapshotError(f"{path}: {_describe(pod, pod_where)}: metadata.name: duplicate of {seen[key]}")
             seen[key] = pod_where
             pods.append(pod)
-    if not objects:
+    if not objects and not allow_empty:
         raise SnapshotError(f"{path}: no Pods found")
     return pods     # may be empty: workloads with 0 replicas, a DaemonSet with no eligible node

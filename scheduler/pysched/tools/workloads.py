@@ -180,18 +180,27 @@ class Expander:
         self.default_class = defaults[-1]["metadata"]["name"] if defaults else None
         self.out = Expansion()
 
-    def expand(self, obj: dict, where: str) -> None:
-        handlers: dict[str, Callable[[dict, str], None]] = {
-            "Deployment": self._deployment, "ReplicaSet": self._replicaset,
-            "ReplicationController": self._replicaset, "StatefulSet": self._statefulset,
-            "Job": self._job, "DaemonSet": self._daemonset}
-        handlers[obj["kind"]](_with_uid(obj), where)
+    def expand(self, obj: dict, where: str, *, count: int | None = None,
+               taken: AbstractSet[str] = frozenset()) -> None:
+        """The pods ``obj``'s controller creates. ``count`` (a Deployment, ReplicaSet or
+        ReplicationController) creates that many instead of ``spec.replicas``, named apart from
+        ``taken`` (pod names): ``--scale`` of one whose other pods the snapshot already runs."""
+        obj = _with_uid(obj)
+        if obj["kind"] == "Deployment":
+            self._deployment(obj, where, count=count, taken=taken)
+        elif obj["kind"] in ("ReplicaSet", "ReplicationController"):
+            self._replicaset(obj, where, count=count, taken=taken)
+        else:
+            handlers: dict[str, Callable[[dict, str], None]] = {
+                "StatefulSet": self._statefulset, "Job": self._job, "DaemonSet": self._daemonset}
+            handlers[obj["kind"]](obj, where)
 
     def _emit(self, pod: dict, origin: str) -> None:
         self.out.pods.append(pod)
         self.out.origin[f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"] = origin
 
-    def _deployment(self, dep: dict, where: str) -> None:
+    def _deployment(self, dep: dict, where: str, *, count: int | None = None,
+                    taken: AbstractSet[str] = frozenset()) -> None:
         tmpl = _template(dep, where)
         _selector_matches_template(dep, where, tmpl)
         replicas = _int_field(dep, where, "spec.replicas", dep["spec"].get("replicas"), 1)
@@ -205,7 +214,7 @@ class Expander:
               "metadata": {"name": f"{name}-{h}", "namespace": ns, "uid": f"simulated-replicaset-{ns}-{name}-{h}",
                            "labels": dict(tmpl["metadata"]["labels"]), "ownerReferences": [owner_ref(dep)]},
               "spec": {"replicas": replicas, "selector": sel, "template": tmpl}}
-        self._replicaset(rs, where, origin=f"Deployment {name}")
+        self._replicaset(rs, where, origin=f"Deployment {name}", count=count, taken=taken)
 
     def _replicaset(self, rs: dict, where: str, origin: str = "", *, count: int | None = None,
                     taken: AbstractSet[str] = frozenset()) -> None:
@@ -371,6 +380,7 @@ KIND_ALIASES = {alias: kind for kind, aliases in {
     "DaemonSet": ("daemonset", "daemonsets", "ds"),
 }.items() for alias in aliases}
 SCALABLE_KINDS = ("Deployment", "ReplicaSet", "ReplicationController", "StatefulSet")
+MAX_REPLICAS = 2**31 - 1        # spec.replicas is an int32
 GLOB_CHARS = "*?["
 
 
@@ -457,6 +467,9 @@ def parse_scale(text: str) -> ScaleTarget:
         replicas = -1
     if replicas < 0:
         raise WorkloadError(f"--scale {text}: replicas: expected a non-negative integer, got {count!r}")
+    if replicas > MAX_REPLICAS:
+        raise WorkloadError(f"--scale {text}: replicas: at most {MAX_REPLICAS} (spec.replicas is an int32), "
+                            f"got {count}")
     return ScaleTarget(ref[0], ref[1], ref[2], replicas, text)
 
 
@@ -594,6 +607,62 @@ def scale_in_snapshot(target: ScaleTarget, pods: list[dict], objects: list[dict]
     return out
 
 
+def running_pods_of(kind: str, ns: str, name: str, pods: list[dict], objects: list[dict]) -> list[dict]:
+    """The snapshot's live pods (not Succeeded or Failed) a workload owns, directly or through its
+    ReplicaSets (``owner_chain``: a Deployment's ReplicaSet absent from the snapshot is recognised by
+    its ``pod-template-hash`` name)."""
+    def lookup(k: str, lns: str, nm: str) -> dict | None:
+        return next((o for o in objects if o.get("kind") == k and o["metadata"].get("name") == nm
+                     and (o["metadata"].get("namespace") or "default") == lns), None)
+    return [p for p in pods if _live(p) and ((p.get("metadata") or {}).get("namespace") or "default") == ns
+            and (kind, name) in owner_chain(p, lookup)]
+
+
+def scale_in_file(target: ScaleTarget, obj: dict, where: str, pods: list[dict], objects: list[dict],
+                  expander: Expander) -> Scaled:
+    """Scale a workload of the ``--pods`` file (``obj``, found at ``where``) to ``target.replicas``
+    in total. The pods of it the snapshot (``pods``, ``objects``) already runs count toward the
+    total: they stay, the difference is created from the file's template (it is the spec asked
+    about), named apart from the snapshot's pods, and a surplus is removed as ``scale_in_snapshot``
+    removes it (``deletion_order``; a StatefulSet's ordinals outside ``start .. start+N-1``). With
+    none running, the file's workload is expanded with N replicas."""
+    ns = (obj.get("metadata") or {}).get("namespace") or "default"
+    kind, name, n = target.kind, target.name, target.replicas
+    if not isinstance(obj.get("spec"), dict):
+        raise WorkloadError(f"{_where(obj, where)}: spec: required")
+    said = obj["spec"].get("replicas", 1)
+    existing = running_pods_of(kind, ns, name, pods, objects)
+    out = Scaled()
+    first = len(expander.out.pods)
+    scaled = _replicas(obj, n)
+    if kind == "StatefulSet":
+        start = int(((scaled["spec"].get("ordinals") or {}).get("start")) or 0)
+        have: dict[int, dict] = {}
+        for p in existing:
+            suffix = p["metadata"]["name"][len(name) + 1:]
+            if p["metadata"]["name"].startswith(f"{name}-") and suffix.isdigit():
+                have[int(suffix)] = p
+        wanted = set(range(start, start + n))
+        out.removed = [_key(have[o]) for o in sorted((o for o in have if o not in wanted), reverse=True)]
+        expander._statefulset(_with_uid(scaled), where, only=wanted - set(have))
+        running = len(have)
+    else:
+        grow = n - len(existing)
+        if grow < 0:
+            out.removed = [_key(p) for p in deletion_order(existing)[:-grow]]
+        taken = {p["metadata"]["name"] for p in pods if (p["metadata"].get("namespace") or "default") == ns}
+        expander.expand(scaled, where, count=max(grow, 0), taken=taken)
+        running = len(existing)
+    out.pods = expander.out.pods[first:]
+    label = f"--scale {target.text}: {kind} {ns}/{name} from --pods"
+    if not running:
+        out.note = f"{label}: {len(out.pods)} pod(s) created (the file says {said} replica(s))"
+    else:
+        out.note = f"{label} already has {running} pod(s) in the snapshot; " + _change_words(
+            len(out.pods), out.removed, n, "from the --pods template ")
+    return out
+
+
 def _replicas(obj: dict, n: int) -> dict:
     """A copy of a workload with ``spec.replicas: n`` (a missing spec is left for ``_template`` to name)."""
     obj = copy.deepcopy(obj)
@@ -602,10 +671,10 @@ def _replicas(obj: dict, n: int) -> dict:
     return obj
 
 
-def _change_words(added: int, removed: list[str], n: int) -> str:
+def _change_words(added: int, removed: list[str], n: int, source: str = "") -> str:
     if added:
-        return f"{added} pod(s) created to make {n}"
+        return f"{added} pod(s) created {source}to make {n}"
     if removed:
         shown = ", ".join(removed[:5]) + (f" and {len(removed) - 5} more" if len(removed) > 5 else "")
         return f"{len(removed)} removed to make {n} (not yet on a node first, then the newest): {shown}"
-    return "unchanged"
+    return f"unchanged at {n}"

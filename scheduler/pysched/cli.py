@@ -25,13 +25,15 @@ SUBCOMMANDS = ("run", "extender", "simulate", "snapshot", "plugin", "ui", "trace
 DEFAULT_BIND_ADDRESS = "127.0.0.1"
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, log_level: str = "info") -> None:
+    """The flags every scheduling command shares; ``log_level``: the default of ``--log-level`` (a
+    one-shot command a person reads, such as simulate, keeps its terminal to its report)."""
     p.add_argument("--config", help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1)")
     p.add_argument("--kubeconfig", help="kubeconfig file; default: in-cluster, then $KUBECONFIG")
     p.add_argument("--plugin-module", action="append", default=[], metavar="MODULE",
                    help="import MODULE to register out-of-tree plugins (repeatable)")
-    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
-                   help="least severe log level written (default: info)")
+    p.add_argument("--log-level", default=log_level, choices=("debug", "info", "warning", "error"),
+                   help=f"least severe log level written (default: {log_level})")
     p.add_argument("--log-format", default="logfmt", choices=("logfmt", "json"),
                    help="structured log lines as key=value (logfmt) or JSON objects (default: logfmt)")
 
@@ -221,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pysched.tools.exitcodes import SIMULATE_EXIT_HELP
     sim = sub.add_parser("simulate", help="schedule pods onto a cluster snapshot without an API server",
                          epilog=SIMULATE_EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    _common(sim)
+    _common(sim, log_level="warning")
     sim.add_argument("--cluster", required=True,
                      help="snapshot (pysched snapshot, or kubectl get nodes,pods,... -A -o yaml); its pending pods "
                           "whose schedulerName is a profile's are scheduled too")

@@ -1,5 +1,6 @@
-"""The documentation's sample outputs are the program's: each sample block is compared with what the
-command it documents prints now, so a sample that drifts fails here.
+"""Reading a sample output out of a page and comparing it line by line, for samples that are not a
+session a reader types: ``make demo``'s story in getting-started.md (``test_living_cluster`` masks
+what changes from run to run). Every ``console`` session runs in ``tests/e2e/test_docs_pages.py``.
 
 A sample may leave lines out with a line ``...`` (any number of lines) and shorten a line with
 ``  ...  `` inside it; every other line must appear, in order, exactly as printed.
@@ -7,14 +8,10 @@ A sample may leave lines out with a line ``...`` (any number of lines) and short
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 from pathlib import Path
 
 import pytest
-
-from pysched.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
@@ -56,16 +53,3 @@ def test_assert_sample_catches_drift():
         assert_sample(["a", "x"], "a\nb\n")
     with pytest.raises(pytest.fail.Exception):
         assert_sample(["b", "a"], "a\nb\n")       # order matters
-
-
-def test_simulate_sample(tmp_path, monkeypatch):
-    monkeypatch.chdir(REPO)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = main(["simulate", "--cluster", "examples/simulate/snapshot.yaml",
-                     "--pods", "examples/simulate/pods.yaml", "--config", "examples/scheduler-config.yaml",
-                     "--explain", "shop/web-0",
-                     "--report", str(tmp_path / "report.html")])
-    assert code == 1     # batch/too-big fits nowhere
-    assert_sample(code_block_after("simulate-explain-shadow.md", "--explain shop/web-0 --report report.html"),
-                  out.getvalue())

@@ -463,12 +463,12 @@ class ControlPlane:
         return apiserver_flags(policy, self.audit_log)
 
 
-def terminate_process(proc: subprocess.Popen | None, grace: float = 10.0) -> None:
-    """SIGTERM to the process group, then SIGKILL after ``grace`` seconds."""
+def terminate_process(proc: subprocess.Popen | None, grace: float = 10.0, sig: int = signal.SIGTERM) -> None:
+    """``sig`` (SIGTERM; SIGINT for Ctrl-C) to the process group, then SIGKILL after ``grace`` seconds."""
     if proc is None or proc.poll() is not None:
         return
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, sig)
     try:
         proc.wait(grace)
     except subprocess.TimeoutExpired:

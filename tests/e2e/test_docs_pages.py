@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from pysched.plugins.dynamic_resources.cel import find_helper
-from pysched_dev.devcluster import binaries_dir
+from pysched_dev.devcluster import binaries_dir, terminate_process
 from pysched_dev.docpages import SERVICES, ConsoleBlock, FileBlock, Page, discover, normal_output, output_matches
 from pysched_dev.livecluster import kwok_binary
 
@@ -101,16 +101,7 @@ class Session:
 
 def stop_group(proc: subprocess.Popen, grace: float = 15.0) -> None:
     """Ctrl-C for a process and its children, then SIGKILL after ``grace`` seconds."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGINT)
-    try:
-        proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    terminate_process(proc, grace, sig=signal.SIGINT)
 
 
 def checkout_like(root: Path) -> Path:

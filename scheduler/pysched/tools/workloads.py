@@ -580,12 +580,7 @@ def scale_in_snapshot(target: ScaleTarget, pods: list[dict], objects: list[dict]
             raise WorkloadError(f"{where}: no StatefulSet {ns}/{name} in --pods or --cluster")
         ss = _replicas(_with_uid(ss), n)
         start = int(((ss["spec"].get("ordinals") or {}).get("start")) or 0)
-        existing = _owned_by(pods, ns, "StatefulSet", {name})
-        have: dict[int, dict] = {}
-        for p in existing:
-            suffix = p["metadata"]["name"][len(name) + 1:]
-            if p["metadata"]["name"].startswith(f"{name}-") and suffix.isdigit():
-                have[int(suffix)] = p
+        have = _by_ordinal(name, _owned_by(pods, ns, "StatefulSet", {name}))
         wanted = set(range(start, start + n))
         gone = sorted((o for o in have if o not in wanted), reverse=True)
         out.removed = [_key(have[o]) for o in gone]
@@ -605,6 +600,16 @@ def scale_in_snapshot(target: ScaleTarget, pods: list[dict], objects: list[dict]
     out.note = f"{where}: {label} had {len(existing)} pod(s) in the snapshot; " + _change_words(
         len(out.pods), out.removed, n)
     return out
+
+
+def _by_ordinal(name: str, pods: list[dict]) -> dict[int, dict]:
+    """A StatefulSet ``name``'s pods by ordinal (``<name>-<ordinal>``; other names are not its)."""
+    have: dict[int, dict] = {}
+    for p in pods:
+        suffix = p["metadata"]["name"][len(name) + 1:]
+        if p["metadata"]["name"].startswith(f"{name}-") and suffix.isdigit():
+            have[int(suffix)] = p
+    return have
 
 
 def running_pods_of(kind: str, ns: str, name: str, pods: list[dict], objects: list[dict]) -> list[dict]:
@@ -637,11 +642,7 @@ def scale_in_file(target: ScaleTarget, obj: dict, where: str, pods: list[dict], 
     scaled = _replicas(obj, n)
     if kind == "StatefulSet":
         start = int(((scaled["spec"].get("ordinals") or {}).get("start")) or 0)
-        have: dict[int, dict] = {}
-        for p in existing:
-            suffix = p["metadata"]["name"][len(name) + 1:]
-            if p["metadata"]["name"].startswith(f"{name}-") and suffix.isdigit():
-                have[int(suffix)] = p
+        have = _by_ordinal(name, existing)
         wanted = set(range(start, start + n))
         out.removed = [_key(have[o]) for o in sorted((o for o in have if o not in wanted), reverse=True)]
         expander._statefulset(_with_uid(scaled), where, only=wanted - set(have))

@@ -69,15 +69,18 @@ async def populate(lc: LivingCluster, extra_nodes: int,
         await admin.close()
 
 
-def paste_lines(kubeconfig: Path) -> list[str]:
-    """The ``export`` lines that put ``pysched`` (this environment's), the control plane's
-    ``kubectl`` and pysched's CEL helper (``PYSCHED_CEL_HELPER``, when ``make`` built it) on PATH
-    and point kubectl and pysched at the cluster."""
+def path_line() -> str:
+    """The ``export PATH=...`` line that puts ``pysched`` (this environment's), the control plane's
+    ``kubectl`` and pysched's CEL helper (``PYSCHED_CEL_HELPER``, when ``make`` built it) first."""
     tools = [Path(sys.prefix) / "bin", binaries_dir()]
     if os.environ.get("PYSCHED_CEL_HELPER"):
         tools.append(Path(os.environ["PYSCHED_CEL_HELPER"]).parent)
-    path = ":".join(shlex.quote(str(t)) for t in tools)
-    return [f'export PATH={path}:"$PATH"', f"export KUBECONFIG={shlex.quote(str(kubeconfig))}"]
+    return f'export PATH={":".join(shlex.quote(str(t)) for t in tools)}:"$PATH"'
+
+
+def paste_lines(kubeconfig: Path) -> list[str]:
+    """The lines a user pastes into each terminal: PATH (``path_line``) and KUBECONFIG."""
+    return [path_line(), f"export KUBECONFIG={shlex.quote(str(kubeconfig))}"]
 
 
 def banner(lc: LivingCluster, names: list[str], args: argparse.Namespace) -> str:

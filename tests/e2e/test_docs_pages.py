@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from pysched.plugins.dynamic_resources.cel import find_helper
 from pysched_dev.devcluster import binaries_dir, terminate_process
+from pysched_dev.devcluster_cli import path_line
 from pysched_dev.docpages import SERVICES, ConsoleBlock, FileBlock, Page, discover, normal_output, output_matches
 from pysched_dev.livecluster import kwok_binary
 
@@ -129,8 +129,7 @@ def own_venv(where: Path, env: dict[str, str]) -> dict[str, str]:
 def dev_cluster(log: Path, services: frozenset[str]):
     """``make dev-cluster``: yields the ``export`` lines it prints for the reader to paste. Of its
     optional services (Kueue, Prometheus) only those in ``services`` are started."""
-    env = {**os.environ, "PYSCHED_BIN_DIR": str(binaries_dir()), "PYSCHED_KWOK": str(kwok_binary()),
-           "PYSCHED_CEL_HELPER": str(find_helper()[0] if find_helper() else "")}
+    env = {**os.environ, "PYSCHED_BIN_DIR": str(binaries_dir()), "PYSCHED_KWOK": str(kwok_binary())}
     with log.open("w") as out:
         flags = [f"--{name}={'on' if name in services else 'off'}" for name in SERVICES]
         proc = subprocess.Popen([sys.executable, "-m", "pysched_dev.devcluster_cli", *flags], cwd=REPO, env=env,
@@ -174,7 +173,7 @@ def run_page(page: Page, tmp: Path) -> None:
             exports = stack.enter_context(dev_cluster(tmp / "dev-cluster.log", page.services))
             assert any("PATH=" in e for e in exports) and any("KUBECONFIG=" in e for e in exports), exports
         else:
-            exports = [f'export PATH="{REPO / ".venv" / "bin"}:{binaries_dir()}:$PATH"']
+            exports = [path_line()]     # what make dev-cluster's PATH line gives, without a cluster
         session = Session(root, env)
         for line in exports:
             session.export(line)

@@ -179,7 +179,8 @@ def run_page(page: Page, tmp: Path) -> None:
             session.export(line)
         if page.venv == "own":
             session.env = own_venv(tmp / "venv", session.env)
-        if any(b.background for b in page.console_blocks) and not page.services:
+        if any(b.background and b.commands[0].text.startswith("pysched --") for b in page.console_blocks) \
+                and not page.services:     # a scheduler: its secure port is 10259
             lock = stack.enter_context(PORT_LOCK.open("a"))
             fcntl.flock(lock, fcntl.LOCK_EX)
         stack.callback(session.stop)

@@ -680,7 +680,8 @@ async def test_ui_explain_columns_at_1280_and_1920(tmp_path):
     scores): at 1280 and 1920 px wide, "weighted scores only" shows every Score plugin's column with
     the node column, nothing cut off; every score (raw, normalized, weighted) is reachable in the
     table's sideways scroll, the node column pinned, the columns out of view named."""
-    cluster, pods, config = EXAMPLES / "snapshot.yaml", EXAMPLES / "pods.yaml", EXAMPLES / "scheduler-config.yaml"
+    cluster, pods = EXAMPLES / "simulate" / "snapshot.yaml", EXAMPLES / "simulate" / "pods.yaml"
+    config = EXAMPLES / "scheduler-config.yaml"
     async with ui_session(tmp_path, "--cluster", str(cluster), "--pods", str(pods), "--config", str(config)) as (
             server, page):
         await page.goto(server.url)
@@ -733,7 +734,8 @@ async def test_ui_deep_links(tmp_path):
     the printed login address); moving in the page puts its place in the address bar and the back
     button returns; a pod, node or run the link names that is not there - or a run of another
     session - is said on the page, which shows the rest."""
-    cluster, pods, config = EXAMPLES / "snapshot.yaml", EXAMPLES / "pods.yaml", EXAMPLES / "scheduler-config.yaml"
+    cluster, pods = EXAMPLES / "simulate" / "snapshot.yaml", EXAMPLES / "simulate" / "pods.yaml"
+    config = EXAMPLES / "scheduler-config.yaml"
     reference = placements(simulate(tmp_path, cluster, pods, config))
     async with ui_session(tmp_path, "--cluster", str(cluster), "--pods", str(pods), "--config", str(config)) as (
             server, page):

@@ -6,6 +6,7 @@ sources' parsers and the collector's bounded rounds."""
 import asyncio
 import gc
 import itertools
+import logging
 
 import numpy as np
 import pytest
@@ -427,6 +428,35 @@ def test_collector_rounds_are_bounded_and_a_failure_keeps_the_old_samples():
     asyncio.run(c.fetch_round(p))                                     # cancelled at the timeout
     assert not series.up and series.error == "no answer within 0.05s"
     assert (series.values, series.times) == ({"a": 1.0}, {"a": T0}) and series.version == version + 1
+
+
+class _Answers:
+    """A source whose answers are given in turn (node -> value per round)."""
+
+    def __init__(self, rounds):
+        self.label, self.rounds = "test", list(rounds)
+
+    async def fetch(self, queries):
+        values = self.rounds.pop(0)
+        return {q: (values, T0) for q in queries}
+
+    async def close(self):
+        pass
+
+
+def test_the_log_says_when_the_source_comes_up_and_when_its_node_count_changes(caplog):
+    """A user waiting for load data (docs: the load-aware example) sees the nodes arrive in the log,
+    also when the source was up with none at first (Prometheus before its first rule evaluation)."""
+    provider = MetricProviderArgs(address="http://127.0.0.1:1", interval_seconds=1, timeout_seconds=1)
+    c = LoadCollector(clock=lambda: T0)
+    c.subscribe(provider, "up", "up")
+    p = next(iter(c.providers.values()))
+    p.source = _Answers([{}, {}, {"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 3.0}])
+    with caplog.at_level(logging.INFO, logger="pysched.loadmetrics"):
+        for _ in range(4):
+            asyncio.run(c.fetch_round(p))
+    assert [(r.getMessage(), r.kv["nodes"]) for r in caplog.records if r.levelno == logging.INFO] == [
+        ("metrics source up", 0), ("metrics source: nodes with values changed", 2)]
 
 
 # -- explanations ---------------------------------------------------------------------------------

@@ -58,6 +58,6 @@ def test_no_file_names_the_old_namespace():
             text = path.read_text()
         except (UnicodeDecodeError, OSError):
             continue
-        if OLD in text:
+        if OLD in text and rel != Path("CHANGELOG.md"):     # the history says what it was
             hits.append(str(rel))
     assert hits == []

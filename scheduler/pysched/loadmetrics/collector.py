@@ -30,6 +30,7 @@ class _Provider:
         self.series: dict[tuple[str, str], MetricSeries] = {}   # (query, unit) -> series
         self.last_ok = 0.0
         self.up: bool | None = None
+        self.nodes = 0      # how many nodes the last answer had values for (logged when it changes)
 
 
 class LoadCollector:
@@ -112,10 +113,12 @@ class LoadCollector:
         p.last_ok = now
         METRICS.metrics_fetch_duration.labels(source, "ok").observe(time.perf_counter() - t0)
         METRICS.metrics_source_up.labels(source).set(1)
+        nodes = max((len(s.values) for s in p.series.values()), default=0)
         if p.up is not True:
-            log.info("metrics source up", extra=kv(source=source, queries=len(queries),
-                                                   nodes=max((len(s.values) for s in p.series.values()), default=0)))
-        p.up = True
+            log.info("metrics source up", extra=kv(source=source, queries=len(queries), nodes=nodes))
+        elif nodes != p.nodes:      # e.g. Prometheus's first rule evaluation after an empty answer
+            log.info("metrics source: nodes with values changed", extra=kv(source=source, nodes=nodes, was=p.nodes))
+        p.up, p.nodes = True, nodes
 
     def _down(self, p: _Provider, error: str, result: str, t0: float) -> None:
         source = p.source.label

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pysched.backend.queue.scheduling_queue import FORCE_ACTIVATE, IN_FLIGHT, QueuedPodInfo
+from pysched.client.conditionwriter import OrderedConditionWriter
 from pysched.framework import Code, CycleState, FrameworkError, PodGroupCycleInfo, PodInfo, Status
 from pysched.framework.interface import NodeBatch, Placement
 from pysched.framework.podgroup_preemption import Assignment
@@ -183,6 +184,10 @@ class PodGroupCycle:
         self._cycle_taken: list[QueuedPodInfo] = []       # the members the cycle in progress took
         self._extenders_logged = False
         self.group_traces: dict[str, dict[str, Any]] = {}  # group key -> its last attempt (explain)
+        client = self.client   # type: ignore[attr-defined]
+        # PodGroupScheduled writes, one in flight per group and the last decision last
+        self._group_conditions = (OrderedConditionWriter(client, self._spawn_api_task)   # type: ignore[attr-defined]
+                                  if client is not None else None)
 
     def group_source(self, qpi: QueuedPodInfo) -> PodGroupSource | None:
         """The plugin whose pod-group cycle ``qpi``'s pod goes through, or None (scheduled on its own)."""
@@ -635,8 +640,12 @@ class PodGroupCycle:
     def _set_condition(self, pg: WorkloadPodGroup, status: str, reason: str, message: str) -> None:
         """``updatePodGroupCondition``: never back from True; nothing sent when nothing changes."""
         existing = pg.condition(CONDITION_SCHEDULED)
-        if existing is not None and existing.get("status") == "True" and status != "True":
+        writer = self._group_conditions
+        if writer is None:
             return
+        written = f"{pg.key}/{pg.uid}"     # a group deleted and created again is another object
+        if status != "True" and "True" in ((existing or {}).get("status"), writer.last_status(written)):
+            return      # True already, though the informer may not have delivered it yet
         if (existing is not None and existing.get("status") == status and existing.get("reason") == reason
                 and existing.get("message") == message and existing.get("observedGeneration") == pg.generation):
             return
@@ -646,20 +655,8 @@ class PodGroupCycle:
             cond["lastTransitionTime"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         else:
             cond["lastTransitionTime"] = existing.get("lastTransitionTime")
-        client = self.client   # type: ignore[attr-defined]
-        if client is None:
-            return
-        path = PODGROUPS_PATH.format(namespace=pg.namespace, name=pg.name)
-
-        async def patch() -> None:
-            try:
-                # A strategic merge by the condition's type: the others (another writer's) stay.
-                await client.request("PATCH", path, body={"status": {"conditions": [cond]}},
-                                     content_type="application/strategic-merge-patch+json")
-            except Exception as exc:  # noqa: BLE001 - a status write must not stop the scheduler
-                log.warning("could not update the PodGroup's condition", extra=kv(pod_group=pg.key, err=str(exc)))
-
-        self._spawn_api_task(patch())   # type: ignore[attr-defined]
+        # A strategic merge by the condition's type: the others (another writer's) stay.
+        writer.queue(written, PODGROUPS_PATH.format(namespace=pg.namespace, name=pg.name), cond)
 
 
 def validate_group(pg: WorkloadPodGroup, pending: list[PodInfo], scheduled: list[PodInfo]) -> str:

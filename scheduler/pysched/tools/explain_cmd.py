@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import json
 import os
 import re
@@ -36,6 +35,7 @@ from pysched import explanation, server
 from pysched.apis.core.errors import ApiError
 from pysched.apis.core.names import dns1123_label_problem, dns1123_subdomain_problem
 from pysched.client.auth import Credentials, CredentialsError, in_cluster_available, load_in_cluster, load_kubeconfig
+from pysched.util.netaddr import is_loopback_host
 
 EXIT_OK = 0             # the trace was printed
 EXIT_FAILED = 1         # the pod or the scheduler could not be read (not found, forbidden, unreachable...)
@@ -160,13 +160,7 @@ def load_credentials(path: Path | None, context: str | None) -> Credentials:
 # -- the scheduler's TLS ----------------------------------------------------------------------
 
 def is_loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(urlsplit(url).hostname or "")
 
 
 def scheduler_ca(url: str, ca_flag: str | None, insecure: bool) -> str | None:

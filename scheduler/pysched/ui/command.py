@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import signal
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 from pysched.apis.core.quantity import QuantityError, value
 from pysched.tools.snapshot import Snapshot, SnapshotError, load_snapshot, read_objects
 from pysched.ui.limits import Limits
+from pysched.util.netaddr import is_loopback_host
 
 DEFAULTS = Limits()
 
@@ -92,15 +92,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                     help="structured log lines as key=value (logfmt) or JSON objects (default: logfmt)")
 
 
-def _loopback(address: str) -> bool:
-    if address == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
-
-
 def _snapshot(args: argparse.Namespace) -> Snapshot:
     if args.cluster:
         return load_snapshot(args.cluster)
@@ -121,7 +112,7 @@ def main(args: argparse.Namespace) -> int:
     from pysched.ui.scenario import FieldError, Scenario, ScenarioError
     from pysched.ui.server import serve
 
-    if not _loopback(args.address) and not args.insecure_bind_any:
+    if not is_loopback_host(args.address) and not args.insecure_bind_any:
         print(f"pysched ui: --address {args.address} is not a loopback address; add --insecure-bind-any to serve "
               "beyond this machine", file=sys.stderr)
         return 2

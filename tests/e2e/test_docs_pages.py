@@ -32,7 +32,16 @@ import pytest
 
 from pysched_dev.devcluster import binaries_dir, terminate_process
 from pysched_dev.devcluster_cli import path_line
-from pysched_dev.docpages import SERVICES, ConsoleBlock, FileBlock, Page, discover, normal_output, output_matches
+from pysched_dev.docpages import (
+    SERVICES,
+    Command,
+    ConsoleBlock,
+    FileBlock,
+    Page,
+    discover,
+    normal_output,
+    output_matches,
+)
 from pysched_dev.livecluster import kwok_binary
 
 from .conftest import REPO
@@ -155,9 +164,19 @@ def check(page: Page, block: ConsoleBlock, session: Session) -> list[str]:
         if code != want:
             problems.append(f"{where}\nexited {code}, the page expects {want}:\n{output}")
         elif command.expected and not output_matches(command.expected, output):
-            problems.append(f"{where}\n--- the page shows:\n" + "\n".join(command.expected)
-                            + f"\n--- printed:\n{normal_output(output)}")
+            problems.append(drift(page, command, output))
     return problems
+
+
+def drift(page: Page, command: Command, output: str) -> str:
+    """What the page shows for ``command`` beside what it printed."""
+    return (f"{page.path.name}:{command.line}: $ {command.text}\n--- the page shows:\n" + "\n".join(command.expected)
+            + f"\n--- printed:\n{normal_output(output)}")
+
+
+def hold_port_lock(stack: contextlib.ExitStack) -> None:
+    """Until the page ends, no other page binds the fixed ports (pysched's 10259, Prometheus's 9090)."""
+    fcntl.flock(stack.enter_context(PORT_LOCK.open("a")), fcntl.LOCK_EX)
 
 
 def run_page(page: Page, tmp: Path) -> None:
@@ -168,8 +187,7 @@ def run_page(page: Page, tmp: Path) -> None:
     with contextlib.ExitStack() as stack:
         if page.cluster == "dev-cluster":
             if page.services:       # Prometheus serves the port the load-aware example names
-                lock = stack.enter_context(PORT_LOCK.open("a"))
-                fcntl.flock(lock, fcntl.LOCK_EX)
+                hold_port_lock(stack)
             exports = stack.enter_context(dev_cluster(tmp / "dev-cluster.log", page.services))
             assert any("PATH=" in e for e in exports) and any("KUBECONFIG=" in e for e in exports), exports
         else:
@@ -181,8 +199,7 @@ def run_page(page: Page, tmp: Path) -> None:
             session.env = own_venv(tmp / "venv", session.env)
         if any(b.background and b.commands[0].text.startswith("pysched --") for b in page.console_blocks) \
                 and not page.services:     # a scheduler: its secure port is 10259
-            lock = stack.enter_context(PORT_LOCK.open("a"))
-            fcntl.flock(lock, fcntl.LOCK_EX)
+            hold_port_lock(stack)
         stack.callback(session.stop)
         for n, step in enumerate(page.steps):
             if isinstance(step, FileBlock):
@@ -197,9 +214,7 @@ def run_page(page: Page, tmp: Path) -> None:
                 assert page.cluster == "dev-cluster", f"{page.path.name}:{step.line}: make dev-cluster, cluster=none"
                 shown = (tmp / "dev-cluster.log").read_text()
                 if not output_matches(step.commands[0].expected, shown):
-                    pytest.fail(f"{page.path.name}:{step.line}: $ make dev-cluster\n--- the page shows:\n"
-                                + "\n".join(step.commands[0].expected) + f"\n--- printed:\n{normal_output(shown)}",
-                                pytrace=False)
+                    pytest.fail(drift(page, step.commands[0], shown), pytrace=False)
                 continue
             if step.background:
                 command = step.commands[0]
@@ -210,9 +225,7 @@ def run_page(page: Page, tmp: Path) -> None:
                        and time.monotonic() < settled):
                     time.sleep(0.2)
                 if command.expected and not output_matches([*command.expected, "..."], log.read_text()):
-                    pytest.fail(f"{page.path.name}:{command.line}: $ {command.text}\n--- the page shows:\n"
-                                + "\n".join(command.expected) + f"\n--- printed:\n{normal_output(log.read_text())}",
-                                pytrace=False)
+                    pytest.fail(drift(page, command, log.read_text()), pytrace=False)
                 continue
             deadline = time.monotonic() + step.eventually
             while problems := check(page, step, session):

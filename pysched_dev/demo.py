@@ -23,11 +23,11 @@ import yaml
 from pysched.apis import config as configmod
 from pysched.app import Options, SchedulerApp
 from pysched.client.auth import load_kubeconfig
-from pysched.client.rest import ApiError, KubeClient
+from pysched.client.rest import KubeClient
 from pysched.framework.features import default_gates
 from pysched_dev.devcluster import REPO_ROOT, binaries_version
 from pysched_dev.livecluster import UNREACHABLE_TAINT, LivingCluster, sample_nodes, wait_nodes_ready
-from pysched_dev.testkit import PAUSE_IMAGE, create_nodes, list_pods, poll_until
+from pysched_dev.testkit import PAUSE_IMAGE, create_nodes, install_crd, list_pods, poll_until
 
 COSCHEDULING = REPO_ROOT / "manifests" / "components" / "coscheduling"
 PG_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -75,18 +75,7 @@ def workloads() -> list[tuple[str, dict[str, Any]]]:
 
 
 async def install_podgroup_crd(admin: KubeClient) -> None:
-    crd = yaml.safe_load((COSCHEDULING / "crd.yaml").read_text())
-    await admin.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd,
-                        rate_limit=False)
-    for _ in range(100):
-        try:
-            found = await admin.get("/apis/scheduling.x-k8s.io/v1alpha1")
-            if any(r["name"] == "podgroups" for r in found.get("resources") or ()):
-                return
-        except ApiError:
-            pass
-        await asyncio.sleep(0.1)
-    raise RuntimeError("the PodGroup CRD was not served within 10 s")
+    await install_crd(admin, COSCHEDULING / "crd.yaml")
 
 
 def owner(pod: dict[str, Any]) -> str:

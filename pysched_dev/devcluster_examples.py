@@ -35,12 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from pysched.client.rest import ApiError, KubeClient
-from pysched_dev.devcluster import REPO_ROOT, ControlPlaneError, hack_output
+from pysched.client.rest import KubeClient
+from pysched_dev.devcluster import REPO_ROOT, hack_output
 from pysched_dev.livecluster import CAPACITY_TYPE, GPU_TAINT, INSTANCE_TYPE, ZONE, LivingCluster, kwok_node
-from pysched_dev.testkit import create_nodes
+from pysched_dev.release.buildenv import cache_root
+from pysched_dev.testkit import create_nodes, install_crd
 
 EXAMPLES = REPO_ROOT / "examples"
 ELASTIC_QUOTA_CRD = REPO_ROOT / "manifests" / "components" / "capacityscheduling" / "crd.yaml"
@@ -110,37 +109,13 @@ def dra_objects() -> list[tuple[str, dict[str, Any]]]:
     return objs
 
 
-async def install_crd(admin: KubeClient, path: Path) -> None:
-    """Create the CRD in ``path`` (once) and wait until its group serves its resource."""
-    crd = yaml.safe_load(path.read_text())
-    try:
-        await admin.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd,
-                            rate_limit=False)
-    except ApiError as exc:
-        if exc.status != 409:
-            raise
-    group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
-    version = next(v["name"] for v in crd["spec"]["versions"] if v.get("served"))
-    for _ in range(100):
-        try:
-            found = await admin.get(f"/apis/{group}/{version}")
-            if any(r["name"] == plural for r in found.get("resources") or ()):
-                return
-        except ApiError:
-            pass
-        await asyncio.sleep(0.1)
-    raise ControlPlaneError(f"the CRD {crd['metadata']['name']} was not served within 10 s")
-
-
 def cached_binary(env: str, pattern: str) -> Path | None:
     """``$env``, else the newest ``hack/*.sh`` cache entry matching ``pattern`` (lib.sh's layout:
     ``$PYSCHED_CACHE``, else ``$XDG_CACHE_HOME/pysched``, else ``~/.cache/pysched``, then ``bin/``);
     None when neither exists. Never builds."""
     if os.environ.get(env):
         return Path(os.environ[env])
-    root = os.environ.get("PYSCHED_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pysched")
-    found = sorted(glob.glob(os.path.join(root, "bin", pattern)))
+    found = sorted(glob.glob(str(cache_root() / "bin" / pattern)))
     return Path(found[-1]) if found and os.access(found[-1], os.X_OK) else None
 
 

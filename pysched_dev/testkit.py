@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import Any, TypeVar
+
+import yaml
 
 from pysched.client.rest import ApiError, KubeClient
 from pysched.testing.objects import PAUSE_IMAGE, make_node, make_pod
@@ -107,3 +110,25 @@ def node_ready(node: dict[str, Any]) -> bool:
     """The Node's Ready condition is True."""
     return any(c.get("type") == "Ready" and c.get("status") == "True"
                for c in (node.get("status") or {}).get("conditions") or ())
+
+
+async def install_crd(admin: KubeClient, path: Path) -> None:
+    """Create the CRD in ``path`` (once) and wait until its group serves its resource."""
+    crd = yaml.safe_load(path.read_text())
+    try:
+        await admin.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", body=crd,
+                            rate_limit=False)
+    except ApiError as exc:
+        if exc.status != 409:
+            raise
+    group, plural = crd["spec"]["group"], crd["spec"]["names"]["plural"]
+    version = next(v["name"] for v in crd["spec"]["versions"] if v.get("served"))
+    for _ in range(100):
+        try:
+            found = await admin.get(f"/apis/{group}/{version}")
+            if any(r["name"] == plural for r in found.get("resources") or ()):
+                return
+        except ApiError:
+            pass
+        await asyncio.sleep(0.1)
+    raise RuntimeError(f"the CRD {crd['metadata']['name']} was not served within 10 s")
